@@ -1,0 +1,56 @@
+# Squadron — the two commands of the README are `make local` and `make test`.
+# Every target installs what it needs first, so both work on a fresh clone.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export CDK_DISABLE_VERSION_CHECK := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup local test lint typecheck unit synth bench clean
+
+setup: $(PY_STAMP) $(NODE_STAMP)
+
+$(PY_STAMP): pyproject.toml layers/squadron/requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip setuptools wheel
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## make local: set everything up, then run the local stack.
+local: setup
+	$(BIN)/squadron local
+
+## make test: set everything up, then lint, type-check and run every test.
+test: setup lint typecheck unit
+
+lint: $(PY_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(PY_STAMP)
+	$(BIN)/mypy
+	$(BIN)/mypy --config-file pyproject.toml functions infra tests
+
+unit: setup
+	$(BIN)/pytest
+
+synth: setup
+	npx --no-install cdk synth --quiet
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Imperative shell: builds ports from settings and applies the effects the core decides."""

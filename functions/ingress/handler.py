@@ -1,0 +1,100 @@
+"""Ingress Lambda: POST /webhook from API Gateway (HTTP API) → verify → envelope → events.fifo.
+
+Thin by design: parse the request, call the shell, count the outcome, answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from squadron.errors import ConfigurationError
+from squadron.shell.ingress import IngressOutcome, WebhookIngress, build_ingress
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+app = APIGatewayHttpResolver()
+
+_OUTCOME_METRIC = {
+    "accepted": "WebhooksEnqueued",
+    "dropped": "WebhooksDropped",
+    "rejected": "WebhooksRejected",
+    "failed": "WebhooksFailed",
+    "pong": "WebhooksPinged",
+}
+
+
+@functools.cache
+def ingress() -> WebhookIngress:
+    """One wired ingress per container (clients and the secret cache are reused)."""
+    return build_ingress()
+
+
+def _raw_body() -> bytes:
+    event = app.current_event
+    body = event.body or ""
+    if event.is_base64_encoded:
+        return base64.b64decode(body, validate=True)
+    return body.encode("utf-8")
+
+
+def _answer(outcome: IngressOutcome) -> Response[Any]:
+    metrics.add_metric(name="WebhooksReceived", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=_OUTCOME_METRIC[outcome.outcome], unit=MetricUnit.Count, value=1)
+    log = logger.warning if outcome.status_code >= 400 else logger.info
+    log(
+        "webhook %s",
+        outcome.outcome,
+        extra={"status_code": outcome.status_code, "code": outcome.code, **outcome.body},
+    )
+    return Response(
+        status_code=outcome.status_code, content_type=content_types.APPLICATION_JSON, body=outcome.body
+    )
+
+
+@app.post("/webhook")
+@tracer.capture_method
+def webhook() -> Response[Any]:
+    headers = {key.lower(): value for key, value in (app.current_event.headers or {}).items()}
+    logger.set_correlation_id(headers.get("x-github-delivery"))
+    logger.append_keys(github_event=headers.get("x-github-event"))
+    try:
+        service = ingress()
+    except ConfigurationError as exc:
+        return _answer(
+            IngressOutcome(500, "failed", "misconfigured", {"status": "error", "reason": str(exc)})
+        )
+    try:
+        body = _raw_body()
+    except (binascii.Error, ValueError):
+        return _answer(
+            IngressOutcome(
+                400,
+                "rejected",
+                "body_not_base64",
+                {"status": "rejected", "reason": "the body is not valid base64"},
+            )
+        )
+    return _answer(service.handle(headers, body))
+
+
+@app.not_found
+def not_found(exc: Exception) -> Response[Any]:
+    event = app.current_event
+    reason = f"no route {event.request_context.http.method} {event.raw_path}; GitHub posts to POST /webhook"
+    return _answer(IngressOutcome(404, "rejected", "no_route", {"status": "rejected", "reason": reason}))
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

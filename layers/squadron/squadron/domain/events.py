@@ -1,0 +1,479 @@
+"""The normalized event envelope: what the ingress puts on events.fifo and the router reads.
+
+A GitHub webhook payload is large (tens of kilobytes) and mostly irrelevant to
+routing. The ingress trims it to an :class:`EventEnvelope`: versioned, typed,
+bounded in size, and carrying exactly the fields routing needs. Free text
+(issue, comment, pull request and review bodies) is cut to
+:data:`MAX_BODY_BYTES` UTF-8 bytes so a message never nears the SQS limit.
+
+Everything here is pure: no I/O, no clocks (the caller passes ``received_at``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from squadron.errors import SquadronError
+
+ENVELOPE_SCHEMA_VERSION: Literal[1] = 1
+
+#: Upper bound for any one free-text field in an envelope, in UTF-8 bytes.
+MAX_BODY_BYTES = 16 * 1024
+#: Upper bound for titles, in UTF-8 bytes (GitHub allows 256 characters).
+MAX_TITLE_BYTES = 1024
+#: Upper bound for list fields (labels, assignees, branches, pull request numbers).
+MAX_LIST_ITEMS = 100
+#: A serialized envelope never exceeds this many bytes (SQS accepts 256 KiB).
+MAX_ENVELOPE_BYTES = 200 * 1024
+
+#: The (event, actions) pairs the router handles. ``None`` means "every action"
+#: (the event has no action field). Anything else is dropped at the ingress with a
+#: reason, so it never costs a queue message. The router's routing table must
+#: cover exactly these.
+ROUTED_EVENTS: Mapping[str, frozenset[str] | None] = {
+    "issues": frozenset(
+        {
+            "opened",
+            "edited",
+            "reopened",
+            "closed",
+            "deleted",
+            "transferred",
+            "labeled",
+            "unlabeled",
+            "assigned",
+            "unassigned",
+        }
+    ),
+    "issue_comment": frozenset({"created", "edited"}),
+    "pull_request": frozenset(
+        {"opened", "reopened", "edited", "synchronize", "closed", "ready_for_review", "converted_to_draft"}
+    ),
+    "pull_request_review": frozenset({"submitted", "dismissed"}),
+    "pull_request_review_comment": frozenset({"created"}),
+    "check_run": frozenset({"completed"}),
+    "check_suite": frozenset({"completed"}),
+    "status": None,
+}
+
+#: Events whose subject object records the App that created it in
+#: ``performed_via_github_app``. Only for these actions does that field say the
+#: App performed *this* event; on other actions it describes who created the
+#: object long ago (a human labelling an App-created issue is not the App).
+_CREATED_BY_APP_SUBJECT: Mapping[tuple[str, str], str] = {
+    ("issues", "opened"): "issue",
+    ("issue_comment", "created"): "comment",
+    ("issue_comment", "edited"): "comment",
+}
+
+
+class EnvelopeError(SquadronError):
+    """A payload of a routed event cannot be trimmed into an envelope."""
+
+    def __init__(self, event: str, detail: str) -> None:
+        self.event = event
+        self.detail = detail
+        super().__init__(f"{event} payload is not usable: {detail}")
+
+
+def truncate_utf8(text: str | None, limit: int) -> tuple[str, bool]:
+    """Cut ``text`` to at most ``limit`` UTF-8 bytes on a character boundary.
+
+    Returns the text and whether anything was cut.
+    """
+    if not text:
+        return "", False
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text, False
+    return encoded[:limit].decode("utf-8", errors="ignore"), True
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Actor(_Model):
+    """Who did something: a user, a bot or an organization."""
+
+    login: str
+    id: int
+    type: str = "User"
+
+    @property
+    def is_bot(self) -> bool:
+        return self.type == "Bot" or self.login.endswith("[bot]")
+
+
+class RepositoryRef(_Model):
+    id: int
+    full_name: str
+    default_branch: str | None = None
+    private: bool = False
+
+
+class IssueFields(_Model):
+    number: int
+    title: str
+    body: str = ""
+    body_truncated: bool = False
+    state: str
+    state_reason: str | None = None
+    labels: tuple[str, ...] = ()
+    assignees: tuple[str, ...] = ()
+    author: str | None = None
+    author_association: str | None = None
+    is_pull_request: bool = False
+    html_url: str | None = None
+
+
+class CommentFields(_Model):
+    """An issue comment or a pull request review comment (``kind`` says which)."""
+
+    id: int
+    kind: Literal["issue_comment", "review_comment"]
+    body: str = ""
+    body_truncated: bool = False
+    author: Actor
+    author_association: str | None = None
+    html_url: str | None = None
+    path: str | None = None
+    in_reply_to_id: int | None = None
+
+
+class PullRequestFields(_Model):
+    number: int
+    title: str
+    body: str = ""
+    body_truncated: bool = False
+    state: str
+    draft: bool = False
+    merged: bool = False
+    merge_commit_sha: str | None = None
+    head_ref: str
+    head_sha: str
+    head_repo_full_name: str | None = None
+    base_ref: str
+    author: str | None = None
+    author_association: str | None = None
+    labels: tuple[str, ...] = ()
+    html_url: str | None = None
+
+
+class ReviewFields(_Model):
+    id: int
+    state: str
+    body: str = ""
+    body_truncated: bool = False
+    author: Actor
+    author_association: str | None = None
+    commit_id: str | None = None
+    submitted_at: datetime | None = None
+
+
+class CheckFields(_Model):
+    """A check run or a check suite (``kind`` says which)."""
+
+    id: int
+    kind: Literal["check_run", "check_suite"]
+    name: str | None = None
+    status: str | None = None
+    conclusion: str | None = None
+    head_sha: str
+    head_branch: str | None = None
+    app_slug: str | None = None
+    pull_request_numbers: tuple[int, ...] = ()
+
+
+class StatusFields(_Model):
+    """A commit status (the ``status`` event)."""
+
+    sha: str
+    state: str
+    context: str
+    description: str | None = None
+    target_url: str | None = None
+    branches: tuple[str, ...] = ()
+
+
+class EventEnvelope(_Model):
+    """A trimmed, versioned GitHub event, as carried on events.fifo.
+
+    ``origin`` is ``github`` for webhooks; the framework puts ``squadron``
+    envelopes on the same queue for the effects of its own actions, because
+    the App's own webhooks are dropped at the ingress.
+    """
+
+    schema_version: Literal[1] = ENVELOPE_SCHEMA_VERSION
+    origin: Literal["github", "squadron"] = "github"
+    delivery_id: str = Field(min_length=1, max_length=128)
+    event: str
+    action: str | None = None
+    received_at: datetime
+    installation_id: int | None = None
+    repository: RepositoryRef
+    sender: Actor
+    issue: IssueFields | None = None
+    comment: CommentFields | None = None
+    pull_request: PullRequestFields | None = None
+    review: ReviewFields | None = None
+    check: CheckFields | None = None
+    status: StatusFields | None = None
+    label: str | None = None
+    assignee: Actor | None = None
+
+    @property
+    def subject_number(self) -> int | None:
+        """The issue or pull request number the event is about, if any."""
+        if self.issue is not None:
+            return self.issue.number
+        if self.pull_request is not None:
+            return self.pull_request.number
+        if self.check is not None and self.check.pull_request_numbers:
+            return min(self.check.pull_request_numbers)
+        return None
+
+    @property
+    def message_group_id(self) -> str:
+        """FIFO message group: one per issue or pull request, else one per repository."""
+        number = self.subject_number
+        suffix = str(number) if number is not None else "repo"
+        return f"{self.repository.id}#{suffix}"
+
+    def to_message(self) -> str:
+        """Serialize for the queue; guaranteed below :data:`MAX_ENVELOPE_BYTES`."""
+        text = self.model_dump_json(exclude_none=True, exclude_defaults=False)
+        size = len(text.encode("utf-8"))
+        if size > MAX_ENVELOPE_BYTES:
+            raise EnvelopeError(self.event, f"serialized envelope is {size} bytes, over {MAX_ENVELOPE_BYTES}")
+        return text
+
+    @classmethod
+    def from_message(cls, text: str | bytes) -> EventEnvelope:
+        return cls.model_validate_json(text)
+
+
+def routing_interest(event: str, action: str | None) -> str | None:
+    """Why the router would never handle this (event, action), or ``None`` if it would."""
+    if event not in ROUTED_EVENTS:
+        return f"event '{event}' is not routed"
+    actions = ROUTED_EVENTS[event]
+    if actions is not None and action not in actions:
+        return f"action '{action}' of event '{event}' is not routed"
+    return None
+
+
+def performed_by_app(
+    event: str, action: str | None, payload: Mapping[str, Any], *, app_id: int, app_slug: str
+) -> bool:
+    """Whether the App itself caused this event (so routing it could loop)."""
+    sender = payload.get("sender")
+    if isinstance(sender, Mapping) and sender.get("login") == f"{app_slug}[bot]":
+        return True
+    subject_key = _CREATED_BY_APP_SUBJECT.get((event, action or ""))
+    if subject_key is None:
+        return False
+    subject = payload.get(subject_key)
+    if not isinstance(subject, Mapping):
+        return False
+    via = subject.get("performed_via_github_app")
+    return isinstance(via, Mapping) and via.get("id") == app_id
+
+
+# --- trimming -------------------------------------------------------------------------------
+
+
+def _obj(payload: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    value = payload.get(key)
+    return value if isinstance(value, Mapping) else None
+
+
+def _login(user: Mapping[str, Any] | None) -> str | None:
+    if user is None:
+        return None
+    login = user.get("login")
+    return login if isinstance(login, str) else None
+
+
+def _actor(user: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if user is None:
+        return None
+    return {"login": user.get("login"), "id": user.get("id"), "type": user.get("type") or "User"}
+
+
+def _names(items: Any, key: str) -> list[str]:
+    if not isinstance(items, list):
+        return []
+    names = [item.get(key) for item in items if isinstance(item, Mapping)]
+    return [name for name in names if isinstance(name, str)][:MAX_LIST_ITEMS]
+
+
+def _text(value: Any, limit: int = MAX_BODY_BYTES) -> tuple[str, bool]:
+    return truncate_utf8(value if isinstance(value, str) else None, limit)
+
+
+def _trim_issue(issue: Mapping[str, Any]) -> dict[str, Any]:
+    body, cut = _text(issue.get("body"))
+    title, _ = _text(issue.get("title"), MAX_TITLE_BYTES)
+    return {
+        "number": issue.get("number"),
+        "title": title,
+        "body": body,
+        "body_truncated": cut,
+        "state": issue.get("state"),
+        "state_reason": issue.get("state_reason"),
+        "labels": _names(issue.get("labels"), "name"),
+        "assignees": _names(issue.get("assignees"), "login"),
+        "author": _login(_obj(issue, "user")),
+        "author_association": issue.get("author_association"),
+        "is_pull_request": isinstance(issue.get("pull_request"), Mapping),
+        "html_url": issue.get("html_url"),
+    }
+
+
+def _trim_comment(comment: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    body, cut = _text(comment.get("body"))
+    return {
+        "id": comment.get("id"),
+        "kind": kind,
+        "body": body,
+        "body_truncated": cut,
+        "author": _actor(_obj(comment, "user")),
+        "author_association": comment.get("author_association"),
+        "html_url": comment.get("html_url"),
+        "path": comment.get("path"),
+        "in_reply_to_id": comment.get("in_reply_to_id"),
+    }
+
+
+def _trim_pull_request(pr: Mapping[str, Any]) -> dict[str, Any]:
+    body, cut = _text(pr.get("body"))
+    title, _ = _text(pr.get("title"), MAX_TITLE_BYTES)
+    head = _obj(pr, "head") or {}
+    base = _obj(pr, "base") or {}
+    head_repo = _obj(head, "repo")
+    return {
+        "number": pr.get("number"),
+        "title": title,
+        "body": body,
+        "body_truncated": cut,
+        "state": pr.get("state"),
+        "draft": bool(pr.get("draft")),
+        "merged": bool(pr.get("merged")),
+        "merge_commit_sha": pr.get("merge_commit_sha"),
+        "head_ref": head.get("ref"),
+        "head_sha": head.get("sha"),
+        "head_repo_full_name": head_repo.get("full_name") if head_repo else None,
+        "base_ref": base.get("ref"),
+        "author": _login(_obj(pr, "user")),
+        "author_association": pr.get("author_association"),
+        "labels": _names(pr.get("labels"), "name"),
+        "html_url": pr.get("html_url"),
+    }
+
+
+def _trim_review(review: Mapping[str, Any]) -> dict[str, Any]:
+    body, cut = _text(review.get("body"))
+    return {
+        "id": review.get("id"),
+        "state": review.get("state"),
+        "body": body,
+        "body_truncated": cut,
+        "author": _actor(_obj(review, "user")),
+        "author_association": review.get("author_association"),
+        "commit_id": review.get("commit_id"),
+        "submitted_at": review.get("submitted_at"),
+    }
+
+
+def _pr_numbers(items: Any) -> list[int]:
+    if not isinstance(items, list):
+        return []
+    numbers = [item.get("number") for item in items if isinstance(item, Mapping)]
+    return sorted({n for n in numbers if isinstance(n, int)})[:MAX_LIST_ITEMS]
+
+
+def _trim_check(check: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    suite = _obj(check, "check_suite") if kind == "check_run" else check
+    app = _obj(check, "app") or (_obj(suite, "app") if suite else None)
+    return {
+        "id": check.get("id"),
+        "kind": kind,
+        "name": check.get("name"),
+        "status": check.get("status"),
+        "conclusion": check.get("conclusion"),
+        "head_sha": check.get("head_sha"),
+        "head_branch": suite.get("head_branch") if suite else None,
+        "app_slug": app.get("slug") if app else None,
+        "pull_request_numbers": _pr_numbers(check.get("pull_requests")),
+    }
+
+
+def _trim_status(payload: Mapping[str, Any]) -> dict[str, Any]:
+    description, _ = _text(payload.get("description"), MAX_TITLE_BYTES)
+    return {
+        "sha": payload.get("sha"),
+        "state": payload.get("state"),
+        "context": payload.get("context"),
+        "description": description or None,
+        "target_url": payload.get("target_url"),
+        "branches": _names(payload.get("branches"), "name"),
+    }
+
+
+def build_envelope(
+    *, event: str, delivery_id: str, payload: Mapping[str, Any], received_at: datetime
+) -> EventEnvelope:
+    """Trim a routed event's payload into an envelope.
+
+    Raises :class:`EnvelopeError` naming the first missing or malformed field.
+    """
+    repository = _obj(payload, "repository")
+    if repository is None:
+        raise EnvelopeError(event, "the payload has no 'repository' object")
+    sender = _obj(payload, "sender")
+    if sender is None:
+        raise EnvelopeError(event, "the payload has no 'sender' object")
+    action = payload.get("action")
+    installation = _obj(payload, "installation")
+    fields: dict[str, Any] = {
+        "delivery_id": delivery_id,
+        "event": event,
+        "action": action if isinstance(action, str) else None,
+        "received_at": received_at,
+        "installation_id": installation.get("id") if installation else None,
+        "repository": {
+            "id": repository.get("id"),
+            "full_name": repository.get("full_name"),
+            "default_branch": repository.get("default_branch"),
+            "private": bool(repository.get("private")),
+        },
+        "sender": _actor(sender),
+    }
+    if (issue := _obj(payload, "issue")) is not None:
+        fields["issue"] = _trim_issue(issue)
+    if (pr := _obj(payload, "pull_request")) is not None:
+        fields["pull_request"] = _trim_pull_request(pr)
+    if (comment := _obj(payload, "comment")) is not None:
+        kind = "review_comment" if event == "pull_request_review_comment" else "issue_comment"
+        fields["comment"] = _trim_comment(comment, kind)
+    if (review := _obj(payload, "review")) is not None:
+        fields["review"] = _trim_review(review)
+    if event in ("check_run", "check_suite") and (check := _obj(payload, event)) is not None:
+        fields["check"] = _trim_check(check, event)
+    if event == "status":
+        fields["status"] = _trim_status(payload)
+    if (label := _obj(payload, "label")) is not None and isinstance(label.get("name"), str):
+        fields["label"] = label["name"]
+    if (assignee := _obj(payload, "assignee")) is not None:
+        fields["assignee"] = _actor(assignee)
+    try:
+        return EventEnvelope.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise EnvelopeError(event, f"{where}: {first['msg']}") from exc

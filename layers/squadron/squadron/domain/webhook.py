@@ -1,0 +1,203 @@
+"""Deciding what to do with one incoming webhook request — pure, no I/O.
+
+:func:`triage_webhook` takes the raw request (headers and body bytes), the
+webhook secret and the App's identity, and returns one decision:
+
+- :class:`Rejected` — the request is not a valid GitHub delivery (4xx) and is
+  answered with a precise reason;
+- :class:`Pong` — a signed ``ping``;
+- :class:`Dropped` — a valid delivery the router would never act on (202);
+- :class:`Accepted` — a valid delivery trimmed into an envelope to enqueue.
+
+The signature is checked over the raw bytes with a constant-time compare, as
+GitHub documents, before anything else in the body is looked at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from squadron.domain.events import (
+    EnvelopeError,
+    EventEnvelope,
+    build_envelope,
+    performed_by_app,
+    routing_interest,
+)
+
+SIGNATURE_HEADER = "x-hub-signature-256"
+LEGACY_SIGNATURE_HEADER = "x-hub-signature"
+EVENT_HEADER = "x-github-event"
+DELIVERY_HEADER = "x-github-delivery"
+
+_SIGNATURE_RE = re.compile(r"sha256=([0-9a-fA-F]{64})")
+_EVENT_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+# GitHub delivery ids are GUIDs; the id becomes the SQS deduplication id (≤128 chars).
+_DELIVERY_RE = re.compile(r"[A-Za-z0-9-]{1,128}")
+
+
+def sign(body: bytes, secret: str | bytes) -> str:
+    """The ``X-Hub-Signature-256`` value GitHub sends for ``body``."""
+    key = secret.encode("utf-8") if isinstance(secret, str) else secret
+    return "sha256=" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def signature_problem(body: bytes, header: str | None, secret: str | bytes) -> str | None:
+    """Why ``header`` does not authenticate ``body`` under ``secret``, or ``None`` if it does."""
+    if not secret:
+        # Never reachable through the shell (it fails closed first), but a pure
+        # function must not turn an empty key into a pass either.
+        return "no webhook secret is configured"
+    if header is None:
+        return "X-Hub-Signature-256 header is missing"
+    match = _SIGNATURE_RE.fullmatch(header.strip())
+    if match is None:
+        return "X-Hub-Signature-256 header is malformed (expected 'sha256=' and 64 hex digits)"
+    expected = sign(body, secret)
+    if not hmac.compare_digest(expected, "sha256=" + match.group(1).lower()):
+        return "X-Hub-Signature-256 does not match the body"
+    return None
+
+
+@dataclass(frozen=True)
+class AppIdentity:
+    app_id: int
+    slug: str
+
+    @property
+    def bot_login(self) -> str:
+        return f"{self.slug}[bot]"
+
+
+@dataclass(frozen=True)
+class Rejected:
+    status: int
+    code: str
+    reason: str
+    kind: Literal["rejected"] = "rejected"
+
+
+@dataclass(frozen=True)
+class Pong:
+    delivery_id: str
+    zen: str | None
+    hook_id: int | None
+    kind: Literal["pong"] = "pong"
+
+
+@dataclass(frozen=True)
+class Dropped:
+    delivery_id: str
+    event: str
+    action: str | None
+    code: str
+    reason: str
+    kind: Literal["dropped"] = "dropped"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    envelope: EventEnvelope
+    kind: Literal["accepted"] = "accepted"
+
+
+WebhookDecision = Rejected | Pong | Dropped | Accepted
+
+
+def _lower_keys(headers: Mapping[str, str]) -> dict[str, str]:
+    return {key.lower(): value for key, value in headers.items()}
+
+
+def _parse_object(body: bytes) -> dict[str, Any] | Rejected:
+    try:
+        # Decode strictly: json.loads(bytes) would also sniff UTF-16/32, which GitHub never sends.
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return Rejected(400, "body_not_utf8", "the body is not UTF-8 text")
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Rejected(400, "body_not_json", f"the body is not JSON: {exc.msg} at line {exc.lineno}")
+    if not isinstance(parsed, dict):
+        return Rejected(
+            400, "body_not_object", f"the body is JSON but not an object (got {type(parsed).__name__})"
+        )
+    return parsed
+
+
+def triage_webhook(
+    *,
+    headers: Mapping[str, str],
+    body: bytes,
+    secret: str | bytes,
+    app: AppIdentity,
+    max_body_bytes: int,
+    received_at: datetime,
+) -> WebhookDecision:
+    """Decide what one webhook request becomes. See the module docstring."""
+    h = _lower_keys(headers)
+    if len(body) > max_body_bytes:
+        return Rejected(
+            413, "body_too_large", f"the body is {len(body)} bytes, over the {max_body_bytes} cap"
+        )
+    if SIGNATURE_HEADER not in h and LEGACY_SIGNATURE_HEADER in h:
+        return Rejected(
+            401,
+            "signature_missing",
+            "X-Hub-Signature-256 header is missing (the SHA-1 X-Hub-Signature is not accepted)",
+        )
+    problem = signature_problem(body, h.get(SIGNATURE_HEADER), secret)
+    if problem is not None:
+        code = "signature_missing" if SIGNATURE_HEADER not in h else "signature_invalid"
+        return Rejected(401, code, problem)
+
+    event = h.get(EVENT_HEADER, "").strip()
+    delivery_id = h.get(DELIVERY_HEADER, "").strip()
+    if not event:
+        return Rejected(400, "event_header_missing", "X-GitHub-Event header is missing")
+    if not _EVENT_RE.fullmatch(event):
+        return Rejected(
+            400, "event_header_invalid", f"X-GitHub-Event header is not an event name: {event[:80]!r}"
+        )
+    if not delivery_id:
+        return Rejected(400, "delivery_header_missing", "X-GitHub-Delivery header is missing")
+    if not _DELIVERY_RE.fullmatch(delivery_id):
+        return Rejected(
+            400,
+            "delivery_header_invalid",
+            f"X-GitHub-Delivery header is not a delivery id: {delivery_id[:80]!r}",
+        )
+    if not body:
+        return Rejected(400, "body_empty", "the body is empty")
+    payload = _parse_object(body)
+    if isinstance(payload, Rejected):
+        return payload
+
+    if event == "ping":
+        hook_id = payload.get("hook_id")
+        zen = payload.get("zen")
+        return Pong(
+            delivery_id, zen if isinstance(zen, str) else None, hook_id if isinstance(hook_id, int) else None
+        )
+
+    raw_action = payload.get("action")
+    action = raw_action if isinstance(raw_action, str) else None
+    if performed_by_app(event, action, payload, app_id=app.app_id, app_slug=app.slug):
+        return Dropped(delivery_id, event, action, "own_event", f"the event was caused by {app.bot_login}")
+    not_routed = routing_interest(event, action)
+    if not_routed is not None:
+        return Dropped(delivery_id, event, action, "not_routed", not_routed)
+    try:
+        envelope = build_envelope(
+            event=event, delivery_id=delivery_id, payload=payload, received_at=received_at
+        )
+    except EnvelopeError as exc:
+        return Rejected(400, "payload_invalid", str(exc))
+    return Accepted(envelope)

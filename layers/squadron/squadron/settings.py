@@ -1,0 +1,58 @@
+"""Runtime settings of each Lambda and the agent host, read once from the environment.
+
+Every setting is a pydantic model; :func:`load_settings` turns every problem
+into one :class:`~squadron.errors.ConfigurationError` that names each variable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TypeVar
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+
+from squadron.errors import ConfigurationError
+
+#: GitHub caps webhook payloads at 25 MB, API Gateway at 10 MB and Lambda at 6 MB;
+#: every event the router handles is far smaller than this default.
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+class IngressSettings(BaseModel):
+    """Environment of the ingress Lambda."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
+    webhook_secret_arn: str = Field(validation_alias="WEBHOOK_SECRET_ARN", min_length=1)
+    github_app_id: int = Field(validation_alias="GITHUB_APP_ID", ge=0)
+    github_app_slug: str = Field(validation_alias="GITHUB_APP_SLUG", pattern=r"^[a-z0-9][a-z0-9-]{0,33}$")
+    max_body_bytes: int = Field(
+        default=DEFAULT_MAX_BODY_BYTES,
+        validation_alias=AliasChoices("MAX_BODY_BYTES"),
+        ge=1024,
+        le=25 * 1024 * 1024,
+    )
+    secret_cache_seconds: int = Field(
+        default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
+    )
+
+
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
+
+
+def load_settings(model: type[SettingsT], environ: Mapping[str, str] | None = None) -> SettingsT:
+    """Validate ``model`` from the environment; every problem named in one error."""
+    env = dict(os.environ if environ is None else environ)
+    try:
+        return model.model_validate(env)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = ".".join(str(part) for part in error["loc"])
+            value = env.get(name)
+            shown = "" if value is None or "SECRET" in name else f" (got {value!r})"
+            message = "is required" if error["type"] == "missing" else error["msg"]
+            problems.append(f"{name} {message}{shown}")
+        raise ConfigurationError("; ".join(problems), source=f"{model.__name__} environment") from exc

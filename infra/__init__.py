@@ -1,0 +1,1 @@
+"""The AWS CDK app that deploys Squadron (synthesizes offline, without Docker or credentials)."""

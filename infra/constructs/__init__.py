@@ -1,0 +1,1 @@
+"""One construct per concern; `infra.stack.SquadronStack` composes them."""

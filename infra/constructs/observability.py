@@ -1,0 +1,64 @@
+"""Where alarms go: one encrypted SNS topic (a dashboard joins it later)."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+
+class Observability(Construct):
+    """The alarm topic, with an optional email subscription; `notify_on` wires alarms to it."""
+
+    # A customer-managed key: CloudWatch cannot publish to a topic encrypted with the
+    # AWS-managed alias/aws/sns key, whose policy cannot be changed.
+    KEY_PENDING_WINDOW = cdk.Duration.days(7)
+
+    def __init__(self, scope: Construct, construct_id: str, *, alarm_email: str | None) -> None:
+        super().__init__(scope, construct_id)
+        self.alarm_key = self._build_alarm_key()
+        self.alarm_topic = self._build_alarm_topic()
+        if alarm_email:
+            self.alarm_topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+
+    def notify_on(self, *alarms: cloudwatch.Alarm) -> None:
+        """Send each alarm's ALARM and OK transitions to the alarm topic."""
+        action = cloudwatch_actions.SnsAction(self.alarm_topic)
+        for alarm in alarms:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+
+    def _build_alarm_key(self) -> kms.Key:
+        key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description="Squadron: encrypts the alarm topic",
+            enable_key_rotation=True,
+            # The key protects notifications in flight only; nothing stored needs it.
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            pending_window=self.KEY_PENDING_WINDOW,
+        )
+        # The statement AWS documents for alarms publishing to an encrypted topic.
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" means this key
+            )
+        )
+        return key
+
+    def _build_alarm_topic(self) -> sns.Topic:
+        return sns.Topic(
+            self,
+            "AlarmTopic",
+            display_name="Squadron alarms",
+            master_key=self.alarm_key,
+            enforce_ssl=True,
+        )

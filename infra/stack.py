@@ -1,0 +1,64 @@
+"""SquadronStack: composes one construct per concern, nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from infra.constructs.event_queue import EventQueue
+from infra.constructs.ingress import WebhookIngress
+from infra.constructs.layer import SharedLayer
+from infra.constructs.observability import Observability
+from infra.constructs.secrets import GitHubAppSecrets
+from infra.settings import SquadronSettings
+
+
+class SquadronStack(cdk.Stack):
+    """GitHub webhook -> HTTP API -> ingress Lambda -> events.fifo (+ DLQ, alarms, secrets)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: SquadronSettings, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope, construct_id, description=f"Squadron ({settings.stage}): GitHub App agents", **kwargs
+        )
+        self.settings = settings
+        self.observability = Observability(self, "Observability", alarm_email=settings.alarm_email)
+        self.secrets = GitHubAppSecrets(self, "Secrets", stage=settings.stage)
+        self.layer = SharedLayer(self, "SharedLayer")
+        self.events = EventQueue(
+            self,
+            "Events",
+            name_prefix=f"squadron-{settings.stage}",
+            max_receive_count=settings.events_max_receive_count,
+        )
+        self.observability.notify_on(*self.events.alarms)
+        self.ingress = WebhookIngress(
+            self,
+            "Ingress",
+            settings=settings,
+            layer=self.layer.layer,
+            queue=self.events.queue,
+            webhook_secret=self.secrets.webhook_secret,
+        )
+        self._build_outputs()
+
+    def _build_outputs(self) -> None:
+        outputs = {
+            "WebhookUrl": (self.ingress.webhook_url, "Payload URL for the GitHub App's webhook settings"),
+            "WebhookSecretName": (
+                self.secrets.webhook_secret.secret_name,
+                "Secret holding the webhook secret to paste into the GitHub App",
+            ),
+            "GitHubAppPrivateKeySecretName": (
+                self.secrets.private_key.secret_name,
+                "Secret to store the GitHub App's PEM private key in",
+            ),
+            "EventsQueueUrl": (self.events.queue.queue_url, "events.fifo"),
+            "EventsDeadLetterQueueUrl": (self.events.dead_letter_queue.queue_url, "events DLQ"),
+            "AlarmTopicArn": (self.observability.alarm_topic.topic_arn, "SNS topic receiving alarms"),
+        }
+        for output_id, (value, description) in outputs.items():
+            cdk.CfnOutput(self, output_id, value=value, description=description)

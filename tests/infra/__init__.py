@@ -1,0 +1,1 @@
+"""Synthesis tests of the CDK app (marked `infra`)."""

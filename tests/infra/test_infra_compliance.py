@@ -1,0 +1,79 @@
+"""cdk-nag (AwsSolutions) and cfn-lint over the synthesized app."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_sqs as sqs
+
+from infra.app import build
+from tests.infra.synth import SETTINGS_CONTEXT, Synthesized, cdk_json_context
+
+pytestmark = pytest.mark.infra
+
+CFN_LINT = Path(sys.executable).with_name("cfn-lint")
+
+# W3005 ("dependency already enforced by a GetAtt"): CDK adds an explicit DependsOn
+# from each function to its role even when a GetAtt implies it. Every other warning
+# and every error fails the test.
+CFN_LINT_IGNORED = ("W3005",)
+
+# Rule id -> the resource types it is acknowledged on (and nothing wider).
+EXPECTED_ACKNOWLEDGEMENTS = {
+    "AwsSolutions-SMG4": {"AWS::SecretsManager::Secret"},  # issued and rotated by GitHub
+    "AwsSolutions-APIG4": {"AWS::ApiGatewayV2::Route"},  # authenticated by its HMAC signature
+    "AwsSolutions-L1": {"AWS::Lambda::Function"},  # runtime pinned to the layer's CPython 3.12
+    "AwsSolutions-IAM5[Resource::*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},  # X-Ray only
+}
+
+
+def test_app_synthesizes_with_zero_unacknowledged_nag_findings(synthesized: Synthesized) -> None:
+    # The fixture's app.synth() raises ValidationFailed on any finding; this only
+    # checks that the validation report recorded no violation either.
+    report_path = synthesized.outdir / "validation-report.json"
+    if report_path.exists():
+        report = json.loads(report_path.read_text())
+        assert all(plugin.get("success", True) for plugin in report.get("pluginReports", []))
+
+
+def test_acknowledgements_are_narrow_and_explained(synthesized: Synthesized) -> None:
+    acknowledged: dict[str, set[str]] = {}
+    for resource in synthesized.template_json["Resources"].values():
+        for rule in resource.get("Metadata", {}).get("cdk_nag", {}).get("rules_to_suppress", []):
+            acknowledged.setdefault(rule["id"], set()).add(resource["Type"])
+            assert len(rule["reason"]) > 60, rule
+    assert acknowledged == EXPECTED_ACKNOWLEDGEMENTS
+
+
+def test_nag_rejects_a_non_compliant_resource(tmp_path: Path) -> None:
+    app = cdk.App(context={**cdk_json_context(), **SETTINGS_CONTEXT}, outdir=str(tmp_path))
+    stack = build(app)
+    sqs.Queue(stack, "PlainQueue", encryption=sqs.QueueEncryption.UNENCRYPTED)
+    with pytest.raises(Exception, match=r"AwsSolutions-SQS4"):
+        app.synth()
+
+
+def test_cfn_lint_finds_no_errors(synthesized: Synthesized) -> None:
+    result = subprocess.run(
+        [
+            str(CFN_LINT),
+            "--format",
+            "json",
+            "--ignore-checks",
+            *CFN_LINT_IGNORED,
+            "--",
+            str(synthesized.template_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    matches = json.loads(result.stdout or "[]")
+    problems = [f"{m['Rule']['Id']} {m['Message']} ({m['Location']['Path']})" for m in matches]
+    assert problems == [], "\n".join(problems)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,306 @@
+"""The synthesized template: each resource of the foundation and its key properties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+from squadron.settings import IngressSettings, load_settings
+from tests.infra.synth import Synthesized
+
+pytestmark = pytest.mark.infra
+
+ROUTER_VISIBILITY_TIMEOUT_SECONDS = 360
+FOURTEEN_DAYS_SECONDS = 14 * 24 * 3600
+
+# (case id, resource type, expected properties as a deep partial match)
+RESOURCE_PROPERTIES: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "events-fifo-queue",
+        "AWS::SQS::Queue",
+        {
+            "QueueName": "squadron-ci-events.fifo",
+            "FifoQueue": True,
+            "ContentBasedDeduplication": False,
+            "DeduplicationScope": "messageGroup",
+            "FifoThroughputLimit": "perMessageGroupId",
+            "SqsManagedSseEnabled": True,
+            "VisibilityTimeout": ROUTER_VISIBILITY_TIMEOUT_SECONDS,
+            "RedrivePolicy": {"maxReceiveCount": 7},
+        },
+    ),
+    (
+        "events-dead-letter-queue",
+        "AWS::SQS::Queue",
+        {
+            "QueueName": "squadron-ci-events-dlq.fifo",
+            "FifoQueue": True,
+            "ContentBasedDeduplication": False,
+            "SqsManagedSseEnabled": True,
+            "MessageRetentionPeriod": FOURTEEN_DAYS_SECONDS,
+        },
+    ),
+    (
+        "queues-enforce-ssl",
+        "AWS::SQS::QueuePolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+                        )
+                    ]
+                )
+            }
+        },
+    ),
+    (
+        "http-api",
+        "AWS::ApiGatewayV2::Api",
+        {"ProtocolType": "HTTP"},
+    ),
+    (
+        "webhook-route",
+        "AWS::ApiGatewayV2::Route",
+        {"RouteKey": "POST /webhook", "AuthorizationType": "NONE"},
+    ),
+    (
+        "default-stage-throttled-and-logged",
+        "AWS::ApiGatewayV2::Stage",
+        {
+            "StageName": "$default",
+            "AutoDeploy": True,
+            "DefaultRouteSettings": {"ThrottlingRateLimit": 25, "ThrottlingBurstLimit": 40},
+            "AccessLogSettings": {
+                "DestinationArn": Match.any_value(),
+                "Format": Match.string_like_regexp("requestId"),
+            },
+        },
+    ),
+    (
+        "ingress-function",
+        "AWS::Lambda::Function",
+        {
+            "Runtime": "python3.12",
+            "Handler": "handler.handler",
+            "Timeout": 10,
+            "MemorySize": 256,
+            "Architectures": ["x86_64"],
+            "TracingConfig": {"Mode": "Active"},
+            "Layers": [Match.any_value()],
+            "LoggingConfig": {"LogGroup": Match.any_value()},
+        },
+    ),
+    (
+        "shared-layer",
+        "AWS::Lambda::LayerVersion",
+        {"CompatibleRuntimes": ["python3.12"], "CompatibleArchitectures": ["x86_64"]},
+    ),
+    (
+        "dead-letters-alarm",
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ApproximateNumberOfMessagesVisible",
+            "Namespace": "AWS/SQS",
+            "Statistic": "Maximum",
+            "ComparisonOperator": "GreaterThanThreshold",
+            "Threshold": 0,
+            "AlarmActions": [{"Ref": Match.string_like_regexp("AlarmTopic")}],
+        },
+    ),
+    (
+        "oldest-event-alarm",
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "ApproximateAgeOfOldestMessage",
+            "Namespace": "AWS/SQS",
+            "ComparisonOperator": "GreaterThanThreshold",
+            "Threshold": 300,
+            "AlarmActions": [{"Ref": Match.string_like_regexp("AlarmTopic")}],
+        },
+    ),
+    (
+        "alarm-topic-encrypted",
+        "AWS::SNS::Topic",
+        {"KmsMasterKeyId": Match.any_value()},
+    ),
+    (
+        "alarm-topic-enforces-ssl",
+        "AWS::SNS::TopicPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+                        )
+                    ]
+                )
+            }
+        },
+    ),
+    (
+        "alarm-email-subscription",
+        "AWS::SNS::Subscription",
+        {"Protocol": "email", "Endpoint": "ops@example.com"},
+    ),
+    (
+        "alarm-key-rotated-and-usable-by-cloudwatch",
+        "AWS::KMS::Key",
+        {
+            "EnableKeyRotation": True,
+            "KeyPolicy": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Principal": {"Service": "cloudwatch.amazonaws.com"}})]
+                )
+            },
+        },
+    ),
+    (
+        "webhook-secret",
+        "AWS::SecretsManager::Secret",
+        {"Name": "squadron/ci/webhook-secret", "GenerateSecretString": Match.any_value()},
+    ),
+    (
+        "private-key-secret",
+        "AWS::SecretsManager::Secret",
+        {"Name": "squadron/ci/github-app-private-key"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "properties"),
+    [(resource_type, properties) for _, resource_type, properties in RESOURCE_PROPERTIES],
+    ids=[case_id for case_id, _, _ in RESOURCE_PROPERTIES],
+)
+def test_resource_has_properties(
+    synthesized: Synthesized, resource_type: str, properties: dict[str, Any]
+) -> None:
+    synthesized.template.has_resource_properties(resource_type, properties)
+
+
+RESOURCE_COUNTS = [
+    ("AWS::SQS::Queue", 2),
+    ("AWS::ApiGatewayV2::Api", 1),
+    ("AWS::ApiGatewayV2::Route", 1),  # POST /webhook and nothing else
+    ("AWS::ApiGatewayV2::Authorizer", 0),
+    ("AWS::Lambda::Function", 1),
+    ("AWS::Lambda::LayerVersion", 1),
+    ("AWS::CloudWatch::Alarm", 2),
+    ("AWS::SNS::Topic", 1),
+    ("AWS::SecretsManager::Secret", 2),
+    ("AWS::Logs::LogGroup", 2),
+]
+
+
+@pytest.mark.parametrize(("resource_type", "count"), RESOURCE_COUNTS, ids=[row[0] for row in RESOURCE_COUNTS])
+def test_resource_count(synthesized: Synthesized, resource_type: str, count: int) -> None:
+    synthesized.template.resource_count_is(resource_type, count)
+
+
+def test_secrets_are_retained(synthesized: Synthesized) -> None:
+    secrets = synthesized.resources("AWS::SecretsManager::Secret")
+    assert {(s["DeletionPolicy"], s["UpdateReplacePolicy"]) for s in secrets.values()} == {
+        ("Retain", "Retain")
+    }
+
+
+def test_log_groups_have_the_configured_retention(synthesized: Synthesized) -> None:
+    log_groups = synthesized.resources("AWS::Logs::LogGroup")
+    assert {group["Properties"]["RetentionInDays"] for group in log_groups.values()} == {14}
+
+
+def test_ingress_environment(synthesized: Synthesized) -> None:
+    (function,) = synthesized.resources("AWS::Lambda::Function").values()
+    environment = function["Properties"]["Environment"]["Variables"]
+    assert environment == {
+        "EVENTS_QUEUE_URL": {"Ref": synthesized.logical_id(synthesized.stack.events.queue)},
+        "WEBHOOK_SECRET_ARN": {"Ref": synthesized.logical_id(synthesized.stack.secrets.webhook_secret)},
+        "GITHUB_APP_ID": "123456",
+        "GITHUB_APP_SLUG": "squadron-ci",
+        "MAX_BODY_BYTES": "1048576",
+        "POWERTOOLS_SERVICE_NAME": "ingress",
+        "POWERTOOLS_METRICS_NAMESPACE": "Squadron",
+        "LOG_LEVEL": "INFO",
+    }
+
+
+def test_ingress_environment_satisfies_the_function_settings(synthesized: Synthesized) -> None:
+    # The contract with functions/ingress: its settings model accepts what the stack sets.
+    (function,) = synthesized.resources("AWS::Lambda::Function").values()
+    environment = {
+        name: value if isinstance(value, str) else f"<{name} resolved at deploy>"
+        for name, value in function["Properties"]["Environment"]["Variables"].items()
+    }
+    settings = load_settings(IngressSettings, environment)
+    assert (settings.github_app_id, settings.max_body_bytes) == (123456, 1048576)
+
+
+def _statements_of_ingress_role(synthesized: Synthesized) -> list[dict[str, Any]]:
+    role_id = synthesized.logical_id(synthesized.stack.ingress.role)
+    policies = synthesized.resources("AWS::IAM::Policy")
+    statements: list[dict[str, Any]] = []
+    for policy in policies.values():
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def test_ingress_role_has_only_the_granted_permissions(synthesized: Synthesized) -> None:
+    stack = synthesized.stack
+    granted = {
+        (tuple(sorted(_as_list(statement["Action"]))), repr(statement["Resource"]))
+        for statement in _statements_of_ingress_role(synthesized)
+        if statement["Effect"] == "Allow"
+    }
+    assert granted == {
+        (
+            ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),
+            repr({"Fn::GetAtt": [synthesized.logical_id(stack.events.queue), "Arn"]}),
+        ),
+        (
+            ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"),
+            repr({"Ref": synthesized.logical_id(stack.secrets.webhook_secret)}),
+        ),
+        # Its own log group only (no AWSLambdaBasicExecutionRole) ...
+        (
+            ("logs:CreateLogStream", "logs:PutLogEvents"),
+            repr({"Fn::GetAtt": [synthesized.logical_id(stack.ingress.function_log_group), "Arn"]}),
+        ),
+        # ... and active tracing, which X-Ray cannot scope to a resource.
+        (("xray:PutTelemetryRecords", "xray:PutTraceSegments"), repr("*")),
+    }
+
+
+def test_ingress_role_has_no_managed_policy_and_no_private_key(synthesized: Synthesized) -> None:
+    role_id = synthesized.logical_id(synthesized.stack.ingress.role)
+    role = synthesized.resources("AWS::IAM::Role")[role_id]
+    assert "ManagedPolicyArns" not in role["Properties"]
+    private_key_id = synthesized.logical_id(synthesized.stack.secrets.private_key)
+    assert private_key_id not in repr(_statements_of_ingress_role(synthesized))
+
+
+def test_webhook_url_is_an_output(synthesized: Synthesized) -> None:
+    separator, parts = synthesized.template_json["Outputs"]["WebhookUrl"]["Value"]["Fn::Join"]
+    assert separator == ""
+    assert parts[0] == "https://"
+    assert ".execute-api." in parts
+    assert parts[-1] == "/webhook"
+
+
+def test_layer_bundle_has_dependencies_and_fresh_package(synthesized: Synthesized) -> None:
+    (bundle,) = [path.parent for path in synthesized.outdir.glob("asset.*/python")]
+    site_packages = bundle / "python"
+    assert (site_packages / "squadron" / "__init__.py").is_file()
+    assert not list(site_packages.glob("squadron/**/__pycache__"))
+    assert list(site_packages.glob("pydantic_core/*cpython-312-x86_64-linux-gnu.so"))
+    assert (site_packages / "aws_lambda_powertools").is_dir()
+    assert not list(site_packages.glob("**/*.pyc"))
+
+
+def _as_list(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else value

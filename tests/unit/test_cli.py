@@ -1,0 +1,103 @@
+"""The `squadron` command: validate, schema, local."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from squadron.cli import SUBCOMMANDS, main
+from squadron.config.schema import SCHEMAS
+
+REFERENCE = Path(__file__).resolve().parents[2] / ".squadron"
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    status = main(list(argv), out=out)
+    return status, out.getvalue()
+
+
+@pytest.fixture
+def squadron_copy(tmp_path: Path) -> Path:
+    target = tmp_path / ".squadron"
+    shutil.copytree(REFERENCE, target)
+    return target
+
+
+def test_validate_reference_prints_a_summary() -> None:
+    status, output = run("validate", str(REFERENCE))
+
+    assert status == 0
+    assert output.splitlines()[0] == f"{REFERENCE}: OK"
+    assert "roles: 5 (pm:pm, feat-dev:dev, bug-fix:dev, pr-review:review, security-review:review)" in output
+    assert "approval flows: default + 1 branch rule (main)" in output
+
+
+def test_validate_defaults_to_dot_squadron(squadron_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(squadron_copy.parent)
+
+    status, output = run("validate")
+
+    assert status == 0 and output.startswith(".squadron: OK")
+
+
+def test_validate_prints_every_problem_one_per_line(
+    squadron_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = squadron_copy / "config.yaml"
+    config.write_text(config.read_text().replace("lifecycle: ephemeral", "lifecycle: forever"))
+    flows = squadron_copy / "workflows" / "approval-flows.yaml"
+    flows.write_text(flows.read_text().replace("agent:security-review", "agent:sec-review", 1))
+    monkeypatch.chdir(squadron_copy.parent)
+
+    status, output = run("validate", ".squadron")
+
+    lines = output.splitlines()
+    assert status == 1
+    assert lines[-1] == "2 problems in .squadron"
+    assert lines[0].startswith(".squadron/config.yaml:") and "roles.pm.lifecycle: Input should be" in lines[0]
+    assert lines[1].startswith(".squadron/workflows/approval-flows.yaml:")
+    assert "unknown role 'sec-review'" in lines[1]
+
+
+def test_validate_missing_directory(tmp_path: Path) -> None:
+    status, output = run("validate", str(tmp_path / "nope"))
+
+    assert status == 1 and "no such directory" in output
+
+
+def test_validate_empty_directory_uses_defaults(tmp_path: Path) -> None:
+    status, output = run("validate", str(tmp_path))
+
+    assert status == 0
+    assert "documented defaults used for: config.yaml, workflows/approval-flows.yaml" in output
+    assert "5 built-in" in output
+
+
+def test_schema_writes_every_schema(tmp_path: Path) -> None:
+    status, output = run("schema", "--out", str(tmp_path / "schemas"))
+
+    assert status == 0
+    assert sorted(p.name for p in (tmp_path / "schemas").iterdir()) == sorted(SCHEMAS)
+    assert output.count("wrote ") == len(SCHEMAS)
+
+
+def test_local_is_honest_that_it_is_not_built_yet() -> None:
+    status, output = run("local")
+
+    assert status == 2
+    assert "not built yet" in output
+    assert "functions/ingress/handler.py" in output and "infra/app.py" in output
+
+
+def test_subcommands_are_a_table() -> None:
+    assert [command.name for command in SUBCOMMANDS] == ["validate", "schema", "local"]
+
+
+def test_unknown_subcommand_exits_with_usage() -> None:
+    with pytest.raises(SystemExit) as caught:
+        run("deploy")
+    assert caught.value.code == 2

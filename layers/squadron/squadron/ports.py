@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import datetime
 from typing import Protocol
 
+from squadron.domain.agents import AgentRecord, InboxItem, IssueState
+from squadron.domain.effects import AgentWrite, RecordReview
 from squadron.domain.events import EventEnvelope
+from squadron.domain.routing import IssueView
 
 
 class EventQueue(Protocol):
@@ -25,3 +30,84 @@ class SecretSource(Protocol):
     def get(self, secret_id: str) -> str:
         """Return the current value; raises ``SecretUnavailableError`` when it cannot."""
         ...
+
+
+class Registry(Protocol):
+    """The agent registry (DynamoDB on AWS). Every write is conditional.
+
+    Writes raise :class:`squadron.domain.agents.ConflictError` when their
+    condition fails: the agent's version moved, the item already exists, or a
+    blocker is already closed.
+    """
+
+    def issue_view(self, repo_id: int, number: int) -> IssueView: ...
+
+    def branch_links(self, repo_id: int, branches: Iterable[str]) -> dict[str, int]: ...
+
+    def get_agent(self, agent_id: str) -> AgentRecord | None: ...
+
+    def pm_agent(self, repo_id: int) -> AgentRecord | None: ...
+
+    def blocker_graph(self, repo_id: int, roots: Iterable[int], max_hops: int) -> dict[int, frozenset[int]]:
+        """Forward edges (issue -> open blockers) reachable from ``roots`` in either direction."""
+        ...
+
+    def put_agent(self, write: AgentWrite) -> None: ...
+
+    def set_issue_state(self, repo_id: int, number: int, state: IssueState, at: datetime) -> None:
+        """Store ``state`` as of GitHub time ``at`` unless a state from a later time is stored (then no-op)."""
+        ...
+
+    def set_issue_assignment(self, repo_id: int, number: int, assigned: bool, at: datetime) -> None:
+        """Store whether the App is assigned as of GitHub time ``at`` unless later news is stored."""
+        ...
+
+    def add_blocker(
+        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
+    ) -> None: ...
+
+    def remove_blocker(
+        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
+    ) -> None: ...
+
+    def link_pull_request(
+        self, repo_id: int, pr_number: int, issue_number: int, agent: AgentWrite | None, at: datetime
+    ) -> None: ...
+
+    def deliver(self, item: InboxItem) -> None:
+        """Add an inbox item; delivering the same (agent, delivery, kind) twice stores it once."""
+        ...
+
+    def record_review(self, review: RecordReview, at: datetime) -> None:
+        """Store a reviewer's review on the pull request unless one with a higher review id is stored."""
+        ...
+
+    def confirm_launch(self, agent_id: str, token: str, task_arn: str, at: datetime) -> None:
+        """Record the task of a pending launch; a no-op if ``token`` is no longer pending."""
+        ...
+
+
+class TaskLauncher(Protocol):
+    """Starts and stops agent tasks (ECS Fargate on AWS, local processes in the local stack)."""
+
+    def launch(self, agent_id: str, purpose: str, token: str) -> str:
+        """Start a task for ``agent_id``; return its id. The same ``token`` never starts a second task."""
+        ...
+
+    def stop(self, task_arn: str, reason: str) -> None: ...
+
+
+class RouterGitHub(Protocol):
+    """The few GitHub calls the router makes itself (the rest happen inside agent tasks)."""
+
+    def permission(self, installation_id: int | None, repo_full_name: str, login: str) -> str:
+        """The user's permission on the repository: admin, maintain, write, triage, read or none."""
+        ...
+
+    def comment(
+        self, installation_id: int | None, repo_full_name: str, number: int, body: str, author: str
+    ) -> None: ...
+
+    def close_issue(
+        self, installation_id: int | None, repo_full_name: str, number: int, reason: str
+    ) -> None: ...

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from squadron.errors import SquadronError
 
@@ -44,7 +44,6 @@ ROUTED_EVENTS: Mapping[str, frozenset[str] | None] = {
             "deleted",
             "transferred",
             "labeled",
-            "unlabeled",
             "assigned",
             "unassigned",
         }
@@ -200,6 +199,39 @@ class StatusFields(_Model):
     branches: tuple[str, ...] = ()
 
 
+class RegisterBlocker(_Model):
+    """Framework command: ``issue_number`` is blocked by ``blocker_number``.
+
+    Sent by the PM's register_blocker tool and by a dev agent's report_blocked
+    tool (``sleep`` true: the agent sleeps until every blocker is closed).
+    """
+
+    type: Literal["register_blocker"] = "register_blocker"
+    issue_number: int = Field(gt=0)
+    blocker_number: int = Field(gt=0)
+    #: The agent that sent the command and the generation of its session: a command from a
+    #: generation that was since cancelled and restarted must not act on the new one.
+    agent_id: str | None = None
+    generation: int | None = Field(default=None, gt=0)
+    sleep: bool = False
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _sender_is_whole(self) -> RegisterBlocker:
+        if (self.agent_id is None) != (self.generation is None):
+            raise ValueError("agent_id and generation come together (the sending session)")
+        if self.sleep and self.agent_id is None:
+            raise ValueError("sleep needs the sending agent (agent_id and generation)")
+        return self
+
+
+SquadronCommand = RegisterBlocker
+
+#: The event name of framework commands. Never in :data:`ROUTED_EVENTS`, so a
+#: webhook can never claim to be one.
+SQUADRON_EVENT = "squadron"
+
+
 class EventEnvelope(_Model):
     """A trimmed, versioned GitHub event, as carried on events.fifo.
 
@@ -214,6 +246,9 @@ class EventEnvelope(_Model):
     event: str
     action: str | None = None
     received_at: datetime
+    #: When the change happened on GitHub (from the payload's own timestamps); unlike
+    #: ``received_at`` it stays the same when GitHub redelivers the event.
+    occurred_at: datetime | None = None
     installation_id: int | None = None
     repository: RepositoryRef
     sender: Actor
@@ -225,12 +260,15 @@ class EventEnvelope(_Model):
     status: StatusFields | None = None
     label: str | None = None
     assignee: Actor | None = None
+    command: SquadronCommand | None = None
 
     @property
     def subject_number(self) -> int | None:
         """The issue or pull request number the event is about, if any."""
         if self.issue is not None:
             return self.issue.number
+        if self.command is not None:
+            return self.command.issue_number
         if self.pull_request is not None:
             return self.pull_request.number
         if self.check is not None and self.check.pull_request_numbers:
@@ -425,6 +463,26 @@ def _trim_status(payload: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: Where each event keeps the time of the change it reports.
+_OCCURRED_AT: Mapping[str, tuple[str, ...]] = {
+    "issues": ("issue", "updated_at"),
+    "issue_comment": ("comment", "updated_at"),
+    "pull_request": ("pull_request", "updated_at"),
+    "pull_request_review": ("review", "submitted_at"),
+    "pull_request_review_comment": ("comment", "updated_at"),
+    "check_run": ("check_run", "completed_at"),
+    "check_suite": ("check_suite", "updated_at"),
+    "status": ("updated_at",),
+}
+
+
+def _occurred_at(event: str, payload: Mapping[str, Any]) -> Any:
+    value: Any = payload
+    for key in _OCCURRED_AT.get(event, ()):
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
 def build_envelope(
     *, event: str, delivery_id: str, payload: Mapping[str, Any], received_at: datetime
 ) -> EventEnvelope:
@@ -445,6 +503,7 @@ def build_envelope(
         "event": event,
         "action": action if isinstance(action, str) else None,
         "received_at": received_at,
+        "occurred_at": _occurred_at(event, payload),
         "installation_id": installation.get("id") if installation else None,
         "repository": {
             "id": repository.get("id"),

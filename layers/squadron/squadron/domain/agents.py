@@ -1,0 +1,231 @@
+"""Agents as the registry knows them: identity, status, blockers, leases — pure data and rules.
+
+An agent works on one issue (or, for review roles, one pull request) of one
+repository. Its status moves only along :data:`ALLOWED_TRANSITIONS`; anything
+else is an :class:`IllegalTransitionError`. Every stored record carries a
+``version`` that each write checks and increments, so a replayed or stale
+decision can never overwrite a newer one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from squadron.errors import SquadronError
+
+
+class AgentStatus(StrEnum):
+    CREATED = "CREATED"
+    ACTIVE = "ACTIVE"
+    SLEEPING = "SLEEPING"
+    COMPLETED = "COMPLETED"
+    ESCALATED = "ESCALATED"
+    CANCELLED = "CANCELLED"
+
+
+class RoleKind(StrEnum):
+    """What a role does, which decides how events reach it."""
+
+    PM = "pm"
+    DEV = "dev"
+    REVIEW = "review"
+
+
+#: Statuses whose agent will never act again unless it is explicitly restarted
+#: (re-assignment restarts a CANCELLED or COMPLETED agent as a new generation).
+TERMINAL: frozenset[AgentStatus] = frozenset({AgentStatus.COMPLETED, AgentStatus.CANCELLED})
+
+#: Statuses in which a task may be running (or about to run) for the agent.
+LIVE: frozenset[AgentStatus] = frozenset({AgentStatus.CREATED, AgentStatus.ACTIVE})
+
+ALLOWED_TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = {
+    AgentStatus.CREATED: frozenset(
+        {
+            AgentStatus.ACTIVE,
+            AgentStatus.SLEEPING,
+            AgentStatus.COMPLETED,
+            AgentStatus.ESCALATED,
+            AgentStatus.CANCELLED,
+        }
+    ),
+    AgentStatus.ACTIVE: frozenset(
+        {AgentStatus.SLEEPING, AgentStatus.COMPLETED, AgentStatus.ESCALATED, AgentStatus.CANCELLED}
+    ),
+    AgentStatus.SLEEPING: frozenset(
+        {AgentStatus.ACTIVE, AgentStatus.COMPLETED, AgentStatus.ESCALATED, AgentStatus.CANCELLED}
+    ),
+    AgentStatus.ESCALATED: frozenset({AgentStatus.ACTIVE, AgentStatus.COMPLETED, AgentStatus.CANCELLED}),
+    AgentStatus.COMPLETED: frozenset({AgentStatus.CREATED}),
+    AgentStatus.CANCELLED: frozenset({AgentStatus.CREATED}),
+}
+
+
+class RegistryError(SquadronError):
+    """Base of the registry's named errors."""
+
+
+class IllegalTransitionError(RegistryError):
+    def __init__(self, agent_id: str, current: AgentStatus, target: AgentStatus) -> None:
+        self.agent_id = agent_id
+        self.current = current
+        self.target = target
+        allowed = ", ".join(sorted(ALLOWED_TRANSITIONS[current])) or "none"
+        super().__init__(f"agent {agent_id} cannot go from {current} to {target} (allowed: {allowed})")
+
+
+class ConflictError(RegistryError):
+    """A conditional write lost: the item changed since it was read (or already exists)."""
+
+    def __init__(self, what: str, detail: str = "") -> None:
+        self.what = what
+        self.detail = detail
+        super().__init__(f"conflicting write to {what}" + (f": {detail}" if detail else ""))
+
+
+class LeaseHeldError(RegistryError):
+    def __init__(self, agent_id: str, holder: str, expires_at: datetime | None) -> None:
+        self.agent_id = agent_id
+        self.holder = holder
+        self.expires_at = expires_at
+        super().__init__(f"agent {agent_id} is leased by {holder} until {expires_at}")
+
+
+def check_transition(agent_id: str, current: AgentStatus, target: AgentStatus) -> None:
+    if target not in ALLOWED_TRANSITIONS[current]:
+        raise IllegalTransitionError(agent_id, current, target)
+
+
+_AGENT_ID_RE = re.compile(r"(?P<repo>\d+)-(?:(?P<pm>pm)|(?P<issue>\d+)-(?P<role>[a-z0-9][a-z0-9-]*))")
+
+
+def agent_id_for(repo_id: int, role: str, issue_number: int | None) -> str:
+    """Deterministic agent id: one agent per (repository, issue, role); one PM per repository."""
+    if issue_number is None:
+        return f"{repo_id}-pm"
+    return f"{repo_id}-{issue_number}-{role}"
+
+
+def parse_agent_id(agent_id: str) -> tuple[int, int | None, str]:
+    """(repository id, issue number or None for the PM, role) of an agent id."""
+    match = _AGENT_ID_RE.fullmatch(agent_id)
+    if match is None:
+        raise RegistryError(f"not an agent id: {agent_id!r}")
+    if match.group("pm"):
+        return int(match.group("repo")), None, "pm"
+    return int(match.group("repo")), int(match.group("issue")), match.group("role")
+
+
+class BreakerCounters(BaseModel):
+    """Usage the circuit breakers limit, accumulated over the agent's whole life."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool_calls: int = 0
+    turns: int = 0
+    iterations: int = 0
+    active_seconds: int = 0
+    launches: int = 0
+    wakes: int = 0
+
+
+class AgentRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent_id: str
+    role: str
+    kind: RoleKind
+    repo_id: int
+    repo_full_name: str
+    installation_id: int | None = None
+    issue_number: int | None = None
+    generation: int = 1
+    #: GitHub time of the event that started this generation: older events are stale for it.
+    generation_started_at: datetime | None = None
+    #: GitHub time of the latest event that changed this agent's status (start, end, restart).
+    last_event_at: datetime | None = None
+    status: AgentStatus = AgentStatus.CREATED
+    branch: str | None = None
+    pr_number: int | None = None
+    blocked_by: frozenset[int] = frozenset()
+    counters: BreakerCounters = Field(default_factory=BreakerCounters)
+    created_at: datetime
+    updated_at: datetime
+    heartbeat_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    task_arn: str | None = None
+    #: ECS client token of a launch decided but not yet confirmed with a task ARN.
+    pending_launch: str | None = None
+    #: Delivery id of the event whose decision produced the latest launch token (retries of
+    #: that same event must not decide a second launch).
+    launch_cause: str | None = None
+    wake_reason: str | None = None
+    escalation_reason: str | None = None
+    version: int = 1
+
+    @property
+    def session_id(self) -> str:
+        """Copilot session id: stable across sleeps, new for each generation (restart)."""
+        return f"{self.agent_id}-g{self.generation}"
+
+    @property
+    def display_name(self) -> str:
+        """Short name for humans and role tags: ``feat-dev-38``, ``pm``."""
+        return self.role if self.issue_number is None else f"{self.role}-{self.issue_number}"
+
+    def predates(self, occurred_at: datetime | None) -> bool:
+        """Whether a change that happened at ``occurred_at`` is older than this generation."""
+        return (
+            occurred_at is not None
+            and self.generation_started_at is not None
+            and occurred_at < self.generation_started_at
+        )
+
+    def superseded(self, occurred_at: datetime | None) -> bool:
+        """Whether a status change that happened at ``occurred_at`` is older than the last one applied."""
+        latest = self.last_event_at or self.generation_started_at
+        return occurred_at is not None and latest is not None and occurred_at < latest
+
+    def lease_is_live(self, now: datetime) -> bool:
+        return (
+            self.lease_owner is not None and self.lease_expires_at is not None and self.lease_expires_at > now
+        )
+
+    def transition(self, target: AgentStatus, *, now: datetime, **changes: object) -> AgentRecord:
+        """A copy in ``target`` status (checked), with ``changes`` applied and the version bumped."""
+        check_transition(self.agent_id, self.status, target)
+        return self.model_copy(
+            update={**changes, "status": target, "updated_at": now, "version": self.version + 1}
+        )
+
+    def updated(self, *, now: datetime, **changes: object) -> AgentRecord:
+        """A copy with ``changes`` applied and the version bumped (status unchanged)."""
+        return self.model_copy(update={**changes, "updated_at": now, "version": self.version + 1})
+
+
+class IssueState(StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class InboxItem(BaseModel):
+    """Something an agent should know about, waiting until it calls check_for_events."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent_id: str
+    delivery_id: str
+    received_at: datetime
+    kind: str
+    summary: str
+    actor: str | None = None
+    url: str | None = None
+    body: str = ""
+
+
+DEFAULT_LEASE = timedelta(minutes=5)

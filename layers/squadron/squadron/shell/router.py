@@ -1,0 +1,164 @@
+"""The router shell: load what the core asks for, route, apply the effects in order.
+
+One call of :meth:`RouterService.process` handles one envelope. It raises on
+any failure, so the record goes back to the queue (and, after enough
+receives, to the DLQ); a retry re-reads the registry, so effects already
+applied are not decided again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from squadron.domain.effects import (
+    AddBlocker,
+    CloseIssue,
+    DeliverInbox,
+    Discard,
+    Effect,
+    LaunchAgent,
+    LinkPullRequest,
+    PostComment,
+    PutAgent,
+    RecordReview,
+    RemoveBlocker,
+    SetIssueAssignment,
+    SetIssueState,
+    StopAgentTask,
+    apply_order,
+)
+from squadron.domain.events import EventEnvelope
+from squadron.domain.routing import RoutingPolicy, Snapshot, SnapshotRequest, route, snapshot_request
+from squadron.ports import Registry, RouterGitHub, TaskLauncher
+
+logger = logging.getLogger(__name__)
+
+#: Permission of a repository owner, known from the payload without asking GitHub.
+_ASSOCIATION_PERMISSION = {"OWNER": "admin"}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+PolicySource = Callable[[EventEnvelope], RoutingPolicy]
+
+
+@dataclass(frozen=True)
+class RoutingResult:
+    delivery_id: str
+    effects: tuple[Effect, ...]
+
+    @property
+    def discarded(self) -> bool:
+        return all(isinstance(effect, Discard) for effect in self.effects)
+
+
+class RouterService:
+    def __init__(
+        self,
+        *,
+        registry: Registry,
+        launcher: TaskLauncher,
+        github: RouterGitHub,
+        policies: PolicySource,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.registry = registry
+        self.launcher = launcher
+        self.github = github
+        self.policies = policies
+        self.clock = clock
+
+    def process(self, event: EventEnvelope) -> RoutingResult:
+        policy = self.policies(event)
+        snapshot = self.load(event, snapshot_request(event, policy), policy)
+        effects = route(event, snapshot, policy)
+        self.apply(event, effects, snapshot.now)
+        return RoutingResult(event.delivery_id, tuple(effects))
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def load(self, event: EventEnvelope, request: SnapshotRequest, policy: RoutingPolicy) -> Snapshot:
+        repo = event.repository.id
+        views = {n: self.registry.issue_view(repo, n) for n in sorted(request.issues)}
+        links = self.registry.branch_links(repo, request.branches) if request.branches else {}
+        if request.follow_links:
+            # Second round: the issues a PR or branch links to, and the issues a closed one blocks.
+            more: set[int] = set(links.values())
+            for view in list(views.values()):
+                if view.linked_issue is not None:
+                    more.add(view.linked_issue)
+                more.update(view.blocks)
+            for branch in request.branches:
+                parsed = policy.issue_from_branch(branch)
+                if parsed is not None:
+                    more.add(parsed)
+            for number in sorted(more - views.keys()):
+                views[number] = self.registry.issue_view(repo, number)
+        graph = (
+            self.registry.blocker_graph(repo, request.graph_from, policy.max_issue_depth + 1)
+            if request.graph_from
+            else {}
+        )
+        return Snapshot(
+            now=self.clock(),
+            issues=views,
+            pm=self.registry.pm_agent(repo) if request.pm else None,
+            branch_links=links,
+            graph=graph,
+            actor_permission=self._permission(event, request),
+        )
+
+    def _permission(self, event: EventEnvelope, request: SnapshotRequest) -> str | None:
+        login = request.permission_of
+        if login is None:
+            return None
+        association = event.comment.author_association if event.comment else None
+        if association in _ASSOCIATION_PERMISSION:
+            return _ASSOCIATION_PERMISSION[association]
+        return self.github.permission(event.installation_id, event.repository.full_name, login)
+
+    # --- writes ---------------------------------------------------------------------------
+
+    def apply(self, event: EventEnvelope, effects: list[Effect], now: datetime) -> None:
+        for effect in apply_order(effects):
+            self._apply_one(event, effect, now)
+
+    def _apply_one(self, event: EventEnvelope, effect: Effect, now: datetime) -> None:
+        registry = self.registry
+        match effect:
+            case PostComment(
+                repo_full_name=repo, installation_id=inst, number=number, body=body, author=author
+            ):
+                self.github.comment(inst, repo, number, body, author)
+            case CloseIssue(repo_full_name=repo, installation_id=inst, number=number, reason=reason):
+                self.github.close_issue(inst, repo, number, reason)
+            case PutAgent(write=write):
+                registry.put_agent(write)
+            case SetIssueState(repo_id=repo_id, number=number, state=state, occurred_at=occurred_at):
+                registry.set_issue_state(repo_id, number, state, occurred_at)
+            case SetIssueAssignment(
+                repo_id=repo_id, number=number, assigned=assigned, occurred_at=occurred_at
+            ):
+                registry.set_issue_assignment(repo_id, number, assigned, occurred_at)
+            case AddBlocker(repo_id=repo_id, issue=issue, blocker=blocker, agent=agent):
+                registry.add_blocker(repo_id, issue, blocker, agent, now)
+            case RemoveBlocker(repo_id=repo_id, issue=issue, blocker=blocker, agent=agent):
+                registry.remove_blocker(repo_id, issue, blocker, agent, now)
+            case LinkPullRequest(repo_id=repo_id, pr_number=pr, issue_number=issue, agent=agent):
+                registry.link_pull_request(repo_id, pr, issue, agent, now)
+            case DeliverInbox(item=item):
+                registry.deliver(item)
+            case RecordReview():
+                registry.record_review(effect, now)
+            case LaunchAgent(agent_id=agent_id, purpose=purpose, token=token):
+                task_arn = self.launcher.launch(agent_id, purpose, token)
+                registry.confirm_launch(agent_id, token, task_arn, now)
+            case StopAgentTask(task_arn=task_arn, reason=reason):
+                self.launcher.stop(task_arn, reason)
+            case Discard(reason=reason):
+                logger.info("discarded %s.%s: %s", event.event, event.action, reason)

@@ -1,0 +1,237 @@
+"""A factory of envelopes for routing tests (shaped like the ingress produces them)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from squadron.domain.effects import (
+    AddBlocker,
+    CloseIssue,
+    DeliverInbox,
+    Discard,
+    Effect,
+    LaunchAgent,
+    LinkPullRequest,
+    PostComment,
+    PutAgent,
+    RecordReview,
+    RemoveBlocker,
+    SetIssueAssignment,
+    SetIssueState,
+    StopAgentTask,
+)
+from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RegisterBlocker
+
+BOT = "squadron[bot]"
+T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+@dataclass
+class Events:
+    repo_id: int = 1
+    full_name: str = "octo/repo"
+    installation_id: int = 77
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    #: envelopes a test wants routed before the one under test (out-of-order arrival)
+    pending: list[EventEnvelope] = field(default_factory=list)
+
+    def _base(self, event: str, action: str | None, sender: str = "alice", **fields: Any) -> EventEnvelope:
+        n = next(self._ids)
+        return EventEnvelope.model_validate(
+            {
+                "delivery_id": fields.pop("delivery_id", f"delivery-{n:05d}"),
+                "event": event,
+                "action": action,
+                "received_at": T0 + timedelta(seconds=n),
+                "occurred_at": T0 + timedelta(seconds=n),
+                "installation_id": self.installation_id,
+                "repository": {"id": self.repo_id, "full_name": self.full_name, "default_branch": "main"},
+                "sender": {
+                    "login": sender,
+                    "id": 1000 + len(sender),
+                    "type": "Bot" if sender.endswith("[bot]") else "User",
+                },
+                **fields,
+            }
+        )
+
+    @staticmethod
+    def _issue(
+        number: int, *, labels: tuple[str, ...] = (), state: str = "open", **extra: Any
+    ) -> dict[str, Any]:
+        return {"number": number, "title": f"Issue {number}", "state": state, "labels": list(labels), **extra}
+
+    def opened(self, number: int, labels: tuple[str, ...] = ()) -> EventEnvelope:
+        return self._base("issues", "opened", issue=self._issue(number, labels=labels))
+
+    def reopened(self, number: int) -> EventEnvelope:
+        return self._base("issues", "reopened", issue=self._issue(number))
+
+    def labeled(self, number: int, label: str) -> EventEnvelope:
+        return self._base("issues", "labeled", issue=self._issue(number, labels=(label,)), label=label)
+
+    def edited(self, number: int) -> EventEnvelope:
+        return self._base("issues", "edited", issue=self._issue(number, body="new text"))
+
+    def assigned(self, number: int, to: str = BOT, labels: tuple[str, ...] = ()) -> EventEnvelope:
+        assignee = {"login": to, "id": 5, "type": "Bot" if to.endswith("[bot]") else "User"}
+        return self._base("issues", "assigned", issue=self._issue(number, labels=labels), assignee=assignee)
+
+    def unassigned(self, number: int, who: str = BOT) -> EventEnvelope:
+        assignee = {"login": who, "id": 5, "type": "Bot"}
+        return self._base("issues", "unassigned", issue=self._issue(number), assignee=assignee)
+
+    def closed(self, number: int, reason: str = "completed", action: str = "closed") -> EventEnvelope:
+        return self._base("issues", action, issue=self._issue(number, state="closed", state_reason=reason))
+
+    def comment(
+        self,
+        number: int,
+        body: str = "please also handle the edge case",
+        *,
+        by: str = "alice",
+        association: str = "MEMBER",
+        on_pr: bool = False,
+    ) -> EventEnvelope:
+        issue = self._issue(number)
+        if on_pr:
+            issue["is_pull_request"] = True
+        comment = {
+            "id": next(self._ids),
+            "kind": "issue_comment",
+            "body": body,
+            "author": {"login": by, "id": 9, "type": "Bot" if by.endswith("[bot]") else "User"},
+            "author_association": association,
+        }
+        return self._base("issue_comment", "created", sender=by, issue=issue, comment=comment)
+
+    @staticmethod
+    def _pr(
+        number: int,
+        branch: str,
+        body: str = "",
+        *,
+        draft: bool = False,
+        state: str = "open",
+        merged: bool = False,
+    ) -> dict[str, Any]:
+        return {
+            "number": number,
+            "title": f"PR {number}",
+            "body": body,
+            "state": state,
+            "draft": draft,
+            "merged": merged,
+            "head_ref": branch,
+            "head_sha": "abc1234def",
+            "base_ref": "main",
+        }
+
+    def pr(
+        self, number: int, branch: str, body: str = "", *, action: str = "opened", draft: bool = False
+    ) -> EventEnvelope:
+        return self._base(
+            "pull_request",
+            action,
+            sender=BOT if action == "opened" else "alice",
+            pull_request=self._pr(number, branch, body, draft=draft),
+        )
+
+    def pr_closed(self, number: int, branch: str, *, merged: bool, body: str = "") -> EventEnvelope:
+        pr = self._pr(number, branch, body, state="closed", merged=merged)
+        return self._base("pull_request", "closed", pull_request=pr)
+
+    def review(
+        self, number: int, branch: str, state: str, *, by: str = "bob", body: str = ""
+    ) -> EventEnvelope:
+        review = {
+            "id": next(self._ids),
+            "state": state,
+            "body": body,
+            "author": {"login": by, "id": 11, "type": "User"},
+            "commit_id": "abc1234def",
+        }
+        return self._base(
+            "pull_request_review",
+            "submitted",
+            sender=by,
+            pull_request=self._pr(number, branch),
+            review=review,
+        )
+
+    def check(self, branch: str | None, conclusion: str, prs: tuple[int, ...] = ()) -> EventEnvelope:
+        check = {
+            "id": next(self._ids),
+            "kind": "check_run",
+            "name": "ci",
+            "status": "completed",
+            "conclusion": conclusion,
+            "head_sha": "abc1234def",
+            "head_branch": branch,
+            "pull_request_numbers": list(prs),
+        }
+        return self._base("check_run", "completed", sender="github-actions[bot]", check=check)
+
+    def status(self, branches: tuple[str, ...], state: str) -> EventEnvelope:
+        status = {"sha": "abc1234def", "state": state, "context": "ci/legacy", "branches": list(branches)}
+        return self._base("status", None, sender="ci-bot[bot]", status=status)
+
+    def register_blocker(
+        self,
+        issue: int,
+        blocker: int,
+        *,
+        agent_id: str | None = None,
+        generation: int = 1,
+        sleep: bool = False,
+    ) -> EventEnvelope:
+        command = RegisterBlocker(
+            issue_number=issue,
+            blocker_number=blocker,
+            agent_id=agent_id,
+            generation=generation if agent_id is not None else None,
+            sleep=sleep,
+        )
+        return self._base(
+            SQUADRON_EVENT, "register_blocker", sender=BOT, origin="squadron", command=command.model_dump()
+        )
+
+
+def summarize(effects: list[Effect]) -> list[str]:
+    """Effects as short strings for table-driven assertions."""
+    out: list[str] = []
+    for e in effects:
+        match e:
+            case PutAgent(write=w):
+                new = "new" if w.expected_version is None else f"v{w.expected_version}"
+                out.append(f"put {w.record.agent_id} {w.record.status} ({new})")
+            case SetIssueState(number=n, state=s):
+                out.append(f"state #{n} {s}")
+            case SetIssueAssignment(number=n, assigned=a):
+                out.append(f"{'assigned' if a else 'unassigned'} #{n}")
+            case AddBlocker(issue=i, blocker=b, agent=a):
+                out.append(f"block #{i} by #{b}" + (f" {a.record.agent_id} {a.record.status}" if a else ""))
+            case RemoveBlocker(issue=i, blocker=b, agent=a):
+                out.append(
+                    f"unblock #{i} from #{b}" + (f" {a.record.agent_id} {a.record.status}" if a else "")
+                )
+            case LinkPullRequest(pr_number=p, issue_number=i):
+                out.append(f"link PR #{p} to #{i}")
+            case DeliverInbox(item=item):
+                out.append(f"inbox {item.agent_id} {item.kind}")
+            case RecordReview(pr_number=p, reviewer=r, state=s):
+                out.append(f"review PR #{p} {r} {s}")
+            case LaunchAgent(agent_id=a, purpose=p):
+                out.append(f"launch {a} {p}")
+            case StopAgentTask(agent_id=a):
+                out.append(f"stop {a}")
+            case PostComment(number=n):
+                out.append(f"comment #{n}")
+            case CloseIssue(number=n):
+                out.append(f"close #{n}")
+            case Discard():
+                out.append("discard")
+    return out

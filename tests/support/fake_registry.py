@@ -1,0 +1,258 @@
+"""An in-memory Registry with the DynamoDB adapter's exact conditional semantics.
+
+Unit and property tests route against it; the registry contract tests run the
+same cases against this fake and against the DynamoDB adapter under moto, so
+the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter, deque
+from collections.abc import Iterable
+from datetime import datetime
+
+from squadron.domain.agents import AgentRecord, ConflictError, InboxItem, IssueState, RoleKind, parse_agent_id
+from squadron.domain.effects import AgentWrite, RecordReview
+from squadron.domain.routing import IssueView
+
+
+class FakeRegistry:
+    def __init__(self) -> None:
+        self.agents: dict[str, AgentRecord] = {}
+        self.issue_states: dict[tuple[int, int], IssueState] = {}
+        self.issue_state_at: dict[tuple[int, int], datetime] = {}
+        self.assignments: dict[tuple[int, int], tuple[bool, datetime]] = {}
+        #: (repo, issue, blocker) -> resolved?
+        self.edges: dict[tuple[int, int, int], bool] = {}
+        self.pr_links: dict[tuple[int, int], int] = {}
+        self.branches: dict[tuple[int, str], int] = {}
+        self.inbox: dict[str, dict[tuple[str, str], InboxItem]] = {}
+        self.reviews: dict[tuple[int, int, str], RecordReview] = {}
+        self.calls: Counter[str] = Counter()
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def snapshot_state(self) -> dict[str, object]:
+        """Everything stored, for "replaying changes nothing" comparisons."""
+        return copy.deepcopy(
+            {
+                "agents": self.agents,
+                "issue_states": self.issue_states,
+                "issue_state_at": self.issue_state_at,
+                "assignments": self.assignments,
+                "edges": self.edges,
+                "pr_links": self.pr_links,
+                "branches": self.branches,
+                "inbox": self.inbox,
+                "reviews": self.reviews,
+            }
+        )
+
+    def _check_agent(self, write: AgentWrite) -> None:
+        current = self.agents.get(write.record.agent_id)
+        if write.expected_version is None:
+            if current is not None:
+                raise ConflictError(f"agent {write.record.agent_id}", "already exists")
+        elif current is None or current.version != write.expected_version:
+            found = None if current is None else current.version
+            raise ConflictError(
+                f"agent {write.record.agent_id}", f"expected version {write.expected_version}, found {found}"
+            )
+
+    def _store_agent(self, write: AgentWrite) -> None:
+        record = write.record
+        self.agents[record.agent_id] = record
+        if record.branch and record.issue_number is not None and record.kind is RoleKind.DEV:
+            self.branches[(record.repo_id, record.branch)] = record.issue_number
+
+    # --- reads --------------------------------------------------------------------------
+
+    def issue_view(self, repo_id: int, number: int) -> IssueView:
+        self.calls["issue_view"] += 1
+        return IssueView(
+            number=number,
+            state=self.issue_states.get((repo_id, number)),
+            state_at=self.issue_state_at.get((repo_id, number)),
+            app_assigned=self.assignments[(repo_id, number)][0]
+            if (repo_id, number) in self.assignments
+            else None,
+            assigned_at=self.assignments[(repo_id, number)][1]
+            if (repo_id, number) in self.assignments
+            else None,
+            agents=tuple(
+                sorted(
+                    (a for a in self.agents.values() if a.repo_id == repo_id and a.issue_number == number),
+                    key=lambda a: a.agent_id,
+                )
+            ),
+            blockers=frozenset(
+                b
+                for (r, i, b), resolved in self.edges.items()
+                if r == repo_id and i == number and not resolved
+            ),
+            blocks=frozenset(i for (r, i, b) in self.edges if r == repo_id and b == number),
+            linked_issue=self.pr_links.get((repo_id, number)),
+            pull_requests=frozenset(
+                pr for (r, pr), issue in self.pr_links.items() if r == repo_id and issue == number
+            ),
+        )
+
+    def branch_links(self, repo_id: int, branches: Iterable[str]) -> dict[str, int]:
+        self.calls["branch_links"] += 1
+        return {b: self.branches[(repo_id, b)] for b in branches if (repo_id, b) in self.branches}
+
+    def get_agent(self, agent_id: str) -> AgentRecord | None:
+        self.calls["get_agent"] += 1
+        return self.agents.get(agent_id)
+
+    def pm_agent(self, repo_id: int) -> AgentRecord | None:
+        self.calls["pm_agent"] += 1
+        return next(
+            (a for a in self.agents.values() if a.repo_id == repo_id and a.kind is RoleKind.PM),
+            None,
+        )
+
+    def blocker_graph(self, repo_id: int, roots: Iterable[int], max_hops: int) -> dict[int, frozenset[int]]:
+        self.calls["blocker_graph"] += 1
+        live = [(i, b) for (r, i, b), resolved in self.edges.items() if r == repo_id and not resolved]
+        graph: dict[int, set[int]] = {}
+        seen = set(roots)
+        frontier = deque((root, 0) for root in roots)
+        while frontier:
+            node, hops = frontier.popleft()
+            if hops > max_hops:
+                continue
+            for issue, blocker in live:
+                if node in (issue, blocker):
+                    graph.setdefault(issue, set()).add(blocker)
+                    for nxt in (issue, blocker):
+                        if nxt not in seen:
+                            seen.add(nxt)
+                            frontier.append((nxt, hops + 1))
+        return {issue: frozenset(blockers) for issue, blockers in graph.items()}
+
+    # --- writes -------------------------------------------------------------------------
+
+    def put_agent(self, write: AgentWrite) -> None:
+        self.calls["put_agent"] += 1
+        self._check_agent(write)
+        self._store_agent(write)
+
+    def set_issue_state(self, repo_id: int, number: int, state: IssueState, at: datetime) -> None:
+        self.calls["set_issue_state"] += 1
+        stored = self.issue_state_at.get((repo_id, number))
+        if stored is not None and stored > at:
+            return
+        self.issue_states[(repo_id, number)] = state
+        self.issue_state_at[(repo_id, number)] = at
+
+    def set_issue_assignment(self, repo_id: int, number: int, assigned: bool, at: datetime) -> None:
+        self.calls["set_issue_assignment"] += 1
+        stored = self.assignments.get((repo_id, number))
+        if stored is not None and stored[1] > at:
+            return
+        self.assignments[(repo_id, number)] = (assigned, at)
+
+    def add_blocker(
+        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
+    ) -> None:
+        self.calls["add_blocker"] += 1
+        if self.issue_states.get((repo_id, blocker)) is IssueState.CLOSED:
+            raise ConflictError(f"blocker #{blocker}", "it is closed")
+        if agent is not None:
+            self._check_agent(agent)
+            self._store_agent(agent)
+        self.edges[(repo_id, issue, blocker)] = False
+
+    def remove_blocker(
+        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
+    ) -> None:
+        self.calls["remove_blocker"] += 1
+        if agent is not None:
+            self._check_agent(agent)
+            self._store_agent(agent)
+        if (repo_id, issue, blocker) in self.edges:
+            self.edges[(repo_id, issue, blocker)] = True
+
+    def link_pull_request(
+        self, repo_id: int, pr_number: int, issue_number: int, agent: AgentWrite | None, at: datetime
+    ) -> None:
+        self.calls["link_pull_request"] += 1
+        if agent is not None:
+            self._check_agent(agent)
+            self._store_agent(agent)
+        self.pr_links[(repo_id, pr_number)] = issue_number
+
+    def deliver(self, item: InboxItem) -> None:
+        self.calls["deliver"] += 1
+        parse_agent_id(item.agent_id)
+        self.inbox.setdefault(item.agent_id, {}).setdefault((item.delivery_id, item.kind), item)
+
+    def record_review(self, review: RecordReview, at: datetime) -> None:
+        self.calls["record_review"] += 1
+        key = (review.repo_id, review.pr_number, review.reviewer)
+        stored = self.reviews.get(key)
+        if stored is None or stored.review_id <= review.review_id:
+            self.reviews[key] = review
+
+    def confirm_launch(self, agent_id: str, token: str, task_arn: str, at: datetime) -> None:
+        self.calls["confirm_launch"] += 1
+        agent = self.agents.get(agent_id)
+        if agent is None or agent.pending_launch != token:
+            return
+        self.agents[agent_id] = agent.model_copy(
+            update={
+                "pending_launch": None,
+                "task_arn": task_arn,
+                "version": agent.version + 1,
+                "updated_at": at,
+            }
+        )
+
+
+class FakeLauncher:
+    """Records launches; a token seen before returns the same task (like ECS clientToken)."""
+
+    def __init__(self) -> None:
+        self.launched: dict[str, tuple[str, str, str]] = {}
+        self.stopped: list[tuple[str, str]] = []
+        self.fail_next = 0
+
+    def launch(self, agent_id: str, purpose: str, token: str) -> str:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise RuntimeError("RunTask failed (injected)")
+        if token not in self.launched:
+            self.launched[token] = (
+                agent_id,
+                purpose,
+                f"arn:aws:ecs:us-east-1:123456789012:task/squadron/{len(self.launched) + 1}",
+            )
+        return self.launched[token][2]
+
+    def stop(self, task_arn: str, reason: str) -> None:
+        self.stopped.append((task_arn, reason))
+
+    def tasks_for(self, agent_id: str) -> list[str]:
+        return [arn for (agent, _, arn) in self.launched.values() if agent == agent_id]
+
+
+class FakeRouterGitHub:
+    def __init__(self, permissions: dict[str, str] | None = None) -> None:
+        self.permissions = permissions or {}
+        self.comments: list[tuple[str, int, str, str]] = []
+        self.closed: list[tuple[str, int, str]] = []
+        self.permission_calls = 0
+
+    def permission(self, installation_id: int | None, repo_full_name: str, login: str) -> str:
+        self.permission_calls += 1
+        return self.permissions.get(login, "read")
+
+    def comment(
+        self, installation_id: int | None, repo_full_name: str, number: int, body: str, author: str
+    ) -> None:
+        self.comments.append((repo_full_name, number, body, author))
+
+    def close_issue(self, installation_id: int | None, repo_full_name: str, number: int, reason: str) -> None:
+        self.closed.append((repo_full_name, number, reason))

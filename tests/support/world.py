@@ -1,0 +1,51 @@
+"""A router wired to fakes: send envelopes, inspect the registry, launches and GitHub calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from squadron.domain.agents import AgentRecord
+from squadron.domain.effects import Effect, apply_order
+from squadron.domain.events import EventEnvelope
+from squadron.domain.routing import RoutingPolicy
+from squadron.shell.router import RouterService
+from tests.support.events import T0, Events, summarize
+from tests.support.fake_registry import FakeLauncher, FakeRegistry, FakeRouterGitHub
+
+
+@dataclass
+class World:
+    policy: RoutingPolicy = field(default_factory=RoutingPolicy)
+    registry: FakeRegistry = field(default_factory=FakeRegistry)
+    launcher: FakeLauncher = field(default_factory=FakeLauncher)
+    github: FakeRouterGitHub = field(
+        default_factory=lambda: FakeRouterGitHub({"alice": "write", "bob": "admin"})
+    )
+    events: Events = field(default_factory=Events)
+    now: datetime = T0
+
+    def __post_init__(self) -> None:
+        self.router = RouterService(
+            registry=self.registry,
+            launcher=self.launcher,
+            github=self.github,
+            policies=lambda _event: self.policy,
+            clock=self._clock,
+        )
+
+    def _clock(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+    def send(self, event: EventEnvelope) -> list[Effect]:
+        return list(self.router.process(event).effects)
+
+    def say(self, event: EventEnvelope) -> list[str]:
+        """The effects of ``event`` in the order the shell applies them."""
+        return summarize(apply_order(self.send(event)))
+
+    def agent(self, agent_id: str) -> AgentRecord:
+        record = self.registry.get_agent(agent_id)
+        assert record is not None, f"no agent {agent_id}"
+        return record

@@ -41,7 +41,7 @@ lint: $(PY_STAMP)
 
 typecheck: $(PY_STAMP)
 	$(BIN)/mypy
-	$(BIN)/mypy --config-file pyproject.toml functions infra tests
+	$(BIN)/mypy --config-file pyproject.toml functions infra tests bench
 
 unit: setup
 	$(BIN)/pytest

@@ -117,6 +117,7 @@ class Events:
         draft: bool = False,
         state: str = "open",
         merged: bool = False,
+        base: str = "main",
     ) -> dict[str, Any]:
         return {
             "number": number,
@@ -127,17 +128,24 @@ class Events:
             "merged": merged,
             "head_ref": branch,
             "head_sha": "abc1234def",
-            "base_ref": "main",
+            "base_ref": base,
         }
 
     def pr(
-        self, number: int, branch: str, body: str = "", *, action: str = "opened", draft: bool = False
+        self,
+        number: int,
+        branch: str,
+        body: str = "",
+        *,
+        action: str = "opened",
+        draft: bool = False,
+        base: str = "main",
     ) -> EventEnvelope:
         return self._base(
             "pull_request",
             action,
             sender=BOT if action == "opened" else "alice",
-            pull_request=self._pr(number, branch, body, draft=draft),
+            pull_request=self._pr(number, branch, body, draft=draft, base=base),
         )
 
     def pr_closed(self, number: int, branch: str, *, merged: bool, body: str = "") -> EventEnvelope:
@@ -185,14 +193,14 @@ class Events:
         blocker: int,
         *,
         agent_id: str | None = None,
-        generation: int = 1,
+        token: str | None = None,
         sleep: bool = False,
     ) -> EventEnvelope:
         command = RegisterBlocker(
             issue_number=issue,
             blocker_number=blocker,
             agent_id=agent_id,
-            generation=generation if agent_id is not None else None,
+            launch_token=(token or f"{agent_id}-g1-l1") if agent_id is not None else None,
             sleep=sleep,
         )
         return self._base(

@@ -32,13 +32,12 @@ from tests.support.world import World
 ISSUES = st.integers(min_value=1, max_value=5)
 
 
-def _agent_of(world: World, issue: int) -> tuple[str, int] | None:
-    """The dev agent of ``issue`` and its generation (the session that would send a command)."""
+def _agent_of(world: World, issue: int) -> str | None:
     view = world.registry.issue_view(1, issue)
     agent = next(
         (a for a in view.agents if a.role in ("feat-dev", "bug-fix") and a.status not in TERMINAL), None
     )
-    return (agent.agent_id, agent.generation) if agent else None
+    return agent.agent_id if agent else None
 
 
 @dataclass
@@ -67,13 +66,16 @@ class Harness:
         elif kind == "reopen":
             self._enqueue(e.reopened(a))
         elif kind == "block":
-            sender = _agent_of(self.world, a)
-            agent, generation = sender if sender else (None, 1)
-            # Only a running task can report itself blocked; it exits right after sending it.
-            sleep = flag and agent is not None and agent in self.live_task
-            if sleep and agent is not None:
-                self.live_task.pop(agent, None)
-            self._enqueue(e.register_blocker(a, b, agent_id=agent, generation=generation, sleep=sleep))
+            # A running task sends the command (and exits right after when it sleeps);
+            # otherwise the PM registers the blocker for the issue.
+            agent = _agent_of(self.world, a)
+            token = self.live_task.get(agent) if agent is not None else None
+            if token is None:
+                self._enqueue(e.register_blocker(a, b))
+            else:
+                if flag:
+                    self.live_task.pop(agent or "", None)
+                self._enqueue(e.register_blocker(a, b, agent_id=agent, token=token, sleep=flag))
         elif kind == "comment":
             self._enqueue(e.comment(a, "@squadron-pm look" if flag else "try again"))
         elif kind == "pr":

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from squadron.domain.events import ROUTED_EVENTS, SQUADRON_EVENT, EventEnvelope, RegisterBlocker
-from squadron.domain.routing import ROUTES, routed_pairs
+from squadron.domain.routing import ROUTES, RoutingPolicy, routed_pairs
 from tests.support.events import BOT, Events
 from tests.support.world import World
 
@@ -149,19 +149,19 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
     (
         "a command from a generation since restarted is discarded",
         lambda e: [e.assigned(38), e.unassigned(38), e.assigned(38)],
-        lambda e: e.register_blocker(38, 42, agent_id=A38, generation=1, sleep=True),
+        lambda e: e.register_blocker(38, 42, agent_id=A38, token=f"{A38}-g1-l1", sleep=True),
         ["discard"],
     ),
     (
         "the current generation's command is honoured",
         lambda e: [e.assigned(38), e.unassigned(38), e.assigned(38)],
-        lambda e: e.register_blocker(38, 42, agent_id=A38, generation=2, sleep=True),
+        lambda e: e.register_blocker(38, 42, agent_id=A38, token=f"{A38}-g2-l1", sleep=True),
         [f"block #38 by #42 {A38} SLEEPING"],
     ),
     (
         "only the sending agent is put to sleep (the PM registers, the dev works on)",
         lambda e: [e.assigned(38)],
-        lambda e: e.register_blocker(38, 42, agent_id=PM, generation=1, sleep=True),
+        lambda e: e.register_blocker(38, 42, agent_id=PM, sleep=True),
         [f"block #38 by #42 {A38} CREATED"],
     ),
     (
@@ -377,13 +377,25 @@ def test_a_retried_refusal_relaunches_once() -> None:
 @pytest.mark.parametrize(
     ("fields", "problem"),
     [
-        ({"agent_id": A38}, "agent_id and generation come together"),
-        ({"generation": 1}, "agent_id and generation come together"),
-        ({"sleep": True}, "sleep needs the sending agent"),
-        ({"agent_id": A38, "generation": 0}, "greater than 0"),
+        ({"agent_id": A38}, "agent_id and launch_token come together"),
+        ({"launch_token": "t"}, "agent_id and launch_token come together"),
+        ({"sleep": True}, "sleep needs the sending task"),
+        ({"agent_id": A38, "launch_token": ""}, "at least 1 character"),
     ],
-    ids=["agent without generation", "generation without agent", "sleep without sender", "generation 0"],
+    ids=["agent without token", "token without agent", "sleep without sender", "empty token"],
 )
 def test_register_blocker_commands_name_their_sender(fields: dict[str, object], problem: str) -> None:
     with pytest.raises(ValidationError, match=problem):
         RegisterBlocker.model_validate({"issue_number": 38, "blocker_number": 42, **fields})
+
+
+@pytest.mark.parametrize(
+    ("base", "reviewers"),
+    [("main", ["1-101-pr-review"]), ("release/2.0", ["1-101-pr-review", "1-101-security-review"])],
+)
+def test_reviewers_follow_the_base_branch(base: str, reviewers: list[str]) -> None:
+    world = World(policy=RoutingPolicy(branch_review_roles=(("release/*", ("security-review",)),)))
+    world.send(world.events.assigned(38))
+    world.send(world.events.pr(101, "feat/issue-38", "Fixes #38", base=base))
+    started = sorted(agent for agent, purpose, _ in world.launcher.launched.values() if "review" in agent)
+    assert started == reviewers

@@ -161,8 +161,7 @@ class AgentRecord(BaseModel):
     task_arn: str | None = None
     #: ECS client token of a launch decided but not yet confirmed with a task ARN.
     pending_launch: str | None = None
-    #: Delivery id of the event whose decision produced the latest launch token (retries of
-    #: that same event must not decide a second launch).
+    #: Delivery id of the event whose decision produced the latest launch (for the audit trail).
     launch_cause: str | None = None
     wake_reason: str | None = None
     escalation_reason: str | None = None

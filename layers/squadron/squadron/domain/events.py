@@ -209,19 +209,20 @@ class RegisterBlocker(_Model):
     type: Literal["register_blocker"] = "register_blocker"
     issue_number: int = Field(gt=0)
     blocker_number: int = Field(gt=0)
-    #: The agent that sent the command and the generation of its session: a command from a
-    #: generation that was since cancelled and restarted must not act on the new one.
+    #: The agent that sent the command and the launch token of the task that sent it: a
+    #: command from a task that was since replaced (relaunched, or a restarted generation)
+    #: must not act on its successor.
     agent_id: str | None = None
-    generation: int | None = Field(default=None, gt=0)
+    launch_token: str | None = Field(default=None, min_length=1, max_length=64)
     sleep: bool = False
     note: str = ""
 
     @model_validator(mode="after")
     def _sender_is_whole(self) -> RegisterBlocker:
-        if (self.agent_id is None) != (self.generation is None):
-            raise ValueError("agent_id and generation come together (the sending session)")
+        if (self.agent_id is None) != (self.launch_token is None):
+            raise ValueError("agent_id and launch_token come together (the sending task)")
         if self.sleep and self.agent_id is None:
-            raise ValueError("sleep needs the sending agent (agent_id and generation)")
+            raise ValueError("sleep needs the sending task (agent_id and launch_token)")
         return self
 
 

@@ -10,10 +10,12 @@ nothing new: that is what makes redelivery harmless.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from fnmatch import fnmatchcase
 from typing import Literal
 
 from squadron.domain.agents import (
@@ -71,7 +73,11 @@ _CLOSING_RE = re.compile(
 
 @dataclass(frozen=True)
 class RoutingPolicy:
-    """The part of a repository's .squadron configuration that routing reads."""
+    """The part of a repository's .squadron configuration that routing reads.
+
+    Built from the repository's configuration by :func:`squadron.config.policy.routing_policy`;
+    the defaults here equal the documented configuration defaults.
+    """
 
     bot_login: str = "squadron[bot]"
     pm_role: str = "pm"
@@ -93,8 +99,15 @@ class RoutingPolicy:
             "bug-fix": "fix/issue-{issue_number}",
         }
     )
+    #: Label -> branch template; the first label of the issue with one wins over the role's.
+    label_branch_templates: Mapping[str, str] = field(
+        default_factory=lambda: {"security": "security/issue-{issue_number}"}
+    )
     default_branch_template: str = "squadron/issue-{issue_number}"
+    #: Agent review roles every PR gets (auto-assigned), whatever its base branch.
     review_roles: tuple[str, ...] = ("pr-review",)
+    #: (fnmatch pattern of a base branch, review roles its PRs get in addition).
+    branch_review_roles: tuple[tuple[str, tuple[str, ...]], ...] = ()
     max_issue_depth: int = 3
 
     def kind_of(self, role: str) -> RoleKind:
@@ -107,23 +120,53 @@ class RoutingPolicy:
                 return role
         return self.default_dev_role
 
-    def branch_for(self, role: str, issue_number: int) -> str:
-        template = self.branch_templates.get(role, self.default_branch_template)
-        return template.format(issue_number=issue_number)
+    def branch_for(self, role: str, issue_number: int, labels: Iterable[str] = ()) -> str:
+        template = next(
+            (self.label_branch_templates[label] for label in labels if label in self.label_branch_templates),
+            self.branch_templates.get(role, self.default_branch_template),
+        )
+        return template.format(issue_number=issue_number, role=role)
 
     def issue_from_branch(self, branch: str) -> int | None:
-        for template in {*self.branch_templates.values(), self.default_branch_template}:
-            prefix, _, suffix = template.partition("{issue_number}")
-            match = re.fullmatch(re.escape(prefix) + r"(\d+)" + re.escape(suffix), branch)
+        templates = {
+            *self.branch_templates.values(),
+            *self.label_branch_templates.values(),
+            self.default_branch_template,
+        }
+        for template in sorted(templates):
+            match = _template_regex(template).fullmatch(branch)
             if match:
-                return int(match.group(1))
+                return int(match.group("issue_number"))
         return None
+
+    def review_roles_for(self, base_branch: str) -> tuple[str, ...]:
+        """The agent review roles a PR into ``base_branch`` gets: the default's plus matching rules'."""
+        roles = list(self.review_roles)
+        for pattern, extra in self.branch_review_roles:
+            if fnmatchcase(base_branch, pattern):
+                roles += [role for role in extra if role not in roles]
+        return tuple(roles)
 
     def mentions_pm(self, body: str) -> bool:
         return any(
             re.search(rf"(?<![\w-]){re.escape(handle)}(?![\w-])", body, re.IGNORECASE)
             for handle in self.pm_mentions
         )
+
+
+@functools.cache
+def _template_regex(template: str) -> re.Pattern[str]:
+    """A branch template as a regex: ``{issue_number}`` captures digits, ``{role}`` a role name."""
+    parts = re.split(r"(\{issue_number\}|\{role\})", template)
+    pattern = "".join(
+        "(?P<issue_number>[0-9]+)"
+        if part == "{issue_number}"
+        else "[a-z0-9][a-z0-9-]*"
+        if part == "{role}"
+        else re.escape(part)
+        for part in parts
+    )
+    return re.compile(pattern)
 
 
 # --- snapshot ---------------------------------------------------------------------------------
@@ -557,7 +600,9 @@ def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: I
         ]
     role = policy.dev_role_for(issue.labels)
     existing = view.agent_with_role(role)
-    fresh = _new_agent(event, snap, policy, role, issue.number, branch=policy.branch_for(role, issue.number))
+    fresh = _new_agent(
+        event, snap, policy, role, issue.number, branch=policy.branch_for(role, issue.number, issue.labels)
+    )
     if view.pull_requests:
         # A PR opened before the assignment was processed (another message group).
         fresh = fresh.model_copy(update={"pr_number": max(view.pull_requests)})
@@ -690,7 +735,8 @@ def _request_reviews(
 ) -> list[Effect]:
     view = snap.view(pr_number)
     effects: list[Effect] = []
-    for role in policy.review_roles:
+    base = event.pull_request.base_ref if event.pull_request is not None else ""
+    for role in policy.review_roles_for(base):
         existing = view.agent_with_role(role)
         if existing is not None and existing.status not in TERMINAL:
             if event.action == "synchronize":
@@ -856,13 +902,13 @@ def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
     if (
         agent is not None
         and command.agent_id == agent.agent_id
-        and command.generation is not None
-        and command.generation < agent.generation
+        and command.launch_token != _launch_token(agent)
     ):
+        # Its task was replaced since (relaunched, or the agent restarted as a new generation):
+        # the current task decides for itself. A pending launch is still finished (healing).
         return [
             Discard(
-                f"sent by generation {command.generation} of {agent.agent_id}, which was since "
-                f"restarted as generation {agent.generation}"
+                f"sent by task {command.launch_token} of {agent.agent_id}, since replaced by {_launch_token(agent)}"
             )
         ]
     if issue in snap.view(blocker).blocks and blocker not in view.blockers:
@@ -881,9 +927,8 @@ def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
         # Only the agent that sent the command hears why it was refused.
         if agent is not None and agent.agent_id == command.agent_id and not agent.predates(event.occurred_at):
             effects.append(_inbox(agent, event, "blocker_rejected", problem))
-            if command.sleep and agent.status in LIVE and agent.launch_cause != event.delivery_id:
+            if command.sleep and agent.status in LIVE:
                 # The agent's task exited expecting to sleep; it must run again to hear why not.
-                # (Unless this very command already decided that relaunch: a retried attempt.)
                 relaunch = _with_launch(agent.updated(now=snap.now, wake_reason=problem), event.delivery_id)
                 effects += [PutAgent(AgentWrite(relaunch, agent.version)), _launch(relaunch, problem)]
         return effects or [Discard(problem)]

@@ -1,0 +1,52 @@
+"""The routing policy of a repository, derived from its configuration — pure."""
+
+from __future__ import annotations
+
+from squadron.config.flows import agent_review_roles
+from squadron.config.parse import SquadronConfig
+from squadron.domain.agents import RoleKind
+from squadron.domain.routing import RoutingPolicy
+
+
+def routing_policy(config: SquadronConfig) -> RoutingPolicy:
+    """What routing needs to know of ``config``: roles, labels, branch names, reviewers, limits.
+
+    Review roles are the auto-assigned ``agent:<role>`` reviews of the default flow,
+    plus per base-branch pattern those its rules add; only roles of kind ``review``
+    are started as reviewers (a flow naming another kind is a configuration error
+    caught when the files are parsed).
+    """
+    repo = config.config
+    kinds = {name: RoleKind(role.kind) for name, role in repo.roles.items()}
+    pm_roles = [name for name, kind in kinds.items() if kind is RoleKind.PM]
+    flows = config.approval_flows
+
+    def reviewers(roles: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(role for role in roles if kinds.get(role) is RoleKind.REVIEW)
+
+    default_reviewers = reviewers(agent_review_roles(flows.default.required_reviews))
+    by_branch = tuple(
+        (rule.pattern, extra)
+        for rule in flows.branch_rules
+        if (
+            extra := tuple(
+                r
+                for r in reviewers(agent_review_roles(rule.required_reviews or ()))
+                if r not in default_reviewers
+            )
+        )
+    )
+    return RoutingPolicy(
+        bot_login=repo.bot_login,
+        pm_role=pm_roles[0] if pm_roles else "pm",
+        pm_mentions=tuple(repo.pm_mentions),
+        default_dev_role=repo.default_dev_role,
+        label_roles=repo.label_roles(),
+        role_kinds=kinds,
+        branch_templates=dict(repo.branch_naming.roles),
+        label_branch_templates=dict(repo.branch_naming.labels),
+        default_branch_template=repo.branch_naming.default,
+        review_roles=default_reviewers,
+        branch_review_roles=by_branch,
+        max_issue_depth=repo.max_issue_depth,
+    )

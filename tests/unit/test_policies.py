@@ -1,0 +1,78 @@
+"""Per-repository routing policies: re-read after a TTL, and a bad config never stops routing."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from squadron.config import ConfigLoader
+from squadron.domain.routing import RoutingPolicy
+from squadron.shell.policies import PolicyCache
+from tests.support.repo_files import FakeRepositoryFiles
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+DEPTH_5 = {"config.yaml": "version: 1\nmax_issue_depth: 5\n"}
+DEPTH_7 = {"config.yaml": "version: 1\nmax_issue_depth: 7\n"}
+BROKEN = {"config.yaml": "version: 1\nmax_issue_depht: 7\n"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _cache(files: FakeRepositoryFiles, clock: Clock) -> PolicyCache:
+    return PolicyCache(ConfigLoader(files), ttl=timedelta(seconds=60), clock=clock)
+
+
+def test_policy_is_rechecked_only_after_the_ttl() -> None:
+    files, clock = FakeRepositoryFiles(), Clock()
+    files.commit("octo/app", "sha1", DEPTH_5)
+    cache = _cache(files, clock)
+
+    assert cache.policy_for("octo/app").max_issue_depth == 5
+    files.commit("octo/app", "sha2", DEPTH_7)
+    clock.now += timedelta(seconds=59)
+    assert cache.policy_for("octo/app").max_issue_depth == 5
+    assert files.calls["default_branch_head"] == 1
+    clock.now += timedelta(seconds=1)
+    assert cache.policy_for("octo/app").max_issue_depth == 7
+    assert files.calls["default_branch_head"] == 2
+
+
+def test_an_invalid_config_keeps_the_last_valid_policy_and_says_why() -> None:
+    files, clock = FakeRepositoryFiles(), Clock()
+    files.commit("octo/app", "sha1", DEPTH_5)
+    cache = _cache(files, clock)
+    cache.policy_for("octo/app")
+
+    files.commit("octo/app", "sha2", BROKEN)
+    clock.now += timedelta(minutes=2)
+    assert cache.policy_for("octo/app").max_issue_depth == 5
+    problem = cache.problem("octo/app")
+    assert problem is not None
+    assert "config.yaml" in problem
+    assert "max_issue_depht" in problem
+
+    files.commit("octo/app", "sha3", DEPTH_7)  # fixed: the problem goes away
+    clock.now += timedelta(minutes=2)
+    assert cache.policy_for("octo/app").max_issue_depth == 7
+    assert cache.problem("octo/app") is None
+
+
+def test_a_repository_that_was_never_valid_routes_with_the_defaults() -> None:
+    files, clock = FakeRepositoryFiles(), Clock()
+    files.commit("octo/app", "sha1", BROKEN)
+    cache = _cache(files, clock)
+    assert cache.policy_for("octo/app") == RoutingPolicy()
+    assert cache.problem("octo/app") is not None
+
+
+def test_repositories_are_independent() -> None:
+    files, clock = FakeRepositoryFiles(), Clock()
+    files.commit("octo/a", "a1", DEPTH_5)
+    files.commit("octo/b", "b1", DEPTH_7)
+    cache = _cache(files, clock)
+    assert (cache.policy_for("octo/a").max_issue_depth, cache.policy_for("octo/b").max_issue_depth) == (5, 7)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -80,3 +81,48 @@ def http_api_event(
         else body.decode("utf-8", errors="surrogateescape"),
         "isBase64Encoded": base64_encoded,
     }
+
+
+def sqs_lambda_event(messages: Sequence[Mapping[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """The event Lambda's SQS event source sends for ``messages`` (ReceiveMessage output).
+
+    Receive with ``MessageSystemAttributeNames=["All"]`` and ``MessageAttributeNames=["All"]``.
+    """
+    records = []
+    for message in messages:
+        attributes = message.get("Attributes", {})
+        records.append(
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": {
+                    key: attributes[key]
+                    for key in (
+                        "ApproximateReceiveCount",
+                        "SentTimestamp",
+                        "SenderId",
+                        "ApproximateFirstReceiveTimestamp",
+                        "SequenceNumber",
+                        "MessageGroupId",
+                        "MessageDeduplicationId",
+                    )
+                    if key in attributes
+                },
+                "messageAttributes": {
+                    name: {
+                        "stringValue": value.get("StringValue"),
+                        "binaryValue": value.get("BinaryValue"),
+                        "stringListValues": [],
+                        "binaryListValues": [],
+                        "dataType": value["DataType"],
+                    }
+                    for name, value in message.get("MessageAttributes", {}).items()
+                },
+                "md5OfBody": message["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": queue_arn.split(":")[3],
+            }
+        )
+    return {"Records": records}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from squadron.errors import ConfigurationError
 
@@ -56,3 +56,39 @@ def load_settings(model: type[SettingsT], environ: Mapping[str, str] | None = No
             message = "is required" if error["type"] == "missing" else error["msg"]
             problems.append(f"{name} {message}{shown}")
         raise ConfigurationError("; ".join(problems), source=f"{model.__name__} environment") from exc
+
+
+def _comma_list(value: object) -> object:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class RouterSettings(BaseModel):
+    """Environment of the router Lambda."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
+    agent_cluster: str = Field(validation_alias="AGENT_CLUSTER", min_length=1)
+    agent_task_definition: str = Field(validation_alias="AGENT_TASK_DEFINITION", min_length=1)
+    agent_container_name: str = Field(validation_alias="AGENT_CONTAINER_NAME", min_length=1)
+    agent_subnets: Annotated[list[str], BeforeValidator(_comma_list)] = Field(
+        validation_alias="AGENT_SUBNETS", min_length=1
+    )
+    agent_security_groups: Annotated[list[str], BeforeValidator(_comma_list)] = Field(
+        validation_alias="AGENT_SECURITY_GROUPS", min_length=1
+    )
+    github_app_id: int = Field(validation_alias="GITHUB_APP_ID", ge=1)
+    github_private_key_secret_arn: str = Field(validation_alias="GITHUB_PRIVATE_KEY_SECRET_ARN", min_length=1)
+    github_api_url: str = Field(
+        default="https://api.github.com",
+        validation_alias=AliasChoices("GITHUB_API_URL"),
+        pattern=r"^https://",
+    )
+    policy_ttl_seconds: int = Field(
+        default=60, validation_alias=AliasChoices("POLICY_TTL_SECONDS"), ge=0, le=3600
+    )
+    secret_cache_seconds: int = Field(
+        default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
+    )

@@ -1,0 +1,123 @@
+"""Agent tasks on ECS Fargate: the :class:`~squadron.ports.TaskLauncher` port.
+
+``RunTask`` is called with the launch token as ``clientToken``: ECS makes a
+retried call with the same token return the task it already started instead of
+starting a second one, which is what lets the router retry a half-failed
+dispatch safely. The task learns who it is from environment overrides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from squadron.adapters.errors import AdapterError
+
+if TYPE_CHECKING:
+    from mypy_boto3_ecs import ECSClient
+
+#: ECS limits: startedBy ≤ 36 characters, clientToken ≤ 64, stop reason ≤ 255.
+_STARTED_BY_MAX = 36
+_REASON_MAX = 255
+
+AGENT_ID_ENV = "SQUADRON_AGENT_ID"
+LAUNCH_PURPOSE_ENV = "SQUADRON_LAUNCH_PURPOSE"
+LAUNCH_TOKEN_ENV = "SQUADRON_LAUNCH_TOKEN"  # noqa: S105 - a variable name, not a secret
+
+
+class TaskLaunchError(AdapterError):
+    """ECS did not start (or stop) an agent task."""
+
+
+class EcsTaskLauncher:
+    def __init__(
+        self,
+        *,
+        cluster: str,
+        task_definition: str,
+        container_name: str,
+        subnets: Sequence[str],
+        security_groups: Sequence[str],
+        client: ECSClient | None = None,
+    ) -> None:
+        if not subnets or not security_groups:
+            raise ValueError("agent tasks need at least one subnet and one security group")
+        self.cluster = cluster
+        self.task_definition = task_definition
+        self.container_name = container_name
+        self.subnets = list(subnets)
+        self.security_groups = list(security_groups)
+        self._client = client
+
+    @property
+    def client(self) -> ECSClient:
+        if self._client is None:
+            self._client = boto3.client("ecs")
+        return self._client
+
+    def launch(self, agent_id: str, purpose: str, token: str) -> str:
+        environment = [
+            {"name": AGENT_ID_ENV, "value": agent_id},
+            {"name": LAUNCH_PURPOSE_ENV, "value": purpose},
+            {"name": LAUNCH_TOKEN_ENV, "value": token},
+        ]
+        request: dict[str, Any] = {
+            "cluster": self.cluster,
+            "taskDefinition": self.task_definition,
+            "launchType": "FARGATE",
+            "count": 1,
+            "clientToken": token,
+            "startedBy": agent_id[-_STARTED_BY_MAX:],
+            "networkConfiguration": {
+                "awsvpcConfiguration": {
+                    "subnets": self.subnets,
+                    "securityGroups": self.security_groups,
+                    "assignPublicIp": "DISABLED",
+                }
+            },
+            "overrides": {"containerOverrides": [{"name": self.container_name, "environment": environment}]},
+            "tags": [
+                {"key": "squadron:agent", "value": agent_id},
+                {"key": "squadron:launch", "value": token},
+            ],
+            "enableECSManagedTags": True,
+        }
+        try:
+            response = self.client.run_task(**request)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise TaskLaunchError(
+                f"RunTask for {agent_id} failed: {error.get('Message', exc)}", code=error.get("Code")
+            ) from exc
+        except BotoCoreError as exc:
+            raise TaskLaunchError(f"RunTask for {agent_id} failed: {exc}") from exc
+        failures = response.get("failures") or []
+        tasks = response.get("tasks") or []
+        if failures or not tasks:
+            why = "; ".join(f"{f.get('reason', '?')} ({f.get('detail', f.get('arn', ''))})" for f in failures)
+            raise TaskLaunchError(f"RunTask for {agent_id} started no task: {why or 'no task returned'}")
+        return tasks[0]["taskArn"]
+
+    def stop(self, task_arn: str, reason: str) -> None:
+        try:
+            self.client.stop_task(cluster=self.cluster, task=task_arn, reason=reason[:_REASON_MAX])
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            if _already_gone(error):
+                return
+            raise TaskLaunchError(
+                f"StopTask {task_arn} failed: {error.get('Message', exc)}", code=error.get("Code")
+            ) from exc
+        except BotoCoreError as exc:
+            raise TaskLaunchError(f"StopTask {task_arn} failed: {exc}") from exc
+
+
+def _already_gone(error: Any) -> bool:
+    """A task that no longer exists is as stopped as it gets (stop is idempotent)."""
+    message = str(error.get("Message", "")).lower()
+    return error.get("Code") in ("InvalidParameterException", "ClientException") and (
+        "not found" in message or "cannot be found" in message or "stopped" in message
+    )

@@ -1,0 +1,60 @@
+"""One queue record → one routed delivery, at most once to completion.
+
+The router Lambda hands each SQS record body to :class:`Dispatcher`. A body
+that is not a valid envelope raises :class:`InvalidRecordError` (the record
+goes back to the queue and, after its receives run out, to the DLQ, where a
+human can read the precise problem); any failure while routing propagates the
+same way. A delivery already completed is skipped by the delivery records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from squadron.domain.effects import Discard
+from squadron.domain.events import EventEnvelope
+from squadron.errors import SquadronError
+from squadron.shell.router import RouterService
+
+Once = Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]
+
+
+class InvalidRecordError(SquadronError):
+    """A queue record whose body is not an event envelope this version understands."""
+
+    def __init__(self, message_id: str | None, problem: str) -> None:
+        self.message_id = message_id
+        self.problem = problem
+        super().__init__(f"record {message_id or '?'} is not a valid envelope: {problem}")
+
+
+def parse_record(body: str, message_id: str | None = None) -> EventEnvelope:
+    try:
+        return EventEnvelope.from_message(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "body"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise InvalidRecordError(message_id, f"{where}: {first['msg']}{more}") from exc
+
+
+class Dispatcher:
+    def __init__(self, service: RouterService, *, once: Once | None = None) -> None:
+        self.service = service
+        self._route: Callable[..., dict[str, Any]] = once(self._route_once) if once else self._route_once
+
+    def handle(self, body: str, message_id: str | None = None) -> dict[str, Any]:
+        """Route the envelope in ``body``; returns a summary (also what a duplicate is answered with)."""
+        return self._route(envelope=parse_record(body, message_id))
+
+    def _route_once(self, envelope: EventEnvelope) -> dict[str, Any]:
+        result = self.service.process(envelope)
+        return {
+            "delivery_id": result.delivery_id,
+            "event": f"{envelope.event}.{envelope.action}" if envelope.action else envelope.event,
+            "effects": [type(effect).__name__ for effect in result.effects],
+            "discarded": [effect.reason for effect in result.effects if isinstance(effect, Discard)],
+        }

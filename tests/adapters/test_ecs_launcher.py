@@ -1,0 +1,111 @@
+"""The ECS Fargate launcher under moto: RunTask request shape, failures, idempotent stop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_TOKEN_ENV, EcsTaskLauncher, TaskLaunchError
+
+if TYPE_CHECKING:
+    from mypy_boto3_ecs import ECSClient
+
+
+@pytest.fixture
+def ecs() -> Iterator[tuple[ECSClient, dict[str, Any]]]:
+    with mock_aws():
+        ec2 = boto3.client("ec2")
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
+        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+        group = ec2.create_security_group(GroupName="agents", Description="agents", VpcId=vpc)["GroupId"]
+        client = boto3.client("ecs")
+        client.create_cluster(clusterName="squadron")
+        definition = client.register_task_definition(
+            family="agent",
+            requiresCompatibilities=["FARGATE"],
+            networkMode="awsvpc",
+            cpu="1024",
+            memory="2048",
+            containerDefinitions=[{"name": "agent", "image": "agent:latest", "memory": 2048}],
+        )["taskDefinition"]["taskDefinitionArn"]
+        yield (
+            client,
+            {
+                "cluster": "squadron",
+                "task_definition": definition,
+                "container_name": "agent",
+                "subnets": [subnet],
+                "security_groups": [group],
+            },
+        )
+
+
+def test_launch_runs_one_tagged_task_that_knows_its_agent(ecs: tuple[ECSClient, dict[str, Any]]) -> None:
+    client, settings = ecs
+    launcher = EcsTaskLauncher(client=client, **settings)
+
+    arn = launcher.launch("1-38-feat-dev", "start", "1-38-feat-dev-g1-l1")
+
+    task = client.describe_tasks(cluster="squadron", tasks=[arn], include=["TAGS"])["tasks"][0]
+    assert task["startedBy"] == "1-38-feat-dev"
+    tags = {tag["key"]: tag["value"] for tag in task.get("tags", [])}
+    assert tags["squadron:agent"] == "1-38-feat-dev"
+    env = {e["name"]: e["value"] for e in task["overrides"]["containerOverrides"][0]["environment"]}
+    assert env[AGENT_ID_ENV] == "1-38-feat-dev"
+    assert env[LAUNCH_TOKEN_ENV] == "1-38-feat-dev-g1-l1"
+
+
+def test_stop_is_idempotent(ecs: tuple[ECSClient, dict[str, Any]]) -> None:
+    client, settings = ecs
+    launcher = EcsTaskLauncher(client=client, **settings)
+    arn = launcher.launch("1-38-feat-dev", "start", "t1")
+    launcher.stop(arn, "issue closed")
+    launcher.stop(arn, "issue closed")  # again: no error
+    task = client.describe_tasks(cluster="squadron", tasks=[arn])["tasks"][0]
+    assert task["desiredStatus"] == "STOPPED"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"cluster": "missing"}, "RunTask for 1-38-feat-dev failed"),
+        ({"task_definition": "arn:aws:ecs:us-east-1:123456789012:task-definition/nope:1"}, "RunTask"),
+    ],
+    ids=["unknown cluster", "unknown task definition"],
+)
+def test_launch_failures_are_named_errors(
+    ecs: tuple[ECSClient, dict[str, Any]], change: dict[str, Any], message: str
+) -> None:
+    client, settings = ecs
+    launcher = EcsTaskLauncher(client=client, **{**settings, **change})
+    with pytest.raises(TaskLaunchError, match=message):
+        launcher.launch("1-38-feat-dev", "start", "t1")
+
+
+def test_a_response_without_tasks_is_a_failure() -> None:
+    class NoCapacity:
+        def run_task(self, **_: Any) -> dict[str, Any]:
+            return {"tasks": [], "failures": [{"arn": "x", "reason": "RESOURCE:ENI", "detail": "no ENI"}]}
+
+    launcher = EcsTaskLauncher(
+        client=NoCapacity(),  # type: ignore[arg-type]
+        cluster="c",
+        task_definition="t",
+        container_name="agent",
+        subnets=["s"],
+        security_groups=["g"],
+    )
+    with pytest.raises(TaskLaunchError, match="RESOURCE:ENI"):
+        launcher.launch("1-38-feat-dev", "start", "t1")
+
+
+def test_network_is_required() -> None:
+    with pytest.raises(ValueError, match="subnet"):
+        EcsTaskLauncher(
+            cluster="c", task_definition="t", container_name="a", subnets=[], security_groups=["g"]
+        )

@@ -10,9 +10,17 @@ from __future__ import annotations
 import copy
 from collections import Counter, deque
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from squadron.domain.agents import AgentRecord, ConflictError, InboxItem, IssueState, RoleKind, parse_agent_id
+from squadron.domain.agents import (
+    AgentRecord,
+    AgentStatus,
+    ConflictError,
+    InboxItem,
+    IssueState,
+    RoleKind,
+    parse_agent_id,
+)
 from squadron.domain.effects import AgentWrite, RecordReview
 from squadron.domain.routing import IssueView
 
@@ -207,6 +215,55 @@ class FakeRegistry:
                 "task_arn": task_arn,
                 "version": agent.version + 1,
                 "updated_at": at,
+            }
+        )
+
+    # --- reads beyond the router's (agent host, reconciler) ------------------------------
+
+    def pending_inbox(self, agent_id: str) -> list[InboxItem]:
+        items = self.inbox.get(agent_id, {}).values()
+        return sorted(items, key=lambda i: (i.received_at.isoformat(), i.delivery_id, i.kind))
+
+    def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]:
+        return {r: review for (rr, pr, r), review in self.reviews.items() if (rr, pr) == (repo_id, pr_number)}
+
+    def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]:
+        found = [a for a in self.agents.values() if a.status is status]
+        return sorted(found, key=lambda a: (a.updated_at.isoformat(), a.agent_id))
+
+    # --- leases ---------------------------------------------------------------------------
+
+    def acquire_lease(self, agent_id: str, owner: str, now: datetime, ttl: timedelta) -> AgentRecord:
+        self.calls["acquire_lease"] += 1
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            raise ConflictError(f"lease of {agent_id}", "held by another live task")
+        held = agent.lease_owner not in (None, owner) and agent.lease_expires_at is not None
+        if held and agent.lease_expires_at is not None and agent.lease_expires_at >= now:
+            raise ConflictError(f"lease of {agent_id}", "held by another live task")
+        leased = agent.model_copy(
+            update={
+                "lease_owner": owner,
+                "lease_expires_at": now + ttl,
+                "heartbeat_at": now,
+                "version": agent.version + 1,
+                "updated_at": now,
+            }
+        )
+        self.agents[agent_id] = leased
+        return leased
+
+    def release_lease(self, agent_id: str, owner: str, now: datetime) -> None:
+        self.calls["release_lease"] += 1
+        agent = self.agents.get(agent_id)
+        if agent is None or agent.lease_owner != owner:
+            return
+        self.agents[agent_id] = agent.model_copy(
+            update={
+                "lease_owner": None,
+                "lease_expires_at": None,
+                "version": agent.version + 1,
+                "updated_at": now,
             }
         )
 

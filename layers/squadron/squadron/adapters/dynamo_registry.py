@@ -1,0 +1,648 @@
+"""The agent registry on one DynamoDB table: the :class:`~squadron.ports.Registry` port.
+
+Access patterns and where they live (``PK`` / ``SK``; ``<r>`` repository id):
+
+=====================================  =========================================  ==============
+What                                   Item                                       Read with
+=====================================  =========================================  ==============
+an issue's agents (one per role)       ``ISSUE#<r>#<n>`` / ``AGENT#<role>``       Query on PK
+the repository's PM                    ``REPO#<r>`` / ``AGENT#pm``                GetItem
+an agent by id                         (the id names its partition and role)      GetItem
+issue state, App assignment            ``ISSUE#<r>#<n>`` / ``STATE``              Query on PK
+"#n is blocked by #b"                  ``ISSUE#<r>#<n>`` / ``BLOCKED_BY#<b>``     Query on PK
+"who is blocked by #b" (reverse edge)  ``ISSUE#<r>#<b>`` / ``BLOCKS#<n>``         Query on PK
+PR → issue                             ``ISSUE#<r>#<pr>`` / ``PRLINK``            Query on PK
+issue → PRs                            ``ISSUE#<r>#<n>`` / ``PR#<pr>``            Query on PK
+branch → issue                         ``BRANCH#<r>#<branch>`` / ``BRANCH``       GetItem
+reviews of a PR, latest per reviewer   ``ISSUE#<r>#<pr>`` / ``REVIEW#<login>``    Query on PK
+an agent's inbox, oldest first         ``INBOX#<agent>`` / ``<time>#<delivery>#<kind>``  Query on PK
+agents by status (reconciler)          GSI ``by-status``: ``STATUS#<s>`` / ``<updated>#<agent>``  Query on GSI
+=====================================  =========================================  ==============
+
+So everything the router needs about one number is one Query on its
+partition (:meth:`DynamoRegistry.issue_view`), and no read is ever a Scan.
+Every write is conditional: agents on their ``version`` (or on not existing
+yet), state and assignment on the GitHub time of the news they carry, reviews
+on the review id, inbox items on not existing, launch confirmations on the
+pending launch token, leases on the current holder. Writes that span items
+(an edge and its reverse, an agent and its branch or PR link) are one
+TransactWriteItems. A lost condition raises
+:class:`~squadron.domain.agents.ConflictError`; a write whose condition only
+guards against older news is a silent no-op, as in the in-memory fake.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from squadron.adapters.errors import AdapterError
+from squadron.domain.agents import (
+    AgentRecord,
+    AgentStatus,
+    ConflictError,
+    InboxItem,
+    IssueState,
+    RoleKind,
+    parse_agent_id,
+)
+from squadron.domain.effects import AgentWrite, RecordReview
+from squadron.domain.routing import IssueView
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+STATUS_INDEX = "by-status"
+TTL_ATTRIBUTE = "expires_at"
+
+#: The table's shape; the CDK construct and the tests create it from this.
+TABLE_DEFINITION: dict[str, Any] = {
+    "KeySchema": [
+        {"AttributeName": "PK", "KeyType": "HASH"},
+        {"AttributeName": "SK", "KeyType": "RANGE"},
+    ],
+    "AttributeDefinitions": [
+        {"AttributeName": "PK", "AttributeType": "S"},
+        {"AttributeName": "SK", "AttributeType": "S"},
+        {"AttributeName": "GSI1PK", "AttributeType": "S"},
+        {"AttributeName": "GSI1SK", "AttributeType": "S"},
+    ],
+    "GlobalSecondaryIndexes": [
+        {
+            "IndexName": STATUS_INDEX,
+            "KeySchema": [
+                {"AttributeName": "GSI1PK", "KeyType": "HASH"},
+                {"AttributeName": "GSI1SK", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        }
+    ],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+
+_KEY_ATTRIBUTES = ("PK", "SK", "GSI1PK", "GSI1SK", "entity", "lease_expires_epoch")
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+class RegistryUnavailableError(AdapterError):
+    """DynamoDB failed for a reason other than a lost condition."""
+
+
+# --- keys and (de)serialization ------------------------------------------------------------------
+
+
+def issue_pk(repo_id: int, number: int) -> str:
+    return f"ISSUE#{repo_id}#{number}"
+
+
+def _agent_key(agent_id: str) -> dict[str, str]:
+    repo_id, issue, role = parse_agent_id(agent_id)
+    pk = f"REPO#{repo_id}" if issue is None else issue_pk(repo_id, issue)
+    return {"PK": pk, "SK": f"AGENT#{role}"}
+
+
+def _epoch_us(at: datetime) -> int:
+    return int(at.timestamp() * 1_000_000)
+
+
+def _dump(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _serializer.serialize(value) for key, value in item.items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, set, frozenset)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _load(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _plain(_deserializer.deserialize(value)) for key, value in item.items()}
+
+
+def _agent_item(record: AgentRecord) -> dict[str, Any]:
+    data = record.model_dump(mode="json")
+    return {
+        **data,
+        **_agent_key(record.agent_id),
+        "entity": "agent",
+        "GSI1PK": f"STATUS#{record.status}",
+        "GSI1SK": f"{data['updated_at']}#{record.agent_id}",
+        "lease_expires_epoch": _epoch_us(record.lease_expires_at) if record.lease_expires_at else None,
+    }
+
+
+def _agent_from(item: Mapping[str, Any]) -> AgentRecord:
+    data = {key: value for key, value in item.items() if key not in _KEY_ATTRIBUTES}
+    return AgentRecord.model_validate(data)
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class DynamoRegistry:
+    def __init__(self, table_name: str, *, client: DynamoDBClient | None = None) -> None:
+        self.table_name = table_name
+        self._client = client
+
+    @property
+    def client(self) -> DynamoDBClient:
+        if self._client is None:
+            self._client = boto3.client("dynamodb")
+        return self._client
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, operation: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.client, operation)(**kwargs)
+        except ClientError as exc:
+            if _error_code(exc) in ("ConditionalCheckFailedException", "TransactionCanceledException"):
+                raise
+            error = exc.response.get("Error", {})
+            raise RegistryUnavailableError(
+                f"DynamoDB {operation} on {self.table_name} failed: {error.get('Message', exc)}",
+                code=error.get("Code"),
+            ) from exc
+        except BotoCoreError as exc:
+            raise RegistryUnavailableError(
+                f"DynamoDB {operation} on {self.table_name} failed: {exc}"
+            ) from exc
+
+    def _query(self, **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        request = {"TableName": self.table_name, **kwargs}
+        while True:
+            page = self._call("query", **request)
+            items += [_load(item) for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return items
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _partition(self, pk: str) -> list[dict[str, Any]]:
+        return self._query(
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": pk}},
+            ConsistentRead=True,
+        )
+
+    def _agent_put(self, write: AgentWrite) -> dict[str, Any]:
+        """The Put of an agent write, conditional on its expected version."""
+        put: dict[str, Any] = {"TableName": self.table_name, "Item": _dump(_agent_item(write.record))}
+        if write.expected_version is None:
+            put["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            put["ConditionExpression"] = "version = :expected"
+            put["ExpressionAttributeValues"] = {":expected": {"N": str(write.expected_version)}}
+        return put
+
+    def _branch_put(self, record: AgentRecord) -> dict[str, Any] | None:
+        if not (record.branch and record.issue_number is not None and record.kind is RoleKind.DEV):
+            return None
+        item = {
+            "PK": f"BRANCH#{record.repo_id}#{record.branch}",
+            "SK": "BRANCH",
+            "entity": "branch",
+            "issue_number": record.issue_number,
+        }
+        return {"TableName": self.table_name, "Item": _dump(item)}
+
+    def _transact(self, parts: Sequence[tuple[str, dict[str, Any], str]]) -> None:
+        """Write ``parts`` ((kind, request, what) triples) all or nothing; name the lost condition."""
+        try:
+            self._call("transact_write_items", TransactItems=[{kind: request} for kind, request, _ in parts])
+        except ClientError as exc:
+            reasons = exc.response.get("CancellationReasons", [])
+            lost = [
+                parts[i][2]
+                for i, reason in enumerate(reasons)
+                if reason.get("Code") == "ConditionalCheckFailed"
+            ]
+            what, _, detail = (lost[0] if lost else "a transaction: its condition failed").partition(": ")
+            raise ConflictError(what, detail) from exc
+
+    def _write_agent(self, write: AgentWrite, *extra: tuple[str, dict[str, Any], str]) -> None:
+        expected = write.expected_version
+        detail = "already exists" if expected is None else f"expected version {expected}"
+        what = f"agent {write.record.agent_id}"
+        branch = self._branch_put(write.record)
+        parts = [("Put", self._agent_put(write), f"{what}: {detail}"), *extra]
+        if branch is not None:
+            parts.append(("Put", branch, f"branch {write.record.branch}: not written"))
+        if len(parts) > 1:
+            self._transact(parts)
+            return
+        try:
+            self._call("put_item", **self._agent_put(write))
+        except ClientError as exc:
+            raise ConflictError(what, detail) from exc
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def issue_view(self, repo_id: int, number: int) -> IssueView:
+        agents: list[AgentRecord] = []
+        state: dict[str, Any] = {}
+        blockers: set[int] = set()
+        blocks: set[int] = set()
+        linked: int | None = None
+        prs: set[int] = set()
+        for item in self._partition(issue_pk(repo_id, number)):
+            sk: str = item["SK"]
+            if sk.startswith("AGENT#"):
+                agents.append(_agent_from(item))
+            elif sk == "STATE":
+                state = item
+            elif sk.startswith("BLOCKED_BY#"):
+                if not item.get("resolved"):
+                    blockers.add(int(sk.removeprefix("BLOCKED_BY#")))
+            elif sk.startswith("BLOCKS#"):
+                blocks.add(int(sk.removeprefix("BLOCKS#")))
+            elif sk == "PRLINK":
+                linked = int(item["issue_number"])
+            elif sk.startswith("PR#"):
+                prs.add(int(sk.removeprefix("PR#")))
+        return IssueView(
+            number=number,
+            state=IssueState(state["state"]) if state.get("state") else None,
+            state_at=datetime.fromisoformat(state["state_at"]) if state.get("state_at") else None,
+            app_assigned=state.get("app_assigned"),
+            assigned_at=datetime.fromisoformat(state["assigned_at"]) if state.get("assigned_at") else None,
+            agents=tuple(sorted(agents, key=lambda a: a.agent_id)),
+            blockers=frozenset(blockers),
+            blocks=frozenset(blocks),
+            linked_issue=linked,
+            pull_requests=frozenset(prs),
+        )
+
+    def branch_links(self, repo_id: int, branches: Iterable[str]) -> dict[str, int]:
+        links: dict[str, int] = {}
+        for branch in dict.fromkeys(branches):
+            response = self._call(
+                "get_item",
+                TableName=self.table_name,
+                Key=_dump({"PK": f"BRANCH#{repo_id}#{branch}", "SK": "BRANCH"}),
+                ConsistentRead=True,
+            )
+            if "Item" in response:
+                links[branch] = int(_load(response["Item"])["issue_number"])
+        return links
+
+    def get_agent(self, agent_id: str) -> AgentRecord | None:
+        response = self._call(
+            "get_item", TableName=self.table_name, Key=_dump(_agent_key(agent_id)), ConsistentRead=True
+        )
+        return _agent_from(_load(response["Item"])) if "Item" in response else None
+
+    def pm_agent(self, repo_id: int) -> AgentRecord | None:
+        return self.get_agent(f"{repo_id}-pm")
+
+    def blocker_graph(self, repo_id: int, roots: Iterable[int], max_hops: int) -> dict[int, frozenset[int]]:
+        """Breadth-first over the edge items: one Query per issue reached, never a Scan."""
+        graph: dict[int, set[int]] = {}
+        seen = set(roots)
+        frontier = deque((root, 0) for root in seen)
+        while frontier:
+            node, hops = frontier.popleft()
+            if hops > max_hops:
+                continue
+            items = self._query(
+                KeyConditionExpression="PK = :pk AND begins_with(SK, :b)",
+                FilterExpression="resolved = :open",
+                ExpressionAttributeValues={
+                    ":pk": {"S": issue_pk(repo_id, node)},
+                    ":b": {"S": "B"},  # BLOCKED_BY# and BLOCKS#
+                    ":open": {"BOOL": False},
+                },
+                ConsistentRead=True,
+            )
+            for item in items:
+                sk: str = item["SK"]
+                if sk.startswith("BLOCKED_BY#"):
+                    issue, blocker = node, int(sk.removeprefix("BLOCKED_BY#"))
+                elif sk.startswith("BLOCKS#"):
+                    issue, blocker = int(sk.removeprefix("BLOCKS#")), node
+                else:
+                    continue
+                graph.setdefault(issue, set()).add(blocker)
+                for nxt in (issue, blocker):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        frontier.append((nxt, hops + 1))
+        return {issue: frozenset(blockers) for issue, blockers in graph.items()}
+
+    def pending_inbox(self, agent_id: str) -> list[InboxItem]:
+        """The agent's inbox, oldest first."""
+        items = self._query(
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"INBOX#{agent_id}"}},
+            ConsistentRead=True,
+        )
+        return [
+            InboxItem.model_validate({k: v for k, v in item.items() if k not in ("PK", "SK", "entity")})
+            for item in items
+        ]
+
+    def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]:
+        """The latest review of each reviewer of a pull request."""
+        items = self._query(
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :r)",
+            ExpressionAttributeValues={":pk": {"S": issue_pk(repo_id, pr_number)}, ":r": {"S": "REVIEW#"}},
+            ConsistentRead=True,
+        )
+        return {
+            item["reviewer"]: RecordReview(
+                repo_id,
+                pr_number,
+                item["reviewer"],
+                item["state"],
+                item.get("commit_id"),
+                int(item["review_id"]),
+            )
+            for item in items
+        }
+
+    def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]:
+        """Every agent in ``status`` (the reconciler's sweep), oldest update first."""
+        items = self._query(
+            IndexName=STATUS_INDEX,
+            KeyConditionExpression="GSI1PK = :s",
+            ExpressionAttributeValues={":s": {"S": f"STATUS#{status}"}},
+        )
+        return [_agent_from(item) for item in items]
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def put_agent(self, write: AgentWrite) -> None:
+        self._write_agent(write)
+
+    def _set_news(
+        self, repo_id: int, number: int, fields: dict[str, Any], at_name: str, at: datetime
+    ) -> None:
+        names = {f"#{key}": key for key in fields} | {"#at": at_name, "#epoch": f"{at_name}_epoch"}
+        values = {f":{key}": value for key, value in fields.items()} | {
+            ":at": at.isoformat(),
+            ":epoch": _epoch_us(at),
+        }
+        assignments = ", ".join(f"#{key} = :{key}" for key in fields)
+        try:
+            self._call(
+                "update_item",
+                TableName=self.table_name,
+                Key=_dump({"PK": issue_pk(repo_id, number), "SK": "STATE"}),
+                UpdateExpression=f"SET {assignments}, #at = :at, #epoch = :epoch",
+                ConditionExpression="attribute_not_exists(#epoch) OR #epoch <= :epoch",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=_dump(values),
+            )
+        except ClientError:
+            return  # newer news is stored: this older event changes nothing
+
+    def set_issue_state(self, repo_id: int, number: int, state: IssueState, at: datetime) -> None:
+        self._set_news(repo_id, number, {"state": str(state)}, "state_at", at)
+
+    def set_issue_assignment(self, repo_id: int, number: int, assigned: bool, at: datetime) -> None:
+        self._set_news(repo_id, number, {"app_assigned": assigned}, "assigned_at", at)
+
+    def _edge(
+        self, repo_id: int, issue: int, blocker: int, *, resolved: bool
+    ) -> list[tuple[str, dict[str, Any], str]]:
+        forward = {
+            "PK": issue_pk(repo_id, issue),
+            "SK": f"BLOCKED_BY#{blocker}",
+            "entity": "edge",
+            "resolved": resolved,
+        }
+        reverse = {
+            "PK": issue_pk(repo_id, blocker),
+            "SK": f"BLOCKS#{issue}",
+            "entity": "edge",
+            "resolved": resolved,
+        }
+        return [
+            ("Put", {"TableName": self.table_name, "Item": _dump(forward)}, f"edge #{issue} -> #{blocker}"),
+            ("Put", {"TableName": self.table_name, "Item": _dump(reverse)}, f"edge #{blocker} <- #{issue}"),
+        ]
+
+    def add_blocker(
+        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
+    ) -> None:
+        open_blocker = (
+            "ConditionCheck",
+            {
+                "TableName": self.table_name,
+                "Key": _dump({"PK": issue_pk(repo_id, blocker), "SK": "STATE"}),
+                "ConditionExpression": "attribute_not_exists(#state) OR #state <> :closed",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": {":closed": {"S": str(IssueState.CLOSED)}},
+            },
+            f"blocker #{blocker}: it is closed",
+        )
+        parts = [open_blocker, *self._edge(repo_id, issue, blocker, resolved=False)]
+        if agent is not None:
+            self._write_agent(agent, *parts)
+        else:
+            self._transact(parts)
+
+    def remove_blocker(
+        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
+    ) -> None:
+        exists = self._partition_has(repo_id, issue, f"BLOCKED_BY#{blocker}")
+        parts = (
+            [
+                (
+                    "Update",
+                    {
+                        "TableName": self.table_name,
+                        "Key": _dump({"PK": pk, "SK": sk}),
+                        "UpdateExpression": "SET resolved = :t",
+                        "ExpressionAttributeValues": {":t": {"BOOL": True}},
+                    },
+                    f"edge {pk}/{sk}",
+                )
+                for pk, sk in (
+                    (issue_pk(repo_id, issue), f"BLOCKED_BY#{blocker}"),
+                    (issue_pk(repo_id, blocker), f"BLOCKS#{issue}"),
+                )
+            ]
+            if exists
+            else []
+        )
+        if agent is not None:
+            self._write_agent(agent, *parts)
+        elif parts:
+            self._transact(parts)
+
+    def _partition_has(self, repo_id: int, number: int, sk: str) -> bool:
+        response = self._call(
+            "get_item",
+            TableName=self.table_name,
+            Key=_dump({"PK": issue_pk(repo_id, number), "SK": sk}),
+            ProjectionExpression="PK",
+            ConsistentRead=True,
+        )
+        return "Item" in response
+
+    def link_pull_request(
+        self, repo_id: int, pr_number: int, issue_number: int, agent: AgentWrite | None, at: datetime
+    ) -> None:
+        link = {
+            "PK": issue_pk(repo_id, pr_number),
+            "SK": "PRLINK",
+            "entity": "prlink",
+            "issue_number": issue_number,
+        }
+        back = {
+            "PK": issue_pk(repo_id, issue_number),
+            "SK": f"PR#{pr_number}",
+            "entity": "prlink",
+            "pr_number": pr_number,
+        }
+        parts = [
+            ("Put", {"TableName": self.table_name, "Item": _dump(link)}, f"PR #{pr_number} link"),
+            ("Put", {"TableName": self.table_name, "Item": _dump(back)}, f"#{issue_number} PR list"),
+        ]
+        if agent is not None:
+            self._write_agent(agent, *parts)
+        else:
+            self._transact(parts)
+
+    def deliver(self, item: InboxItem) -> None:
+        parse_agent_id(item.agent_id)
+        stored = {
+            **item.model_dump(mode="json"),
+            "PK": f"INBOX#{item.agent_id}",
+            "SK": f"{item.received_at.isoformat()}#{item.delivery_id}#{item.kind}",
+            "entity": "inbox",
+        }
+        try:
+            self._call(
+                "put_item",
+                TableName=self.table_name,
+                Item=_dump(stored),
+                ConditionExpression="attribute_not_exists(PK)",
+            )
+        except ClientError:
+            return  # delivered before: stored once
+
+    def record_review(self, review: RecordReview, at: datetime) -> None:
+        item = {
+            "PK": issue_pk(review.repo_id, review.pr_number),
+            "SK": f"REVIEW#{review.reviewer}",
+            "entity": "review",
+            "reviewer": review.reviewer,
+            "state": review.state,
+            "commit_id": review.commit_id,
+            "review_id": review.review_id,
+            "recorded_at": at.isoformat(),
+        }
+        try:
+            self._call(
+                "put_item",
+                TableName=self.table_name,
+                Item=_dump(item),
+                ConditionExpression="attribute_not_exists(PK) OR review_id <= :id",
+                ExpressionAttributeValues={":id": {"N": str(review.review_id)}},
+            )
+        except ClientError:
+            return  # a later review of this reviewer is stored
+
+    def confirm_launch(self, agent_id: str, token: str, task_arn: str, at: datetime) -> None:
+        try:
+            self._call(
+                "update_item",
+                TableName=self.table_name,
+                Key=_dump(_agent_key(agent_id)),
+                UpdateExpression=(
+                    "SET pending_launch = :none, task_arn = :arn, version = version + :one, "
+                    "updated_at = :at, GSI1SK = :gsi"
+                ),
+                ConditionExpression="pending_launch = :token",
+                ExpressionAttributeValues=_dump(
+                    {
+                        ":none": None,
+                        ":arn": task_arn,
+                        ":one": 1,
+                        ":at": _iso(at),
+                        ":gsi": f"{_iso(at)}#{agent_id}",
+                        ":token": token,
+                    }
+                ),
+            )
+        except ClientError:
+            return  # that launch is no longer pending
+
+    # --- leases (one live task per agent) ----------------------------------------------------
+
+    def acquire_lease(self, agent_id: str, owner: str, now: datetime, ttl: timedelta) -> AgentRecord:
+        """Hold the agent's lease until ``now + ttl``; renews it for its holder.
+
+        Raises ConflictError while another owner holds an unexpired lease (or the agent
+        does not exist).
+        """
+        expires = now + ttl
+        try:
+            response = self._call(
+                "update_item",
+                TableName=self.table_name,
+                Key=_dump(_agent_key(agent_id)),
+                UpdateExpression=(
+                    "SET lease_owner = :owner, lease_expires_at = :exp, lease_expires_epoch = :exp_epoch, "
+                    "heartbeat_at = :now, version = version + :one, updated_at = :now"
+                ),
+                ConditionExpression=(
+                    "attribute_exists(PK) AND (lease_owner = :owner OR attribute_not_exists(lease_owner) "
+                    "OR lease_owner = :none OR lease_expires_epoch < :now_epoch)"
+                ),
+                ExpressionAttributeValues=_dump(
+                    {
+                        ":owner": owner,
+                        ":exp": _iso(expires),
+                        ":exp_epoch": _epoch_us(expires),
+                        ":now": _iso(now),
+                        ":now_epoch": _epoch_us(now),
+                        ":one": 1,
+                        ":none": None,
+                    }
+                ),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            raise ConflictError(f"lease of {agent_id}", "held by another live task") from exc
+        return _agent_from(_load(response["Attributes"]))
+
+    def release_lease(self, agent_id: str, owner: str, now: datetime) -> None:
+        """Give the lease up; a no-op unless ``owner`` holds it."""
+        try:
+            self._call(
+                "update_item",
+                TableName=self.table_name,
+                Key=_dump(_agent_key(agent_id)),
+                UpdateExpression=(
+                    "SET lease_owner = :none, lease_expires_at = :none, lease_expires_epoch = :none, "
+                    "version = version + :one, updated_at = :now"
+                ),
+                ConditionExpression="lease_owner = :owner",
+                ExpressionAttributeValues=_dump(
+                    {":owner": owner, ":none": None, ":one": 1, ":now": _iso(now)}
+                ),
+            )
+        except ClientError:
+            return
+
+
+def _iso(at: datetime) -> str:
+    """Datetimes as pydantic writes them in JSON (``Z`` for UTC), so records round-trip."""
+    text = at.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text

@@ -1,0 +1,370 @@
+"""One contract, two registries: the in-memory fake and the DynamoDB adapter (under moto).
+
+Every case runs against both, so the fake the routing tests use cannot drift
+from what DynamoDB does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
+from squadron.domain.agents import (
+    AgentRecord,
+    AgentStatus,
+    ConflictError,
+    IllegalTransitionError,
+    InboxItem,
+    IssueState,
+    RegistryError,
+    RoleKind,
+)
+from squadron.domain.effects import AgentWrite, RecordReview
+from squadron.domain.routing import IssueView
+from tests.support.fake_registry import FakeRegistry
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+REPO = 1
+
+
+class ContractRegistry(Protocol):
+    def issue_view(self, repo_id: int, number: int) -> IssueView: ...
+    def branch_links(self, repo_id: int, branches: Any) -> dict[str, int]: ...
+    def get_agent(self, agent_id: str) -> AgentRecord | None: ...
+    def pm_agent(self, repo_id: int) -> AgentRecord | None: ...
+    def blocker_graph(self, repo_id: int, roots: Any, max_hops: int) -> dict[int, frozenset[int]]: ...
+    def put_agent(self, write: AgentWrite) -> None: ...
+    def set_issue_state(self, repo_id: int, number: int, state: IssueState, at: datetime) -> None: ...
+    def set_issue_assignment(self, repo_id: int, number: int, assigned: bool, at: datetime) -> None: ...
+    def add_blocker(
+        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
+    ) -> None: ...
+    def remove_blocker(
+        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
+    ) -> None: ...
+    def link_pull_request(
+        self, repo_id: int, pr_number: int, issue_number: int, agent: AgentWrite | None, at: datetime
+    ) -> None: ...
+    def deliver(self, item: InboxItem) -> None: ...
+    def record_review(self, review: RecordReview, at: datetime) -> None: ...
+    def confirm_launch(self, agent_id: str, token: str, task_arn: str, at: datetime) -> None: ...
+    def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
+    def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]: ...
+    def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
+    def acquire_lease(self, agent_id: str, owner: str, now: datetime, ttl: timedelta) -> AgentRecord: ...
+    def release_lease(self, agent_id: str, owner: str, now: datetime) -> None: ...
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def registry(request: pytest.FixtureRequest) -> Iterator[ContractRegistry]:
+    if request.param == "fake":
+        yield FakeRegistry()
+        return
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        client.create_table(TableName="registry", **TABLE_DEFINITION)
+        yield DynamoRegistry("registry", client=client)
+
+
+def agent(issue: int | None = 38, role: str = "feat-dev", **changes: Any) -> AgentRecord:
+    kind = RoleKind.PM if issue is None else RoleKind.REVIEW if "review" in role else RoleKind.DEV
+    agent_id = f"{REPO}-pm" if issue is None else f"{REPO}-{issue}-{role}"
+    base = AgentRecord(
+        agent_id=agent_id,
+        role="pm" if issue is None else role,
+        kind=kind,
+        repo_id=REPO,
+        repo_full_name="octo/app",
+        installation_id=77,
+        issue_number=issue,
+        branch=f"feat/issue-{issue}" if kind is RoleKind.DEV else None,
+        created_at=T0,
+        updated_at=T0,
+        generation_started_at=T0,
+    )
+    return base.model_copy(update=changes)
+
+
+def created(registry: ContractRegistry, record: AgentRecord) -> AgentRecord:
+    registry.put_agent(AgentWrite(record, None))
+    stored = registry.get_agent(record.agent_id)
+    assert stored is not None
+    return stored
+
+
+# --- agents -----------------------------------------------------------------------------------
+
+
+def test_an_agent_round_trips_exactly(registry: ContractRegistry) -> None:
+    record = agent(blocked_by=frozenset({5, 7}), pending_launch="tok", wake_reason="because")
+    assert created(registry, record) == record
+    assert registry.issue_view(REPO, 38).agents == (record,)
+    assert registry.get_agent("1-39-feat-dev") is None
+
+
+def test_pm_lives_at_the_repository(registry: ContractRegistry) -> None:
+    pm = created(registry, agent(None))
+    assert registry.pm_agent(REPO) == pm
+    assert registry.pm_agent(2) is None
+
+
+@pytest.mark.parametrize(
+    ("expected_version", "message"),
+    [(None, "already exists"), (7, "expected version 7"), (0, "expected version 0")],
+    ids=["create twice", "stale version", "wrong version"],
+)
+def test_agent_writes_are_conditional(
+    registry: ContractRegistry, expected_version: int | None, message: str
+) -> None:
+    record = created(registry, agent())
+    newer = record.transition(AgentStatus.ACTIVE, now=T0)
+    with pytest.raises(ConflictError, match=message):
+        registry.put_agent(AgentWrite(newer, expected_version))
+    assert registry.get_agent(record.agent_id) == record
+
+
+def test_a_versioned_update_wins_once(registry: ContractRegistry) -> None:
+    record = created(registry, agent())
+    active = record.transition(AgentStatus.ACTIVE, now=T0)
+    registry.put_agent(AgentWrite(active, record.version))
+    with pytest.raises(ConflictError):
+        registry.put_agent(AgentWrite(active, record.version))  # the same decision replayed
+    assert registry.get_agent(record.agent_id) == active
+
+
+def test_illegal_transitions_are_named_errors() -> None:
+    done = agent(status=AgentStatus.COMPLETED)
+    with pytest.raises(IllegalTransitionError, match="cannot go from COMPLETED to ACTIVE"):
+        done.transition(AgentStatus.ACTIVE, now=T0)
+    assert issubclass(IllegalTransitionError, RegistryError)
+
+
+def test_a_dev_agent_links_its_branch(registry: ContractRegistry) -> None:
+    created(registry, agent(38))
+    created(registry, agent(101, "pr-review"))
+    links = registry.branch_links(REPO, ["feat/issue-38", "feat/issue-101", "main"])
+    assert links == {"feat/issue-38": 38}
+
+
+# --- state and assignment: older news never overwrites newer ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("writes", "expected"),
+    [
+        ([(IssueState.OPEN, 1)], IssueState.OPEN),
+        ([(IssueState.CLOSED, 2), (IssueState.OPEN, 1)], IssueState.CLOSED),
+        ([(IssueState.OPEN, 1), (IssueState.CLOSED, 2)], IssueState.CLOSED),
+        ([(IssueState.CLOSED, 2), (IssueState.OPEN, 2)], IssueState.OPEN),
+    ],
+    ids=["first", "older arrives late", "newer arrives late", "same time: last write"],
+)
+def test_issue_state_follows_github_time(
+    registry: ContractRegistry, writes: list[tuple[IssueState, int]], expected: IssueState
+) -> None:
+    for state, second in writes:
+        registry.set_issue_state(REPO, 38, state, T0 + timedelta(seconds=second))
+    view = registry.issue_view(REPO, 38)
+    assert view.state is expected
+    assert view.state_at == T0 + timedelta(seconds=max(s for _, s in writes))
+
+
+def test_assignment_and_state_are_independent_news(registry: ContractRegistry) -> None:
+    registry.set_issue_assignment(REPO, 38, True, T0 + timedelta(seconds=5))
+    registry.set_issue_state(REPO, 38, IssueState.OPEN, T0 + timedelta(seconds=1))
+    registry.set_issue_assignment(REPO, 38, False, T0 + timedelta(seconds=3))  # older: ignored
+    view = registry.issue_view(REPO, 38)
+    assert (view.app_assigned, view.assigned_at) == (True, T0 + timedelta(seconds=5))
+    assert view.state is IssueState.OPEN
+
+
+# --- blockers ----------------------------------------------------------------------------------
+
+
+def test_a_blocker_edge_is_readable_from_both_ends(registry: ContractRegistry) -> None:
+    registry.add_blocker(REPO, 38, 42, None, T0)
+    registry.add_blocker(REPO, 39, 42, None, T0)
+    assert registry.issue_view(REPO, 38).blockers == {42}
+    assert registry.issue_view(REPO, 42).blocks == {38, 39}
+
+
+def test_adding_a_blocker_and_sleeping_is_one_change(registry: ContractRegistry) -> None:
+    record = created(registry, agent())
+    asleep = record.transition(AgentStatus.SLEEPING, now=T0, blocked_by=frozenset({42}))
+    registry.add_blocker(REPO, 38, 42, AgentWrite(asleep, record.version), T0)
+    assert registry.get_agent(record.agent_id) == asleep
+    assert registry.issue_view(REPO, 38).blockers == {42}
+
+
+@pytest.mark.parametrize("failure", ["stale agent", "closed blocker"])
+def test_a_failed_blocker_transaction_writes_nothing(registry: ContractRegistry, failure: str) -> None:
+    record = created(registry, agent())
+    asleep = record.transition(AgentStatus.SLEEPING, now=T0, blocked_by=frozenset({42}))
+    expected = record.version
+    if failure == "stale agent":
+        expected += 5
+    else:
+        registry.set_issue_state(REPO, 42, IssueState.CLOSED, T0)
+    with pytest.raises(ConflictError):
+        registry.add_blocker(REPO, 38, 42, AgentWrite(asleep, expected), T0)
+    assert registry.get_agent(record.agent_id) == record
+    assert registry.issue_view(REPO, 38).blockers == frozenset()
+    assert registry.issue_view(REPO, 42).blocks == frozenset()
+
+
+def test_removing_a_blocker_resolves_it_and_wakes_in_one_change(registry: ContractRegistry) -> None:
+    record = created(registry, agent())
+    asleep = record.transition(AgentStatus.SLEEPING, now=T0, blocked_by=frozenset({42}))
+    registry.add_blocker(REPO, 38, 42, AgentWrite(asleep, record.version), T0)
+    awake = asleep.transition(AgentStatus.ACTIVE, now=T0, blocked_by=frozenset())
+    registry.remove_blocker(REPO, 38, 42, AgentWrite(awake, asleep.version), T0)
+    assert registry.get_agent(record.agent_id) == awake
+    assert registry.issue_view(REPO, 38).blockers == frozenset()
+    assert registry.issue_view(REPO, 42).blocks == {38}  # resolved edges stay known
+    registry.remove_blocker(REPO, 38, 43, None, T0)  # an edge that never existed: nothing
+    assert registry.issue_view(REPO, 38).blockers == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("roots", "hops", "expected"),
+    [
+        ([1], 5, {1: {2}, 2: {3}, 3: {4}, 10: {3}}),
+        ([3], 5, {1: {2}, 2: {3}, 3: {4}, 10: {3}}),
+        ([1], 0, {1: {2}}),
+        ([1], 1, {1: {2}, 2: {3}}),
+        ([99], 5, {}),
+    ],
+    ids=["from a leaf", "from the middle", "no hop", "one hop", "unconnected"],
+)
+def test_blocker_graph_is_bounded_by_hops(
+    registry: ContractRegistry, roots: list[int], hops: int, expected: dict[int, set[int]]
+) -> None:
+    for issue, blocker in [(1, 2), (2, 3), (3, 4), (10, 3), (50, 51)]:
+        registry.add_blocker(REPO, issue, blocker, None, T0)
+    registry.remove_blocker(REPO, 50, 51, None, T0)
+    assert registry.blocker_graph(REPO, roots, hops) == {k: frozenset(v) for k, v in expected.items()}
+
+
+# --- pull requests, inbox, reviews, launches ---------------------------------------------------
+
+
+def test_a_pull_request_links_to_its_issue_with_its_agent(registry: ContractRegistry) -> None:
+    record = created(registry, agent())
+    with_pr = record.updated(now=T0, pr_number=101)
+    registry.link_pull_request(REPO, 101, 38, AgentWrite(with_pr, record.version), T0)
+    assert registry.issue_view(REPO, 101).linked_issue == 38
+    assert registry.issue_view(REPO, 38).pull_requests == {101}
+    assert registry.get_agent(record.agent_id) == with_pr
+
+
+def _item(delivery: str, second: int, kind: str = "comment") -> InboxItem:
+    return InboxItem(
+        agent_id="1-38-feat-dev",
+        delivery_id=delivery,
+        received_at=T0 + timedelta(seconds=second),
+        kind=kind,
+        summary=f"{kind} {delivery}",
+    )
+
+
+def test_inbox_items_are_stored_once_and_read_oldest_first(registry: ContractRegistry) -> None:
+    for item in [_item("d3", 3), _item("d1", 1), _item("d1", 1), _item("d1", 1, "review"), _item("d2", 2)]:
+        registry.deliver(item)
+    assert [(i.delivery_id, i.kind) for i in registry.pending_inbox("1-38-feat-dev")] == [
+        ("d1", "comment"),
+        ("d1", "review"),
+        ("d2", "comment"),
+        ("d3", "comment"),
+    ]
+
+
+def test_inbox_needs_an_agent_id(registry: ContractRegistry) -> None:
+    with pytest.raises(RegistryError, match="not an agent id"):
+        registry.deliver(_item("d1", 1).model_copy(update={"agent_id": "nobody"}))
+
+
+@pytest.mark.parametrize(
+    ("ids", "kept"), [([1, 2], 2), ([2, 1], 2), ([3], 3)], ids=["in order", "late older review", "one"]
+)
+def test_the_latest_review_per_reviewer_wins(registry: ContractRegistry, ids: list[int], kept: int) -> None:
+    for review_id in ids:
+        registry.record_review(RecordReview(REPO, 101, "bob", f"state-{review_id}", "abc", review_id), T0)
+    registry.record_review(RecordReview(REPO, 101, "carol", "approved", "abc", 1), T0)
+    reviews = registry.reviews_of(REPO, 101)
+    assert reviews["bob"].review_id == kept
+    assert reviews["bob"].state == f"state-{kept}"
+    assert set(reviews) == {"bob", "carol"}
+
+
+@pytest.mark.parametrize(("token", "confirmed"), [("tok-2", True), ("tok-1", False)])
+def test_a_launch_is_confirmed_only_while_pending(
+    registry: ContractRegistry, token: str, confirmed: bool
+) -> None:
+    record = created(registry, agent(pending_launch="tok-2"))
+    registry.confirm_launch(record.agent_id, token, "arn:task/1", T0 + timedelta(seconds=1))
+    stored = registry.get_agent(record.agent_id)
+    assert stored is not None
+    if confirmed:
+        assert (stored.pending_launch, stored.task_arn, stored.version) == (
+            None,
+            "arn:task/1",
+            record.version + 1,
+        )
+    else:
+        assert stored == record
+    registry.confirm_launch("1-99-feat-dev", token, "arn:task/2", T0)  # unknown agent: nothing
+
+
+def test_agents_by_status(registry: ContractRegistry) -> None:
+    a = created(registry, agent(38))
+    b = created(registry, agent(39, updated_at=T0 + timedelta(seconds=1)))
+    registry.put_agent(AgentWrite(b.transition(AgentStatus.ACTIVE, now=T0 + timedelta(seconds=2)), b.version))
+    assert [x.agent_id for x in registry.agents_with_status(AgentStatus.CREATED)] == [a.agent_id]
+    assert [x.agent_id for x in registry.agents_with_status(AgentStatus.ACTIVE)] == [b.agent_id]
+
+
+# --- leases ------------------------------------------------------------------------------------
+
+
+LeaseStep = Callable[[ContractRegistry], object]
+
+
+def test_one_live_lease_per_agent(registry: ContractRegistry) -> None:
+    record = created(registry, agent())
+    ttl = timedelta(minutes=5)
+    held = registry.acquire_lease(record.agent_id, "task-1", T0, ttl)
+    assert (held.lease_owner, held.lease_expires_at) == ("task-1", T0 + ttl)
+    renewed = registry.acquire_lease(record.agent_id, "task-1", T0 + timedelta(minutes=4), ttl)
+    assert renewed.lease_expires_at == T0 + timedelta(minutes=9)
+    with pytest.raises(ConflictError, match="held by another live task"):
+        registry.acquire_lease(record.agent_id, "task-2", T0 + timedelta(minutes=8), ttl)
+    taken = registry.acquire_lease(record.agent_id, "task-2", T0 + timedelta(minutes=10), ttl)  # expired
+    assert taken.lease_owner == "task-2"
+    registry.release_lease(record.agent_id, "task-1", T0)  # not the holder: nothing
+    assert registry.get_agent(record.agent_id) == taken
+    registry.release_lease(record.agent_id, "task-2", T0 + timedelta(minutes=11))
+    stored = registry.get_agent(record.agent_id)
+    assert stored is not None
+    assert stored.lease_owner is None
+    assert (
+        registry.acquire_lease(record.agent_id, "task-3", T0 + timedelta(minutes=12), ttl).lease_owner
+        == "task-3"
+    )
+
+
+def test_a_lease_bumps_the_version_so_stale_router_writes_lose(registry: ContractRegistry) -> None:
+    record = created(registry, agent())
+    registry.acquire_lease(record.agent_id, "task-1", T0, timedelta(minutes=5))
+    with pytest.raises(ConflictError):
+        registry.put_agent(AgentWrite(record.transition(AgentStatus.ACTIVE, now=T0), record.version))
+
+
+def test_no_lease_for_an_unknown_agent(registry: ContractRegistry) -> None:
+    with pytest.raises(ConflictError):
+        registry.acquire_lease("1-99-feat-dev", "task-1", T0, timedelta(minutes=5))

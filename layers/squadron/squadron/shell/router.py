@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from squadron.domain.agents import ConflictError
 from squadron.domain.effects import (
     AddBlocker,
     CloseIssue,
@@ -66,7 +67,11 @@ class RouterService:
         github: RouterGitHub,
         policies: PolicySource,
         clock: Callable[[], datetime] = _now,
+        attempts: int = 3,
     ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self.attempts = attempts
         self.registry = registry
         self.launcher = launcher
         self.github = github
@@ -74,11 +79,31 @@ class RouterService:
         self.clock = clock
 
     def process(self, event: EventEnvelope) -> RoutingResult:
+        """Route ``event`` and apply its effects.
+
+        A lost conditional write (an agent task renewed its lease or heartbeat between
+        our read and our write) re-reads and re-decides, up to :attr:`attempts` times:
+        what was applied before the conflict is in the registry now, so the new decision
+        does only the rest. Past the bound the ConflictError propagates and the queue
+        retries the record later.
+        """
         policy = self.policies(event)
-        snapshot = self.load(event, snapshot_request(event, policy), policy)
-        effects = route(event, snapshot, policy)
-        self.apply(event, effects, snapshot.now)
-        return RoutingResult(event.delivery_id, tuple(effects))
+        applied: list[Effect] = []
+        for attempt in range(1, self.attempts + 1):
+            snapshot = self.load(event, snapshot_request(event, policy), policy)
+            effects = route(event, snapshot, policy)
+            try:
+                self.apply(event, effects, snapshot.now)
+            except ConflictError as exc:
+                if attempt == self.attempts:
+                    raise
+                logger.info(
+                    "conflict routing %s (attempt %d): %s; re-reading", event.delivery_id, attempt, exc
+                )
+                continue
+            applied = effects
+            break
+        return RoutingResult(event.delivery_id, tuple(applied))
 
     # --- reads ----------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from infra.constructs.event_queue import EventQueue
 from infra.constructs.ingress import WebhookIngress
 from infra.constructs.layer import SharedLayer
 from infra.constructs.observability import Observability
+from infra.constructs.registry import RegistryTable
 from infra.constructs.secrets import GitHubAppSecrets
 from infra.settings import SquadronSettings
 
@@ -35,6 +36,7 @@ class SquadronStack(cdk.Stack):
             max_receive_count=settings.events_max_receive_count,
         )
         self.observability.notify_on(*self.events.alarms)
+        self.registry = RegistryTable(self, "Registry")
         self.ingress = WebhookIngress(
             self,
             "Ingress",
@@ -57,6 +59,7 @@ class SquadronStack(cdk.Stack):
                 "Secret to store the GitHub App's PEM private key in",
             ),
             "EventsQueueUrl": (self.events.queue.queue_url, "events.fifo"),
+            "RegistryTableName": (self.registry.table.table_name, "The agent registry (DynamoDB)"),
             "EventsDeadLetterQueueUrl": (self.events.dead_letter_queue.queue_url, "events DLQ"),
             "AlarmTopicArn": (self.observability.alarm_topic.topic_arn, "SNS topic receiving alarms"),
         }

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
+from squadron.adapters.dynamo_registry import TABLE_DEFINITION, TTL_ATTRIBUTE
 from squadron.settings import IngressSettings, load_settings
 from tests.infra.synth import Synthesized
 
@@ -304,3 +305,24 @@ def test_layer_bundle_has_dependencies_and_fresh_package(synthesized: Synthesize
 
 def _as_list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
+
+
+def test_registry_table_matches_the_adapter(synthesized: Synthesized) -> None:
+    (table,) = synthesized.resources("AWS::DynamoDB::GlobalTable").values()
+    props = table["Properties"]
+    assert props["KeySchema"] == TABLE_DEFINITION["KeySchema"]
+    assert sorted(props["AttributeDefinitions"], key=lambda a: a["AttributeName"]) == sorted(
+        TABLE_DEFINITION["AttributeDefinitions"], key=lambda a: a["AttributeName"]
+    )
+    (index,) = props["GlobalSecondaryIndexes"]
+    (expected,) = TABLE_DEFINITION["GlobalSecondaryIndexes"]
+    assert (index["IndexName"], index["KeySchema"], index["Projection"]) == (
+        expected["IndexName"],
+        expected["KeySchema"],
+        expected["Projection"],
+    )
+    assert props["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+    (replica,) = props["Replicas"]
+    assert replica["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert replica["DeletionProtectionEnabled"] is True
+    assert table["DeletionPolicy"] == "Retain"

@@ -7,6 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
+# GitHub's REST OpenAPI description for the contract tests. The npm package unpacks
+# to ~385 MB (every GHES version); only this 13 MB file is kept, fetched once.
+OPENAPI_VERSION := 23.0.2
+OPENAPI := tests/.cache/openapi-$(OPENAPI_VERSION)/api.github.com.json
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
@@ -28,6 +32,13 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+$(OPENAPI):
+	mkdir -p $(@D)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  (cd "$$tmp" && npm pack @octokit/openapi@$(OPENAPI_VERSION) --silent --loglevel=error >/dev/null && \
+	   tar -xzf octokit-openapi-$(OPENAPI_VERSION).tgz package/generated/api.github.com.json) && \
+	  mv "$$tmp/package/generated/api.github.com.json" $@
+
 ## make local: set everything up, then run the local stack.
 local: setup
 	$(BIN)/squadron local
@@ -45,7 +56,7 @@ typecheck: $(PY_STAMP)
 	@# Every function's module is called handler: check them one at a time.
 	for handler in functions/*/handler.py; do $(BIN)/mypy --config-file pyproject.toml $$handler || exit 1; done
 
-unit: setup
+unit: setup $(OPENAPI)
 	$(BIN)/pytest
 
 synth: setup

@@ -1,0 +1,348 @@
+"""The role-enforcing GitHub client: every operation is checked against the permission table first.
+
+A :class:`GitHubClient` is bound to one caller (an agent's role, or the
+framework), one installation and one repository. Each public method names the
+:class:`~squadron.domain.permissions.Action` it needs; a refused action raises
+:class:`~squadron.domain.permissions.PermissionDeniedError` before any request
+is sent. Everything the App writes in prose (issue bodies, comments, reviews)
+carries the caller's role tag for the audit trail.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
+from urllib.parse import quote
+
+from squadron.adapters.github.errors import NotFoundError
+from squadron.adapters.github.http import GitHubHttp
+from squadron.domain.permissions import Action, Caller, MergeConsent, check, tagged
+
+Json = dict[str, Any]
+ReviewEvent = Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
+_REVIEW_ACTION = {
+    "APPROVE": Action.APPROVE,
+    "REQUEST_CHANGES": Action.REQUEST_CHANGES,
+    "COMMENT": Action.REVIEW,
+}
+
+
+class GitHubClient:
+    def __init__(
+        self,
+        *,
+        http: GitHubHttp,
+        token: Callable[[], str],
+        installation_id: int,
+        repo: str,
+        caller: Caller,
+    ) -> None:
+        owner, _, name = repo.partition("/")
+        if not owner or not name:
+            raise ValueError(f"repo must be 'owner/name', got {repo!r}")
+        self.http = http
+        self._token = token
+        self.installation_id = installation_id
+        self.repo = repo
+        self.caller = caller
+        self._base = f"/repos/{quote(owner)}/{quote(name)}"
+
+    def __repr__(self) -> str:
+        return f"GitHubClient({self.repo}, installation {self.installation_id}, as {self.caller.name})"
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    def _send(
+        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None
+    ) -> Any:
+        response = self.http.request(
+            method,
+            self._base + path,
+            token=self._token(),
+            throttle_key=f"installation-{self.installation_id}",
+            params=params,
+            json=json,
+        )
+        return response.json() if response.content else None
+
+    def _list(
+        self, path: str, *, params: Mapping[str, Any] | None = None, items_key: str | None = None
+    ) -> list[Json]:
+        return list(
+            self.http.paginate(
+                self._base + path,
+                token=self._token(),
+                throttle_key=f"installation-{self.installation_id}",
+                params=params,
+                items_key=items_key,
+            )
+        )
+
+    # --- issues --------------------------------------------------------------------------------
+
+    def get_issue(self, number: int) -> Json:
+        check(self.caller, Action.READ)
+        result: Json = self._send("GET", f"/issues/{number}")
+        return result
+
+    def create_issue(
+        self, title: str, body: str, *, labels: Iterable[str] = (), assignees: Iterable[str] = ()
+    ) -> Json:
+        check(self.caller, Action.CREATE_ISSUE)
+        payload: Json = {"title": title, "body": tagged(self.caller, body)}
+        if labels:
+            payload["labels"] = list(labels)
+        if assignees:
+            payload["assignees"] = list(assignees)
+        result: Json = self._send("POST", "/issues", json=payload)
+        return result
+
+    def update_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> Json:
+        check(self.caller, Action.UPDATE_ISSUE)
+        payload: Json = {}
+        if title is not None:
+            payload["title"] = title
+        if body is not None:
+            payload["body"] = tagged(self.caller, body)
+        result: Json = self._send("PATCH", f"/issues/{number}", json=payload)
+        return result
+
+    def close_issue(self, number: int, reason: Literal["completed", "not_planned"] = "completed") -> Json:
+        check(self.caller, Action.CLOSE_ISSUE)
+        result: Json = self._send(
+            "PATCH", f"/issues/{number}", json={"state": "closed", "state_reason": reason}
+        )
+        return result
+
+    def reopen_issue(self, number: int) -> Json:
+        check(self.caller, Action.REOPEN_ISSUE)
+        result: Json = self._send("PATCH", f"/issues/{number}", json={"state": "open"})
+        return result
+
+    def add_labels(self, number: int, labels: Iterable[str]) -> list[Json]:
+        check(self.caller, Action.LABEL)
+        result: list[Json] = self._send("POST", f"/issues/{number}/labels", json={"labels": list(labels)})
+        return result
+
+    def remove_label(self, number: int, label: str) -> None:
+        check(self.caller, Action.LABEL)
+        try:
+            self._send("DELETE", f"/issues/{number}/labels/{quote(label, safe='')}")
+        except NotFoundError:
+            return  # not there: removed already
+
+    def add_assignees(self, number: int, logins: Iterable[str]) -> Json:
+        check(self.caller, Action.ASSIGN)
+        result: Json = self._send("POST", f"/issues/{number}/assignees", json={"assignees": list(logins)})
+        return result
+
+    def remove_assignees(self, number: int, logins: Iterable[str]) -> Json:
+        check(self.caller, Action.ASSIGN)
+        result: Json = self._send("DELETE", f"/issues/{number}/assignees", json={"assignees": list(logins)})
+        return result
+
+    def list_comments(self, number: int) -> list[Json]:
+        check(self.caller, Action.READ)
+        return self._list(f"/issues/{number}/comments")
+
+    def comment(self, number: int, body: str) -> Json:
+        check(self.caller, Action.COMMENT)
+        result: Json = self._send(
+            "POST", f"/issues/{number}/comments", json={"body": tagged(self.caller, body)}
+        )
+        return result
+
+    # --- pull requests -------------------------------------------------------------------------
+
+    def get_pull(self, number: int) -> Json:
+        check(self.caller, Action.READ)
+        result: Json = self._send("GET", f"/pulls/{number}")
+        return result
+
+    def create_pull(self, *, title: str, head: str, base: str, body: str, draft: bool = False) -> Json:
+        check(self.caller, Action.OPEN_PR, branch=head)
+        payload = {
+            "title": title,
+            "head": head,
+            "base": base,
+            "body": tagged(self.caller, body),
+            "draft": draft,
+        }
+        result: Json = self._send("POST", "/pulls", json=payload)
+        return result
+
+    def list_pull_files(self, number: int) -> list[Json]:
+        check(self.caller, Action.READ)
+        return self._list(f"/pulls/{number}/files")
+
+    def list_reviews(self, number: int) -> list[Json]:
+        check(self.caller, Action.READ)
+        return self._list(f"/pulls/{number}/reviews")
+
+    def create_review(
+        self, number: int, event: ReviewEvent, body: str, *, commit_id: str | None = None
+    ) -> Json:
+        check(self.caller, _REVIEW_ACTION[event])
+        payload: Json = {"event": event, "body": tagged(self.caller, body)}
+        if commit_id is not None:
+            payload["commit_id"] = commit_id
+        result: Json = self._send("POST", f"/pulls/{number}/reviews", json=payload)
+        return result
+
+    def merge_pull(
+        self,
+        number: int,
+        *,
+        consent: MergeConsent,
+        method: Literal["merge", "squash", "rebase"] = "squash",
+        sha: str | None = None,
+    ) -> Json:
+        check(self.caller, Action.MERGE, pr_number=number, consent=consent)
+        payload: Json = {"merge_method": method}
+        if sha is not None:
+            payload["sha"] = sha
+        result: Json = self._send("PUT", f"/pulls/{number}/merge", json=payload)
+        return result
+
+    def update_pull_branch(self, number: int, *, head: str, expected_head_sha: str | None = None) -> Json:
+        check(self.caller, Action.UPDATE_PR_BRANCH, branch=head)
+        payload: Json = {} if expected_head_sha is None else {"expected_head_sha": expected_head_sha}
+        result: Json = self._send("PUT", f"/pulls/{number}/update-branch", json=payload)
+        return result
+
+    # --- statuses and checks -------------------------------------------------------------------
+
+    def create_status(
+        self,
+        sha: str,
+        *,
+        state: Literal["error", "failure", "pending", "success"],
+        context: str,
+        description: str = "",
+        target_url: str | None = None,
+    ) -> Json:
+        check(self.caller, Action.POST_STATUS, status_context=context)
+        payload: Json = {"state": state, "context": context, "description": description[:140]}
+        if target_url is not None:
+            payload["target_url"] = target_url
+        result: Json = self._send("POST", f"/statuses/{sha}", json=payload)
+        return result
+
+    def create_check_run(
+        self,
+        *,
+        name: str,
+        head_sha: str,
+        status: Literal["queued", "in_progress", "completed"] = "in_progress",
+        conclusion: str | None = None,
+        summary: str = "",
+    ) -> Json:
+        check(self.caller, Action.CHECK_RUN)
+        payload: Json = {"name": name, "head_sha": head_sha, "status": status}
+        if conclusion is not None:
+            payload["conclusion"] = conclusion
+        if summary:
+            payload["output"] = {"title": name, "summary": summary}
+        result: Json = self._send("POST", "/check-runs", json=payload)
+        return result
+
+    def update_check_run(
+        self, check_run_id: int, *, status: str, conclusion: str | None = None, summary: str = ""
+    ) -> Json:
+        check(self.caller, Action.CHECK_RUN)
+        payload: Json = {"status": status}
+        if conclusion is not None:
+            payload["conclusion"] = conclusion
+        if summary:
+            payload["output"] = {"title": "squadron", "summary": summary}
+        result: Json = self._send("PATCH", f"/check-runs/{check_run_id}", json=payload)
+        return result
+
+    def list_check_runs(self, ref: str) -> list[Json]:
+        check(self.caller, Action.READ)
+        return self._list(f"/commits/{quote(ref, safe='')}/check-runs", items_key="check_runs")
+
+    # --- repository ----------------------------------------------------------------------------
+
+    def get_repository(self) -> Json:
+        check(self.caller, Action.READ)
+        result: Json = self._send("GET", "")
+        return result
+
+    def get_branch(self, branch: str) -> Json:
+        check(self.caller, Action.READ)
+        result: Json = self._send("GET", f"/branches/{quote(branch, safe='')}")
+        return result
+
+    def read_file(self, path: str, ref: str) -> str | None:
+        """The UTF-8 text of ``path`` at ``ref``; None when there is no such file."""
+        check(self.caller, Action.READ)
+        try:
+            data = self._send("GET", f"/contents/{quote(path)}", params={"ref": ref})
+        except NotFoundError:
+            return None
+        if not isinstance(data, dict) or data.get("type") != "file":
+            return None
+        return base64.b64decode(data.get("content", "")).decode("utf-8")
+
+    def list_directory(self, path: str, ref: str) -> list[Json]:
+        """The entries of directory ``path`` at ``ref``; [] when there is none."""
+        check(self.caller, Action.READ)
+        try:
+            data = self._send("GET", f"/contents/{quote(path)}", params={"ref": ref})
+        except NotFoundError:
+            return []
+        return data if isinstance(data, list) else []
+
+    def collaborator_permission(self, login: str) -> str:
+        """admin, maintain, write, triage, read or none (GitHub's ``role_name`` when it gives one)."""
+        check(self.caller, Action.READ)
+        try:
+            data = self._send("GET", f"/collaborators/{quote(login)}/permission")
+        except NotFoundError:
+            return "none"
+        return str(data.get("role_name") or data.get("permission") or "none")
+
+
+class GitHubAppClient:
+    """What the App does as itself (App JWT): its webhook deliveries and installations."""
+
+    def __init__(self, *, http: GitHubHttp, jwt: Callable[[], str], app_id: int, caller: Caller) -> None:
+        self.http = http
+        self._jwt = jwt
+        self.app_id = app_id
+        self.caller = caller
+
+    def list_deliveries(self, *, limit: int = 500) -> list[Json]:
+        """The most recent webhook deliveries, newest first (cursor pagination), up to ``limit``."""
+        check(self.caller, Action.APP_ADMIN)
+        out: list[Json] = []
+        for item in self.http.paginate(
+            "/app/hook/deliveries", token=self._jwt(), throttle_key=f"app-{self.app_id}"
+        ):
+            out.append(item)
+            if len(out) >= limit:
+                break
+        return out
+
+    def redeliver(self, delivery_id: int) -> None:
+        check(self.caller, Action.APP_ADMIN)
+        self.http.request(
+            "POST",
+            f"/app/hook/deliveries/{delivery_id}/attempts",
+            token=self._jwt(),
+            throttle_key=f"app-{self.app_id}",
+        )
+
+    def list_installation_repositories(self, token: str) -> list[Json]:
+        """Repositories an installation token can reach."""
+        check(self.caller, Action.READ)
+        return list(
+            self.http.paginate(
+                "/installation/repositories",
+                token=token,
+                throttle_key=f"app-{self.app_id}",
+                items_key="repositories",
+            )
+        )

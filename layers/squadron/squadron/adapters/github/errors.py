@@ -1,0 +1,65 @@
+"""GitHub's answers as named errors, each carrying the status and GitHub's own message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from squadron.errors import SquadronError
+
+
+class GitHubError(SquadronError):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        method: str = "",
+        path: str = "",
+        documentation_url: str | None = None,
+        errors: list[Any] | None = None,
+    ) -> None:
+        self.status = status
+        self.message = message
+        self.method = method
+        self.path = path
+        self.documentation_url = documentation_url
+        self.errors = errors or []
+        where = f"{method} {path}: " if method else ""
+        super().__init__(f"{where}GitHub answered {status}: {message}")
+
+
+class AuthenticationError(GitHubError):
+    """401: the App JWT or installation token was refused."""
+
+
+class ForbiddenError(GitHubError):
+    """403 that is not a rate limit: the installation lacks a permission."""
+
+
+class NotFoundError(GitHubError):
+    """404 (GitHub also answers 404 for what the token may not see)."""
+
+
+class GitHubConflictError(GitHubError):
+    """409: e.g. the head moved, or the pull request cannot be merged."""
+
+
+class ValidationFailedError(GitHubError):
+    """422: GitHub rejected the request body; ``errors`` holds its details."""
+
+
+class RateLimitedError(GitHubError):
+    """Still rate limited after the bounded waits."""
+
+
+class GitHubUnavailableError(GitHubError):
+    """5xx or a network failure, after the bounded retries."""
+
+
+BY_STATUS: dict[int, type[GitHubError]] = {
+    401: AuthenticationError,
+    403: ForbiddenError,
+    404: NotFoundError,
+    409: GitHubConflictError,
+    422: ValidationFailedError,
+}

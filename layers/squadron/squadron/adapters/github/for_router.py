@@ -1,0 +1,113 @@
+"""GitHub as the router and the config loader see it: framework calls through the App.
+
+Both act as the framework (:meth:`Caller.framework`) with a cached installation
+token of the event's installation. Collaborator permissions are cached for a
+few minutes per (repository, login): a busy issue thread asks GitHub once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.client import GitHubClient
+from squadron.domain.permissions import Caller, CallerKind
+from squadron.errors import SquadronError
+
+PERMISSION_TTL = timedelta(minutes=5)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class MissingInstallationError(SquadronError):
+    """An event without an installation id: the App cannot act on its repository."""
+
+
+class AppGitHub:
+    """Framework-role clients per (installation, repository)."""
+
+    def __init__(self, app: GitHubApp, *, clock: Callable[[], datetime] = _now) -> None:
+        self.app = app
+        self.clock = clock
+        self._permissions: dict[tuple[str, str], tuple[str, datetime]] = {}
+        self._installations: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, repo_full_name: str, installation_id: int | None) -> None:
+        """Note the installation of a repository (every event names it)."""
+        if installation_id is not None:
+            with self._lock:
+                self._installations[repo_full_name] = installation_id
+
+    def client(self, installation_id: int | None, repo_full_name: str) -> GitHubClient:
+        if installation_id is None:
+            with self._lock:
+                installation_id = self._installations.get(repo_full_name)
+            if installation_id is None:
+                raise MissingInstallationError(f"no installation known for {repo_full_name}")
+        with self._lock:
+            self._installations[repo_full_name] = installation_id
+        chosen = installation_id
+        return GitHubClient(
+            http=self.app.http,
+            token=lambda: self.app.installation_token(chosen).token,
+            installation_id=chosen,
+            repo=repo_full_name,
+            caller=Caller.framework(),
+        )
+
+    # --- RouterGitHub -------------------------------------------------------------------------
+
+    def permission(self, installation_id: int | None, repo_full_name: str, login: str) -> str:
+        key = (repo_full_name, login)
+        now = self.clock()
+        with self._lock:
+            cached = self._permissions.get(key)
+        if cached is not None and now - cached[1] < PERMISSION_TTL:
+            return cached[0]
+        permission = self.client(installation_id, repo_full_name).collaborator_permission(login)
+        with self._lock:
+            self._permissions[key] = (permission, now)
+        return permission
+
+    def comment(
+        self, installation_id: int | None, repo_full_name: str, number: int, body: str, author: str
+    ) -> None:
+        client = self.client(installation_id, repo_full_name)
+        if author != "framework":  # the framework writing on behalf of a named part of itself
+            client.caller = Caller(CallerKind.FRAMEWORK, author, author)
+        client.comment(number, body)
+
+    def close_issue(self, installation_id: int | None, repo_full_name: str, number: int, reason: str) -> None:
+        self.client(installation_id, repo_full_name).close_issue(
+            number, "not_planned" if reason == "not_planned" else "completed"
+        )
+
+
+class AppRepositoryFiles:
+    """The config loader's :class:`~squadron.config.RepositoryFiles` over the contents API.
+
+    It reads with the installation :meth:`AppGitHub.remember` noted for the repository.
+    """
+
+    def __init__(self, github: AppGitHub) -> None:
+        self.github = github
+
+    def _client(self, repo: str) -> GitHubClient:
+        return self.github.client(None, repo)
+
+    def default_branch_head(self, repo: str) -> tuple[str, str]:
+        client = self._client(repo)
+        branch = str(client.get_repository()["default_branch"])
+        return branch, str(client.get_branch(branch)["commit"]["sha"])
+
+    def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
+        entries = self._client(repo).list_directory(path, ref)
+        return sorted(str(e["name"]) for e in entries if e.get("type") == "file")
+
+    def read_text(self, repo: str, path: str, ref: str) -> str | None:
+        return self._client(repo).read_file(path, ref)

@@ -1,0 +1,220 @@
+"""The REST transport: retries, GitHub's rate limits, a per-installation throttle, pagination.
+
+Rate limits as GitHub documents them: on 403/429 honour ``retry-after``; else,
+when ``x-ratelimit-remaining`` is 0, wait until ``x-ratelimit-reset``; else
+(a secondary limit) back off exponentially from one minute. 5xx answers and
+network failures are retried a bounded number of times. Every wait goes through
+the injected ``sleep`` and ``clock``, so tests never really wait.
+
+The throttle keeps GitHub's secondary limits per installation: mutating
+requests at least ``mutation_spacing`` apart, and at most
+``content_per_minute`` content-creating requests (POST) in any minute.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import httpx
+
+from squadron.adapters.github.errors import (
+    BY_STATUS,
+    GitHubError,
+    GitHubUnavailableError,
+    RateLimitedError,
+)
+
+API_URL = "https://api.github.com"
+API_VERSION = "2022-11-28"
+USER_AGENT = "squadron-github-app"
+MUTATIONS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+SECONDARY_BACKOFF_SECONDS = 60.0
+_NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+
+class Throttle:
+    """Spaces mutations and caps content creation, per installation (thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        mutation_spacing: float = 1.0,
+        content_per_minute: int = 80,
+    ) -> None:
+        self.clock = clock
+        self.sleep = sleep
+        self.mutation_spacing = mutation_spacing
+        self.content_per_minute = content_per_minute
+        self._last_mutation: dict[str, float] = {}
+        self._created: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def before(self, key: str, method: str) -> None:
+        if method not in MUTATIONS:
+            return
+        with self._lock:
+            now = self.clock()
+            ready = self._last_mutation.get(key, -1e18) + self.mutation_spacing
+            if method == "POST":
+                window = self._created.setdefault(key, deque())
+                while window and window[0] <= now - 60.0:
+                    window.popleft()
+                if len(window) >= self.content_per_minute:
+                    ready = max(ready, window[0] + 60.0)
+            wait = ready - now
+            if wait > 0:
+                self.sleep(wait)
+                now = self.clock()
+            self._last_mutation[key] = now
+            if method == "POST":
+                self._created.setdefault(key, deque()).append(now)
+
+
+class GitHubHttp:
+    def __init__(
+        self,
+        *,
+        base_url: str = API_URL,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        wall_clock: Callable[[], float] = time.time,
+        throttle: Throttle | None = None,
+        max_retries: int = 3,
+        max_rate_limit_waits: int = 3,
+        timeout: float = 30.0,
+    ) -> None:
+        self.sleep = sleep
+        self.wall_clock = wall_clock
+        self.throttle = throttle or Throttle(sleep=sleep)
+        self.max_retries = max_retries
+        self.max_rate_limit_waits = max_rate_limit_waits
+        self._client = httpx.Client(
+            base_url=base_url,
+            transport=transport,
+            timeout=timeout,
+            headers={
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": API_VERSION,
+                "User-Agent": USER_AGENT,
+            },
+        )
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        token: str,
+        throttle_key: str,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+    ) -> httpx.Response:
+        """Send one request (retrying as documented); raise a named GitHubError on failure."""
+        server_failures = 0
+        rate_waits = 0
+        while True:
+            self.throttle.before(throttle_key, method)
+            try:
+                response = self._client.request(
+                    method,
+                    path,
+                    params=params,
+                    json=json,
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+            except httpx.TransportError as exc:
+                server_failures += 1
+                if server_failures > self.max_retries:
+                    raise GitHubUnavailableError(
+                        0, f"network failure: {exc}", method=method, path=path
+                    ) from exc
+                self.sleep(2.0**server_failures)
+                continue
+            if response.status_code < 400:
+                return response
+            if response.status_code in (403, 429) and _is_rate_limited(response):
+                rate_waits += 1
+                if rate_waits > self.max_rate_limit_waits:
+                    raise _error(response, method, path, RateLimitedError)
+                self.sleep(self._rate_limit_wait(response, rate_waits))
+                continue
+            if response.status_code >= 500:
+                server_failures += 1
+                if server_failures > self.max_retries:
+                    raise _error(response, method, path, GitHubUnavailableError)
+                self.sleep(2.0**server_failures)
+                continue
+            raise _error(response, method, path, BY_STATUS.get(response.status_code, GitHubError))
+
+    def _rate_limit_wait(self, response: httpx.Response, attempt: int) -> float:
+        retry_after = response.headers.get("retry-after")
+        if retry_after is not None and retry_after.strip().isdigit():
+            return float(retry_after)
+        if response.headers.get("x-ratelimit-remaining") == "0":
+            reset = response.headers.get("x-ratelimit-reset", "")
+            if reset.isdigit():
+                return max(float(reset) - self.wall_clock(), 0.0) + 1.0
+        return SECONDARY_BACKOFF_SECONDS * 2.0 ** (attempt - 1)
+
+    def paginate(
+        self,
+        path: str,
+        *,
+        token: str,
+        throttle_key: str,
+        params: Mapping[str, Any] | None = None,
+        items_key: str | None = None,
+    ) -> Iterator[Any]:
+        """Every item of a list, following ``Link: rel="next"`` (100 per page)."""
+        url: str | None = path
+        query: Mapping[str, Any] | None = {"per_page": 100, **(params or {})}
+        while url is not None:
+            response = self.request("GET", url, token=token, throttle_key=throttle_key, params=query)
+            body = response.json()
+            yield from body[items_key] if items_key else body
+            match = _NEXT_LINK.search(response.headers.get("link", ""))
+            url, query = (match.group(1), None) if match else (None, None)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _is_rate_limited(response: httpx.Response) -> bool:
+    if response.status_code == 429 or "retry-after" in response.headers:
+        return True
+    if response.headers.get("x-ratelimit-remaining") == "0":
+        return True
+    return "rate limit" in _message(response).lower()
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500] or response.reason_phrase
+    if isinstance(body, dict):
+        return str(body.get("message") or response.reason_phrase)
+    return response.reason_phrase
+
+
+def _error(response: httpx.Response, method: str, path: str, kind: type[GitHubError]) -> GitHubError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    return kind(
+        response.status_code,
+        _message(response),
+        method=method,
+        path=path,
+        documentation_url=body.get("documentation_url"),
+        errors=body.get("errors") if isinstance(body.get("errors"), list) else None,
+    )

@@ -1,0 +1,170 @@
+"""A recording stand-in for api.github.com (an httpx transport), plus an App key for tests.
+
+It answers the requests the client makes with minimal, realistic bodies and
+records every request, so contract tests validate what the client really sent
+against GitHub's OpenAPI description.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import httpx
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+
+@functools.cache
+def app_private_key() -> tuple[str, str]:
+    """(private PEM, public PEM) of a throwaway RSA key."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    return private, public
+
+
+Responder = Callable[[httpx.Request, re.Match[str]], httpx.Response]
+
+
+def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.Response(status, json=body, headers=headers or {})
+
+
+def _issue(number: int) -> dict[str, Any]:
+    return {"number": number, "title": f"Issue {number}", "state": "open", "labels": [], "body": ""}
+
+
+FILES = {
+    ".squadron/config.yaml": "version: 1\nmax_issue_depth: 4\n",
+    ".squadron/agents/README.txt": "not configuration",
+}
+
+
+def _contents(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
+    path = unquote(match.group("path"))
+    if path in FILES:
+        content = base64.b64encode(FILES[path].encode()).decode()
+        return _json(200, {"type": "file", "name": path.rsplit("/", 1)[-1], "path": path, "content": content})
+    entries = [
+        {"type": "file", "name": name.removeprefix(path + "/"), "path": name}
+        for name in FILES
+        if name.startswith(path + "/") and "/" not in name.removeprefix(path + "/")
+    ]
+    if entries:
+        return _json(200, [*entries, {"type": "dir", "name": "sub", "path": f"{path}/sub"}])
+    return _json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+
+
+ROUTES: list[tuple[str, str, Responder]] = [
+    (
+        "POST",
+        r"/app/installations/(?P<id>\d+)/access_tokens",
+        lambda r, m: _json(
+            201, {"token": f"ghs_{m.group('id')}", "expires_at": "2026-11-23T13:00:00Z", "permissions": {}}
+        ),
+    ),
+    ("GET", r"/app/hook/deliveries", lambda r, m: _json(200, [{"id": 1, "guid": "g-1", "status_code": 502}])),
+    ("POST", r"/app/hook/deliveries/\d+/attempts", lambda r, m: _json(202, {})),
+    (
+        "GET",
+        r"/installation/repositories",
+        lambda r, m: _json(200, {"total_count": 1, "repositories": [{"id": 1, "full_name": "octo/app"}]}),
+    ),
+    (
+        "GET",
+        r"/repos/[^/]+/[^/]+",
+        lambda r, m: _json(200, {"id": 1, "full_name": "octo/app", "default_branch": "main"}),
+    ),
+    (
+        "GET",
+        r"/repos/[^/]+/[^/]+/branches/(?P<b>[^/]+)",
+        lambda r, m: _json(200, {"name": m.group("b"), "commit": {"sha": "a" * 40}}),
+    ),
+    ("GET", r"/repos/[^/]+/[^/]+/contents/(?P<path>.+)", _contents),
+    (
+        "GET",
+        r"/repos/[^/]+/[^/]+/collaborators/(?P<login>[^/]+)/permission",
+        lambda r, m: _json(
+            200, {"permission": "write", "role_name": "maintain", "user": {"login": m.group("login")}}
+        ),
+    ),
+    ("GET", r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", lambda r, m: _json(200, _issue(int(m.group("n"))))),
+    ("PATCH", r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", lambda r, m: _json(200, _issue(int(m.group("n"))))),
+    ("POST", r"/repos/[^/]+/[^/]+/issues", lambda r, m: _json(201, _issue(99))),
+    ("POST", r"/repos/[^/]+/[^/]+/issues/\d+/labels", lambda r, m: _json(200, [{"name": "bug"}])),
+    ("DELETE", r"/repos/[^/]+/[^/]+/issues/\d+/labels/[^/]+", lambda r, m: _json(200, [])),
+    (
+        "POST",
+        r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)/assignees",
+        lambda r, m: _json(201, _issue(int(m.group("n")))),
+    ),
+    (
+        "DELETE",
+        r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)/assignees",
+        lambda r, m: _json(200, _issue(int(m.group("n")))),
+    ),
+    ("GET", r"/repos/[^/]+/[^/]+/issues/\d+/comments", lambda r, m: _json(200, [{"id": 1, "body": "hi"}])),
+    (
+        "POST",
+        r"/repos/[^/]+/[^/]+/issues/\d+/comments",
+        lambda r, m: _json(201, {"id": 7, "body": json.loads(r.content)["body"]}),
+    ),
+    ("GET", r"/repos/[^/]+/[^/]+/pulls/(?P<n>\d+)", lambda r, m: _json(200, {"number": int(m.group("n"))})),
+    ("POST", r"/repos/[^/]+/[^/]+/pulls", lambda r, m: _json(201, {"number": 101})),
+    ("GET", r"/repos/[^/]+/[^/]+/pulls/\d+/files", lambda r, m: _json(200, [{"filename": "a.py"}])),
+    (
+        "GET",
+        r"/repos/[^/]+/[^/]+/pulls/\d+/reviews",
+        lambda r, m: _json(200, [{"id": 1, "state": "APPROVED"}]),
+    ),
+    ("POST", r"/repos/[^/]+/[^/]+/pulls/\d+/reviews", lambda r, m: _json(200, {"id": 2})),
+    (
+        "PUT",
+        r"/repos/[^/]+/[^/]+/pulls/\d+/merge",
+        lambda r, m: _json(200, {"merged": True, "sha": "b" * 40}),
+    ),
+    ("PUT", r"/repos/[^/]+/[^/]+/pulls/\d+/update-branch", lambda r, m: _json(202, {"message": "Updating"})),
+    ("POST", r"/repos/[^/]+/[^/]+/statuses/[0-9a-f]+", lambda r, m: _json(201, {"id": 3})),
+    ("POST", r"/repos/[^/]+/[^/]+/check-runs", lambda r, m: _json(201, {"id": 4})),
+    ("PATCH", r"/repos/[^/]+/[^/]+/check-runs/\d+", lambda r, m: _json(200, {"id": 4})),
+    (
+        "GET",
+        r"/repos/[^/]+/[^/]+/commits/[^/]+/check-runs",
+        lambda r, m: _json(200, {"total_count": 1, "check_runs": [{"id": 4}]}),
+    ),
+]
+
+
+@dataclass
+class FakeGitHub:
+    """An httpx transport answering like api.github.com; ``script`` overrides the next answers."""
+
+    requests: list[httpx.Request] = field(default_factory=list)
+    script: list[httpx.Response] = field(default_factory=list)
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        if self.script:
+            return self.script.pop(0)
+        path = request.url.raw_path.decode().split("?")[0]  # %2F stays encoded, as GitHub sees it
+        for method, pattern, respond in ROUTES:
+            match = re.fullmatch(pattern, path)
+            if method == request.method and match:
+                return respond(request, match)
+        return _json(404, {"message": f"no fake route for {request.method} {path}"})

@@ -1,0 +1,82 @@
+"""The router's GitHub (framework role, cached permissions) and the config loader's files."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.for_router import AppGitHub, AppRepositoryFiles, MissingInstallationError
+from squadron.adapters.github.http import GitHubHttp
+from squadron.config import ConfigLoader
+from squadron.config.policy import routing_policy
+from tests.support.github_fake import FakeGitHub, app_private_key
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _github(fake: FakeGitHub, clock: Clock) -> AppGitHub:
+    private, _ = app_private_key()
+    http = GitHubHttp(transport=fake.transport(), sleep=lambda s: None)
+    return AppGitHub(GitHubApp(app_id=42, http=http, private_key=lambda: private, clock=clock), clock=clock)
+
+
+def _paths(fake: FakeGitHub) -> list[str]:
+    return [f"{r.method} {r.url.path}" for r in fake.requests]
+
+
+def test_permissions_are_cached_for_five_minutes() -> None:
+    fake, clock = FakeGitHub(), Clock()
+    github = _github(fake, clock)
+    assert github.permission(7, "octo/app", "alice") == "maintain"  # role_name wins over permission
+    clock.now += timedelta(minutes=4)
+    github.permission(7, "octo/app", "alice")
+    clock.now += timedelta(minutes=2)
+    github.permission(7, "octo/app", "alice")
+    asked = [p for p in _paths(fake) if p.endswith("/permission")]
+    assert asked == ["GET /repos/octo/app/collaborators/alice/permission"] * 2
+
+
+def test_framework_comments_are_tagged_and_close_with_a_reason() -> None:
+    fake, clock = FakeGitHub(), Clock()
+    github = _github(fake, clock)
+    github.comment(7, "octo/app", 38, "Too deep", "framework")
+    github.close_issue(7, "octo/app", 38, "not_planned")
+    comment = next(r for r in fake.requests if r.url.path.endswith("/comments"))
+    assert json.loads(comment.content) == {"body": "[squadron:framework] Too deep"}
+    close = next(r for r in fake.requests if r.method == "PATCH")
+    assert json.loads(close.content) == {"state": "closed", "state_reason": "not_planned"}
+    assert comment.headers["authorization"] == "Bearer ghs_7"  # the installation's token
+
+
+def test_an_unknown_installation_is_a_named_error() -> None:
+    github = _github(FakeGitHub(), Clock())
+    with pytest.raises(MissingInstallationError, match="octo/app"):
+        github.permission(None, "octo/app", "alice")
+    github.remember("octo/app", 7)
+    assert github.permission(None, "octo/app", "alice") == "maintain"
+
+
+def test_configuration_is_read_from_the_default_branch_head() -> None:
+    fake, clock = FakeGitHub(), Clock()
+    github = _github(fake, clock)
+    github.remember("octo/app", 7)
+    files = AppRepositoryFiles(github)
+    assert files.default_branch_head("octo/app") == ("main", "a" * 40)
+    assert files.list_dir("octo/app", ".squadron", "main") == ["config.yaml"]  # sub-directories are not files
+    assert files.list_dir("octo/app", ".squadron/workflows", "main") == []
+    assert files.read_text("octo/app", ".squadron/missing.yaml", "main") is None
+
+    config = ConfigLoader(files).load("octo/app")
+    assert routing_policy(config).max_issue_depth == 4
+    assert config.commit_sha == "a" * 40

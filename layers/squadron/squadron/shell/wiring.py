@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from squadron.adapters.delivery_records import DeliveryRecords
+from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.ecs import EcsTaskLauncher
+from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.for_router import AppGitHub, AppRepositoryFiles
+from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.secrets import SecretsManagerSource
+from squadron.config import ConfigLoader
+from squadron.domain.events import EventEnvelope
+from squadron.domain.routing import RoutingPolicy
+from squadron.settings import RouterSettings, load_settings
 from squadron.shell.dispatch import Dispatcher
+from squadron.shell.policies import PolicyCache
+from squadron.shell.router import RouterService
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -20,3 +34,37 @@ class RouterRuntime:
     def register_lambda_context(self, context: LambdaContext) -> None:
         if self.records is not None:
             self.records.register_lambda_context(context)
+
+
+def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
+    """The router wired to DynamoDB, ECS and GitHub from its environment (see RouterSettings)."""
+    settings = load_settings(RouterSettings, environ)
+    app = GitHubApp.from_secret(
+        app_id=settings.github_app_id,
+        http=GitHubHttp(base_url=settings.github_api_url),
+        secrets=SecretsManagerSource(max_age=settings.secret_cache_seconds),
+        secret_id=settings.github_private_key_secret_arn,
+    )
+    github = AppGitHub(app)
+    cache = PolicyCache(
+        ConfigLoader(AppRepositoryFiles(github)), ttl=timedelta(seconds=settings.policy_ttl_seconds)
+    )
+
+    def policies(event: EventEnvelope) -> RoutingPolicy:
+        github.remember(event.repository.full_name, event.installation_id)
+        return cache(event)
+
+    service = RouterService(
+        registry=DynamoRegistry(settings.registry_table_name),
+        launcher=EcsTaskLauncher(
+            cluster=settings.agent_cluster,
+            task_definition=settings.agent_task_definition,
+            container_name=settings.agent_container_name,
+            subnets=settings.agent_subnets,
+            security_groups=settings.agent_security_groups,
+        ),
+        github=github,
+        policies=policies,
+    )
+    records = DeliveryRecords(settings.registry_table_name)
+    return RouterRuntime(Dispatcher(service, once=records.once), records)

@@ -1,0 +1,67 @@
+"""Router Lambda: events.fifo → route each delivery → registry writes, agent launches, GitHub calls.
+
+Thin by design. Records are processed in order per message group (one issue or
+pull request); when one fails, it and the rest of its group go back to the
+queue (``skip_group_on_error``) while other groups carry on. Each delivery
+completes at most once (delivery records); a failed one is retried from the
+start, and after ``maxReceiveCount`` receives the DLQ keeps it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from squadron.shell import wiring
+from squadron.shell.dispatch import Dispatcher
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+
+
+@functools.cache
+def runtime() -> wiring.RouterRuntime:
+    """One wired router per container (clients, token and config caches are reused)."""
+    return wiring.build_router()
+
+
+def dispatcher() -> Dispatcher:
+    return runtime().dispatcher
+
+
+@tracer.capture_method
+def record_handler(record: SQSRecord) -> dict[str, Any]:
+    logger.append_keys(message_group=record.attributes.message_group_id, message_id=record.message_id)
+    try:
+        summary = dispatcher().handle(record.body, record.message_id)
+    except Exception:
+        metrics.add_metric(name="DeliveriesFailed", unit=MetricUnit.Count, value=1)
+        logger.exception("routing failed; the record and the rest of its group go back to the queue")
+        raise
+    metrics.add_metric(name="DeliveriesRouted", unit=MetricUnit.Count, value=1)
+    if summary["effects"] and all(name == "Discard" for name in summary["effects"]):
+        metrics.add_metric(name="DeliveriesDiscarded", unit=MetricUnit.Count, value=1)
+    for name in summary["effects"]:
+        if name == "LaunchAgent":
+            metrics.add_metric(name="AgentLaunches", unit=MetricUnit.Count, value=1)
+    logger.info("routed", extra={"routing": summary})
+    return summary
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    runtime().register_lambda_context(context)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )

@@ -1,0 +1,202 @@
+"""The router: events.fifo -> router Lambda -> registry table, agent tasks (ECS RunTask), GitHub."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.constructs.event_queue import EventQueue
+from infra.constructs.layer import SharedLayer
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ROUTER_CODE = REPO_ROOT / "functions" / "router"
+
+#: What the router does to the registry table (item-level; no Scan, no batch, no table admin).
+#: TransactWriteItems is authorized through the item actions of each part.
+REGISTRY_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+)
+
+_XRAY_WILDCARD_REASON = (
+    "The only Resource '*' is X-Ray's PutTraceSegments/PutTelemetryRecords, added by active "
+    "tracing: X-Ray has no resource-level permissions for these actions."
+)
+_TASK_WILDCARD_REASON = (
+    "RunTask is allowed on the agent task definition family (any revision, 'family:*') and "
+    "StopTask/TagResource on tasks of the agent cluster ('task/<cluster>/*'): task ids do "
+    "not exist before launch, and both are further bound by an ecs:cluster condition."
+)
+_RUNTIME_PIN_REASON = (
+    "python3.12 on purpose: the shared layer's binary wheels (pydantic-core, cryptography) are "
+    "installed for CPython 3.12; the runtime and the layer's pip target change together."
+)
+
+
+@dataclass(frozen=True)
+class AgentTarget:
+    """Where agent tasks run: the router may start and stop these, and nothing else."""
+
+    cluster: ecs.ICluster
+    task_definition: ecs.TaskDefinition
+    container_name: str
+    subnets: list[ec2.ISubnet]
+    security_group: ec2.ISecurityGroup
+
+
+class EventRouter(Construct):
+    RUNTIME = SharedLayer.RUNTIME
+    ARCHITECTURE = SharedLayer.ARCHITECTURE
+    HANDLER = "handler.handler"
+    MEMORY_SIZE_MB = 512
+    TIMEOUT = EventQueue.ROUTER_TIMEOUT
+    BATCH_SIZE = 10
+    POWERTOOLS_SERVICE_NAME = "router"
+    METRICS_NAMESPACE = "Squadron"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        layer: lambda_.ILayerVersion,
+        queue: sqs.IQueue,
+        table: dynamodb.ITable,
+        private_key: secretsmanager.ISecret,
+        github_app_id: str,
+        agents: AgentTarget,
+        log_retention: logs.RetentionDays,
+        log_level: str = "INFO",
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(self, "FunctionLogs", retention=log_retention)
+        self.role = iam.Role(
+            self,
+            "FunctionRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Squadron router: registry, agent tasks, GitHub App key",
+        )
+        self.log_group.grant_write(self.role)
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(REGISTRY_ACTIONS), resources=[table.table_arn])
+        )
+        private_key.grant_read(self.role)
+        self._grant_agent_tasks(agents)
+        cdk.Validations.of(self.role).acknowledge(
+            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_XRAY_WILDCARD_REASON),
+            *[
+                cdk.Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::{_as_nag_renders(self, arn)}]",
+                    reason=_TASK_WILDCARD_REASON,
+                )
+                for arn in self._task_wildcards
+            ],
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description="Squadron: route events.fifo deliveries to agents",
+            runtime=self.RUNTIME,
+            architecture=self.ARCHITECTURE,
+            handler=self.HANDLER,
+            code=lambda_.Code.from_asset(str(ROUTER_CODE), exclude=["**/__pycache__", "**/*.pyc"]),
+            layers=[layer],
+            memory_size=self.MEMORY_SIZE_MB,
+            timeout=self.TIMEOUT,
+            role=self.role,
+            log_group=self.log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment={
+                "REGISTRY_TABLE_NAME": table.table_name,
+                "AGENT_CLUSTER": agents.cluster.cluster_arn,
+                "AGENT_TASK_DEFINITION": agents.task_definition.task_definition_arn,
+                "AGENT_CONTAINER_NAME": agents.container_name,
+                "AGENT_SUBNETS": ",".join(subnet.subnet_id for subnet in agents.subnets),
+                "AGENT_SECURITY_GROUPS": agents.security_group.security_group_id,
+                "GITHUB_APP_ID": github_app_id,
+                "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
+                "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": self.METRICS_NAMESPACE,
+                "LOG_LEVEL": log_level,
+            },
+        )
+        cdk.Validations.of(self.function).acknowledge(
+            cdk.Acknowledgment(id="AwsSolutions-L1", reason=_RUNTIME_PIN_REASON)
+        )
+        self.function.add_event_source(
+            event_sources.SqsEventSource(queue, batch_size=self.BATCH_SIZE, report_batch_item_failures=True)
+        )
+
+    def _grant_agent_tasks(self, agents: AgentTarget) -> None:
+        stack = cdk.Stack.of(self)
+        cluster_arn = agents.cluster.cluster_arn
+        family = agents.task_definition.family
+        on_cluster = {"ArnEquals": {"ecs:cluster": cluster_arn}}
+        tasks_of_cluster = stack.format_arn(
+            service="ecs", resource="task", resource_name=f"{agents.cluster.cluster_name}/*"
+        )
+        definitions = stack.format_arn(service="ecs", resource="task-definition", resource_name=f"{family}:*")
+        self._task_wildcards = (definitions, tasks_of_cluster)
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:RunTask"],
+                resources=[definitions],
+                conditions=on_cluster,
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ecs:StopTask"], resources=[tasks_of_cluster], conditions=on_cluster)
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:TagResource"],
+                resources=[tasks_of_cluster],
+                conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
+            )
+        )
+        passed = [agents.task_definition.task_role.role_arn]
+        if agents.task_definition.execution_role is not None:
+            passed.append(agents.task_definition.execution_role.role_arn)
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=passed,
+                conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+            )
+        )
+
+
+def _as_nag_renders(scope: Construct, value: str) -> str:
+    """``value`` (possibly holding tokens) the way cdk-nag prints it in a finding id."""
+    return _render(cdk.Stack.of(scope).resolve(value))
+
+
+def _render(resolved: object) -> str:
+    if isinstance(resolved, str):
+        return resolved
+    if isinstance(resolved, dict):
+        if "Ref" in resolved:
+            return f"<{resolved['Ref']}>"
+        if "Fn::GetAtt" in resolved:
+            logical_id, attribute = resolved["Fn::GetAtt"]
+            return f"<{logical_id}.{attribute}>"
+        if "Fn::Join" in resolved:
+            separator, parts = resolved["Fn::Join"]
+            return str(separator).join(_render(part) for part in parts)
+    raise ValueError(f"cannot render {resolved!r} as cdk-nag does")

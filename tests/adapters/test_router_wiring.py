@@ -1,0 +1,38 @@
+"""The router's wiring from its environment: every variable named when missing, lazy clients."""
+
+from __future__ import annotations
+
+import pytest
+
+from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.ecs import EcsTaskLauncher
+from squadron.errors import ConfigurationError
+from squadron.shell.wiring import build_router
+
+ENVIRONMENT = {
+    "REGISTRY_TABLE_NAME": "squadron-registry",
+    "AGENT_CLUSTER": "arn:aws:ecs:us-east-1:123456789012:cluster/squadron",
+    "AGENT_TASK_DEFINITION": "arn:aws:ecs:us-east-1:123456789012:task-definition/agent:3",
+    "AGENT_CONTAINER_NAME": "agent",
+    "AGENT_SUBNETS": "subnet-1, subnet-2",
+    "AGENT_SECURITY_GROUPS": "sg-1",
+    "GITHUB_APP_ID": "123456",
+    "GITHUB_PRIVATE_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key",
+}
+
+
+def test_builds_from_its_environment_without_calling_aws() -> None:
+    runtime = build_router(ENVIRONMENT)  # no moto: any AWS call here would fail
+    service = runtime.dispatcher.service
+    assert isinstance(service.registry, DynamoRegistry)
+    assert service.registry.table_name == "squadron-registry"
+    assert isinstance(service.launcher, EcsTaskLauncher)
+    assert service.launcher.subnets == ["subnet-1", "subnet-2"]
+    assert runtime.records is not None
+
+
+@pytest.mark.parametrize("missing", sorted(ENVIRONMENT))
+def test_a_missing_variable_is_named(missing: str) -> None:
+    environment = {k: v for k, v in ENVIRONMENT.items() if k != missing}
+    with pytest.raises(ConfigurationError, match=f"{missing} is required"):
+        build_router(environment)

@@ -224,6 +224,11 @@ class FakeRegistry:
         items = self.inbox.get(agent_id, {}).values()
         return sorted(items, key=lambda i: (i.received_at.isoformat(), i.delivery_id, i.kind))
 
+    def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None:
+        box = self.inbox.get(agent_id, {})
+        for item in items:
+            box.pop((item.delivery_id, item.kind), None)
+
     def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]:
         return {r: review for (rr, pr, r), review in self.reviews.items() if (rr, pr) == (repo_id, pr_number)}
 

@@ -354,6 +354,15 @@ class DynamoRegistry:
             for item in items
         ]
 
+    def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None:
+        """Remove items the agent has read (deleting an absent item is a no-op)."""
+        for item in items:
+            self._call(
+                "delete_item",
+                TableName=self.table_name,
+                Key=_dump({"PK": f"INBOX#{agent_id}", "SK": _inbox_sk(item)}),
+            )
+
     def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]:
         """The latest review of each reviewer of a pull request."""
         items = self._query(
@@ -523,7 +532,7 @@ class DynamoRegistry:
         stored = {
             **item.model_dump(mode="json"),
             "PK": f"INBOX#{item.agent_id}",
-            "SK": f"{item.received_at.isoformat()}#{item.delivery_id}#{item.kind}",
+            "SK": _inbox_sk(item),
             "entity": "inbox",
         }
         try:
@@ -640,6 +649,10 @@ class DynamoRegistry:
             )
         except ClientError:
             return
+
+
+def _inbox_sk(item: InboxItem) -> str:
+    return f"{item.received_at.isoformat()}#{item.delivery_id}#{item.kind}"
 
 
 def _iso(at: datetime) -> str:

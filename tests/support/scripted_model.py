@@ -1,0 +1,111 @@
+"""A scripted OpenAI-compatible model on 127.0.0.1 that the agent tests own.
+
+The Copilot CLI sends ``POST /v1/chat/completions`` with the whole conversation;
+the server answers the next scripted turn — a tool call or a final message —
+and records every request, so tests can assert what the model was shown (for
+example the earlier conversation after a resume). Non-streaming only.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Say:
+    content: str
+
+
+Turn = ToolCall | Say
+
+
+@dataclass
+class ScriptedModel:
+    script: list[Turn] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Answer when the script has run out (a model that keeps calling a tool, for breakers).
+    then: Turn = field(default_factory=lambda: Say("Nothing more to do."))
+    port: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def provider(self) -> dict[str, str]:
+        return {"type": "openai", "base_url": self.base_url, "api_key": "scripted"}
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.requests.append(request)
+            turn = self.script.pop(0) if self.script else self.then
+            number = len(self.requests)
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if isinstance(turn, ToolCall):
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{number}",
+                    "type": "function",
+                    "function": {"name": turn.name, "arguments": json.dumps(turn.arguments)},
+                }
+            ]
+            finish = "tool_calls"
+        else:
+            message["content"] = turn.content
+            finish = "stop"
+        return {
+            "id": f"chatcmpl-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+
+    def contents_seen(self, index: int = -1) -> list[str]:
+        """The text of every message in request ``index`` (tool results included)."""
+        messages = self.requests[index]["messages"]
+        return [str(m.get("content") or "") for m in messages]
+
+
+@contextmanager
+def serve(model: ScriptedModel) -> Iterator[ScriptedModel]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            request = json.loads(self.rfile.read(length))
+            if not self.path.endswith("/chat/completions") or request.get("stream"):
+                self.send_error(400, f"scripted model serves non-streaming chat completions, not {self.path}")
+                return
+            data = json.dumps(model.answer(request)).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    model.port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield model
+    finally:
+        server.shutdown()
+        server.server_close()

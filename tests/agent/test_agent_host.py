@@ -197,10 +197,18 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     assert agent.status is AgentStatus.ACTIVE
     assert len(stack.launcher.tasks_for(A38)) == 2
 
-    woken = ScriptedModel([ToolCall("check_for_events", {}), Say("Back at work on #38.")])
+    woken = ScriptedModel(
+        [
+            ToolCall("check_for_events", {}),
+            ToolCall("open_pr", {"title": "Export API", "body": "Closes #38. Tested with pytest."}),
+            ToolCall("report_complete", {"summary": "Opened the PR for the export API."}),
+            Say("Back at work on #38: PR open."),
+        ]
+    )
     with serve(woken):
         second = run(stack.host(woken))
     assert second.outcome == "idle"
+    assert second.detail == "Opened the PR for the export API."
     seen = " ".join(woken.contents_seen(0))
     # The resumed session carries the earlier conversation: its prompt and tool results.
     assert 'Start on issue #38: "Add the export API"' in seen
@@ -208,7 +216,42 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     assert "woken because: blocker #42 was closed" in seen.replace("\n", " ")
     assert "blocker #42 of #38 was closed" in _tool_results(woken, 1)[-1]
     assert stack.registry.pending_inbox(A38) == []
-    assert stack.agent().lease_owner is None
+    agent = stack.agent()
+    assert (agent.status, agent.task_arn, agent.lease_owner) == (AgentStatus.ACTIVE, None, None)  # idle
+    pull = next(r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/pulls"))
+    assert json.loads(pull.content)["head"] == "feat/issue-38"
+
+    (echo,) = stack.route_queued()  # the App's own PR, told to the router by the host
+    assert (echo.event, echo.action, echo.origin) == ("pull_request", "opened", "squadron")
+    assert stack.registry.issue_view(1, 101).linked_issue == 38
+    assert stack.registry.get_agent("1-101-pr-review") is not None  # the reviewer starts
+
+    stack.route(e.review(101, "feat/issue-38", "changes_requested", body="Add a test for errors"))
+    agent = stack.agent()
+    assert agent.status is AgentStatus.ACTIVE
+    assert len(stack.launcher.tasks_for(A38)) == 3  # the idle agent is woken by the review
+
+
+def test_a_denied_action_reaches_the_model_and_github_sees_nothing(stack: Stack) -> None:
+    definition = stack.config.agents["feat-dev"]
+    stack.config = stack.config.model_copy(
+        update={
+            "agents": {
+                **stack.config.agents,
+                "feat-dev": definition.model_copy(update={"tools": [*definition.tools, "post_status"]}),
+            }
+        }
+    )
+    stack.route(stack.events.assigned(38))
+    model = ScriptedModel(
+        [ToolCall("post_status", {"state": "success", "description": "all good"}), Say("Could not post.")]
+    )
+    with serve(model):
+        result = run(stack.host(model))
+    assert result.outcome == "idle"
+    (answer,) = _tool_results(model, 1)
+    assert answer.startswith("denied: feat-dev-38 (dev role) may not post_status")
+    assert stack.github.requests == []
 
 
 def test_a_replaced_task_does_nothing(stack: Stack) -> None:

@@ -47,6 +47,25 @@ def _issue(number: int) -> dict[str, Any]:
     return {"number": number, "title": f"Issue {number}", "state": "open", "labels": [], "body": ""}
 
 
+def _pull(number: int, request: dict[str, Any] | None = None) -> dict[str, Any]:
+    request = request or {}
+    return {
+        "number": number,
+        "title": request.get("title", f"PR {number}"),
+        "body": request.get("body", ""),
+        "state": "open",
+        "draft": request.get("draft", False),
+        "merged": False,
+        "user": {"login": "squadron[bot]", "id": 1, "type": "Bot"},
+        "head": {"ref": request.get("head", "feat/issue-38"), "sha": "c" * 40},
+        "base": {"ref": request.get("base", "main"), "sha": "d" * 40},
+        "labels": [],
+        "html_url": f"https://github.com/octo/repo/pull/{number}",
+        "created_at": "2026-11-23T12:00:00Z",
+        "updated_at": "2026-11-23T12:00:00Z",
+    }
+
+
 FILES = {
     ".squadron/config.yaml": "version: 1\nmax_issue_depth: 4\n",
     ".squadron/agents/README.txt": "not configuration",
@@ -122,8 +141,8 @@ ROUTES: list[tuple[str, str, Responder]] = [
         r"/repos/[^/]+/[^/]+/issues/\d+/comments",
         lambda r, m: _json(201, {"id": 7, "body": json.loads(r.content)["body"]}),
     ),
-    ("GET", r"/repos/[^/]+/[^/]+/pulls/(?P<n>\d+)", lambda r, m: _json(200, {"number": int(m.group("n"))})),
-    ("POST", r"/repos/[^/]+/[^/]+/pulls", lambda r, m: _json(201, {"number": 101})),
+    ("GET", r"/repos/[^/]+/[^/]+/pulls/(?P<n>\d+)", lambda r, m: _json(200, _pull(int(m.group("n"))))),
+    ("POST", r"/repos/[^/]+/[^/]+/pulls", lambda r, m: _json(201, _pull(101, json.loads(r.content)))),
     ("GET", r"/repos/[^/]+/[^/]+/pulls/\d+/files", lambda r, m: _json(200, [{"filename": "a.py"}])),
     (
         "GET",

@@ -49,6 +49,8 @@ class Harness:
     live_task: dict[str, str] = field(default_factory=dict)
     #: deliveries that failed and wait in the queue for their retry
     failed: set[str] = field(default_factory=set)
+    #: the registry changed outside the router (a task went idle) since the last delivery
+    touched: bool = False
 
     @property
     def events(self) -> Events:
@@ -76,6 +78,19 @@ class Harness:
                 if flag:
                     self.live_task.pop(agent or "", None)
                 self._enqueue(e.register_blocker(a, b, agent_id=agent, token=token, sleep=flag))
+        elif kind == "idle":
+            # A running task ends its turn without blocking (report_complete): the agent stays
+            # ACTIVE with no task until the next event for it.
+            agent = _agent_of(self.world, a)
+            record = self.world.registry.agents.get(agent) if agent else None
+            if record is not None and agent in self.live_task and record.pending_launch is None:
+                if record.status is AgentStatus.CREATED:
+                    record = record.transition(AgentStatus.ACTIVE, now=record.updated_at)
+                self.world.registry.agents[record.agent_id] = record.updated(
+                    now=record.updated_at, task_arn=None
+                )
+                self.live_task.pop(record.agent_id, None)
+                self.touched = True
         elif kind == "comment":
             self._enqueue(e.comment(a, "@squadron-pm look" if flag else "try again"))
         elif kind == "pr":
@@ -110,6 +125,7 @@ class Harness:
             return
         self.failed.discard(event.delivery_id)
         self.done.append(event)
+        self.touched = False
         self._track_tasks(effects)
 
     def _track_tasks(self, effects: list[Effect]) -> None:
@@ -173,7 +189,7 @@ OPS = st.tuples(
         ["assign"] * 3
         + ["block"] * 4
         + ["close"] * 3
-        + ["unassign", "reopen", "comment", "pr", "review", "merge", "check"]
+        + ["unassign", "reopen", "comment", "pr", "review", "merge", "check", "idle", "idle"]
     ),
     ISSUES,
     ISSUES,
@@ -199,7 +215,8 @@ def test_random_interleavings_keep_the_invariants(
     h = Harness()
     for op, pick, mode in steps:
         h.produce(op)
-        if mode == "late" and h.done:
+        if (mode == "late" or (mode == "replay" and h.touched)) and h.done:
+            # Late, or no longer immediate: the state moved on since (a task went idle).
             h.deliver(h.done[pick % len(h.done)])
         elif mode == "replay" and h.done and not h.failed:
             # With a failed launch still queued, any event may finish that launch (healing);

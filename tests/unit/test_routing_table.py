@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 from pydantic import ValidationError
 
+from squadron.domain.agents import AgentStatus
 from squadron.domain.events import ROUTED_EVENTS, SQUADRON_EVENT, EventEnvelope, RegisterBlocker
 from squadron.domain.routing import ROUTES, RoutingPolicy, routed_pairs
 from tests.support.events import BOT, Events
@@ -399,3 +400,60 @@ def test_reviewers_follow_the_base_branch(base: str, reviewers: list[str]) -> No
     world.send(world.events.pr(101, "feat/issue-38", "Fixes #38", base=base))
     started = sorted(agent for agent, purpose, _ in world.launcher.launched.values() if "review" in agent)
     assert started == reviewers
+
+
+def _idle(world: World, agent_id: str) -> None:
+    """The agent's task ends its turn without blocking (report_complete)."""
+    record = world.agent(agent_id)
+    if record.status is AgentStatus.CREATED:
+        record = record.transition(AgentStatus.ACTIVE, now=record.updated_at)
+    world.registry.agents[agent_id] = record.updated(now=record.updated_at, task_arn=None)
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        (lambda e: e.comment(38), [f"inbox {A38} comment", f"put {A38} ACTIVE (v4)", f"launch {A38} wake"]),
+        (
+            lambda e: e.review(101, "feat/issue-38", "changes_requested"),
+            [
+                "review PR #101 bob changes_requested",
+                f"inbox {A38} changes_requested",
+                f"put {A38} ACTIVE (v4)",
+                f"launch {A38} wake",
+            ],
+        ),
+        (lambda e: e.review(101, "feat/issue-38", "approved"), ["review PR #101 bob approved"]),
+    ],
+    ids=["comment", "changes requested", "approval does not wake"],
+)
+def test_an_idle_agent_is_woken_by_news(
+    event: Callable[[Events], EventEnvelope], expected: list[str]
+) -> None:
+    world = World()
+    world.send(world.events.assigned(38))
+    _idle(world, A38)
+    assert world.say(event(world.events)) == expected
+
+
+def test_an_idle_pm_starts_a_new_batch() -> None:
+    world = World()
+    world.send(world.events.opened(37))
+    _idle(world, PM)
+    assert world.say(world.events.opened(38)) == [
+        "state #38 open",
+        "inbox 1-pm issue_opened",
+        "put 1-pm ACTIVE (v4)",
+        "launch 1-pm wake",
+    ]
+
+
+def test_a_delivery_never_wakes_the_same_agent_twice() -> None:
+    world = World()
+    world.send(world.events.assigned(38))
+    _idle(world, A38)
+    comment = world.events.comment(38)
+    world.send(comment)  # wakes the idle agent
+    _idle(world, A38)  # ...which handles it and goes idle again
+    assert world.say(comment) == [f"inbox {A38} comment"]  # a redelivery: stored once, no new task
+    assert len(world.launcher.tasks_for(A38)) == 2

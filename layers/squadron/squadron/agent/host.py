@@ -39,6 +39,9 @@ SUMMARY_PROMPT = (
 )
 
 
+NEWS_PROMPT = "New events arrived while you worked: call check_for_events and handle them."
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -50,6 +53,9 @@ class HostRegistry(Inbox, Protocol):
     def release_lease(self, agent_id: str, owner: str, now: datetime) -> None: ...
 
 
+#: superseded: a newer task replaced this one; busy: another task holds the lease; sleeping:
+#: blocked, the router puts it to sleep; escalated: handed to humans; idle: the turn ended
+#: (report_complete), the agent waits ACTIVE without a task for the next event.
 Outcome = Literal["superseded", "busy", "sleeping", "escalated", "idle"]
 
 
@@ -180,10 +186,14 @@ class AgentHost:
             return None
 
         def follow_up() -> str | None:
-            if self.usage.tripped is not None and self.state.ending is None:
+            if self.usage.tripped is not None and self.state.ending not in ("escalate", "sleep"):
                 self.state.ending = "escalate"
                 self.state.reason = self.usage.trip_reason or "circuit breaker"
                 return SUMMARY_PROMPT.format(reason=self.state.reason)
+            if self.state.ending in (None, "complete") and self.registry.pending_inbox(agent.agent_id):
+                # News arrived while this task ran (the router only wakes agents without a task).
+                self.state.ending = None
+                return NEWS_PROMPT
             return None
 
         replies = await self.runtime.turn(
@@ -206,7 +216,27 @@ class AgentHost:
         if self.state.ending == "escalate":
             self._escalate(self.state.reason, replies[-1] if replies else "")
             return HostResult("escalated", self.state.reason, tuple(replies))
-        return HostResult("idle", "the turn ended without blocking or escalating", tuple(replies))
+        self._settle_idle()
+        detail = self.state.reason if self.state.ending == "complete" else "the turn ended without a report"
+        return HostResult("idle", detail, tuple(replies))
+
+    def _settle_idle(self) -> None:
+        """The task ends; the agent stays ACTIVE without a task, so the next event for it wakes it."""
+        for _ in range(3):
+            agent = self.registry.get_agent(self.agent_id)
+            if (
+                agent is None
+                or agent.status is not AgentStatus.ACTIVE
+                or _current_token(agent) != self.launch_token
+            ):
+                return  # replaced, slept or ended meanwhile: nothing of ours to settle
+            try:
+                self.registry.put_agent(
+                    AgentWrite(agent.updated(now=self.clock(), task_arn=None), agent.version)
+                )
+                return
+            except ConflictError:
+                continue
 
     def _escalate(self, reason: str, summary: str) -> None:
         """Mark the agent ESCALATED and hand its issue to humans (label, comment, needs-human issue)."""

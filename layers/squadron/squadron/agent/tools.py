@@ -11,7 +11,7 @@ through :class:`HostState`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -20,14 +20,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.domain.agents import AgentRecord, InboxItem
-from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RegisterBlocker
-from squadron.domain.permissions import PermissionDeniedError
+from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RegisterBlocker, build_envelope
+from squadron.domain.permissions import Action, PermissionDeniedError, check
 from squadron.ports import EventQueue
 
 
 class Inbox(Protocol):
     def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
     def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
+
+
+REVIEW_ACTIONS = {
+    "APPROVE": Action.APPROVE,
+    "REQUEST_CHANGES": Action.REQUEST_CHANGES,
+    "COMMENT": Action.REVIEW,
+}
 
 
 class _Params(BaseModel):
@@ -53,6 +60,29 @@ class ReportBlocked(_Params):
     reason: str = Field(min_length=1, max_length=2_000, description="What you need from it.")
 
 
+class OpenPr(_Params):
+    title: str = Field(min_length=1, max_length=256)
+    body: str = Field(
+        min_length=1, max_length=60_000, description="What changed and how it was tested; 'Closes #N'."
+    )
+    base: str | None = Field(default=None, description="Target branch; defaults to the default branch.")
+    draft: bool = False
+
+
+class ReportComplete(_Params):
+    summary: str = Field(min_length=1, max_length=8_000, description="What you did, for the issue's readers.")
+
+
+class SubmitReview(_Params):
+    event: Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
+    body: str = Field(min_length=1, max_length=60_000)
+
+
+class PostStatus(_Params):
+    state: Literal["success", "failure", "pending", "error"]
+    description: str = Field(min_length=1, max_length=140)
+
+
 class EscalateToHuman(_Params):
     reason: str = Field(min_length=1, max_length=4_000, description="What a human must decide or do.")
 
@@ -61,7 +91,7 @@ class EscalateToHuman(_Params):
 class HostState:
     """What the tools decided about the task's end; the host acts on it after the turn."""
 
-    ending: Literal["sleep", "escalate"] | None = None
+    ending: Literal["sleep", "escalate", "complete"] | None = None
     reason: str = ""
     commands: list[str] = field(default_factory=list)
 
@@ -97,8 +127,9 @@ class FrameworkTools:
         self.default_branch = default_branch
 
     def specs(self) -> dict[str, ToolSpec]:
+        """Every framework tool, its handler guarded (refusals and GitHub errors become text)."""
         return {
-            spec.name: spec
+            spec.name: replace(spec, handler=self.guarded(spec.handler))
             for spec in (
                 ToolSpec(
                     "check_for_events",
@@ -114,6 +145,31 @@ class FrameworkTools:
                     "wakes when it closes. End your turn right after calling this.",
                     ReportBlocked,
                     self.report_blocked,
+                ),
+                ToolSpec(
+                    "open_pr",
+                    "Open a pull request from your own branch (push your commits first).",
+                    OpenPr,
+                    self.open_pr,
+                ),
+                ToolSpec(
+                    "submit_review",
+                    "Submit your review of the pull request you review.",
+                    SubmitReview,
+                    self.submit_review,
+                ),
+                ToolSpec(
+                    "post_status",
+                    "Post your role's commit status (squadron/<role>) on the pull request's head.",
+                    PostStatus,
+                    self.post_status,
+                ),
+                ToolSpec(
+                    "report_complete",
+                    "Your assignment is done for now: your task ends and you are woken by the next event "
+                    "for you (a review, a comment, a failed check). End your turn after it.",
+                    ReportComplete,
+                    self.report_complete,
                 ),
                 ToolSpec(
                     "escalate_to_human",
@@ -187,10 +243,80 @@ class FrameworkTools:
             "sleeps now and wakes when it closes; end your turn with a one-line status."
         )
 
+    def open_pr(self, params: OpenPr) -> str:
+        check(self.github.caller, Action.OPEN_PR, branch=self.agent.branch)
+        pr = self.github.create_pull(
+            title=params.title,
+            head=self.agent.branch or "",
+            base=params.base or self.default_branch,
+            body=params.body,
+            draft=params.draft,
+        )
+        # The App's own webhooks are dropped at the ingress: tell the router ourselves, so the
+        # PR is linked to the issue and its reviewers start.
+        self.queue.send(self._echo("pull_request", "opened", {"pull_request": pr}, f"pr-{pr['number']}"))
+        return f"Opened PR #{pr['number']} from {self.agent.branch}."
+
+    def _pr(self) -> dict[str, Any] | str:
+        if self.agent.pr_number is None:
+            return "You have no pull request to review."
+        pr: dict[str, Any] = self.github.get_pull(self.agent.pr_number)
+        return pr
+
+    def submit_review(self, params: SubmitReview) -> str:
+        check(self.github.caller, REVIEW_ACTIONS[params.event])  # before reading anything
+        pr = self._pr()
+        if isinstance(pr, str):
+            return pr
+        sha = str(pr.get("head", {}).get("sha") or "") or None
+        review = self.github.create_review(int(pr["number"]), params.event, params.body, commit_id=sha)
+        return f"Review {review.get('id')} submitted on PR #{pr['number']} ({params.event})."
+
+    def post_status(self, params: PostStatus) -> str:
+        context = f"squadron/{self.agent.role}"
+        check(self.github.caller, Action.POST_STATUS, status_context=context)  # before reading anything
+        pr = self._pr()
+        if isinstance(pr, str):
+            return pr
+        sha = str(pr.get("head", {}).get("sha") or "")
+        if not sha:
+            return f"PR #{pr['number']} has no head commit yet."
+        self.github.create_status(sha, state=params.state, context=context, description=params.description)
+        return f"Posted {context} = {params.state} on {sha[:7]}."
+
+    def report_complete(self, params: ReportComplete) -> str:
+        number = self.agent.issue_number if self.agent.pr_number is None else self.agent.pr_number
+        if number is not None:
+            self.github.comment(number, params.summary)
+        self.state.ending = "complete"
+        self.state.reason = params.summary
+        return "Recorded. Your task ends now; you will be woken by the next event for you."
+
     def escalate_to_human(self, params: EscalateToHuman) -> str:
         self.state.ending = "escalate"
         self.state.reason = params.reason
         return "Escalated: humans will take it from here. End your turn with a short summary."
+
+    def _echo(self, event: str, action: str, parts: dict[str, Any], what: str) -> EventEnvelope:
+        """The webhook GitHub would have sent for the App's own action, as a framework envelope."""
+        payload = {
+            "action": action,
+            **parts,
+            "repository": {
+                "id": self.agent.repo_id,
+                "full_name": self.agent.repo_full_name,
+                "default_branch": self.default_branch,
+            },
+            "sender": {"login": "squadron[bot]", "id": 0, "type": "Bot"},
+            "installation": {"id": self.agent.installation_id} if self.agent.installation_id else None,
+        }
+        envelope = build_envelope(
+            event=event,
+            delivery_id=f"echo-{self.launch_token}-{what}"[-128:],
+            payload=payload,
+            received_at=self.clock(),
+        )
+        return envelope.model_copy(update={"origin": "squadron"})
 
     def _command(self, command: RegisterBlocker, what: str) -> EventEnvelope:
         now = self.clock()

@@ -161,7 +161,8 @@ class AgentRecord(BaseModel):
     task_arn: str | None = None
     #: ECS client token of a launch decided but not yet confirmed with a task ARN.
     pending_launch: str | None = None
-    #: Delivery id of the event whose decision produced the latest launch (for the audit trail).
+    #: Delivery id of the event whose decision produced the latest launch: the same delivery
+    #: never wakes the agent twice (and the audit trail says why a task ran).
     launch_cause: str | None = None
     wake_reason: str | None = None
     escalation_reason: str | None = None

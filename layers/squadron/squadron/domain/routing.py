@@ -374,11 +374,26 @@ def _wake(
     agent: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str
 ) -> tuple[AgentWrite, LaunchAgent]:
     counters = agent.counters.model_copy(update={"wakes": agent.counters.wakes + 1})
-    woken = _with_launch(
-        agent.transition(AgentStatus.ACTIVE, now=snap.now, wake_reason=reason, counters=counters),
-        event.delivery_id,
+    changes = {"wake_reason": reason, "counters": counters}
+    awake = (
+        agent.updated(now=snap.now, **changes)  # idle: already ACTIVE, only its task had ended
+        if agent.status is AgentStatus.ACTIVE
+        else agent.transition(AgentStatus.ACTIVE, now=snap.now, **changes)
     )
+    woken = _with_launch(awake, event.delivery_id)
     return AgentWrite(woken, agent.version), _launch(woken, reason)
+
+
+def is_idle(agent: AgentRecord) -> bool:
+    """ACTIVE, but its task ended its turn (report_complete, or nothing left to do): no task runs."""
+    return agent.status is AgentStatus.ACTIVE and agent.task_arn is None and agent.pending_launch is None
+
+
+def _wakeable(agent: AgentRecord, event: EventEnvelope) -> bool:
+    """Asleep, escalated or idle — and not already launched by this very delivery (a replay)."""
+    if agent.launch_cause == event.delivery_id:
+        return False
+    return agent.status in (AgentStatus.SLEEPING, AgentStatus.ESCALATED) or is_idle(agent)
 
 
 def _inbox(
@@ -423,7 +438,7 @@ def _notify(
     if agent.predates(event.occurred_at):
         return [Discard(f"event predates generation {agent.generation} of {agent.agent_id}: {summary}")]
     effects: list[Effect] = [_inbox(agent, event, kind, summary, body=body, url=url)]
-    if wake and agent.status in (AgentStatus.SLEEPING, AgentStatus.ESCALATED):
+    if wake and _wakeable(agent, event):
         write, launch = _wake(agent, event, snap, summary)
         effects += [PutAgent(write), launch]
     return effects
@@ -516,7 +531,7 @@ def _pm_effects(
         effects += _start(pm, fresh, event, snap, f"PM batch: {summary}")
     target = pm if pm is not None and pm.status not in TERMINAL else fresh
     effects.append(_inbox(target, event, kind, summary, body=body))
-    if pm is not None and pm.status in (AgentStatus.SLEEPING, AgentStatus.ESCALATED):
+    if pm is not None and _wakeable(pm, event):
         write, launch = _wake(pm, event, snap, summary)
         effects += [PutAgent(write), launch]
     return effects

@@ -28,6 +28,7 @@ from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem
 from squadron.domain.breakers import Usage, before_tool_call
 from squadron.domain.effects import AgentWrite
+from squadron.domain.routing import launch_token
 from squadron.ports import EventQueue
 
 logger = logging.getLogger(__name__)
@@ -75,10 +76,6 @@ def resolved_blockers(items: Iterable[InboxItem]) -> list[int]:
     return sorted({int(match.group(1)) for match in found if match})
 
 
-def _current_token(agent: AgentRecord) -> str:
-    return f"{agent.agent_id}-g{agent.generation}-l{agent.counters.launches}"[-64:]
-
-
 class AgentHost:
     def __init__(
         self,
@@ -115,10 +112,10 @@ class AgentHost:
         agent = self.registry.get_agent(self.agent_id)
         if (
             agent is None
-            or _current_token(agent) != self.launch_token
+            or launch_token(agent) != self.launch_token
             or (agent.status is not AgentStatus.ACTIVE and agent.status is not AgentStatus.CREATED)
         ):
-            why = "no such agent" if agent is None else f"{agent.status}, latest task {_current_token(agent)}"
+            why = "no such agent" if agent is None else f"{agent.status}, latest task {launch_token(agent)}"
             return HostResult("superseded", why)
         try:
             agent = self.registry.acquire_lease(self.agent_id, self.launch_token, self.clock(), LEASE_TTL)
@@ -227,7 +224,7 @@ class AgentHost:
             if (
                 agent is None
                 or agent.status is not AgentStatus.ACTIVE
-                or _current_token(agent) != self.launch_token
+                or launch_token(agent) != self.launch_token
             ):
                 return  # replaced, slept or ended meanwhile: nothing of ours to settle
             try:

@@ -345,7 +345,7 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
 # --- effect builders --------------------------------------------------------------------------
 
 
-def _launch_token(agent: AgentRecord) -> str:
+def launch_token(agent: AgentRecord) -> str:
     # ≤ 64 characters (ECS clientToken); unique per launch decision.
     return f"{agent.agent_id}-g{agent.generation}-l{agent.counters.launches}"[-64:]
 
@@ -361,7 +361,7 @@ def _with_launch(agent: AgentRecord, cause: str) -> AgentRecord:
         return agent.model_copy(update={"launch_cause": cause})
     counters = agent.counters.model_copy(update={"launches": agent.counters.launches + 1})
     launched = agent.model_copy(update={"counters": counters, "launch_cause": cause})
-    return launched.model_copy(update={"pending_launch": _launch_token(launched), "task_arn": None})
+    return launched.model_copy(update={"pending_launch": launch_token(launched), "task_arn": None})
 
 
 def _launch(agent: AgentRecord, reason: str) -> LaunchAgent:
@@ -469,16 +469,9 @@ def _new_agent(
     )
 
 
-def _start(
-    existing: AgentRecord | None, fresh: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str
-) -> list[Effect]:
-    """Create ``fresh``, or restart a terminal ``existing`` one as a new generation; then launch it."""
-    if existing is None:
-        record = _with_launch(fresh, event.delivery_id)
-        return [PutAgent(AgentWrite(record, None)), _launch(record, reason)]
-    if existing.superseded(fresh.generation_started_at):
-        return [Discard(f"{existing.agent_id} changed after this event happened: {reason}")]
-    restarted = existing.transition(
+def _new_generation(existing: AgentRecord, fresh: AgentRecord, snap: Snapshot) -> AgentRecord:
+    """A terminal agent restarted as its next generation: a new session, nothing carried over."""
+    return existing.transition(
         AgentStatus.CREATED,
         now=snap.now,
         generation=existing.generation + 1,
@@ -494,7 +487,21 @@ def _start(
         lease_owner=None,
         lease_expires_at=None,
         heartbeat_at=None,
+        task_arn=None,
+        pending_launch=None,
     )
+
+
+def _start(
+    existing: AgentRecord | None, fresh: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str
+) -> list[Effect]:
+    """Create ``fresh``, or restart a terminal ``existing`` one as a new generation; then launch it."""
+    if existing is None:
+        record = _with_launch(fresh, event.delivery_id)
+        return [PutAgent(AgentWrite(record, None)), _launch(record, reason)]
+    if existing.superseded(fresh.generation_started_at):
+        return [Discard(f"{existing.agent_id} changed after this event happened: {reason}")]
+    restarted = _new_generation(existing, fresh, snap)
     record = _with_launch(restarted, event.delivery_id)
     return [PutAgent(AgentWrite(record, existing.version)), _launch(record, reason)]
 
@@ -629,14 +636,7 @@ def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: I
             return [PutAgent(AgentWrite(record, None))]
         if existing.superseded(fresh.generation_started_at):
             return [Discard(f"{existing.agent_id} changed after this assignment happened")]
-        restarted = existing.transition(
-            AgentStatus.CREATED,
-            now=snap.now,
-            generation=existing.generation + 1,
-            generation_started_at=fresh.generation_started_at,
-            last_event_at=fresh.last_event_at,
-            counters=BreakerCounters(),
-        )
+        restarted = _new_generation(existing, fresh, snap)
         asleep = restarted.model_copy(update={"status": AgentStatus.SLEEPING, "blocked_by": open_blockers})
         return [PutAgent(AgentWrite(asleep, existing.version))]
     return _start(existing, fresh, event, snap, f"assigned #{issue.number} by {event.sender.login}")
@@ -917,13 +917,13 @@ def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
     if (
         agent is not None
         and command.agent_id == agent.agent_id
-        and command.launch_token != _launch_token(agent)
+        and command.launch_token != launch_token(agent)
     ):
         # Its task was replaced since (relaunched, or the agent restarted as a new generation):
         # the current task decides for itself. A pending launch is still finished (healing).
         return [
             Discard(
-                f"sent by task {command.launch_token} of {agent.agent_id}, since replaced by {_launch_token(agent)}"
+                f"sent by task {command.launch_token} of {agent.agent_id}, since replaced by {launch_token(agent)}"
             )
         ]
     if issue in snap.view(blocker).blocks and blocker not in view.blockers:

@@ -92,3 +92,21 @@ class RouterSettings(BaseModel):
     secret_cache_seconds: int = Field(
         default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
     )
+
+
+class TokenVendorSettings(BaseModel):
+    """Environment of the token vendor Lambda."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
+    github_app_id: int = Field(validation_alias="GITHUB_APP_ID", ge=1)
+    github_private_key_secret_arn: str = Field(validation_alias="GITHUB_PRIVATE_KEY_SECRET_ARN", min_length=1)
+    github_api_url: str = Field(
+        default="https://api.github.com",
+        validation_alias=AliasChoices("GITHUB_API_URL"),
+        pattern=r"^https://",
+    )
+    secret_cache_seconds: int = Field(
+        default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
+    )

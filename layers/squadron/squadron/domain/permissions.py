@@ -83,6 +83,20 @@ ALLOWED: Final[dict[CallerKind, frozenset[Action]]] = {
 }
 
 #: A role tag at the start of a body (a model writing someone else's tag loses it).
+#: The GitHub App permissions an agent task's installation token is narrowed to, per role
+#: kind: enough for the role's actions above and nothing more (metadata is always granted).
+INSTALLATION_PERMISSIONS: Final[dict[CallerKind, dict[str, str]]] = {
+    CallerKind.PM: {"issues": "write", "pull_requests": "read", "contents": "read", "metadata": "read"},
+    CallerKind.DEV: {"contents": "write", "pull_requests": "write", "issues": "write", "metadata": "read"},
+    CallerKind.REVIEW: {
+        "contents": "read",
+        "pull_requests": "write",
+        "statuses": "write",
+        "issues": "read",
+        "metadata": "read",
+    },
+}
+
 _LEADING_TAG_RE = re.compile(r"^\s*\[squadron:[a-z0-9][a-z0-9-]*\]\s*")
 
 

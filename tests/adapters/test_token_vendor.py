@@ -61,6 +61,22 @@ def _lease(registry: DynamoRegistry, agent_id: str, owner: str, minutes: int = 1
 
 
 @pytest.mark.parametrize(
+    "lease",
+    [None, "own", "expired other"],
+    ids=["before taking the lease", "holding it", "after another's expired"],
+)
+def test_the_current_task_gets_a_token(
+    world: tuple[DynamoRegistry, TokenVendor, FakeGitHub, Events], lease: str | None
+) -> None:
+    registry, vendor, _, _ = world
+    if lease == "own":
+        _lease(registry, A38, f"{A38}-g1-l1")
+    elif lease == "expired other":
+        registry.acquire_lease(A38, "old-task", NOW - timedelta(hours=1), timedelta(minutes=5))
+    assert vendor.vend(TokenRequest(agent_id=A38, launch_token=f"{A38}-g1-l1")).token == "ghs_77"
+
+
+@pytest.mark.parametrize(
     ("agent_id", "token", "permissions"),
     [
         (
@@ -82,7 +98,7 @@ def _lease(registry: DynamoRegistry, agent_id: str, owner: str, minutes: int = 1
     ],
     ids=["dev", "review"],
 )
-def test_the_current_task_gets_a_token_narrowed_to_repo_and_role(
+def test_tokens_are_narrowed_to_repo_and_role(
     world: tuple[DynamoRegistry, TokenVendor, FakeGitHub, Events],
     agent_id: str,
     token: str,
@@ -120,17 +136,10 @@ def _terminal(registry: DynamoRegistry) -> None:
             lambda r: _lease(r, A38, f"{A38}-g1-l0"),
             "was replaced by 1-38-feat-dev-g1-l1",
         ),
-        (A38, f"{A38}-g1-l1", lambda r: None, "does not hold the lease"),
-        (A38, f"{A38}-g1-l1", lambda r: _lease(r, A38, "someone-else"), "does not hold the lease"),
-        (
-            A38,
-            f"{A38}-g1-l1",
-            lambda r: r.acquire_lease(A38, f"{A38}-g1-l1", NOW - timedelta(hours=1), timedelta(minutes=5)),
-            "does not hold the lease",
-        ),
+        (A38, f"{A38}-g1-l1", lambda r: _lease(r, A38, "someone-else"), "is held by someone-else"),
         (A38, f"{A38}-g1-l1", _terminal, "is CANCELLED"),
     ],
-    ids=["unknown agent", "replaced task", "no lease", "another holder", "expired lease", "ended agent"],
+    ids=["unknown agent", "replaced task", "another holder", "ended agent"],
 )
 def test_everyone_else_is_refused(
     world: tuple[DynamoRegistry, TokenVendor, FakeGitHub, Events],

@@ -110,3 +110,28 @@ class TokenVendorSettings(BaseModel):
     secret_cache_seconds: int = Field(
         default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
     )
+
+
+class AgentSettings(BaseModel):
+    """Environment of an agent task (the ECS task definition, plus RunTask's per-launch overrides)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    agent_id: str = Field(validation_alias="SQUADRON_AGENT_ID", min_length=1)
+    launch_token: str = Field(validation_alias="SQUADRON_LAUNCH_TOKEN", min_length=1, max_length=64)
+    registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
+    events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
+    token_vendor_function: str = Field(validation_alias="TOKEN_VENDOR_FUNCTION", min_length=1)
+    copilot_home: str = Field(validation_alias="COPILOT_HOME", min_length=1)
+    copilot_cli_path: str = Field(validation_alias="COPILOT_CLI_PATH", min_length=1)
+    copilot_token_secret: str | None = Field(
+        default=None, validation_alias=AliasChoices("COPILOT_GITHUB_TOKEN_SECRET")
+    )
+    github_api_url: str = Field(
+        default="https://api.github.com",
+        validation_alias=AliasChoices("GITHUB_API_URL"),
+        pattern=r"^https://",
+    )
+    turn_timeout_seconds: int = Field(
+        default=3600, validation_alias=AliasChoices("TURN_TIMEOUT_SECONDS"), ge=60, le=4 * 3600
+    )

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from squadron.adapters.github.auth import GitHubApp
-from squadron.adapters.github.for_router import AppGitHub, AppRepositoryFiles, MissingInstallationError
+from squadron.adapters.github.for_router import AppGitHub, MissingInstallationError, app_repository_files
 from squadron.adapters.github.http import GitHubHttp
 from squadron.config import ConfigLoader
 from squadron.config.policy import routing_policy
@@ -71,7 +71,7 @@ def test_configuration_is_read_from_the_default_branch_head() -> None:
     fake, clock = FakeGitHub(), Clock()
     github = _github(fake, clock)
     github.remember("octo/app", 7)
-    files = AppRepositoryFiles(github)
+    files = app_repository_files(github)
     assert files.default_branch_head("octo/app") == ("main", "a" * 40)
     assert files.list_dir("octo/app", ".squadron", "main") == ["config.yaml"]  # sub-directories are not files
     assert files.list_dir("octo/app", ".squadron/workflows", "main") == []

@@ -37,12 +37,20 @@ class SessionRequest:
 
 class CopilotRuntime:
     def __init__(
-        self, *, cli_path: str, home: str, env: Mapping[str, str], working_directory: str | None = None
+        self,
+        *,
+        cli_path: str,
+        home: str,
+        env: Mapping[str, str],
+        working_directory: str | None = None,
+        github_token: Callable[[], str] | None = None,
     ) -> None:
         self.cli_path = cli_path
         self.home = home
         self.env = dict(env)
         self.working_directory = working_directory
+        #: For models served through Copilot (no BYOK provider): read when a session starts.
+        self.github_token = github_token
 
     async def turn(self, request: SessionRequest, then: Callable[[], str | None] | None = None) -> list[str]:
         """Send ``request.prompt`` (and, while ``then`` returns one, follow-up prompts); the replies."""
@@ -51,6 +59,7 @@ class CopilotRuntime:
             base_directory=self.home,
             env={**self.env, "COPILOT_HOME": self.home},
             working_directory=self.working_directory,
+            github_token=self.github_token() if self.github_token is not None else None,
         )
         await client.start()
         try:

@@ -74,10 +74,11 @@ class TokenVendor:
             )
         if launch_token(agent) != request.launch_token:
             raise TokenRefusedError(f"task {request.launch_token} was replaced by {launch_token(agent)}")
-        if agent.lease_owner != request.launch_token or not agent.lease_is_live(self.clock()):
-            raise TokenRefusedError(
-                f"task {request.launch_token} does not hold the lease of {agent.agent_id}"
-            )
+        held_by_other = agent.lease_owner not in (None, request.launch_token) and agent.lease_is_live(
+            self.clock()
+        )
+        if held_by_other:
+            raise TokenRefusedError(f"the lease of {agent.agent_id} is held by {agent.lease_owner}")
         if agent.installation_id is None:
             raise TokenRefusedError(f"agent {agent.agent_id} has no installation")
         permissions = INSTALLATION_PERMISSIONS[_KIND[agent.kind]]

@@ -11,7 +11,7 @@ from squadron.adapters.delivery_records import DeliveryRecords
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.ecs import EcsTaskLauncher
 from squadron.adapters.github.auth import GitHubApp
-from squadron.adapters.github.for_router import AppGitHub, AppRepositoryFiles
+from squadron.adapters.github.for_router import AppGitHub, app_repository_files
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.config import ConfigLoader
@@ -69,7 +69,7 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
     )
     github = AppGitHub(app)
     cache = PolicyCache(
-        ConfigLoader(AppRepositoryFiles(github)), ttl=timedelta(seconds=settings.policy_ttl_seconds)
+        ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.policy_ttl_seconds)
     )
 
     def policies(event: EventEnvelope) -> RoutingPolicy:

@@ -88,26 +88,25 @@ class AppGitHub:
         )
 
 
-class AppRepositoryFiles:
-    """The config loader's :class:`~squadron.config.RepositoryFiles` over the contents API.
+class RepositoryFilesOverGitHub:
+    """The config loader's :class:`~squadron.config.RepositoryFiles` over the contents API."""
 
-    It reads with the installation :meth:`AppGitHub.remember` noted for the repository.
-    """
-
-    def __init__(self, github: AppGitHub) -> None:
-        self.github = github
-
-    def _client(self, repo: str) -> GitHubClient:
-        return self.github.client(None, repo)
+    def __init__(self, client_for: Callable[[str], GitHubClient]) -> None:
+        self.client_for = client_for
 
     def default_branch_head(self, repo: str) -> tuple[str, str]:
-        client = self._client(repo)
+        client = self.client_for(repo)
         branch = str(client.get_repository()["default_branch"])
         return branch, str(client.get_branch(branch)["commit"]["sha"])
 
     def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
-        entries = self._client(repo).list_directory(path, ref)
+        entries = self.client_for(repo).list_directory(path, ref)
         return sorted(str(e["name"]) for e in entries if e.get("type") == "file")
 
     def read_text(self, repo: str, path: str, ref: str) -> str | None:
-        return self._client(repo).read_file(path, ref)
+        return self.client_for(repo).read_file(path, ref)
+
+
+def app_repository_files(github: AppGitHub) -> RepositoryFilesOverGitHub:
+    """Files read with the installation :meth:`AppGitHub.remember` noted for each repository."""
+    return RepositoryFilesOverGitHub(lambda repo: github.client(None, repo))

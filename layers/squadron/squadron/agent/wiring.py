@@ -1,0 +1,122 @@
+"""Wiring an agent task from its environment (the imperative edge of the agent host)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.for_router import RepositoryFilesOverGitHub
+from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.secrets import SecretsManagerSource
+from squadron.adapters.sqs import SqsEventQueue
+from squadron.adapters.token_client import VendedTokens
+from squadron.agent.copilot_runtime import CopilotRuntime
+from squadron.agent.host import AgentHost
+from squadron.agent.prompts import IssueFacts
+from squadron.config import ConfigLoader
+from squadron.config.models import ByokProvider
+from squadron.domain.agents import AgentRecord, RoleKind
+from squadron.domain.permissions import Caller, CallerKind
+from squadron.errors import ConfigurationError
+from squadron.settings import AgentSettings, load_settings
+
+_KIND = {RoleKind.PM: CallerKind.PM, RoleKind.DEV: CallerKind.DEV, RoleKind.REVIEW: CallerKind.REVIEW}
+
+
+def agent_caller(agent: AgentRecord) -> Caller:
+    return Caller(_KIND[agent.kind], agent.display_name, agent.role, agent.branch)
+
+
+def provider_for(provider: Any, secrets: SecretsManagerSource) -> dict[str, Any] | None:
+    """The SDK provider config of a role: None for Copilot, the BYOK endpoint and its key otherwise."""
+    if not isinstance(provider, ByokProvider):
+        return None
+    config: dict[str, Any] = {
+        "type": provider.provider_type,
+        "base_url": provider.base_url,
+        "api_key": secrets.get(provider.api_key_secret),
+    }
+    if provider.azure_api_version:
+        config["azure"] = {"api_version": provider.azure_api_version}
+    return config
+
+
+def build_host(
+    environ: Mapping[str, str] | None = None,
+    *,
+    http: GitHubHttp | None = None,
+    token: Callable[[], str] | None = None,
+) -> AgentHost:
+    """The host of the agent this task was launched for, ready to ``run()``.
+
+    ``http`` and ``token`` replace the GitHub transport and the token vendor (tests).
+    """
+    env = dict(os.environ if environ is None else environ)
+    settings = load_settings(AgentSettings, env)
+    registry = DynamoRegistry(settings.registry_table_name)
+    agent = registry.get_agent(settings.agent_id)
+    if agent is None:
+        raise ConfigurationError(f"no agent {settings.agent_id} in {settings.registry_table_name}")
+    if agent.installation_id is None:
+        raise ConfigurationError(f"agent {agent.agent_id} has no installation")
+    if token is None:
+        token = VendedTokens(
+            function=settings.token_vendor_function,
+            agent_id=agent.agent_id,
+            launch_token=settings.launch_token,
+        ).token
+    github_http = http or GitHubHttp(base_url=settings.github_api_url)
+    task_token = token
+    installation = agent.installation_id
+
+    def client(caller: Caller, repo: str = agent.repo_full_name) -> GitHubClient:
+        return GitHubClient(
+            http=github_http, token=task_token, installation_id=installation, repo=repo, caller=caller
+        )
+
+    reader = client(agent_caller(agent))
+    config = ConfigLoader(RepositoryFilesOverGitHub(lambda repo: reader)).load(agent.repo_full_name)
+    repository = reader.get_repository()
+    issue = reader.get_issue(agent.issue_number) if agent.issue_number is not None else {}
+    default_branch = str(repository.get("default_branch") or "main")
+    facts = IssueFacts(
+        title=str(issue.get("title") or ""),
+        url=str(issue.get("html_url") or ""),
+        default_branch=default_branch,
+        base_branch=default_branch,
+    )
+    secrets = SecretsManagerSource()
+    role = config.role(agent.role)
+    copilot_token = None
+    if settings.copilot_token_secret and not isinstance(role.provider, ByokProvider):
+        secret_id = settings.copilot_token_secret
+
+        def copilot_token_reader() -> str:
+            return secrets.get(secret_id)
+
+        copilot_token = copilot_token_reader
+    runtime = CopilotRuntime(
+        cli_path=settings.copilot_cli_path,
+        home=settings.copilot_home,
+        # Only PATH and HOME reach the CLI: no AWS credentials, no tokens in its environment.
+        env={"PATH": env.get("PATH", "/usr/bin:/bin"), "HOME": env.get("HOME", settings.copilot_home)},
+        github_token=copilot_token,
+    )
+    return AgentHost(
+        agent_id=agent.agent_id,
+        launch_token=settings.launch_token,
+        registry=registry,
+        queue=SqsEventQueue(settings.events_queue_url),
+        config=config,
+        runtime=runtime,
+        agent_github=lambda a: client(agent_caller(a)),
+        # The task's token is narrowed to its role: escalation writes (label, needs-human issue)
+        # go through the framework caller but can only do what that token allows.
+        framework_github=lambda a: client(Caller.framework()),
+        provider=provider_for(role.provider, secrets),
+        facts=facts,
+        timeout_seconds=settings.turn_timeout_seconds,
+    )

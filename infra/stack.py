@@ -7,11 +7,13 @@ from typing import Any
 import aws_cdk as cdk
 from constructs import Construct
 
+from infra.constructs.agents import AgentCompute
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.ingress import WebhookIngress
 from infra.constructs.layer import SharedLayer
 from infra.constructs.observability import Observability
 from infra.constructs.registry import RegistryTable
+from infra.constructs.router import EventRouter
 from infra.constructs.secrets import GitHubAppSecrets
 from infra.settings import SquadronSettings
 
@@ -44,6 +46,28 @@ class SquadronStack(cdk.Stack):
             layer=self.layer.layer,
             queue=self.events.queue,
             webhook_secret=self.secrets.webhook_secret,
+        )
+        self.agents = AgentCompute(
+            self,
+            "Agents",
+            layer=self.layer.layer,
+            table=self.registry.table,
+            queue=self.events.queue,
+            private_key=self.secrets.private_key,
+            github_app_id=settings.github_app_id,
+            log_retention=settings.log_retention,
+        )
+        self.router = EventRouter(
+            self,
+            "Router",
+            layer=self.layer.layer,
+            queue=self.events.queue,
+            table=self.registry.table,
+            private_key=self.secrets.private_key,
+            github_app_id=settings.github_app_id,
+            agents=self.agents.target,
+            log_retention=settings.log_retention,
+            log_level=settings.log_level,
         )
         self._build_outputs()
 

@@ -102,7 +102,7 @@ class EventRouter(Construct):
             cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_XRAY_WILDCARD_REASON),
             *[
                 cdk.Acknowledgment(
-                    id=f"AwsSolutions-IAM5[Resource::{_as_nag_renders(self, arn)}]",
+                    id=f"AwsSolutions-IAM5[Resource::{as_nag_renders(self, arn)}]",
                     reason=_TASK_WILDCARD_REASON,
                 )
                 for arn in self._task_wildcards
@@ -136,7 +136,7 @@ class EventRouter(Construct):
                 "LOG_LEVEL": log_level,
             },
         )
-        cdk.Validations.of(self.function).acknowledge(
+        cdk.Validations.of(self.function.node.default_child or self.function).acknowledge(
             cdk.Acknowledgment(id="AwsSolutions-L1", reason=_RUNTIME_PIN_REASON)
         )
         self.function.add_event_source(
@@ -182,7 +182,7 @@ class EventRouter(Construct):
         )
 
 
-def _as_nag_renders(scope: Construct, value: str) -> str:
+def as_nag_renders(scope: Construct, value: str) -> str:
     """``value`` (possibly holding tokens) the way cdk-nag prints it in a finding id."""
     return _render(cdk.Stack.of(scope).resolve(value))
 

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
+from constructs import Construct
+from pydantic import BaseModel
 
+from infra.stack import SquadronStack
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, TTL_ATTRIBUTE
-from squadron.settings import IngressSettings, load_settings
+from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_TOKEN_ENV
+from squadron.settings import (
+    AgentSettings,
+    IngressSettings,
+    RouterSettings,
+    TokenVendorSettings,
+    load_settings,
+)
 from tests.infra.synth import Synthesized
 
 pytestmark = pytest.mark.infra
@@ -189,12 +200,12 @@ RESOURCE_COUNTS = [
     ("AWS::ApiGatewayV2::Api", 1),
     ("AWS::ApiGatewayV2::Route", 1),  # POST /webhook and nothing else
     ("AWS::ApiGatewayV2::Authorizer", 0),
-    ("AWS::Lambda::Function", 1),
+    ("AWS::Lambda::Function", 4),  # ingress, router, token vendor, the VPC's default-SG custom resource
     ("AWS::Lambda::LayerVersion", 1),
     ("AWS::CloudWatch::Alarm", 2),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 2),
-    ("AWS::Logs::LogGroup", 2),
+    ("AWS::Logs::LogGroup", 6),  # 3 functions, API access, VPC flow logs, agent tasks
 ]
 
 
@@ -215,8 +226,15 @@ def test_log_groups_have_the_configured_retention(synthesized: Synthesized) -> N
     assert {group["Properties"]["RetentionInDays"] for group in log_groups.values()} == {14}
 
 
+def _function(synthesized: Synthesized, construct: Construct) -> dict[str, Any]:
+    function: dict[str, Any] = synthesized.resources("AWS::Lambda::Function")[
+        synthesized.logical_id(construct)
+    ]
+    return function
+
+
 def test_ingress_environment(synthesized: Synthesized) -> None:
-    (function,) = synthesized.resources("AWS::Lambda::Function").values()
+    function = _function(synthesized, synthesized.stack.ingress.function)
     environment = function["Properties"]["Environment"]["Variables"]
     assert environment == {
         "EVENTS_QUEUE_URL": {"Ref": synthesized.logical_id(synthesized.stack.events.queue)},
@@ -232,7 +250,7 @@ def test_ingress_environment(synthesized: Synthesized) -> None:
 
 def test_ingress_environment_satisfies_the_function_settings(synthesized: Synthesized) -> None:
     # The contract with functions/ingress: its settings model accepts what the stack sets.
-    (function,) = synthesized.resources("AWS::Lambda::Function").values()
+    function = _function(synthesized, synthesized.stack.ingress.function)
     environment = {
         name: value if isinstance(value, str) else f"<{name} resolved at deploy>"
         for name, value in function["Properties"]["Environment"]["Variables"].items()
@@ -326,3 +344,44 @@ def test_registry_table_matches_the_adapter(synthesized: Synthesized) -> None:
     assert replica["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     assert replica["DeletionProtectionEnabled"] is True
     assert table["DeletionPolicy"] == "Retain"
+
+
+def _resolved(variables: dict[str, Any]) -> dict[str, str]:
+    return {
+        name: value if isinstance(value, str) else f"resolved-{name}" for name, value in variables.items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("construct", "settings"),
+    [(lambda s: s.router.function, RouterSettings), (lambda s: s.agents.token_vendor, TokenVendorSettings)],
+    ids=["router", "token vendor"],
+)
+def test_function_environments_satisfy_their_settings(
+    synthesized: Synthesized, construct: Callable[[SquadronStack], Construct], settings: type[BaseModel]
+) -> None:
+    function = _function(synthesized, construct(synthesized.stack))
+    environment = _resolved(function["Properties"]["Environment"]["Variables"])
+    if settings is RouterSettings:
+        environment["GITHUB_APP_ID"] = "123456"
+    load_settings(settings, environment)
+
+
+def test_agent_task_environment_plus_launch_overrides_satisfy_the_agent_settings(
+    synthesized: Synthesized,
+) -> None:
+    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    environment = _resolved({e["Name"]: e["Value"] for e in container["Environment"]})
+    launch = {
+        AGENT_ID_ENV: "1-38-feat-dev",
+        LAUNCH_TOKEN_ENV: "1-38-feat-dev-g1-l1",
+        "COPILOT_CLI_PATH": "/opt/copilot",
+    }
+    settings = load_settings(AgentSettings, {**environment, **launch})
+    assert settings.copilot_home == "/mnt/sessions"
+    (mount,) = container["MountPoints"]
+    assert mount["ContainerPath"] == "/mnt/sessions"
+    (volume,) = task["Properties"]["Volumes"]
+    assert volume["EFSVolumeConfiguration"]["TransitEncryption"] == "ENABLED"
+    assert volume["EFSVolumeConfiguration"]["AuthorizationConfig"]["IAM"] == "ENABLED"

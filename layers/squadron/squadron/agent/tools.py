@@ -21,20 +21,13 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RegisterBlocker, build_envelope
-from squadron.domain.permissions import Action, PermissionDeniedError, check
+from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, PermissionDeniedError, check
 from squadron.ports import EventQueue
 
 
 class Inbox(Protocol):
     def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
     def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
-
-
-REVIEW_ACTIONS = {
-    "APPROVE": Action.APPROVE,
-    "REQUEST_CHANGES": Action.REQUEST_CHANGES,
-    "COMMENT": Action.REVIEW,
-}
 
 
 class _Params(BaseModel):
@@ -264,7 +257,7 @@ class FrameworkTools:
         return pr
 
     def submit_review(self, params: SubmitReview) -> str:
-        check(self.github.caller, REVIEW_ACTIONS[params.event])  # before reading anything
+        check(self.github.caller, REVIEW_EVENT_ACTIONS[params.event])  # before reading anything
         pr = self._pr()
         if isinstance(pr, str):
             return pr

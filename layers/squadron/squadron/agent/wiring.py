@@ -18,16 +18,14 @@ from squadron.agent.host import AgentHost
 from squadron.agent.prompts import IssueFacts
 from squadron.config import ConfigLoader
 from squadron.config.models import ByokProvider
-from squadron.domain.agents import AgentRecord, RoleKind
-from squadron.domain.permissions import Caller, CallerKind
+from squadron.domain.agents import AgentRecord
+from squadron.domain.permissions import Caller, caller_kind
 from squadron.errors import ConfigurationError
 from squadron.settings import AgentSettings, load_settings
 
-_KIND = {RoleKind.PM: CallerKind.PM, RoleKind.DEV: CallerKind.DEV, RoleKind.REVIEW: CallerKind.REVIEW}
-
 
 def agent_caller(agent: AgentRecord) -> Caller:
-    return Caller(_KIND[agent.kind], agent.display_name, agent.role, agent.branch)
+    return Caller(caller_kind(agent.kind), agent.display_name, agent.role, agent.branch)
 
 
 def provider_for(provider: Any, secrets: SecretsManagerSource) -> dict[str, Any] | None:

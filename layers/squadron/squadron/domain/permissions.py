@@ -25,6 +25,11 @@ class CallerKind(StrEnum):
     FRAMEWORK = "framework"
 
 
+def caller_kind(role_kind: str) -> CallerKind:
+    """The caller kind of an agent role kind (``pm``, ``dev``, ``review``)."""
+    return CallerKind(str(role_kind))
+
+
 class Action(StrEnum):
     READ = "read"  # issues, PRs, files, branches, statuses, permissions
     CREATE_ISSUE = "create_issue"
@@ -95,6 +100,13 @@ INSTALLATION_PERMISSIONS: Final[dict[CallerKind, dict[str, str]]] = {
         "issues": "read",
         "metadata": "read",
     },
+}
+
+#: The action a review event needs.
+REVIEW_EVENT_ACTIONS: Final[dict[str, Action]] = {
+    "APPROVE": Action.APPROVE,
+    "REQUEST_CHANGES": Action.REQUEST_CHANGES,
+    "COMMENT": Action.REVIEW,
 }
 
 _LEADING_TAG_RE = re.compile(r"^\s*\[squadron:[a-z0-9][a-z0-9-]*\]\s*")

@@ -17,8 +17,8 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from squadron.adapters.github.auth import GitHubApp
-from squadron.domain.agents import LIVE, AgentRecord, RoleKind
-from squadron.domain.permissions import INSTALLATION_PERMISSIONS, CallerKind
+from squadron.domain.agents import LIVE, AgentRecord
+from squadron.domain.permissions import INSTALLATION_PERMISSIONS, caller_kind
 from squadron.domain.routing import launch_token
 from squadron.errors import SquadronError
 
@@ -53,9 +53,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-_KIND = {RoleKind.PM: CallerKind.PM, RoleKind.DEV: CallerKind.DEV, RoleKind.REVIEW: CallerKind.REVIEW}
-
-
 class TokenVendor:
     def __init__(
         self, *, registry: AgentReader, app: GitHubApp, clock: Callable[[], datetime] = _now
@@ -81,7 +78,7 @@ class TokenVendor:
             raise TokenRefusedError(f"the lease of {agent.agent_id} is held by {agent.lease_owner}")
         if agent.installation_id is None:
             raise TokenRefusedError(f"agent {agent.agent_id} has no installation")
-        permissions = INSTALLATION_PERMISSIONS[_KIND[agent.kind]]
+        permissions = INSTALLATION_PERMISSIONS[caller_kind(agent.kind)]
         token = self.app.installation_token(
             agent.installation_id, repositories=(agent.repo_full_name,), permissions=permissions
         )

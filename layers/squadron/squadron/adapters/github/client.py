@@ -17,15 +17,10 @@ from urllib.parse import quote
 
 from squadron.adapters.github.errors import NotFoundError
 from squadron.adapters.github.http import GitHubHttp
-from squadron.domain.permissions import Action, Caller, MergeConsent, check, tagged
+from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, Caller, MergeConsent, check, tagged
 
 Json = dict[str, Any]
 ReviewEvent = Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
-_REVIEW_ACTION = {
-    "APPROVE": Action.APPROVE,
-    "REQUEST_CHANGES": Action.REQUEST_CHANGES,
-    "COMMENT": Action.REVIEW,
-}
 
 
 class GitHubClient:
@@ -183,7 +178,7 @@ class GitHubClient:
     def create_review(
         self, number: int, event: ReviewEvent, body: str, *, commit_id: str | None = None
     ) -> Json:
-        check(self.caller, _REVIEW_ACTION[event])
+        check(self.caller, REVIEW_EVENT_ACTIONS[event])
         payload: Json = {"event": event, "body": tagged(self.caller, body)}
         if commit_id is not None:
             payload["commit_id"] = commit_id

@@ -103,6 +103,9 @@ def _run_schema(args: argparse.Namespace, out: TextIO) -> int:
 #: What exists today of what `squadron local` will run.
 _LOCAL_PARTS = (
     ("functions/ingress/handler.py", "the webhook ingress handler (verify, envelope, enqueue)"),
+    ("functions/router/handler.py", "the router (registry, routing, agent launches)"),
+    ("functions/tokens/handler.py", "the token vendor (narrowed GitHub tokens for agent tasks)"),
+    ("layers/squadron/squadron/agent/__main__.py", "the agent host (python -m squadron.agent)"),
     ("infra/app.py", "the CDK app (cdk synth)"),
 )
 

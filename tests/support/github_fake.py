@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Callable
@@ -57,7 +58,11 @@ def _pull(number: int, request: dict[str, Any] | None = None) -> dict[str, Any]:
         "draft": request.get("draft", False),
         "merged": False,
         "user": {"login": "squadron[bot]", "id": 1, "type": "Bot"},
-        "head": {"ref": request.get("head", "feat/issue-38"), "sha": "c" * 40},
+        "head": {
+            "ref": request.get("head", "feat/issue-38"),
+            "sha": "c" * 40,
+            "repo": {"full_name": "octo/app"},
+        },
         "base": {"ref": request.get("base", "main"), "sha": "d" * 40},
         "labels": [],
         "html_url": f"https://github.com/octo/repo/pull/{number}",
@@ -72,11 +77,38 @@ FILES = {
 }
 
 
+#: Over this size the contents API answers ``"encoding": "none"`` without the content.
+CONTENTS_LIMIT = 1024 * 1024
+
+
+def _blob_sha(text: str) -> str:
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def _base64(text: str) -> str:
+    """Base64 as GitHub sends it: wrapped every 60 characters."""
+    flat = base64.b64encode(text.encode()).decode()
+    return "".join(flat[i : i + 60] + "\n" for i in range(0, len(flat), 60))
+
+
 def _contents(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
     path = unquote(match.group("path"))
     if path in FILES:
-        content = base64.b64encode(FILES[path].encode()).decode()
-        return _json(200, {"type": "file", "name": path.rsplit("/", 1)[-1], "path": path, "content": content})
+        text = FILES[path]
+        large = len(text.encode()) > CONTENTS_LIMIT
+        return _json(
+            200,
+            {
+                "type": "file",
+                "name": path.rsplit("/", 1)[-1],
+                "path": path,
+                "sha": _blob_sha(text),
+                "size": len(text.encode()),
+                "encoding": "none" if large else "base64",
+                "content": "" if large else _base64(text),
+            },
+        )
     entries = [
         {"type": "file", "name": name.removeprefix(path + "/"), "path": name}
         for name in FILES
@@ -84,6 +116,16 @@ def _contents(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
     ]
     if entries:
         return _json(200, [*entries, {"type": "dir", "name": "sub", "path": f"{path}/sub"}])
+    return _json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+
+
+def _blob(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
+    for text in FILES.values():
+        if _blob_sha(text) == match.group("sha"):
+            size = len(text.encode())
+            return _json(
+                200, {"sha": match.group("sha"), "size": size, "encoding": "base64", "content": _base64(text)}
+            )
     return _json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
 
 
@@ -113,6 +155,7 @@ ROUTES: list[tuple[str, str, Responder]] = [
         lambda r, m: _json(200, {"name": m.group("b"), "commit": {"sha": "a" * 40}}),
     ),
     ("GET", r"/repos/[^/]+/[^/]+/contents/(?P<path>.+)", _contents),
+    ("GET", r"/repos/[^/]+/[^/]+/git/blobs/(?P<sha>[0-9a-f]{40})", _blob),
     (
         "GET",
         r"/repos/[^/]+/[^/]+/collaborators/(?P<login>[^/]+)/permission",

@@ -123,5 +123,7 @@ class GitHubApp:
             permissions=key[2],
         )
         with self._lock:
+            # Drop what can no longer be handed out, so many narrowings do not pile up.
+            self._tokens = {k: t for k, t in self._tokens.items() if t.fresh_at(now)}
             self._tokens[key] = token
         return token

@@ -17,7 +17,15 @@ from urllib.parse import quote
 
 from squadron.adapters.github.errors import NotFoundError
 from squadron.adapters.github.http import GitHubHttp
-from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, Caller, MergeConsent, check, tagged
+from squadron.domain.permissions import (
+    REVIEW_EVENT_ACTIONS,
+    Action,
+    Caller,
+    CallerKind,
+    MergeConsent,
+    check,
+    tagged,
+)
 
 Json = dict[str, Any]
 ReviewEvent = Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
@@ -201,7 +209,21 @@ class GitHubClient:
         return result
 
     def update_pull_branch(self, number: int, *, head: str, expected_head_sha: str | None = None) -> Json:
+        """Merge the base into pull request ``number``, whose head branch is ``head``.
+
+        ``head`` is the caller's claim: a dev's is checked first, then against the
+        pull request itself, so naming its own branch cannot update another's PR.
+        """
         check(self.caller, Action.UPDATE_PR_BRANCH, branch=head)
+        if self.caller.kind is CallerKind.DEV:
+            pull = self._send("GET", f"/pulls/{number}")
+            ref = str(pull["head"]["ref"])
+            head_repo = (pull["head"].get("repo") or {}).get("full_name")
+            check(
+                self.caller,
+                Action.UPDATE_PR_BRANCH,
+                branch=ref if head_repo == self.repo else f"{head_repo}:{ref}",
+            )
         payload: Json = {} if expected_head_sha is None else {"expected_head_sha": expected_head_sha}
         result: Json = self._send("PUT", f"/pulls/{number}/update-branch", json=payload)
         return result
@@ -279,6 +301,9 @@ class GitHubClient:
             return None
         if not isinstance(data, dict) or data.get("type") != "file":
             return None
+        if data.get("encoding") == "none":  # over 1 MB: the contents API leaves the content out
+            data = self._send("GET", f"/git/blobs/{quote(str(data['sha']))}")
+        # GitHub wraps the base64 every 60 characters; b64decode skips the newlines.
         return base64.b64decode(data.get("content", "")).decode("utf-8")
 
     def list_directory(self, path: str, ref: str) -> list[Json]:

@@ -54,12 +54,17 @@ class Throttle:
         self.content_per_minute = content_per_minute
         self._last_mutation: dict[str, float] = {}
         self._created: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
 
     def before(self, key: str, method: str) -> None:
+        """Wait, if needed, until ``method`` may be sent for installation ``key``."""
         if method not in MUTATIONS:
             return
-        with self._lock:
+        with self._locks_lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        # One lock per installation: its requests queue up while another installation's go on.
+        with lock:
             now = self.clock()
             ready = self._last_mutation.get(key, -1e18) + self.mutation_spacing
             if method == "POST":

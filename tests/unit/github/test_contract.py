@@ -7,76 +7,33 @@ query parameters and JSON body are validated against the operation's schemas.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import jsonschema
+import jwt
 import pytest
 
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient, GitHubClient
 from squadron.adapters.github.http import GitHubHttp
-from squadron.domain.permissions import Caller, MergeConsent
+from tests.support import github_fake, github_openapi
+from tests.support.github_calls import (
+    APP_CALLS,
+    CLIENT_CALLS,
+    FRAMEWORK,
+    AppCall,
+    ClientCall,
+    public_operations,
+)
 from tests.support.github_fake import FakeGitHub, app_private_key
 from tests.support.github_openapi import operation_for, validate
 
-SHA = "0123456789abcdef0123456789abcdef01234567"
-Call = Callable[[GitHubClient], object]
-AppCall = Callable[[GitHubAppClient], object]
-
-CLIENT_CALLS: dict[str, Call] = {
-    "get_issue": lambda c: c.get_issue(38),
-    "create_issue": lambda c: c.create_issue(
-        "Blocker", "Needs an API", labels=["bug"], assignees=["octocat"]
-    ),
-    "update_issue": lambda c: c.update_issue(38, title="New title", body="New body"),
-    "close_issue": lambda c: c.close_issue(38, "not_planned"),
-    "reopen_issue": lambda c: c.reopen_issue(38),
-    "add_labels": lambda c: c.add_labels(38, ["bug", "blocked"]),
-    "remove_label": lambda c: c.remove_label(38, "needs human"),
-    "add_assignees": lambda c: c.add_assignees(38, ["squadron[bot]"]),
-    "remove_assignees": lambda c: c.remove_assignees(38, ["squadron[bot]"]),
-    "list_comments": lambda c: c.list_comments(38),
-    "comment": lambda c: c.comment(38, "On it"),
-    "get_pull": lambda c: c.get_pull(101),
-    "create_pull": lambda c: c.create_pull(title="Fix", head="feat/issue-38", base="main", body="Fixes #38"),
-    "list_pull_files": lambda c: c.list_pull_files(101),
-    "list_reviews": lambda c: c.list_reviews(101),
-    "create_review": lambda c: c.create_review(101, "REQUEST_CHANGES", "Add a test", commit_id=SHA),
-    "merge_pull": lambda c: c.merge_pull(101, consent=MergeConsent(101, True, "approved"), sha=SHA),
-    "update_pull_branch": lambda c: c.update_pull_branch(101, head="feat/issue-38", expected_head_sha=SHA),
-    "create_status": lambda c: c.create_status(
-        SHA, state="success", context="squadron/pr-review", description="ok", target_url="https://x.example"
-    ),
-    "create_check_run": lambda c: c.create_check_run(
-        name="squadron", head_sha=SHA, status="completed", conclusion="success", summary="All good"
-    ),
-    "update_check_run": lambda c: c.update_check_run(
-        4, status="completed", conclusion="failure", summary="No"
-    ),
-    "list_check_runs": lambda c: c.list_check_runs("feat/issue-38"),
-    "get_repository": lambda c: c.get_repository(),
-    "get_branch": lambda c: c.get_branch("feat/issue-38"),
-    "read_file": lambda c: c.read_file(".squadron/config.yaml", "main"),
-    "list_directory": lambda c: c.list_directory(".squadron", "main"),
-    "collaborator_permission": lambda c: c.collaborator_permission("octocat"),
-}
-APP_CALLS: dict[str, AppCall] = {
-    "list_deliveries": lambda a: a.list_deliveries(),
-    "redeliver": lambda a: a.redeliver(12345),
-    "list_installation_repositories": lambda a: a.list_installation_repositories("ghs_1"),
-}
-
-
-def _public(cls: type) -> set[str]:
-    return {name for name, _ in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")}
-
 
 def test_every_operation_has_a_contract_case() -> None:
-    assert set(CLIENT_CALLS) == _public(GitHubClient)
-    assert set(APP_CALLS) == _public(GitHubAppClient)
+    assert {case.operation for case in CLIENT_CALLS} == public_operations(GitHubClient)
+    assert {case.operation for case in APP_CALLS} == public_operations(GitHubAppClient)
 
 
 def _clients(fake: FakeGitHub) -> tuple[GitHubClient, GitHubAppClient, GitHubApp]:
@@ -84,28 +41,73 @@ def _clients(fake: FakeGitHub) -> tuple[GitHubClient, GitHubAppClient, GitHubApp
     private, _ = app_private_key()
     app = GitHubApp(app_id=42, http=http, private_key=lambda: private)
     client = GitHubClient(
-        http=http, token=lambda: "ghs_1", installation_id=1, repo="octo/app", caller=Caller.framework()
+        http=http, token=lambda: "ghs_1", installation_id=1, repo="octo/app", caller=FRAMEWORK
     )
-    return client, GitHubAppClient(http=http, jwt=app.jwt, app_id=42, caller=Caller.framework()), app
+    return client, GitHubAppClient(http=http, jwt=app.jwt, app_id=42, caller=FRAMEWORK), app
 
 
-@pytest.mark.parametrize("name", sorted(CLIENT_CALLS))
-def test_client_requests_match_the_openapi_description(name: str) -> None:
+def _spy(client: object, operation: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Note when ``operation`` is called on ``client``: each case must call the one it is for."""
+    called: list[str] = []
+    method = getattr(client, operation)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        called.append(operation)
+        return method(*args, **kwargs)
+
+    monkeypatch.setattr(client, operation, spy)
+    return called
+
+
+@pytest.mark.parametrize("case", CLIENT_CALLS, ids=[case.id for case in CLIENT_CALLS])
+def test_client_requests_match_the_openapi_description(
+    case: ClientCall, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for path, text in case.files.items():
+        monkeypatch.setitem(github_fake.FILES, path, text)
     fake = FakeGitHub()
     client, _, _ = _clients(fake)
-    CLIENT_CALLS[name](client)
-    assert fake.requests, f"{name} sent nothing"
+    called = _spy(client, case.operation, monkeypatch)
+    case.call(client)
+    assert called, f"the case for {case.operation} does not call it"
+    assert fake.requests, f"{case.id} sent nothing"
     for request in fake.requests:
         validate(request)
+        assert request.headers["authorization"] == "Bearer ghs_1"  # the installation token
 
 
-@pytest.mark.parametrize("name", sorted(APP_CALLS))
-def test_app_requests_match_the_openapi_description(name: str) -> None:
+@pytest.mark.parametrize("case", APP_CALLS, ids=[case.id for case in APP_CALLS])
+def test_app_requests_match_the_openapi_description(case: AppCall, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeGitHub()
     _, app_client, _ = _clients(fake)
-    APP_CALLS[name](app_client)
+    called = _spy(app_client, case.operation, monkeypatch)
+    case.call(app_client)
+    assert called, f"the case for {case.operation} does not call it"
+    assert fake.requests, f"{case.id} sent nothing"
     for request in fake.requests:
         validate(request)
+
+
+#: Which credential each App operation authenticates with.
+APP_CREDENTIALS = {
+    "list_deliveries": "app jwt",
+    "redeliver": "app jwt",
+    "list_installation_repositories": "installation token",
+}
+
+
+@pytest.mark.parametrize("case", APP_CALLS, ids=[case.id for case in APP_CALLS])
+def test_app_endpoints_use_the_right_credential(case: AppCall) -> None:
+    fake = FakeGitHub()
+    _, app_client, _ = _clients(fake)
+    case.call(app_client)
+    _, public = app_private_key()
+    (request,) = fake.requests
+    bearer = request.headers["authorization"].removeprefix("Bearer ")
+    if APP_CREDENTIALS[case.operation] == "installation token":
+        assert bearer == "ghs_1"
+    else:
+        assert jwt.decode(bearer, public, algorithms=["RS256"])["iss"] == "42"
 
 
 def test_installation_token_request_matches() -> None:
@@ -114,6 +116,12 @@ def test_installation_token_request_matches() -> None:
     app.installation_token(7, repositories=("octo/app",), permissions={"issues": "write", "contents": "read"})
     (request,) = fake.requests
     assert validate(request).operation_id == "apps/create-installation-access-token"
+
+
+def test_a_missing_description_fails_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(github_openapi, "SPEC", tmp_path / "api.github.com.json")
+    with pytest.raises(RuntimeError, match="run `make test`"):
+        github_openapi.spec.__wrapped__()
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import httpx
 import pytest
 
+from squadron.adapters.github.client import GitHubAppClient, GitHubClient
 from squadron.adapters.github.errors import (
     AuthenticationError,
     ForbiddenError,
@@ -16,6 +19,7 @@ from squadron.adapters.github.errors import (
     ValidationFailedError,
 )
 from squadron.adapters.github.http import GitHubHttp, Throttle
+from squadron.domain.permissions import Caller
 from tests.support.github_fake import FakeGitHub
 
 NOW = 1_800_000_000.0
@@ -79,19 +83,30 @@ def test_waits_as_github_documents(answers: list[httpx.Response], sleeps: list[f
     assert len(fake.requests) == len(answers)
 
 
+RESET = {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 30)}
+
+
 @pytest.mark.parametrize(
-    ("answers", "error", "requests"),
+    ("answers", "error", "status", "sleeps"),
     [
-        ([r(500)] * 4, GitHubUnavailableError, 4),
-        ([r(429, {"retry-after": "1"})] * 4, RateLimitedError, 4),
+        ([r(500, message="Server Error")] * 4, GitHubUnavailableError, 500, [2.0, 4.0, 8.0]),
+        ([r(429, {"retry-after": "1"}, "slow down")] * 4, RateLimitedError, 429, [1.0, 1.0, 1.0]),
+        ([r(403, RESET, "API rate limit exceeded")] * 4, RateLimitedError, 403, [31.0, 31.0, 31.0]),
+        ([r(403, {}, "secondary rate limit")] * 4, RateLimitedError, 403, [60.0, 120.0, 240.0]),
     ],
-    ids=["5xx bounded", "rate limit bounded"],
+    ids=["5xx bounded", "retry-after bounded", "primary limit bounded", "secondary limit bounded"],
 )
-def test_retries_are_bounded(answers: list[httpx.Response], error: type[GitHubError], requests: int) -> None:
+def test_retries_are_bounded(
+    answers: list[httpx.Response], error: type[GitHubError], status: int, sleeps: list[float]
+) -> None:
     fake, clock = FakeGitHub(script=list(answers)), Clock()
-    with pytest.raises(error):
+    with pytest.raises(error) as gave_up:
         _http(fake, clock).request("GET", "/x", token="t", throttle_key="i")
-    assert len(fake.requests) == requests
+    assert len(fake.requests) == 4
+    assert clock.sleeps == sleeps
+    assert gave_up.value.status == status
+    assert gave_up.value.message == answers[0].json()["message"]
+    assert (gave_up.value.method, gave_up.value.path) == ("GET", "/x")
 
 
 def test_network_failures_are_retried_then_named() -> None:
@@ -202,3 +217,73 @@ def test_every_request_names_the_api_version() -> None:
     assert headers["x-github-api-version"] == "2022-11-28"
     assert headers["accept"] == "application/vnd.github+json"
     assert headers["authorization"] == "Bearer tok"
+
+
+def test_one_installation_waiting_does_not_hold_up_another() -> None:
+    """A waiting installation holds only its own lock (really threaded; the sleeps block)."""
+    released = threading.Event()
+    waiting = threading.Event()
+    clock = [0.0]
+
+    def sleep(seconds: float) -> None:
+        waiting.set()
+        released.wait(timeout=10)
+
+    throttle = Throttle(clock=lambda: clock[0], sleep=sleep, mutation_spacing=1.0)
+    throttle.before("a", "POST")
+    first = threading.Thread(target=throttle.before, args=("a", "POST"))  # must wait a second
+    first.start()
+    assert waiting.wait(timeout=10)
+    other = threading.Thread(target=throttle.before, args=("b", "POST"))
+    other.start()
+    other.join(timeout=5)
+    finished_while_a_waits = not other.is_alive()
+    released.set()
+    first.join(timeout=10)
+    assert finished_while_a_waits
+
+
+def test_deliveries_follow_the_cursor_and_stop_at_the_limit() -> None:
+    def page(ids: list[int], cursor: str | None) -> httpx.Response:
+        link = f'<https://api.github.com/app/hook/deliveries?per_page=100&cursor={cursor}>; rel="next"'
+        return httpx.Response(200, json=[{"id": i} for i in ids], headers={"link": link} if cursor else {})
+
+    fake, clock = FakeGitHub(script=[page([1, 2], "c2"), page([3, 4], "c3"), page([5], None)]), Clock()
+    app = GitHubAppClient(http=_http(fake, clock), jwt=lambda: "jwt", app_id=42, caller=Caller.framework())
+    assert [d["id"] for d in app.list_deliveries(limit=3)] == [1, 2, 3]
+    assert [str(q.url) for q in fake.requests] == [
+        "https://api.github.com/app/hook/deliveries?per_page=100",
+        "https://api.github.com/app/hook/deliveries?per_page=100&cursor=c2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("operation", "items_key"),
+    [
+        ("list_comments", None),
+        ("list_pull_files", None),
+        ("list_reviews", None),
+        ("list_check_runs", "check_runs"),
+    ],
+)
+def test_client_lists_read_every_page(operation: str, items_key: str | None) -> None:
+    def page(n: int, last: bool) -> httpx.Response:
+        items = [{"id": n * 100 + i} for i in range(100 if not last else 3)]
+        body: object = {"total_count": 203, items_key: items} if items_key else items
+        link = (
+            "" if last else f'<https://api.github.com/repositories/1/x?per_page=100&page={n + 1}>; rel="next"'
+        )
+        return httpx.Response(200, json=body, headers={"link": link} if link else {})
+
+    fake, clock = FakeGitHub(script=[page(1, False), page(2, False), page(3, True)]), Clock()
+    client = GitHubClient(
+        http=_http(fake, clock),
+        token=lambda: "t",
+        installation_id=1,
+        repo="octo/app",
+        caller=Caller.framework(),
+    )
+    items = getattr(client, operation)(101 if operation != "list_check_runs" else "main")
+    assert len(items) == 203
+    assert len(fake.requests) == 3
+    assert fake.requests[0].url.params["per_page"] == "100"

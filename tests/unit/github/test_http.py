@@ -287,3 +287,25 @@ def test_client_lists_read_every_page(operation: str, items_key: str | None) -> 
     assert len(items) == 203
     assert len(fake.requests) == 3
     assert fake.requests[0].url.params["per_page"] == "100"
+
+
+def test_a_wait_longer_than_the_bound_fails_at_once() -> None:
+    reset = str(int(NOW) + 600)
+    fake, clock = (
+        FakeGitHub(
+            script=[
+                r(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": reset}, "API rate limit exceeded")
+            ]
+        ),
+        Clock(),
+    )
+    http = GitHubHttp(
+        transport=fake.transport(),
+        sleep=clock.sleep,
+        wall_clock=lambda: NOW,
+        throttle=Throttle(clock=clock, sleep=clock.sleep),
+        max_wait_seconds=20,
+    )
+    with pytest.raises(RateLimitedError, match=r"GitHub asks to wait 601 s, over 20 s"):
+        http.request("GET", "/x", token="t", throttle_key="i")
+    assert clock.sleeps == []

@@ -40,7 +40,8 @@ class RouterRuntime:
 def _github_app(app_id: int, secret_arn: str, api_url: str, cache_seconds: int) -> GitHubApp:
     return GitHubApp.from_secret(
         app_id=app_id,
-        http=GitHubHttp(base_url=api_url),
+        # Lambdas: never sleep past a rate limit longer than a fraction of the timeout.
+        http=GitHubHttp(base_url=api_url, max_wait_seconds=20),
         secrets=SecretsManagerSource(max_age=cache_seconds),
         secret_id=secret_arn,
     )

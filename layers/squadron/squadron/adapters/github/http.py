@@ -93,6 +93,7 @@ class GitHubHttp:
         throttle: Throttle | None = None,
         max_retries: int = 3,
         max_rate_limit_waits: int = 3,
+        max_wait_seconds: float = 3600.0,
         timeout: float = 30.0,
     ) -> None:
         self.sleep = sleep
@@ -100,6 +101,9 @@ class GitHubHttp:
         self.throttle = throttle or Throttle(sleep=sleep)
         self.max_retries = max_retries
         self.max_rate_limit_waits = max_rate_limit_waits
+        #: A rate-limit wait longer than this fails at once (a Lambda hands its record back to
+        #: the queue rather than sleep into its timeout).
+        self.max_wait_seconds = max_wait_seconds
         self._client = httpx.Client(
             base_url=base_url,
             transport=transport,
@@ -148,7 +152,18 @@ class GitHubHttp:
                 rate_waits += 1
                 if rate_waits > self.max_rate_limit_waits:
                     raise _error(response, method, path, RateLimitedError)
-                self.sleep(self._rate_limit_wait(response, rate_waits))
+                wait = self._rate_limit_wait(response, rate_waits)
+                if wait > self.max_wait_seconds:
+                    base = _error(response, method, path, RateLimitedError)
+                    raise RateLimitedError(
+                        base.status,
+                        f"{base.message} (GitHub asks to wait {wait:g} s, over {self.max_wait_seconds:g} s)",
+                        method=method,
+                        path=path,
+                        documentation_url=base.documentation_url,
+                        errors=base.errors,
+                    )
+                self.sleep(wait)
                 continue
             if response.status_code >= 500:
                 server_failures += 1

@@ -64,10 +64,25 @@ def _comma_list(value: object) -> object:
     return value
 
 
-class RouterSettings(BaseModel):
-    """Environment of the router Lambda."""
+class GitHubAppSettings(BaseModel):
+    """The GitHub App a Lambda acts as: its id, where its private key is, the API it talks to."""
 
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    github_app_id: int = Field(validation_alias="GITHUB_APP_ID", ge=1)
+    github_private_key_secret_arn: str = Field(validation_alias="GITHUB_PRIVATE_KEY_SECRET_ARN", min_length=1)
+    github_api_url: str = Field(
+        default="https://api.github.com",
+        validation_alias=AliasChoices("GITHUB_API_URL"),
+        pattern=r"^https://",
+    )
+    secret_cache_seconds: int = Field(
+        default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
+    )
+
+
+class RouterSettings(GitHubAppSettings):
+    """Environment of the router Lambda."""
 
     registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
     agent_cluster: str = Field(validation_alias="AGENT_CLUSTER", min_length=1)
@@ -79,37 +94,15 @@ class RouterSettings(BaseModel):
     agent_security_groups: Annotated[list[str], BeforeValidator(_comma_list)] = Field(
         validation_alias="AGENT_SECURITY_GROUPS", min_length=1
     )
-    github_app_id: int = Field(validation_alias="GITHUB_APP_ID", ge=1)
-    github_private_key_secret_arn: str = Field(validation_alias="GITHUB_PRIVATE_KEY_SECRET_ARN", min_length=1)
-    github_api_url: str = Field(
-        default="https://api.github.com",
-        validation_alias=AliasChoices("GITHUB_API_URL"),
-        pattern=r"^https://",
-    )
     policy_ttl_seconds: int = Field(
         default=60, validation_alias=AliasChoices("POLICY_TTL_SECONDS"), ge=0, le=3600
     )
-    secret_cache_seconds: int = Field(
-        default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
-    )
 
 
-class TokenVendorSettings(BaseModel):
+class TokenVendorSettings(GitHubAppSettings):
     """Environment of the token vendor Lambda."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
-
     registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
-    github_app_id: int = Field(validation_alias="GITHUB_APP_ID", ge=1)
-    github_private_key_secret_arn: str = Field(validation_alias="GITHUB_PRIVATE_KEY_SECRET_ARN", min_length=1)
-    github_api_url: str = Field(
-        default="https://api.github.com",
-        validation_alias=AliasChoices("GITHUB_API_URL"),
-        pattern=r"^https://",
-    )
-    secret_cache_seconds: int = Field(
-        default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
-    )
 
 
 class AgentSettings(BaseModel):

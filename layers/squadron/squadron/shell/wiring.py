@@ -17,7 +17,7 @@ from squadron.adapters.secrets import SecretsManagerSource
 from squadron.config import ConfigLoader
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
-from squadron.settings import RouterSettings, TokenVendorSettings, load_settings
+from squadron.settings import GitHubAppSettings, RouterSettings, TokenVendorSettings, load_settings
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.policies import PolicyCache
 from squadron.shell.router import RouterService
@@ -37,37 +37,27 @@ class RouterRuntime:
             self.records.register_lambda_context(context)
 
 
-def _github_app(app_id: int, secret_arn: str, api_url: str, cache_seconds: int) -> GitHubApp:
+def _github_app(settings: GitHubAppSettings) -> GitHubApp:
     return GitHubApp.from_secret(
-        app_id=app_id,
+        app_id=settings.github_app_id,
         # Lambdas: never sleep past a rate limit longer than a fraction of the timeout.
-        http=GitHubHttp(base_url=api_url, max_wait_seconds=20),
-        secrets=SecretsManagerSource(max_age=cache_seconds),
-        secret_id=secret_arn,
+        http=GitHubHttp(base_url=settings.github_api_url, max_wait_seconds=20),
+        secrets=SecretsManagerSource(max_age=settings.secret_cache_seconds),
+        secret_id=settings.github_private_key_secret_arn,
     )
 
 
 def build_token_vendor(environ: Mapping[str, str] | None = None) -> TokenVendor:
     """The token vendor wired from its environment (see TokenVendorSettings)."""
     settings = load_settings(TokenVendorSettings, environ)
-    app = _github_app(
-        settings.github_app_id,
-        settings.github_private_key_secret_arn,
-        settings.github_api_url,
-        settings.secret_cache_seconds,
-    )
+    app = _github_app(settings)
     return TokenVendor(registry=DynamoRegistry(settings.registry_table_name), app=app)
 
 
 def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
     """The router wired to DynamoDB, ECS and GitHub from its environment (see RouterSettings)."""
     settings = load_settings(RouterSettings, environ)
-    app = _github_app(
-        settings.github_app_id,
-        settings.github_private_key_secret_arn,
-        settings.github_api_url,
-        settings.secret_cache_seconds,
-    )
+    app = _github_app(settings)
     github = AppGitHub(app)
     cache = PolicyCache(
         ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.policy_ttl_seconds)

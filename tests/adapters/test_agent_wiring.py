@@ -6,6 +6,7 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -17,6 +18,7 @@ from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.token_client import AgentTokenError, VendedTokens
 from squadron.agent.wiring import build_host
+from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import ConfigurationError
 from squadron.shell.router import RouterService
@@ -104,20 +106,23 @@ ENV = {
 }
 
 
+def _route(registry: DynamoRegistry, event: EventEnvelope) -> None:
+    RouterService(
+        registry=registry,
+        launcher=FakeLauncher(),
+        github=FakeRouterGitHub(),
+        policies=lambda _e: RoutingPolicy(),
+        clock=lambda: T0,
+    ).process(event)
+
+
 @pytest.fixture
 def registry() -> Iterator[DynamoRegistry]:
     with mock_aws():
         client = boto3.client("dynamodb")
         client.create_table(TableName="registry", **TABLE_DEFINITION)
         registry = DynamoRegistry("registry", client=client)
-        router = RouterService(
-            registry=registry,
-            launcher=FakeLauncher(),
-            github=FakeRouterGitHub(),
-            policies=lambda _e: RoutingPolicy(),
-            clock=lambda: T0,
-        )
-        router.process(Events(full_name="octo/repo").assigned(38))
+        _route(registry, Events(full_name="octo/repo").assigned(38))
         yield registry
 
 
@@ -134,6 +139,35 @@ def test_an_agent_task_is_wired_from_its_environment(
     assert host.provider is None  # the role's model is served by Copilot
     assert host.runtime.env == {"PATH": "/usr/bin", "HOME": "/mnt/sessions"}  # nothing else reaches the CLI
     assert {r.headers["authorization"] for r in fake.requests} == {"Bearer ghs_narrow"}
+    wc = host.working_copy
+    assert wc is not None
+    # The working copy sits next to the sessions (EFS), one directory per agent, and its remote
+    # gets the same narrowed token (per git command, never stored).
+    assert wc.path == Path("/mnt/sessions/work") / A38
+    assert wc.remote.url == "https://github.com/octo/repo.git"
+    assert wc.remote.token is not None and wc.remote.token() == "ghs_narrow"
+    assert (wc.author_name, wc.author_email) == (
+        "feat-dev-38 (squadron)",
+        "squadron[bot]@users.noreply.github.com",
+    )
+
+
+def test_a_reviewer_reads_its_pull_requests_base_and_head(registry: DynamoRegistry) -> None:
+    _route(registry, Events(full_name="octo/repo").pr(101, "feat/issue-38", body="Closes #38", base="main"))
+    env = {**ENV, "SQUADRON_AGENT_ID": "1-101-pr-review", "SQUADRON_LAUNCH_TOKEN": "1-101-pr-review-g1-l1"}
+    env["SQUADRON_WORKSPACE"] = "/mnt/sessions/trees"
+    host = build_host(env, http=GitHubHttp(transport=FakeGitHub().transport()), token=lambda: "t")
+    assert (host.facts.base_branch, host.facts.head_sha) == ("main", "c" * 40)
+    assert host.working_copy is not None and host.working_copy.path == Path(
+        "/mnt/sessions/trees/1-101-pr-review"
+    )
+
+
+def test_the_pm_has_no_working_copy(registry: DynamoRegistry) -> None:
+    _route(registry, Events(full_name="octo/repo").opened(40))
+    env = {**ENV, "SQUADRON_AGENT_ID": "1-pm", "SQUADRON_LAUNCH_TOKEN": "1-pm-g1-l1"}
+    host = build_host(env, http=GitHubHttp(transport=FakeGitHub().transport()), token=lambda: "t")
+    assert host.working_copy is None
 
 
 def test_a_byok_role_gets_its_key_from_the_secret_store(

@@ -14,33 +14,38 @@ import asyncio
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
+from squadron.adapters.git import GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.copilot_runtime import CopilotRuntime
 from squadron.agent.host import AgentHost, HostResult
 from squadron.agent.prompts import IssueFacts
-from squadron.config import load_directory
+from squadron.agent.tools import FrameworkTools, HostState
+from squadron.agent.wiring import agent_caller
+from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
-from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.events import EventEnvelope
-from squadron.domain.permissions import Caller, CallerKind
+from squadron.domain.permissions import Caller
 from squadron.shell.router import RouterService
 from tests.support.events import T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
+from tests.support.git_remote import BareRemote
 from tests.support.github_fake import FakeGitHub
-from tests.support.scripted_model import Say, ScriptedModel, ToolCall, serve
+from tests.support.scripted_model import Say, ScriptedModel, Stall, ToolCall, Turn, serve
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -52,6 +57,8 @@ CLI = ROOT / "node_modules" / "@github" / "copilot-linux-x64" / "copilot"
 #: The CLI unpacks itself here on first run (~235 MB); kept between runs.
 CLI_CACHE = ROOT / "tests" / ".cache" / "copilot-xdg"
 A38 = "1-38-feat-dev"
+#: The fake GitHub's PR head commit.
+HEAD_SHA = "c" * 40
 
 
 @dataclass
@@ -65,6 +72,8 @@ class Stack:
     events: Events
     config: SquadronConfig
     home: Path
+    remote: BareRemote
+    work: Path
 
     def route(self, event: EventEnvelope) -> None:
         self.router.process(event)
@@ -80,16 +89,24 @@ class Stack:
             self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
         return envelopes
 
-    def agent(self) -> AgentRecord:
-        record = self.registry.get_agent(A38)
+    def agent(self, agent_id: str = A38) -> AgentRecord:
+        record = self.registry.get_agent(agent_id)
         assert record is not None
         return record
 
-    def host(self, model: ScriptedModel) -> AgentHost:
-        agent = self.agent()
+    def host(self, model: ScriptedModel, agent_id: str = A38, **options: Any) -> AgentHost:
+        agent = self.agent(agent_id)
         assert agent.pending_launch is None  # the launcher confirmed the task
         token = f"{agent.agent_id}-g{agent.generation}-l{agent.counters.launches}"
         http = GitHubHttp(transport=self.github.transport(), sleep=lambda s: None)
+        working_copy = None
+        if agent.kind is not RoleKind.PM:
+            working_copy = WorkingCopy(
+                self.work / agent.agent_id,
+                GitRemote(self.remote.url, lambda: "ghs_narrow"),
+                author_name=f"{agent.display_name} (squadron)",
+                author_email="squadron[bot]@users.noreply.github.com",
+            )
 
         def client(caller: Caller) -> GitHubClient:
             return GitHubClient(
@@ -97,7 +114,7 @@ class Stack:
             )
 
         return AgentHost(
-            agent_id=A38,
+            agent_id=agent_id,
             launch_token=token,
             registry=self.registry,
             queue=SqsEventQueue(self.queue_url, client=self.sqs),
@@ -111,11 +128,20 @@ class Stack:
                     "XDG_CACHE_HOME": str(CLI_CACHE),
                 },
             ),
-            agent_github=lambda a: client(Caller(CallerKind.DEV, a.display_name, a.role, a.branch)),
+            agent_github=lambda a: client(agent_caller(a)),
             framework_github=lambda a: client(Caller.framework()),
             provider=model.provider(),
-            facts=IssueFacts(title="Add the export API", url="https://github.com/octo/repo/issues/38"),
+            facts=options.pop(
+                "facts",
+                IssueFacts(
+                    title="Add the export API",
+                    url="https://github.com/octo/repo/issues/38",
+                    head_sha=HEAD_SHA,
+                ),
+            ),
             timeout_seconds=60,
+            working_copy=working_copy,
+            **options,
         )
 
 
@@ -158,7 +184,12 @@ def _stack(tmp_path: Path, config: SquadronConfig) -> Iterator[Stack]:
             Events(full_name="octo/repo"),
             config,
             tmp_path / "copilot-home",
+            BareRemote.create(tmp_path / "github", {"README.md": "# octo/repo\n", "app.py": "print('v1')\n"}),
+            tmp_path / "work",
         )
+
+
+stack_for = contextmanager(_stack)
 
 
 def _tool_results(model: ScriptedModel, index: int = -1) -> list[str]:
@@ -172,16 +203,23 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     stack.route(e.comment(38, "Remember the v2 schema"))
     assert stack.agent().status is AgentStatus.CREATED
 
+    work = stack.work / A38
     model = ScriptedModel(
         [
             ToolCall("check_for_events", {}),
+            ToolCall("create", {"path": str(work / "export.py"), "file_text": "def export():\n    ...\n"}),
             ToolCall("report_blocked", {"blocker_issue": 42, "reason": "needs the export endpoint"}),
             Say("Blocked on #42; sleeping."),
         ]
     )
     with serve(model):
         first = run(stack.host(model))
-    assert first.outcome == "sleeping"
+    assert first.outcome == "sleeping", _tool_results(model)
+    assert "Created branch feat/issue-38 from main." in model.contents_seen(0)[-1]
+    # The work in progress was committed and pushed before the task exited.
+    assert stack.remote.log("feat/issue-38")[0] == "WIP: blocked by #42: needs the export endpoint"
+    assert stack.remote.show("feat/issue-38", "export.py") == "def export():\n    ..."
+    assert first.saved.startswith("committed ") and "pushed" in first.saved
     assert "Remember the v2 schema" in _tool_results(model, 1)[0]  # check_for_events drained the inbox
     assert stack.registry.pending_inbox(A38) == []
     agent = stack.agent()
@@ -200,6 +238,7 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     woken = ScriptedModel(
         [
             ToolCall("check_for_events", {}),
+            ToolCall("bash", {"command": "echo 'VERSION = 2' >> export.py", "description": "finish it"}),
             ToolCall("open_pr", {"title": "Export API", "body": "Closes #38. Tested with pytest."}),
             ToolCall("report_complete", {"summary": "Opened the PR for the export API."}),
             Say("Back at work on #38: PR open."),
@@ -209,6 +248,14 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
         second = run(stack.host(woken))
     assert second.outcome == "idle"
     assert second.detail == "Opened the PR for the export API."
+    assert "Kept your working copy of feat/issue-38." in woken.contents_seen(0)[-1]
+    # open_pr committed what the model changed with its host tools and pushed the branch first.
+    assert stack.remote.log("feat/issue-38")[:2] == [
+        "Export API",
+        "WIP: blocked by #42: needs the export endpoint",
+    ]
+    assert stack.remote.show("feat/issue-38", "export.py").endswith("VERSION = 2")
+    assert "Pushed" in _tool_results(woken)[-2] and "Opened PR #101" in _tool_results(woken)[-2]
     seen = " ".join(woken.contents_seen(0))
     # The resumed session carries the earlier conversation: its prompt and tool results.
     assert 'Start on issue #38: "Add the export API"' in seen
@@ -266,24 +313,24 @@ def test_a_replaced_task_does_nothing(stack: Stack) -> None:
     assert stack.agent().status is AgentStatus.CREATED
 
 
-def _with_tool_call_limit(config: SquadronConfig, limit: int) -> SquadronConfig:
+def _with_limits(config: SquadronConfig, **limits: Any) -> SquadronConfig:
     breakers = config.config.circuit_breakers
-    defaults = breakers.defaults.model_copy(update={"max_tool_calls": limit})
+    defaults = breakers.defaults.model_copy(update=limits)
     repo = config.config.model_copy(
-        update={"circuit_breakers": breakers.model_copy(update={"defaults": defaults})}
+        update={"circuit_breakers": breakers.model_copy(update={"defaults": defaults, "roles": {}})}
     )
     return config.model_copy(update={"config": repo})
 
 
 def test_a_looping_model_is_stopped_by_the_breaker_and_escalated(tmp_path: Path) -> None:
-    config = _with_tool_call_limit(load_directory(ROOT / ".squadron"), 3)
+    config = _with_limits(load_directory(ROOT / ".squadron"), max_tool_calls=3)
     assert config.role("feat-dev").limits.max_tool_calls == 3
     CLI_CACHE.mkdir(parents=True, exist_ok=True)
-    for stack in _stack(tmp_path, config):
+    with stack_for(tmp_path, config) as stack:
         stack.route(stack.events.assigned(38))
+        script: list[Turn] = [ToolCall("check_for_events", {})] * 5
         model = ScriptedModel(
-            [ToolCall("check_for_events", {})] * 5
-            + [Say("I could not stop."), Say("Summary: I looped on check_for_events.")]
+            [*script, Say("I could not stop."), Say("Summary: I looped on check_for_events.")]
         )
         with serve(model):
             result = run(stack.host(model))
@@ -306,3 +353,194 @@ def test_a_looping_model_is_stopped_by_the_breaker_and_escalated(tmp_path: Path)
         assert comment is not None
         assert comment["body"].startswith("[squadron:framework] feat-dev-38 needs a human")
         assert "Summary: I looped" in comment["body"]
+
+
+def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> None:
+    stack.route(stack.events.assigned(38))
+    model = ScriptedModel(
+        [
+            ToolCall(
+                "create_blocker_issue",
+                {
+                    "title": "Export endpoint in the API",
+                    "body": "GET /export returning CSV.",
+                    "reason": "the export UI calls it",
+                },
+            ),
+            Say("Filed #99 and sleeping."),
+        ]
+    )
+    with serve(model):
+        result = run(stack.host(model))
+    assert result.outcome == "sleeping"
+    assert _tool_results(model)[0].startswith("Filed #99. Registered: #38 is blocked by #99.")
+    created = next(r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/issues"))
+    body = json.loads(created.content)["body"]
+    assert body.startswith("[squadron:feat-dev-38] GET /export returning CSV.")
+    assert body.endswith("Blocks #38: the export UI calls it")
+    said = [
+        json.loads(r.content)["body"] for r in stack.github.requests if r.url.path.endswith("/38/comments")
+    ]
+    assert said == ["[squadron:feat-dev-38] Blocked by #99: the export UI calls it"]
+
+    routed = stack.route_queued()
+    assert [(e.event, e.action) for e in routed] == [("issues", "opened"), ("squadron", "register_blocker")]
+    agent = stack.agent()
+    assert (agent.status, agent.blocked_by) == (AgentStatus.SLEEPING, frozenset({99}))
+    pm = stack.agent("1-pm")
+    (item,) = stack.registry.pending_inbox(pm.agent_id)  # the PM triages the new issue
+    assert item.kind == "issue_opened" and "#99 opened by squadron[bot]" in item.summary
+
+
+def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_dev(stack: Stack) -> None:
+    e = stack.events
+    stack.route(e.opened(38))
+    pm_id = "1-pm"
+    assert stack.agent(pm_id).status is AgentStatus.CREATED
+    model = ScriptedModel(
+        [
+            ToolCall("check_for_events", {}),
+            ToolCall("label_issue", {"number": 38, "labels": ["urgent"]}),
+            ToolCall("label_issue", {"number": 38, "labels": ["bug"]}),
+            ToolCall("register_blocker", {"issue": 38, "blocked_by": 12, "reason": "needs the parser fix"}),
+            ToolCall("assign_issue", {"number": 38, "role": "pr-review"}),
+            ToolCall("assign_issue", {"number": 38, "role": "bug-fix"}),
+            ToolCall("report_complete", {"summary": "Triaged #38 as a bug."}),
+            Say("Done."),
+        ]
+    )
+    with serve(model):
+        result = run(stack.host(model, pm_id))
+    assert result.outcome == "idle"
+    answers = _tool_results(model)
+    assert "#38 opened by alice: Issue 38" in answers[0]
+    assert answers[1].startswith("Not labelled: urgent not in the taxonomy. Labels: blocked, bug,")
+    assert answers[2] == "#38 now has labels: bug."
+    assert answers[3].startswith("Sent: #38 is blocked by #12.")
+    assert answers[4].startswith("Not assigned: pr-review is not a dev role. Dev roles: bug-fix, feat-dev")
+    assert answers[5] == "Assigned #38 to bug-fix: its agent starts."
+    assert stack.agent(pm_id).lease_owner is None
+    assigned = next(r for r in stack.github.requests if r.url.path.endswith("/38/assignees"))
+    assert json.loads(assigned.content) == {"assignees": ["squadron[bot]"]}
+
+    routed = stack.route_queued()
+    assert [(r.event, r.action) for r in routed] == [("squadron", "register_blocker"), ("issues", "assigned")]
+    # The label routed the assignment to bug-fix; its agent waits asleep for the blocker.
+    dev = stack.agent("1-38-bug-fix")
+    assert (dev.branch, dev.status, dev.blocked_by) == ("fix/issue-38", AgentStatus.SLEEPING, frozenset({12}))
+
+    # The next event wakes the idle PM; an ephemeral role starts a fresh session for it.
+    stack.route(e.opened(39))
+    again = ScriptedModel([ToolCall("check_for_events", {}), Say("Nothing to do.")])
+    with serve(again):
+        run(stack.host(again, pm_id))
+    seen = " ".join(again.contents_seen(0))
+    assert "Issue 38" not in seen and "Triaged #38" not in seen
+    assert "#39 opened by alice: Issue 39" in _tool_results(again)[0]
+
+
+def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_status(stack: Stack) -> None:
+    head = stack.remote.commit("feat/issue-38", {"app.py": "print('v2')\n"}, "Export API")
+    stack.remote.set_ref("refs/pull/101/head", head)
+    stack.route(stack.events.assigned(38))
+    stack.route(stack.events.pr(101, "feat/issue-38", body="Closes #38"))
+    reviewer = "1-101-pr-review"
+    assert stack.agent(reviewer).status is AgentStatus.CREATED
+    model = ScriptedModel(
+        [
+            ToolCall("read_pull_request", {}),
+            ToolCall("view", {"path": str(stack.work / reviewer / "app.py")}),
+            ToolCall("create", {"path": str(stack.work / reviewer / "evil.py"), "file_text": "x"}),
+            ToolCall("submit_review", {"event": "APPROVE", "body": "Looks right."}),
+            ToolCall("post_status", {"state": "success", "description": "Reviewed: approved"}),
+            ToolCall("report_complete", {"summary": "Approved."}),
+            Say("Reviewed."),
+        ]
+    )
+    with serve(model):
+        result = run(stack.host(model, reviewer, facts=IssueFacts(head_sha=head)))
+    assert result.outcome == "idle"
+    answers = _tool_results(model)
+    assert "--- app.py (modified, +1 -1)" in answers[0] and "+print('v2')" in answers[0]
+    assert "print('v2')" in answers[1]  # the reviewer's checkout is the PR's head
+    assert "evil.py" not in " ".join(p.name for p in (stack.work / reviewer).iterdir())  # no write tools
+    review = next(r for r in stack.github.requests if r.url.path.endswith("/pulls/101/reviews"))
+    assert json.loads(review.content)["event"] == "APPROVE"
+    status = next(r for r in stack.github.requests if "/statuses/" in r.url.path)
+    assert json.loads(status.content)["context"] == "squadron/pr-review"
+    assert "The pull request's head" in model.contents_seen(0)[-1]
+
+
+def test_every_documented_framework_tool_is_implemented(stack: Stack) -> None:
+    stack.route(stack.events.assigned(38))
+    tools = FrameworkTools(
+        agent=stack.agent(),
+        launch_token="t",
+        inbox=stack.registry,
+        queue=SqsEventQueue(stack.queue_url, client=stack.sqs),
+        github=GitHubClient(
+            http=GitHubHttp(transport=stack.github.transport()),
+            token=lambda: "t",
+            installation_id=77,
+            repo="octo/repo",
+            caller=Caller.framework(),
+        ),
+        state=HostState(),
+        clock=lambda: T0,
+    )
+    assert set(tools.specs()) == set(FRAMEWORK_TOOLS)
+
+
+def _escalation_comment(stack: Stack) -> str:
+    bodies = [
+        json.loads(r.content)["body"]
+        for r in stack.github.requests
+        if r.method == "POST" and r.url.path.endswith("/38/comments")
+    ]
+    (body,) = [b for b in bodies if "needs a human" in b]
+    return str(body)
+
+
+def test_too_many_turns_stop_the_turn_in_flight_and_escalate(tmp_path: Path) -> None:
+    config = _with_limits(load_directory(ROOT / ".squadron"), max_turns=2)
+    CLI_CACHE.mkdir(parents=True, exist_ok=True)
+    with stack_for(tmp_path, config) as stack:
+        stack.route(stack.events.assigned(38))
+        model = ScriptedModel(
+            [ToolCall("read_issue", {}), ToolCall("read_issue", {}), ToolCall("read_issue", {})],
+            then=Say("Summary: I kept reading the issue."),
+        )
+        with serve(model):
+            result = run(stack.host(model))
+        assert result.outcome == "escalated"
+        assert "turns reached 3 of 2" in result.detail
+        assert stack.agent().status is AgentStatus.ESCALATED
+        assert "Summary: I kept reading the issue." in _escalation_comment(stack)
+        assert stack.agent().counters.turns == 2  # usage is kept on the agent (the third never ran)
+
+
+def test_the_active_time_breaker_aborts_a_slow_model_and_the_heartbeat_renews_the_lease(
+    tmp_path: Path,
+) -> None:
+    config = _with_limits(load_directory(ROOT / ".squadron"), max_active_duration=3600)
+    CLI_CACHE.mkdir(parents=True, exist_ok=True)
+    with stack_for(tmp_path, config) as stack:
+        stack.route(stack.events.assigned(38))
+        model = ScriptedModel(
+            [ToolCall("read_issue", {}), Stall(seconds=60)], then=Say("Summary: the model was slow.")
+        )
+        start = T0 + timedelta(hours=1)
+
+        def clock() -> datetime:
+            # Time stands still until the model stalls, then two hours have passed.
+            return start + (timedelta(hours=2) if model.stalled.is_set() else timedelta(0))
+
+        with serve(model):
+            result = run(stack.host(model, clock=clock, watchdog_seconds=0.05))
+        assert result.outcome == "escalated"
+        assert "active_duration reached 7200 of 3600" in result.detail
+        assert "Summary: the model was slow." in _escalation_comment(stack)
+        agent = stack.agent()
+        assert (agent.status, agent.lease_owner) == (AgentStatus.ESCALATED, None)
+        assert agent.heartbeat_at == start + timedelta(hours=2)  # the watchdog's beat
+        assert agent.counters.active_seconds == 7200

@@ -44,8 +44,41 @@ def _json(status: int, body: Any, headers: dict[str, str] | None = None) -> http
     return httpx.Response(status, json=body, headers=headers or {})
 
 
-def _issue(number: int) -> dict[str, Any]:
-    return {"number": number, "title": f"Issue {number}", "state": "open", "labels": [], "body": ""}
+def _issue(number: int, **changes: Any) -> dict[str, Any]:
+    issue = {
+        "number": number,
+        "title": f"Issue {number}",
+        "state": "open",
+        "labels": [],
+        "assignees": [],
+        "body": "",
+        "html_url": f"https://github.com/octo/repo/issues/{number}",
+        "updated_at": "2026-11-23T12:00:00Z",
+    }
+    return {**issue, **changes}
+
+
+def _user(login: str) -> dict[str, Any]:
+    return {"login": login, "id": 1000 + len(login), "type": "Bot" if login.endswith("[bot]") else "User"}
+
+
+def _created_issue(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
+    body = json.loads(request.content)
+    return _json(
+        201,
+        _issue(
+            99,
+            title=body["title"],
+            body=body.get("body", ""),
+            labels=[{"name": name} for name in body.get("labels", [])],
+            assignees=[_user(login) for login in body.get("assignees", [])],
+        ),
+    )
+
+
+def _assigned(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
+    logins = json.loads(request.content).get("assignees", [])
+    return _json(201, _issue(int(match.group("n")), assignees=[_user(login) for login in logins]))
 
 
 def _pull(number: int, request: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -165,13 +198,17 @@ ROUTES: list[tuple[str, str, Responder]] = [
     ),
     ("GET", r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", lambda r, m: _json(200, _issue(int(m.group("n"))))),
     ("PATCH", r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", lambda r, m: _json(200, _issue(int(m.group("n"))))),
-    ("POST", r"/repos/[^/]+/[^/]+/issues", lambda r, m: _json(201, _issue(99))),
-    ("POST", r"/repos/[^/]+/[^/]+/issues/\d+/labels", lambda r, m: _json(200, [{"name": "bug"}])),
+    ("POST", r"/repos/[^/]+/[^/]+/issues", _created_issue),
+    (
+        "POST",
+        r"/repos/[^/]+/[^/]+/issues/\d+/labels",
+        lambda r, m: _json(200, [{"name": name} for name in json.loads(r.content)["labels"]]),
+    ),
     ("DELETE", r"/repos/[^/]+/[^/]+/issues/\d+/labels/[^/]+", lambda r, m: _json(200, [])),
     (
         "POST",
         r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)/assignees",
-        lambda r, m: _json(201, _issue(int(m.group("n")))),
+        _assigned,
     ),
     (
         "DELETE",
@@ -186,7 +223,22 @@ ROUTES: list[tuple[str, str, Responder]] = [
     ),
     ("GET", r"/repos/[^/]+/[^/]+/pulls/(?P<n>\d+)", lambda r, m: _json(200, _pull(int(m.group("n"))))),
     ("POST", r"/repos/[^/]+/[^/]+/pulls", lambda r, m: _json(201, _pull(101, json.loads(r.content)))),
-    ("GET", r"/repos/[^/]+/[^/]+/pulls/\d+/files", lambda r, m: _json(200, [{"filename": "a.py"}])),
+    (
+        "GET",
+        r"/repos/[^/]+/[^/]+/pulls/\d+/files",
+        lambda r, m: _json(
+            200,
+            [
+                {
+                    "filename": "app.py",
+                    "status": "modified",
+                    "additions": 1,
+                    "deletions": 1,
+                    "patch": "@@ -1 +1 @@\n-print('v1')\n+print('v2')",
+                }
+            ],
+        ),
+    ),
     (
         "GET",
         r"/repos/[^/]+/[^/]+/pulls/\d+/reviews",

@@ -29,7 +29,15 @@ class Say:
     content: str
 
 
-Turn = ToolCall | Say
+@dataclass(frozen=True)
+class Stall:
+    """A model that takes long: the answer waits until the test ends (or ``seconds``), then says ``content``."""
+
+    seconds: float = 60.0
+    content: str = "(too late)"
+
+
+Turn = ToolCall | Say | Stall
 
 
 @dataclass
@@ -39,6 +47,10 @@ class ScriptedModel:
     #: Answer when the script has run out (a model that keeps calling a tool, for breakers).
     then: Turn = field(default_factory=lambda: Say("Nothing more to do."))
     port: int = 0
+    #: Set when the server stops: stalled answers return at once.
+    released: threading.Event = field(default_factory=threading.Event)
+    #: Set when a stalled request has arrived (the test may then act while the model "thinks").
+    stalled: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -53,6 +65,10 @@ class ScriptedModel:
             self.requests.append(request)
             turn = self.script.pop(0) if self.script else self.then
             number = len(self.requests)
+        if isinstance(turn, Stall):
+            self.stalled.set()
+            self.released.wait(turn.seconds)
+            turn = Say(turn.content)
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if isinstance(turn, ToolCall):
             message["tool_calls"] = [
@@ -107,5 +123,6 @@ def serve(model: ScriptedModel) -> Iterator[ScriptedModel]:
     try:
         yield model
     finally:
+        model.released.set()
         server.shutdown()
         server.server_close()

@@ -163,7 +163,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "only the sending agent is put to sleep (the PM registers, the dev works on)",
         lambda e: [e.assigned(38)],
         lambda e: e.register_blocker(38, 42, agent_id=PM, sleep=True),
-        [f"block #38 by #42 {A38} CREATED"],
+        [f"block #38 by #42 {A38} CREATED", f"inbox {A38} blocker_registered"],
     ),
     (
         "a closed issue cannot block",

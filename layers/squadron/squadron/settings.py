@@ -128,3 +128,15 @@ class AgentSettings(BaseModel):
     turn_timeout_seconds: int = Field(
         default=3600, validation_alias=AliasChoices("TURN_TIMEOUT_SECONDS"), ge=60, le=4 * 3600
     )
+    #: Where working copies live (one directory per agent); next to the sessions, on EFS.
+    workspace: str | None = Field(default=None, validation_alias=AliasChoices("SQUADRON_WORKSPACE"))
+    #: The git remote of a repository; ``{repo}`` is owner/name.
+    git_remote_template: str = Field(
+        default="https://github.com/{repo}.git",
+        validation_alias=AliasChoices("GIT_REMOTE_TEMPLATE"),
+        pattern=r"\{repo\}",
+    )
+
+    @property
+    def workspace_root(self) -> str:
+        return self.workspace or f"{self.copilot_home.rstrip('/')}/work"

@@ -40,6 +40,7 @@ TABLE = {
     Action.CHECK_RUN: (False, False, False, True),
     Action.MERGE: (False, False, False, True),
     Action.APP_ADMIN: (False, False, False, True),
+    Action.REGISTER_BLOCKER: (True, True, False, True),
 }
 CALLERS = (PM, DEV, REVIEW, FRAMEWORK)
 

@@ -8,12 +8,15 @@ always offered an explicit ``available_tools`` list.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from copilot import CopilotClient, PermissionHandler, RuntimeConnection, define_tool
-from copilot.session import PreToolUseHookInput, PreToolUseHookOutput, SessionHooks
+from copilot.generated.session_events import SessionEventType
+from copilot.session import CopilotSession, PreToolUseHookInput, PreToolUseHookOutput, SessionHooks
 
 from squadron.agent.tools import ToolSpec
 
@@ -33,6 +36,12 @@ class SessionRequest:
     host_tools: Sequence[str]
     pre_tool_use: PreToolUse
     timeout_seconds: float
+    #: Where the CLI runs and its host tools act: the agent's working copy.
+    working_directory: str | None = None
+    #: Called at the start of every model turn (the breakers count turns).
+    on_turn: Callable[[], None] | None = None
+    #: Set by the host (a breaker timer, a lost lease) to abort the prompt in flight.
+    stop: asyncio.Event | None = None
 
 
 class CopilotRuntime:
@@ -42,13 +51,11 @@ class CopilotRuntime:
         cli_path: str,
         home: str,
         env: Mapping[str, str],
-        working_directory: str | None = None,
         github_token: Callable[[], str] | None = None,
     ) -> None:
         self.cli_path = cli_path
         self.home = home
         self.env = dict(env)
-        self.working_directory = working_directory
         #: For models served through Copilot (no BYOK provider): read when a session starts.
         self.github_token = github_token
 
@@ -58,7 +65,7 @@ class CopilotRuntime:
             connection=RuntimeConnection.for_stdio(path=self.cli_path),
             base_directory=self.home,
             env={**self.env, "COPILOT_HOME": self.home},
-            working_directory=self.working_directory,
+            working_directory=request.working_directory,
             github_token=self.github_token() if self.github_token is not None else None,
         )
         await client.start()
@@ -89,6 +96,8 @@ class CopilotRuntime:
                 "on_permission_request": PermissionHandler.approve_all,
                 "streaming": False,
             }
+            if request.working_directory is not None:
+                options["working_directory"] = request.working_directory
             if request.provider is not None:
                 options["provider"] = dict(request.provider)
             if request.resume:
@@ -97,17 +106,54 @@ class CopilotRuntime:
                 # Append: the CLI keeps its own guardrails; the role definition comes after them.
                 options["system_message"] = {"mode": "append", "content": request.system_prompt}
                 session = await client.create_session(session_id=request.session_id, **options)
+            unsubscribe = session.on(_turn_counter(request.on_turn)) if request.on_turn else None
             replies: list[str] = []
             prompt: str | None = request.prompt
-            while prompt is not None:
-                event = await session.send_and_wait(prompt, timeout=request.timeout_seconds)
-                content = getattr(event.data, "content", None) if event is not None else None
-                replies.append(str(content or ""))
-                prompt = then() if then is not None else None
-            await session.disconnect()
+            try:
+                while prompt is not None:
+                    replies.append(await _send(session, prompt, request))
+                    prompt = then() if then is not None else None
+            finally:
+                if unsubscribe is not None:
+                    unsubscribe()
+                await session.disconnect()
             return replies
         finally:
             await client.stop()
+
+
+async def _send(session: CopilotSession, prompt: str, request: SessionRequest) -> str:
+    """One prompt until the session is idle; aborted in flight when ``request.stop`` is set.
+
+    An aborted prompt has no reply (""): the host decides what comes next.
+    """
+    sending = asyncio.ensure_future(session.send_and_wait(prompt, timeout=request.timeout_seconds))
+    aborted = False
+    if request.stop is not None and not request.stop.is_set():
+        stopping = asyncio.ensure_future(request.stop.wait())
+        done, _ = await asyncio.wait({sending, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if sending not in done:
+            aborted = True
+            await session.abort()
+        stopping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopping
+    try:
+        event = await sending
+    except RuntimeError:
+        if aborted:  # "Session aborted before response completed"
+            return ""
+        raise
+    content = getattr(event.data, "content", None) if event is not None else None
+    return str(content or "")
+
+
+def _turn_counter(on_turn: Callable[[], None]) -> Callable[[Any], None]:
+    def handle(event: Any) -> None:
+        if event.type == SessionEventType.ASSISTANT_TURN_START and not getattr(event, "agent_id", None):
+            on_turn()
+
+    return handle
 
 
 def _handler(spec: ToolSpec) -> Callable[[Any, Any], str]:

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -20,12 +22,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.agent.copilot_runtime import CopilotRuntime, SessionRequest
 from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, system_prompt, wake_prompt
 from squadron.agent.tools import FrameworkTools, HostState, Inbox
-from squadron.config.parse import SquadronConfig
-from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem
+from squadron.config.parse import ResolvedRole, SquadronConfig
+from squadron.domain import breakers
+from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
 from squadron.domain.effects import AgentWrite
 from squadron.domain.routing import launch_token
@@ -39,6 +43,9 @@ SUMMARY_PROMPT = (
     "the humans taking over: what is done, what is left, and what they should decide."
 )
 
+
+#: Tool calls denied after a trip before the prompt in flight is aborted.
+DENIALS_BEFORE_ABORT = 3
 
 NEWS_PROMPT = "New events arrived while you worked: call check_for_events and handle them."
 
@@ -65,6 +72,8 @@ class HostResult:
     outcome: Outcome
     detail: str = ""
     replies: tuple[str, ...] = ()
+    #: What happened to the work in progress (committed and pushed, or why not).
+    saved: str = ""
 
 
 _BLOCKER_CLOSED = re.compile(r"blocker #(\d+) ")
@@ -74,6 +83,17 @@ def resolved_blockers(items: Iterable[InboxItem]) -> list[int]:
     """The blockers whose closing the inbox reports (the router's ``blocker_closed`` items)."""
     found = (_BLOCKER_CLOSED.match(item.summary) for item in items if item.kind == "blocker_closed")
     return sorted({int(match.group(1)) for match in found if match})
+
+
+def session_of(agent: AgentRecord, lifecycle: str) -> tuple[str, bool]:
+    """The Copilot session a task uses, and whether it resumes it.
+
+    Persistent roles keep one session per generation: every launch after the first resumes
+    it. Ephemeral roles (the PM) start a fresh session for each launch (each batch).
+    """
+    if lifecycle == "ephemeral":
+        return f"{agent.session_id}-l{agent.counters.launches}", False
+    return agent.session_id, agent.counters.launches > 1
 
 
 class AgentHost:
@@ -92,6 +112,8 @@ class AgentHost:
         facts: IssueFacts,
         clock: Callable[[], datetime] = _now,
         timeout_seconds: float = 600,
+        working_copy: WorkingCopy | None = None,
+        watchdog_seconds: float | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.launch_token = launch_token
@@ -105,8 +127,18 @@ class AgentHost:
         self.facts = facts
         self.clock = clock
         self.timeout_seconds = timeout_seconds
+        self.working_copy = working_copy
+        #: How often the watchdog beats and checks the clock; the config's heartbeat_interval by default.
+        self.watchdog_seconds = watchdog_seconds
         self.usage = Usage()
         self.state = HostState()
+        #: Warnings for the model that arrived outside a tool call (turns, the timer): the next
+        #: tool call carries them.
+        self.pending_context: list[str] = []
+        self.stop = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.lease_lost = False
+        self.denials = 0
 
     async def run(self) -> HostResult:
         agent = self.registry.get_agent(self.agent_id)
@@ -130,10 +162,17 @@ class AgentHost:
         finally:
             self.registry.release_lease(self.agent_id, self.launch_token, self.clock())
 
+    def _stop(self) -> None:
+        """Abort the prompt in flight (safe from any thread: SDK callbacks may run off the loop)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.stop.set)
+
     async def _work(self, agent: AgentRecord) -> HostResult:
+        self._loop = asyncio.get_running_loop()
         role = self.config.role(agent.role)
         values = prompt_values(self.config, role, agent, self.facts)
         started = self.clock()
+        found = self._prepare_working_copy(agent)
         tools = FrameworkTools(
             agent=agent,
             launch_token=self.launch_token,
@@ -143,28 +182,15 @@ class AgentHost:
             state=self.state,
             clock=self.clock,
             default_branch=self.facts.default_branch,
+            working_copy=self.working_copy,
+            repo_config=self.config.config,
         )
         offered = [spec for name, spec in tools.specs().items() if name in role.agent.tools]
         missing = sorted(set(role.agent.tools) - {spec.name for spec in offered})
         if missing:
-            logger.warning("%s: tools not available in this host yet: %s", agent.agent_id, ", ".join(missing))
-        # The session id is the generation's: every launch after its first resumes it.
-        resume = agent.counters.launches > 1
-        if agent.wake_reason is not None and resume:
-            pending = self.registry.pending_inbox(agent.agent_id)
-            prompt = wake_prompt(
-                role,
-                values,
-                reason=agent.wake_reason or "",
-                events=pending,
-                resolved_blockers=[
-                    int(i.summary.split("#")[1].split()[0])
-                    for i in pending
-                    if i.kind == "blocker_closed" and "#" in i.summary
-                ],
-            )
-        else:
-            prompt = start_prompt(agent, self.facts)
+            logger.warning("%s: unknown tools in its definition: %s", agent.agent_id, ", ".join(missing))
+        session_id, resume = session_of(agent, role.lifecycle)
+        prompt = self._first_prompt(agent, role, values, resume=resume, found=found)
 
         def pre_tool_use(tool_name: str, args: Any) -> dict[str, Any] | None:
             command = args.get("command") if isinstance(args, dict) else None
@@ -174,18 +200,32 @@ class AgentHost:
             self.usage = assessment.usage
             decision = assessment.decision
             if not decision.allow:
+                self.denials += 1
+                if self.denials % DENIALS_BEFORE_ABORT == 0:
+                    # A model that keeps calling tools after the trip is cut off, not argued with.
+                    self._stop()
                 return {
                     "permissionDecision": "deny",
                     "permissionDecisionReason": decision.message or "denied",
                 }
-            if decision.message:
-                return {"permissionDecision": "allow", "additionalContext": decision.message}
+            context = [*self.pending_context, *([decision.message] if decision.message else [])]
+            self.pending_context.clear()
+            if context:
+                return {"permissionDecision": "allow", "additionalContext": "\n".join(context)}
             return None
 
+        def on_turn() -> None:
+            assessment = breakers.on_turn(self.usage, role.limits)
+            self.usage = assessment.usage
+            self._heed(assessment)
+
         def follow_up() -> str | None:
+            if self.lease_lost:
+                return None
             if self.usage.tripped is not None and self.state.ending not in ("escalate", "sleep"):
                 self.state.ending = "escalate"
                 self.state.reason = self.usage.trip_reason or "circuit breaker"
+                self.stop.clear()  # the summary turn runs (tools stay denied)
                 return SUMMARY_PROMPT.format(reason=self.state.reason)
             if self.state.ending in (None, "complete") and self.registry.pending_inbox(agent.agent_id):
                 # News arrived while this task ran (the router only wakes agents without a task).
@@ -193,29 +233,139 @@ class AgentHost:
                 return NEWS_PROMPT
             return None
 
-        replies = await self.runtime.turn(
-            SessionRequest(
-                session_id=agent.session_id,
-                resume=resume,
-                model=role.model,
-                provider=self.provider,
-                system_prompt=system_prompt(role, values),
-                prompt=prompt,
-                tools=offered,
-                host_tools=role.agent.host_tools,
-                pre_tool_use=pre_tool_use,
-                timeout_seconds=self.timeout_seconds,
-            ),
-            then=follow_up,
-        )
+        watchdog = asyncio.ensure_future(self._watchdog(role, started))
+        try:
+            replies = await self.runtime.turn(
+                SessionRequest(
+                    session_id=session_id,
+                    resume=resume,
+                    model=role.model,
+                    provider=self.provider,
+                    system_prompt=system_prompt(role, values),
+                    prompt=prompt,
+                    tools=offered,
+                    host_tools=role.agent.host_tools,
+                    pre_tool_use=pre_tool_use,
+                    timeout_seconds=self.timeout_seconds,
+                    working_directory=str(self.working_copy.path) if self.working_copy else None,
+                    on_turn=on_turn,
+                    stop=self.stop,
+                ),
+                then=follow_up,
+            )
+        finally:
+            watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watchdog
+            self._record_usage(started)
+        return self._finish(agent, replies)
+
+    def _first_prompt(
+        self, agent: AgentRecord, role: ResolvedRole, values: dict[str, Any], *, resume: bool, found: str
+    ) -> str:
+        if agent.wake_reason is not None and resume:
+            pending = self.registry.pending_inbox(agent.agent_id)
+            prompt = wake_prompt(
+                role,
+                values,
+                reason=agent.wake_reason or "",
+                events=pending,
+                resolved_blockers=resolved_blockers(pending),
+            )
+        else:
+            prompt = start_prompt(agent, self.facts)
+        return f"{prompt}\n\nYour working copy (the current directory): {found}" if found else prompt
+
+    def _finish(self, agent: AgentRecord, replies: list[str]) -> HostResult:
+        """After the session: sleep, escalate or go idle, saving the work first."""
+        if self.lease_lost:
+            return HostResult("superseded", "the lease was lost while working", tuple(replies))
         if self.state.ending == "sleep":
-            return HostResult("sleeping", self.state.reason, tuple(replies))
+            saved = self._save_work(agent, f"WIP: {self.state.reason}")
+            return HostResult("sleeping", self.state.reason, tuple(replies), saved)
         if self.state.ending == "escalate":
-            self._escalate(self.state.reason, replies[-1] if replies else "")
-            return HostResult("escalated", self.state.reason, tuple(replies))
+            saved = self._save_work(agent, f"WIP: handed to humans: {self.state.reason}")
+            self._escalate(self.state.reason, replies[-1] if replies else "", saved)
+            return HostResult("escalated", self.state.reason, tuple(replies), saved)
         self._settle_idle()
         detail = self.state.reason if self.state.ending == "complete" else "the turn ended without a report"
         return HostResult("idle", detail, tuple(replies))
+
+    def _heed(self, assessment: breakers.Assessment) -> None:
+        """A breaker verdict reached outside a tool call: warn at the next call, or stop the turn."""
+        if assessment.decision.tripped_now is not None:
+            self._stop()
+        elif assessment.decision.allow and assessment.decision.message:
+            self.pending_context.append(assessment.decision.message)
+
+    async def _watchdog(self, role: ResolvedRole, started: datetime) -> None:
+        """While the session works: renew the lease (the heartbeat) and check the active-time breaker."""
+        interval = self.watchdog_seconds or float(self.config.config.runtime.heartbeat_interval)
+        while True:
+            await asyncio.sleep(interval)
+            now = self.clock()
+            assessment = breakers.on_timer(self.usage, role.limits, elapsed=now - started)
+            self.usage = assessment.usage
+            self._heed(assessment)
+            try:
+                await asyncio.to_thread(
+                    self.registry.acquire_lease, self.agent_id, self.launch_token, now, LEASE_TTL
+                )
+            except ConflictError:
+                # Another task holds the agent now (this one was presumed dead): stop touching it.
+                logger.error("%s: lease lost to another task; stopping", self.agent_id)
+                self.lease_lost = True
+                self.stop.set()
+                return
+            except Exception:  # a missed beat is retried at the next one; the lease outlives a few
+                logger.exception("%s: heartbeat failed", self.agent_id)
+
+    def _prepare_working_copy(self, agent: AgentRecord) -> str:
+        """Check out the agent's branch (dev) or its PR's head (review); what it found, in words."""
+        wc = self.working_copy
+        if wc is None:
+            return ""
+        try:
+            if agent.kind is RoleKind.DEV and agent.branch:
+                return wc.prepare(agent.branch, self.facts.base_branch)
+            if agent.kind is RoleKind.REVIEW and agent.pr_number is not None:
+                return wc.prepare_review(f"refs/pull/{agent.pr_number}/head", self.facts.head_sha)
+        except GitError as exc:
+            logger.error("%s: working copy not prepared: %s", agent.agent_id, exc)
+            return f"it could not be prepared ({exc}); say so with escalate_to_human if you need it."
+        return ""
+
+    def _save_work(self, agent: AgentRecord, message: str) -> str:
+        """Commit and push a dev agent's work in progress before its task ends."""
+        if self.working_copy is None or agent.kind is not RoleKind.DEV or not agent.branch:
+            return ""
+        saved = self.working_copy.save(self.agent_github(agent).caller, agent.branch, message[:200])
+        logger.info("%s: %s", agent.agent_id, saved)
+        return saved
+
+    def _record_usage(self, started: datetime) -> None:
+        """Add this task's usage to the agent's life-long counters (what `squadron status` shows)."""
+        used = self.usage
+        seconds = max(0, int((self.clock() - started).total_seconds()))
+        for _ in range(3):
+            agent = self.registry.get_agent(self.agent_id)
+            if agent is None or launch_token(agent) != self.launch_token:
+                return
+            counters = agent.counters.model_copy(
+                update={
+                    "tool_calls": agent.counters.tool_calls + used.tool_calls,
+                    "turns": agent.counters.turns + used.turns,
+                    "iterations": agent.counters.iterations + used.iterations,
+                    "active_seconds": agent.counters.active_seconds + seconds,
+                }
+            )
+            try:
+                self.registry.put_agent(
+                    AgentWrite(agent.updated(now=self.clock(), counters=counters), agent.version)
+                )
+                return
+            except ConflictError:
+                continue
 
     def _settle_idle(self) -> None:
         """The task ends; the agent stays ACTIVE without a task, so the next event for it wakes it."""
@@ -235,7 +385,7 @@ class AgentHost:
             except ConflictError:
                 continue
 
-    def _escalate(self, reason: str, summary: str) -> None:
+    def _escalate(self, reason: str, summary: str, saved: str = "") -> None:
         """Mark the agent ESCALATED and hand its issue to humans (label, comment, needs-human issue)."""
         for _ in range(3):
             agent = self.registry.get_agent(self.agent_id)
@@ -258,7 +408,8 @@ class AgentHost:
             return
         escalation = self.config.config.escalation
         github = self.framework_github(agent)
-        body = f"{agent.display_name} needs a human: {reason}\n\n{summary}".strip()
+        work = f"\n\nWork in progress on `{agent.branch}`: {saved}" if saved else ""
+        body = f"{agent.display_name} needs a human: {reason}\n\n{summary}{work}".strip()
         github.add_labels(agent.issue_number, [escalation.label])
         github.comment(agent.issue_number, body)
         if escalation.create_issue:

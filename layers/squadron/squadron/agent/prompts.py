@@ -18,6 +18,8 @@ class IssueFacts:
     url: str = ""
     default_branch: str = "main"
     base_branch: str = "main"
+    #: A reviewer's pull request head commit ("" for other roles).
+    head_sha: str = ""
 
 
 def _duration(seconds: int) -> str:

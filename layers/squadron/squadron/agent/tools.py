@@ -17,12 +17,17 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
+from squadron.config.models import RepoConfig
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RegisterBlocker, build_envelope
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, PermissionDeniedError, check
 from squadron.ports import EventQueue
+
+#: The most diff text read_pull_request hands the model; the rest is read from the checkout.
+PATCH_BUDGET = 60_000
 
 
 class Inbox(Protocol):
@@ -76,6 +81,45 @@ class PostStatus(_Params):
     description: str = Field(min_length=1, max_length=140)
 
 
+class GitPush(_Params):
+    message: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2_000,
+        description="Commit message for changes not committed yet (all of them are committed first).",
+    )
+
+
+class CreateBlockerIssue(_Params):
+    title: str = Field(min_length=1, max_length=256, description="Title of the new issue.")
+    body: str = Field(
+        min_length=1, max_length=60_000, description="What must be done, and why your issue needs it."
+    )
+    reason: str = Field(min_length=1, max_length=2_000, description="What you need from it, for your issue.")
+
+
+class RegisterBlockerParams(_Params):
+    issue: int = Field(gt=0, description="The issue that cannot go on.")
+    blocked_by: int = Field(gt=0, description="The open issue it waits for.")
+    reason: str = Field(default="", max_length=2_000)
+
+
+class LabelIssue(_Params):
+    number: int = Field(gt=0)
+    labels: list[str] = Field(min_length=1, max_length=10, description="Labels from the taxonomy.")
+
+
+class AssignIssue(_Params):
+    number: int = Field(gt=0)
+    role: str = Field(min_length=1, max_length=64, description="The dev role that should work on it.")
+
+
+class CreateIssue(_Params):
+    title: str = Field(min_length=1, max_length=256)
+    body: str = Field(min_length=1, max_length=60_000)
+    labels: list[str] = Field(default_factory=list, max_length=10, description="Labels from the taxonomy.")
+
+
 class EscalateToHuman(_Params):
     reason: str = Field(min_length=1, max_length=4_000, description="What a human must decide or do.")
 
@@ -109,7 +153,11 @@ class FrameworkTools:
         state: HostState,
         clock: Callable[[], datetime],
         default_branch: str = "main",
+        working_copy: WorkingCopy | None = None,
+        repo_config: RepoConfig | None = None,
     ) -> None:
+        self.working_copy = working_copy
+        self.repo_config = repo_config or RepoConfig()
         self.agent = agent
         self.launch_token = launch_token
         self.inbox = inbox
@@ -140,10 +188,51 @@ class FrameworkTools:
                     self.report_blocked,
                 ),
                 ToolSpec(
+                    "create_blocker_issue",
+                    "File a new issue for work that must be done before yours can go on (a missing API, "
+                    "a bug elsewhere): your work in progress is pushed, your session sleeps and wakes "
+                    "when the new issue is closed. End your turn right after calling this.",
+                    CreateBlockerIssue,
+                    self.create_blocker_issue,
+                ),
+                ToolSpec(
+                    "git_push",
+                    "Commit every change in your working copy (with message) and push your own branch. "
+                    "Never force: if the remote has new commits, merge them first.",
+                    GitPush,
+                    self.git_push,
+                ),
+                ToolSpec(
                     "open_pr",
-                    "Open a pull request from your own branch (push your commits first).",
+                    "Open a pull request from your own branch (your work is committed and pushed first).",
                     OpenPr,
                     self.open_pr,
+                ),
+                ToolSpec(
+                    "read_pull_request",
+                    "Read your pull request: title, description, and every changed file with its diff.",
+                    NoParams,
+                    self.read_pull_request,
+                ),
+                ToolSpec(
+                    "label_issue",
+                    "Add labels from the project's taxonomy to an issue.",
+                    LabelIssue,
+                    self.label_issue,
+                ),
+                ToolSpec(
+                    "assign_issue",
+                    "Assign an issue to a dev role: an agent of that role starts on it.",
+                    AssignIssue,
+                    self.assign_issue,
+                ),
+                ToolSpec("create_issue", "Open a new issue.", CreateIssue, self.create_issue),
+                ToolSpec(
+                    "register_blocker",
+                    "Record that an issue cannot go on until another open issue is closed (its agent "
+                    "sleeps until then).",
+                    RegisterBlockerParams,
+                    self.register_blocker,
                 ),
                 ToolSpec(
                     "submit_review",
@@ -184,6 +273,8 @@ class FrameworkTools:
                 return f"denied: {exc}"
             except GitHubError as exc:
                 return f"GitHub refused: {exc}"
+            except GitError as exc:
+                return f"git failed: {exc}"
 
         return run
 
@@ -219,28 +310,97 @@ class FrameworkTools:
             return "Only an agent working on an issue can be blocked."
         if params.blocker_issue == self.agent.issue_number:
             return f"#{params.blocker_issue} is your own issue; it cannot block itself."
+        return self._sleep_on(params.blocker_issue, params.reason)
+
+    def create_blocker_issue(self, params: CreateBlockerIssue) -> str:
+        own = self.agent.issue_number
+        if own is None:
+            return "Only an agent working on an issue can be blocked."
+        body = f"{params.body}\n\nBlocks #{own}: {params.reason}"
+        issue = self.github.create_issue(params.title, body)
+        number = int(issue["number"])
+        # The App's own issues.opened webhook is dropped at the ingress: tell the router, so
+        # the PM triages the new issue like any other.
+        self.queue.send(self._echo("issues", "opened", {"issue": issue}, f"issue-{number}"))
+        return f"Filed #{number}. " + self._sleep_on(number, params.reason)
+
+    def _sleep_on(self, blocker: int, reason: str) -> str:
+        own = self.agent.issue_number
+        assert own is not None
+        check(self.github.caller, Action.REGISTER_BLOCKER)
+        self.github.comment(own, f"Blocked by #{blocker}: {reason}")
         command = RegisterBlocker(
-            issue_number=self.agent.issue_number,
-            blocker_number=params.blocker_issue,
+            issue_number=own,
+            blocker_number=blocker,
             agent_id=self.agent.agent_id,
             launch_token=self.launch_token,
             sleep=True,
-            note=params.reason,
+            note=reason,
         )
-        self.queue.send(self._command(command, f"blocked-{params.blocker_issue}"))
+        self.queue.send(self._command(command, f"blocked-{blocker}"))
         self.state.ending = "sleep"
-        self.state.reason = f"blocked by #{params.blocker_issue}: {params.reason}"
-        self.state.commands.append(f"register_blocker #{params.blocker_issue}")
+        self.state.reason = f"blocked by #{blocker}: {reason}"
+        self.state.commands.append(f"register_blocker #{blocker}")
         return (
-            f"Registered: #{self.agent.issue_number} is blocked by #{params.blocker_issue}. Your session "
-            "sleeps now and wakes when it closes; end your turn with a one-line status."
+            f"Registered: #{own} is blocked by #{blocker}. Your work in progress will be pushed and "
+            "your session sleeps; it wakes when the blocker closes. End your turn with a one-line status."
         )
 
+    def register_blocker(self, params: RegisterBlockerParams) -> str:
+        check(self.github.caller, Action.REGISTER_BLOCKER)
+        if params.issue == params.blocked_by:
+            return f"#{params.issue} cannot block itself."
+        command = RegisterBlocker(
+            issue_number=params.issue, blocker_number=params.blocked_by, note=params.reason
+        )
+        self.queue.send(self._command(command, f"blocker-{params.issue}-{params.blocked_by}"))
+        return (
+            f"Sent: #{params.issue} is blocked by #{params.blocked_by}. Squadron refuses it if "
+            f"#{params.blocked_by} is closed, would close a cycle or is too deep; the issue's agent, if "
+            "any, waits for it."
+        )
+
+    def git_push(self, params: GitPush) -> str:
+        return self._push(params.message or "Work in progress")[1]
+
+    def _push(self, message: str) -> tuple[bool, str]:
+        """Commit everything and push the agent's own branch: (the branch is on the remote, words)."""
+        wc = self.working_copy
+        branch = self.agent.branch
+        if wc is None or branch is None:
+            return False, "You have no working copy of your own to push."
+        check(self.github.caller, Action.PUSH, branch=branch)
+        current = wc.current_branch()
+        if current != branch:
+            return False, (
+                f"Your working copy is on {current}, not your branch {branch}: "
+                f"check out {branch} (bring your changes with you) and push again."
+            )
+        sha = wc.commit_all(message)
+        result = wc.push(self.github.caller, branch)
+        committed = f"Committed {sha[:7]}. " if sha else ""
+        if result.pushed and self.agent.pr_number is not None:
+            # New commits on an open PR: the App's own synchronize webhook is dropped at the
+            # ingress, so tell the router (the reviewers re-run).
+            pr = self.github.get_pull(self.agent.pr_number)
+            self.queue.send(
+                self._echo("pull_request", "synchronize", {"pull_request": pr}, f"push-{result.sha[:12]}")
+            )
+        on_remote = result.pushed or result.detail == "already up to date"
+        return on_remote, f"{committed}{result.detail[:1].upper()}{result.detail[1:]} ({branch})."
+
     def open_pr(self, params: OpenPr) -> str:
-        check(self.github.caller, Action.OPEN_PR, branch=self.agent.branch)
+        branch = self.agent.branch or ""
+        check(self.github.caller, Action.OPEN_PR, branch=branch)
+        pushed = ""
+        if self.working_copy is not None:
+            on_remote, said = self._push(params.title)
+            if not on_remote:
+                return f"Not opened: your branch could not be pushed. {said}"
+            pushed = said + " "
         pr = self.github.create_pull(
             title=params.title,
-            head=self.agent.branch or "",
+            head=branch,
             base=params.base or self.default_branch,
             body=params.body,
             draft=params.draft,
@@ -248,7 +408,100 @@ class FrameworkTools:
         # The App's own webhooks are dropped at the ingress: tell the router ourselves, so the
         # PR is linked to the issue and its reviewers start.
         self.queue.send(self._echo("pull_request", "opened", {"pull_request": pr}, f"pr-{pr['number']}"))
-        return f"Opened PR #{pr['number']} from {self.agent.branch}."
+        return f"{pushed}Opened PR #{pr['number']} from {branch}."
+
+    def read_pull_request(self, params: NoParams) -> str:
+        pr = self._pr()
+        if isinstance(pr, str):
+            return pr
+        files = self.github.list_pull_files(int(pr["number"]))
+        lines = [
+            f"PR #{pr['number']} [{pr.get('state')}] {pr.get('title')}",
+            f"{pr.get('head', {}).get('ref')} -> {pr.get('base', {}).get('ref')} at {pr.get('head', {}).get('sha')}",
+            str(pr.get("body") or ""),
+            f"{len(files)} changed file(s):",
+        ]
+        budget = PATCH_BUDGET
+        for item in files:
+            header = (
+                f"--- {item.get('filename')} ({item.get('status', 'modified')}, "
+                f"+{item.get('additions', 0)} -{item.get('deletions', 0)})"
+            )
+            patch = str(item.get("patch") or "(no textual diff: binary or too large; read the file)")
+            if len(patch) > budget:
+                patch = (
+                    patch[: max(budget, 0)] + "\n(diff cut here: read the remaining files from your checkout)"
+                )
+            budget -= len(patch)
+            lines += [header, patch]
+        return "\n".join(lines)
+
+    def label_issue(self, params: LabelIssue) -> str:
+        unknown = sorted(set(params.labels) - set(self.repo_config.labels))
+        if unknown:
+            return (
+                f"Not labelled: {', '.join(unknown)} not in the taxonomy. "
+                f"Labels: {', '.join(sorted(self.repo_config.labels))}."
+            )
+        applied = self.github.add_labels(params.number, params.labels)
+        names = ", ".join(str(label.get("name")) for label in applied)
+        return f"#{params.number} now has labels: {names}."
+
+    def assign_issue(self, params: AssignIssue) -> str:
+        config = self.repo_config
+        role = config.roles.get(params.role)
+        dev_roles = sorted(name for name, r in config.roles.items() if r is not None and r.kind == "dev")
+        if role is None or role.kind != "dev":
+            return f"Not assigned: {params.role} is not a dev role. Dev roles: {', '.join(dev_roles)}."
+        check(self.github.caller, Action.ASSIGN)
+        issue = self.github.get_issue(params.number)
+        if issue.get("pull_request"):
+            return f"Not assigned: #{params.number} is a pull request."
+        if issue.get("state") != "open":
+            return f"Not assigned: #{params.number} is {issue.get('state')}."
+        labels = [str(label.get("name")) for label in issue.get("labels", []) if isinstance(label, dict)]
+        routes = config.label_roles()
+        current = next((routes[name] for name in labels if name in routes), config.default_dev_role)
+        if current != params.role:
+            routing = [name for name, target in routes.items() if target == params.role]
+            conflicting = [name for name in labels if name in routes]
+            if conflicting or not routing:
+                return (
+                    f"Not assigned: #{params.number}'s labels route it to {current}"
+                    + (f" ({', '.join(conflicting)})" if conflicting else "")
+                    + f", not {params.role}. "
+                    + (
+                        f"Label it {routing[0]} instead of {', '.join(conflicting)}."
+                        if routing
+                        else f"No label routes to {params.role}."
+                    )
+                )
+            applied = self.github.add_labels(params.number, [routing[0]])
+            issue = {**issue, "labels": applied}
+        bot = config.bot_login
+        assigned = self.github.add_assignees(params.number, [bot])
+        logins = [str(user.get("login")) for user in assigned.get("assignees", []) if isinstance(user, dict)]
+        if bot not in logins:
+            return (
+                f"GitHub did not assign #{params.number} to {bot} (assignees now: {', '.join(logins) or 'none'}); "
+                "no agent starts. Escalate if this persists."
+            )
+        issue = {**assigned, "labels": issue.get("labels", assigned.get("labels", []))}
+        # The App's own issues.assigned webhook is dropped at the ingress: tell the router.
+        assignee = {"login": bot, "id": 0, "type": "Bot"}
+        self.queue.send(
+            self._echo(
+                "issues", "assigned", {"issue": issue, "assignee": assignee}, f"assign-{params.number}"
+            )
+        )
+        return f"Assigned #{params.number} to {params.role}: its agent starts."
+
+    def create_issue(self, params: CreateIssue) -> str:
+        unknown = sorted(set(params.labels) - set(self.repo_config.labels))
+        if unknown:
+            return f"Not created: {', '.join(unknown)} not in the taxonomy."
+        issue = self.github.create_issue(params.title, params.body, labels=params.labels)
+        return f"Created #{issue['number']}: {issue.get('title', params.title)}."
 
     def _pr(self) -> dict[str, Any] | str:
         if self.agent.pr_number is None:

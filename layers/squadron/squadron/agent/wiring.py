@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.git import GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.for_router import RepositoryFilesOverGitHub
 from squadron.adapters.github.http import GitHubHttp
@@ -18,7 +20,7 @@ from squadron.agent.host import AgentHost
 from squadron.agent.prompts import IssueFacts
 from squadron.config import ConfigLoader
 from squadron.config.models import ByokProvider
-from squadron.domain.agents import AgentRecord
+from squadron.domain.agents import AgentRecord, RoleKind
 from squadron.domain.permissions import Caller, caller_kind
 from squadron.errors import ConfigurationError
 from squadron.settings import AgentSettings, load_settings
@@ -77,15 +79,7 @@ def build_host(
 
     reader = client(agent_caller(agent))
     config = ConfigLoader(RepositoryFilesOverGitHub(lambda repo: reader)).load(agent.repo_full_name)
-    repository = reader.get_repository()
-    issue = reader.get_issue(agent.issue_number) if agent.issue_number is not None else {}
-    default_branch = str(repository.get("default_branch") or "main")
-    facts = IssueFacts(
-        title=str(issue.get("title") or ""),
-        url=str(issue.get("html_url") or ""),
-        default_branch=default_branch,
-        base_branch=default_branch,
-    )
+    facts = read_facts(reader, agent)
     secrets = SecretsManagerSource()
     role = config.role(agent.role)
     copilot_token = None
@@ -103,6 +97,14 @@ def build_host(
         env={"PATH": env.get("PATH", "/usr/bin:/bin"), "HOME": env.get("HOME", settings.copilot_home)},
         github_token=copilot_token,
     )
+    working_copy = None
+    if agent.kind is not RoleKind.PM:
+        working_copy = WorkingCopy(
+            Path(settings.workspace_root) / agent.agent_id,
+            GitRemote(settings.git_remote_template.format(repo=agent.repo_full_name), task_token),
+            author_name=f"{agent.display_name} (squadron)",
+            author_email=f"{config.config.bot_login}@users.noreply.github.com",
+        )
     return AgentHost(
         agent_id=agent.agent_id,
         launch_token=settings.launch_token,
@@ -117,4 +119,24 @@ def build_host(
         provider=provider_for(role.provider, secrets),
         facts=facts,
         timeout_seconds=settings.turn_timeout_seconds,
+        working_copy=working_copy,
+    )
+
+
+def read_facts(reader: GitHubClient, agent: AgentRecord) -> IssueFacts:
+    """What the prompts need from GitHub: the issue, the default branch, a reviewer's PR."""
+    repository = reader.get_repository()
+    issue = reader.get_issue(agent.issue_number) if agent.issue_number is not None else {}
+    default_branch = str(repository.get("default_branch") or "main")
+    base, head = default_branch, ""
+    if agent.kind is RoleKind.REVIEW and agent.pr_number is not None:
+        pr = reader.get_pull(agent.pr_number)
+        base = str(pr.get("base", {}).get("ref") or default_branch)
+        head = str(pr.get("head", {}).get("sha") or "")
+    return IssueFacts(
+        title=str(issue.get("title") or ""),
+        url=str(issue.get("html_url") or ""),
+        default_branch=default_branch,
+        base_branch=base,
+        head_sha=head,
     )

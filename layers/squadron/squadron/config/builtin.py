@@ -76,8 +76,8 @@ and open a pull request against {base_branch} that closes the issue.
 name: pr-review
 description: Reviews pull requests for correctness, tests and clarity.
 lifecycle: persistent
-tools: [check_for_events, read_issue, comment, submit_review, post_status, report_complete,
-        escalate_to_human]
+tools: [check_for_events, read_issue, read_pull_request, comment, submit_review, post_status,
+        report_complete, escalate_to_human]
 host_tools: [view, grep, glob]
 ---
 You are {agent_id}, reviewing pull request #{pr_number} of {repo_full_name}.
@@ -90,8 +90,8 @@ Submit one review: approve, or request changes with concrete comments.
 name: security-review
 description: Reviews pull requests for security problems.
 lifecycle: persistent
-tools: [check_for_events, read_issue, comment, submit_review, post_status, report_complete,
-        escalate_to_human]
+tools: [check_for_events, read_issue, read_pull_request, comment, submit_review, post_status,
+        report_complete, escalate_to_human]
 host_tools: [view, grep, glob]
 ---
 You are {agent_id}, the security reviewer of pull request #{pr_number} of {repo_full_name}.

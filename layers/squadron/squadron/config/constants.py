@@ -33,8 +33,9 @@ FRAMEWORK_TOOLS: Mapping[str, str] = MappingProxyType(
         "submit_review": "Submit a pull request review (review roles).",
         "post_status": "Post the role's commit status (squadron/<role>).",
         "read_issue": "Read an issue or pull request with its comments.",
-        "label_issue": "Add or remove labels of the label taxonomy.",
-        "assign_issue": "Assign an issue to an agent role or a human group.",
+        "read_pull_request": "Read the agent's pull request: description and every file's diff.",
+        "label_issue": "Add labels of the label taxonomy to an issue.",
+        "assign_issue": "Assign an issue to a dev role (its agent starts).",
         "create_issue": "Open a new issue.",
     }
 )

@@ -49,6 +49,8 @@ class Action(StrEnum):
     CHECK_RUN = "check_run"
     MERGE = "merge"
     APP_ADMIN = "app_admin"  # webhook deliveries, installation tokens
+    #: Squadron's own bookkeeping (no GitHub call): issue A waits for issue B.
+    REGISTER_BLOCKER = "register_blocker"
 
 
 ALLOWED: Final[dict[CallerKind, frozenset[Action]]] = {
@@ -62,12 +64,14 @@ ALLOWED: Final[dict[CallerKind, frozenset[Action]]] = {
             Action.LABEL,
             Action.ASSIGN,
             Action.COMMENT,
+            Action.REGISTER_BLOCKER,
         }
     ),
     CallerKind.DEV: frozenset(
         {
             Action.READ,
             Action.CREATE_ISSUE,  # blocker issues
+            Action.REGISTER_BLOCKER,  # of its own issue (report_blocked, create_blocker_issue)
             Action.COMMENT,
             Action.PUSH,
             Action.OPEN_PR,

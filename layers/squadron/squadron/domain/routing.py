@@ -959,7 +959,13 @@ def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
             write = AgentWrite(agent.updated(now=snap.now, blocked_by=blocked_by), agent.version)
     if blocker in view.blockers and write is None:
         return [Discard(f"#{issue} is already blocked by #{blocker}")]
-    return [AddBlocker(event.repository.id, issue, blocker, write)]
+    effects = [AddBlocker(event.repository.id, issue, blocker, write)]
+    if agent is not None and agent.agent_id != command.agent_id and agent.status in LIVE:
+        # Registered by someone else (the PM) while the agent works: it hears of it and decides
+        # whether to sleep on it (report_blocked) or go on; the closing still reaches it.
+        note = f": {command.note}" if command.note else ""
+        effects.append(_inbox(agent, event, "blocker_registered", f"#{issue} is blocked by #{blocker}{note}"))
+    return effects
 
 
 ROUTES: Mapping[tuple[str, str | None], Handler] = {

@@ -301,6 +301,34 @@ def test_a_denied_action_reaches_the_model_and_github_sees_nothing(stack: Stack)
     assert stack.github.requests == []
 
 
+def test_a_dev_agent_that_tries_to_merge_is_denied_and_github_sees_nothing(stack: Stack) -> None:
+    stack.route(stack.events.assigned(38))
+    main_before = stack.remote.sha("main")
+    model = ScriptedModel(
+        [
+            ToolCall("bash", {"command": "gh pr merge 101 --squash", "description": "merge"}),
+            ToolCall("bash", {"command": "git push origin HEAD:main", "description": "push"}),
+            ToolCall(
+                "bash",
+                {
+                    "command": "curl -X PUT https://api.github.com/repos/octo/repo/pulls/101/merge",
+                    "description": "merge via the API",
+                },
+            ),
+            Say("I may not merge."),
+        ]
+    )
+    with serve(model):
+        result = run(stack.host(model))
+    assert result.outcome == "idle"
+    merge, push, api = _tool_results(model)
+    assert "merging is not allowed to agents: Squadron merges when the approval flow is met" in merge
+    assert "git push from the shell is not allowed: call git_push" in push
+    assert "calling the GitHub API from the shell is not allowed" in api
+    assert stack.github.requests == []
+    assert stack.remote.sha("main") == main_before
+
+
 def test_a_replaced_task_does_nothing(stack: Stack) -> None:
     stack.route(stack.events.assigned(38))
     model = ScriptedModel([Say("should never be asked")])
@@ -359,6 +387,7 @@ def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> Non
     stack.route(stack.events.assigned(38))
     model = ScriptedModel(
         [
+            ToolCall("comment", {"number": 12, "body": "hijack"}),
             ToolCall(
                 "create_blocker_issue",
                 {
@@ -373,7 +402,9 @@ def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> Non
     with serve(model):
         result = run(stack.host(model))
     assert result.outcome == "sleeping"
-    assert _tool_results(model)[0].startswith("Filed #99. Registered: #38 is blocked by #99.")
+    refused, filed = _tool_results(model)
+    assert refused == "Not commented: you comment on your own issue or pull request (#38), not #12."
+    assert filed.startswith("Filed #99. Registered: #38 is blocked by #99.")
     created = next(r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/issues"))
     body = json.loads(created.content)["body"]
     assert body.startswith("[squadron:feat-dev-38] GET /export returning CSV.")
@@ -405,6 +436,7 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
             ToolCall("register_blocker", {"issue": 38, "blocked_by": 12, "reason": "needs the parser fix"}),
             ToolCall("assign_issue", {"number": 38, "role": "pr-review"}),
             ToolCall("assign_issue", {"number": 38, "role": "bug-fix"}),
+            ToolCall("comment", {"number": 38, "body": "Triage: a bug; bug-fix takes it after #12."}),
             ToolCall("report_complete", {"summary": "Triaged #38 as a bug."}),
             Say("Done."),
         ]
@@ -419,6 +451,11 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
     assert answers[3].startswith("Sent: #38 is blocked by #12.")
     assert answers[4].startswith("Not assigned: pr-review is not a dev role. Dev roles: bug-fix, feat-dev")
     assert answers[5] == "Assigned #38 to bug-fix: its agent starts."
+    assert answers[6] == "Commented on #38 (comment 7)."
+    triage = next(
+        r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/38/comments")
+    )
+    assert json.loads(triage.content)["body"] == "[squadron:pm] Triage: a bug; bug-fix takes it after #12."
     assert stack.agent(pm_id).lease_owner is None
     assigned = next(r for r in stack.github.requests if r.url.path.endswith("/38/assignees"))
     assert json.loads(assigned.content) == {"assignees": ["squadron[bot]"]}

@@ -19,7 +19,13 @@ def main() -> int:
     except Exception:
         log.exception("the agent task failed")
         return 1
-    log.info(json.dumps({"agent_id": host.agent_id, "outcome": result.outcome, "detail": result.detail}))
+    outcome = {
+        "agent_id": host.agent_id,
+        "outcome": result.outcome,
+        "detail": result.detail,
+        "saved": result.saved,
+    }
+    log.info(json.dumps(outcome))
     return 0
 
 

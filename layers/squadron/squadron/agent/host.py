@@ -33,6 +33,7 @@ from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, Inbo
 from squadron.domain.breakers import Usage, before_tool_call
 from squadron.domain.effects import AgentWrite
 from squadron.domain.routing import launch_token
+from squadron.domain.shell_policy import refuse_shell
 from squadron.ports import EventQueue
 
 logger = logging.getLogger(__name__)
@@ -208,6 +209,9 @@ class AgentHost:
                     "permissionDecision": "deny",
                     "permissionDecisionReason": decision.message or "denied",
                 }
+            refused = refuse_shell(command) if tool_name in breakers.SHELL_TOOLS else None
+            if refused is not None:
+                return {"permissionDecision": "deny", "permissionDecisionReason": refused}
             context = [*self.pending_context, *([decision.message] if decision.message else [])]
             self.pending_context.clear()
             if context:

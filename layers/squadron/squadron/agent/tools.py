@@ -23,7 +23,7 @@ from squadron.adapters.github.errors import GitHubError
 from squadron.config.models import RepoConfig
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RegisterBlocker, build_envelope
-from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, PermissionDeniedError, check
+from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, CallerKind, PermissionDeniedError, check
 from squadron.ports import EventQueue
 
 #: The most diff text read_pull_request hands the model; the rest is read from the checkout.
@@ -48,7 +48,12 @@ class ReadIssue(_Params):
 
 
 class Comment(_Params):
-    body: str = Field(min_length=1, max_length=60_000, description="Markdown comment on your issue.")
+    body: str = Field(min_length=1, max_length=60_000, description="Markdown comment.")
+    number: int | None = Field(
+        default=None,
+        gt=0,
+        description="Issue or pull request to comment on; defaults to your own (the PM names one).",
+    )
 
 
 class ReportBlocked(_Params):
@@ -300,10 +305,15 @@ class FrameworkTools:
         return "\n".join(lines)
 
     def comment(self, params: Comment) -> str:
-        if self.agent.issue_number is None:
-            return "You have no issue of your own to comment on."
-        created = self.github.comment(self.agent.issue_number, params.body)
-        return f"Commented on #{self.agent.issue_number} (comment {created.get('id')})."
+        own = {n for n in (self.agent.issue_number, self.agent.pr_number) if n is not None}
+        number = params.number or self.agent.issue_number
+        if number is None:
+            return "Which issue? Pass number."
+        if self.github.caller.kind is not CallerKind.PM and number not in own:
+            mine = " or ".join(f"#{n}" for n in sorted(own))
+            return f"Not commented: you comment on your own issue or pull request ({mine}), not #{number}."
+        created = self.github.comment(number, params.body)
+        return f"Commented on #{number} (comment {created.get('id')})."
 
     def report_blocked(self, params: ReportBlocked) -> str:
         if self.agent.issue_number is None:

@@ -12,6 +12,7 @@ from infra.constructs.event_queue import EventQueue
 from infra.constructs.ingress import WebhookIngress
 from infra.constructs.layer import SharedLayer
 from infra.constructs.observability import Observability
+from infra.constructs.reconciler import Reconciler
 from infra.constructs.registry import RegistryTable
 from infra.constructs.router import EventRouter
 from infra.constructs.secrets import GitHubAppSecrets
@@ -66,6 +67,17 @@ class SquadronStack(cdk.Stack):
             private_key=self.secrets.private_key,
             github_app_id=settings.github_app_id,
             agents=self.agents.target,
+            log_retention=settings.log_retention,
+            log_level=settings.log_level,
+        )
+        self.reconciler = Reconciler(
+            self,
+            "Reconciler",
+            layer=self.layer.layer,
+            queue=self.events.queue,
+            table=self.registry.table,
+            private_key=self.secrets.private_key,
+            github_app_id=settings.github_app_id,
             log_retention=settings.log_retention,
             log_level=settings.log_level,
         )

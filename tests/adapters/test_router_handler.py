@@ -181,3 +181,18 @@ def test_invalid_records_name_their_problem(body: str, problem: str) -> None:
         parse_record(body, "m-1")
     assert str(caught.value).startswith("record m-1 is not a valid envelope: ")
     assert problem in str(caught.value)
+
+
+def test_the_reconciler_can_tell_which_deliveries_completed(stack: Stack) -> None:
+    e = stack.world.events
+    done, failing = e.assigned(38), e.assigned(39)
+    stack.send(done)
+    stack.invoke()
+    records = DeliveryRecords("registry", client=boto3.client("dynamodb"))
+    assert records.completed(done.delivery_id) is True
+    assert records.completed("never-seen") is False
+    stack.world.launcher.fail_next = 1
+    stack.send(failing, e.assigned(40))
+    response, ids = stack.invoke()
+    assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == ids[:1]  # removed for the retry
+    assert records.completed(failing.delivery_id) is False

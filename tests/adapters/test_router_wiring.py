@@ -6,8 +6,9 @@ import pytest
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.ecs import EcsTaskLauncher
+from squadron.adapters.sqs import SqsEventQueue
 from squadron.errors import ConfigurationError
-from squadron.shell.wiring import build_router
+from squadron.shell.wiring import build_reconciler, build_router
 
 ENVIRONMENT = {
     "REGISTRY_TABLE_NAME": "squadron-registry",
@@ -36,3 +37,27 @@ def test_a_missing_variable_is_named(missing: str) -> None:
     environment = {k: v for k, v in ENVIRONMENT.items() if k != missing}
     with pytest.raises(ConfigurationError, match=f"{missing} is required"):
         build_router(environment)
+
+
+RECONCILER_ENVIRONMENT = {
+    "REGISTRY_TABLE_NAME": "squadron-registry",
+    "EVENTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo",
+    "GITHUB_APP_ID": "123456",
+    "GITHUB_PRIVATE_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key",
+}
+
+
+def test_the_reconciler_builds_from_its_environment_without_calling_aws() -> None:
+    service = build_reconciler({**RECONCILER_ENVIRONMENT, "RECONCILER_MAX_READS": "500"})
+    assert isinstance(service.registry, DynamoRegistry)
+    assert service.registry.table_name == "squadron-registry"
+    assert isinstance(service.queue, SqsEventQueue)
+    assert (service.max_reads, service.bot_login) == (500, "squadron[bot]")
+    assert service.deliveries is not None
+
+
+@pytest.mark.parametrize("missing", sorted(RECONCILER_ENVIRONMENT))
+def test_a_missing_reconciler_variable_is_named(missing: str) -> None:
+    environment = {k: v for k, v in RECONCILER_ENVIRONMENT.items() if k != missing}
+    with pytest.raises(ConfigurationError, match=f"{missing} is required"):
+        build_reconciler(environment)

@@ -16,6 +16,7 @@ from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_TOKEN_ENV
 from squadron.settings import (
     AgentSettings,
     IngressSettings,
+    ReconcilerSettings,
     RouterSettings,
     TokenVendorSettings,
     load_settings,
@@ -200,12 +201,14 @@ RESOURCE_COUNTS = [
     ("AWS::ApiGatewayV2::Api", 1),
     ("AWS::ApiGatewayV2::Route", 1),  # POST /webhook and nothing else
     ("AWS::ApiGatewayV2::Authorizer", 0),
-    ("AWS::Lambda::Function", 4),  # ingress, router, token vendor, the VPC's default-SG custom resource
+    # ingress, router, token vendor, reconciler, the VPC's default-SG custom resource
+    ("AWS::Lambda::Function", 5),
+    ("AWS::Events::Rule", 1),  # the reconciler's tick
     ("AWS::Lambda::LayerVersion", 1),
     ("AWS::CloudWatch::Alarm", 2),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 2),
-    ("AWS::Logs::LogGroup", 6),  # 3 functions, API access, VPC flow logs, agent tasks
+    ("AWS::Logs::LogGroup", 7),  # 4 functions, API access, VPC flow logs, agent tasks
 ]
 
 
@@ -259,14 +262,17 @@ def test_ingress_environment_satisfies_the_function_settings(synthesized: Synthe
     assert (settings.github_app_id, settings.max_body_bytes) == (123456, 1048576)
 
 
-def _statements_of_ingress_role(synthesized: Synthesized) -> list[dict[str, Any]]:
-    role_id = synthesized.logical_id(synthesized.stack.ingress.role)
-    policies = synthesized.resources("AWS::IAM::Policy")
+def _statements_of(synthesized: Synthesized, role: Construct) -> list[dict[str, Any]]:
+    role_id = synthesized.logical_id(role)
     statements: list[dict[str, Any]] = []
-    for policy in policies.values():
+    for policy in synthesized.resources("AWS::IAM::Policy").values():
         if {"Ref": role_id} in policy["Properties"]["Roles"]:
             statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
     return statements
+
+
+def _statements_of_ingress_role(synthesized: Synthesized) -> list[dict[str, Any]]:
+    return _statements_of(synthesized, synthesized.stack.ingress.role)
 
 
 def test_ingress_role_has_only_the_granted_permissions(synthesized: Synthesized) -> None:
@@ -385,3 +391,44 @@ def test_agent_task_environment_plus_launch_overrides_satisfy_the_agent_settings
     (volume,) = task["Properties"]["Volumes"]
     assert volume["EFSVolumeConfiguration"]["TransitEncryption"] == "ENABLED"
     assert volume["EFSVolumeConfiguration"]["AuthorizationConfig"]["IAM"] == "ENABLED"
+
+
+def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesized: Synthesized) -> None:
+    stack = synthesized.stack
+    table_arn = {"Fn::GetAtt": [synthesized.logical_id(stack.registry.table), "Arn"]}
+    granted = {
+        (tuple(sorted(_as_list(statement["Action"]))), repr(statement["Resource"]))
+        for statement in _statements_of(synthesized, stack.reconciler.role)
+        if statement["Effect"] == "Allow"
+    }
+    assert granted == {
+        (("dynamodb:Query",), repr({"Fn::Join": ["", [table_arn, "/index/by-status"]]})),
+        (("dynamodb:GetItem",), repr(table_arn)),
+        (("sqs:SendMessage",), repr({"Fn::GetAtt": [synthesized.logical_id(stack.events.queue), "Arn"]})),
+        (
+            ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"),
+            repr({"Ref": synthesized.logical_id(stack.secrets.private_key)}),
+        ),
+        (
+            ("logs:CreateLogStream", "logs:PutLogEvents"),
+            repr({"Fn::GetAtt": [synthesized.logical_id(stack.reconciler.log_group), "Arn"]}),
+        ),
+        (("xray:PutTelemetryRecords", "xray:PutTraceSegments"), repr("*")),
+    }
+
+
+def test_the_reconciler_runs_every_five_minutes_one_run_at_a_time(synthesized: Synthesized) -> None:
+    function = _function(synthesized, synthesized.stack.reconciler.function)
+    assert function["Properties"]["ReservedConcurrentExecutions"] == 1
+    (rule,) = synthesized.resources("AWS::Events::Rule").values()
+    assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+    (target,) = rule["Properties"]["Targets"]
+    assert target["Arn"] == {
+        "Fn::GetAtt": [synthesized.logical_id(synthesized.stack.reconciler.function), "Arn"]
+    }
+    environment = {
+        name: value if isinstance(value, str) else f"<{name} resolved at deploy>"
+        for name, value in function["Properties"]["Environment"]["Variables"].items()
+    }
+    settings = load_settings(ReconcilerSettings, environment)  # the function's settings accept it
+    assert settings.github_app_id == 123456

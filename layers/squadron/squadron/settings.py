@@ -99,6 +99,19 @@ class RouterSettings(GitHubAppSettings):
     )
 
 
+class ReconcilerSettings(GitHubAppSettings):
+    """Environment of the reconciler Lambda."""
+
+    registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
+    events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
+    bot_login: str = Field(
+        default="squadron[bot]", validation_alias=AliasChoices("GITHUB_BOT_LOGIN"), min_length=1
+    )
+    max_reads: int = Field(
+        default=2000, validation_alias=AliasChoices("RECONCILER_MAX_READS"), ge=1, le=20_000
+    )
+
+
 class TokenVendorSettings(GitHubAppSettings):
     """Environment of the token vendor Lambda."""
 

@@ -24,6 +24,7 @@ from aws_lambda_powertools.utilities.idempotency import (
     IdempotencyConfig,
     idempotent_function,
 )
+from aws_lambda_powertools.utilities.idempotency.exceptions import IdempotencyItemNotFoundError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -47,6 +48,8 @@ class DeliveryRecords:
         ttl: timedelta = DELIVERY_RECORD_TTL,
         client: DynamoDBClient | None = None,
     ) -> None:
+        self.partition = partition
+        self._client = client
         self.config = IdempotencyConfig(
             event_key_jmespath="delivery_id",
             raise_on_no_idempotency_key=True,
@@ -68,6 +71,29 @@ class DeliveryRecords:
 
     def once(self, function: F) -> F:
         wrapped: F = idempotent_function(
-            function, data_keyword_argument="envelope", persistence_store=self.store, config=self.config
+            function,
+            data_keyword_argument="envelope",
+            persistence_store=self.store,
+            config=self.config,
+            # A fixed prefix (not the Lambda's name): the reconciler looks records up by it.
+            key_prefix=self.partition,
         )
         return wrapped
+
+    def completed(self, delivery_id: str) -> bool:
+        """Whether ``delivery_id`` was processed to completion (the reconciler's check)."""
+        lookup = DynamoDBPersistenceLayer(
+            table_name=self.store.table_name,
+            key_attr="PK",
+            sort_key_attr="SK",
+            static_pk_value=self.partition,
+            expiry_attr=TTL_ATTRIBUTE,
+            status_attr="delivery_status",
+            boto3_client=self._client,
+        )
+        lookup.configure(self.config, key_prefix=self.partition)
+        try:
+            record = lookup.get_record({"delivery_id": delivery_id})
+        except IdempotencyItemNotFoundError:
+            return False
+        return record is not None and record.status == "COMPLETED"

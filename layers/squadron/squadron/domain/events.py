@@ -238,11 +238,12 @@ class EventEnvelope(_Model):
 
     ``origin`` is ``github`` for webhooks; the framework puts ``squadron``
     envelopes on the same queue for the effects of its own actions, because
-    the App's own webhooks are dropped at the ingress.
+    the App's own webhooks are dropped at the ingress; ``reconciler`` marks a
+    webhook rebuilt from GitHub's current state because the original was missed.
     """
 
     schema_version: Literal[1] = ENVELOPE_SCHEMA_VERSION
-    origin: Literal["github", "squadron"] = "github"
+    origin: Literal["github", "squadron", "reconciler"] = "github"
     delivery_id: str = Field(min_length=1, max_length=128)
     event: str
     action: str | None = None

@@ -11,15 +11,25 @@ from squadron.adapters.delivery_records import DeliveryRecords
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.ecs import EcsTaskLauncher
 from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.for_router import AppGitHub, app_repository_files
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.secrets import SecretsManagerSource
+from squadron.adapters.sqs import SqsEventQueue
 from squadron.config import ConfigLoader
 from squadron.domain.events import EventEnvelope
+from squadron.domain.permissions import Caller
 from squadron.domain.routing import RoutingPolicy
-from squadron.settings import GitHubAppSettings, RouterSettings, TokenVendorSettings, load_settings
+from squadron.settings import (
+    GitHubAppSettings,
+    ReconcilerSettings,
+    RouterSettings,
+    TokenVendorSettings,
+    load_settings,
+)
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.policies import PolicyCache
+from squadron.shell.reconciler import ReconcilerService
 from squadron.shell.router import RouterService
 from squadron.shell.tokens import TokenVendor
 
@@ -52,6 +62,23 @@ def build_token_vendor(environ: Mapping[str, str] | None = None) -> TokenVendor:
     settings = load_settings(TokenVendorSettings, environ)
     app = _github_app(settings)
     return TokenVendor(registry=DynamoRegistry(settings.registry_table_name), app=app)
+
+
+def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerService:
+    """The reconciler wired to DynamoDB, events.fifo and GitHub (see ReconcilerSettings)."""
+    settings = load_settings(ReconcilerSettings, environ)
+    app = _github_app(settings)
+    github = AppGitHub(app)
+    records = DeliveryRecords(settings.registry_table_name)
+    return ReconcilerService(
+        registry=DynamoRegistry(settings.registry_table_name),
+        queue=SqsEventQueue(settings.events_queue_url),
+        reader=github.client,
+        deliveries=GitHubAppClient(http=app.http, jwt=app.jwt, app_id=app.app_id, caller=Caller.framework()),
+        completed=records.completed,
+        bot_login=settings.bot_login,
+        max_reads=settings.max_reads,
+    )
 
 
 def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:

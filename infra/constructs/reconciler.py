@@ -1,0 +1,130 @@
+"""The reconciler: an EventBridge schedule (every five minutes) -> reconciler Lambda.
+
+It reads the registry (the status index and delivery records), reads GitHub with
+the App key, puts replayed webhooks on events.fifo and asks GitHub to redeliver
+failed deliveries. It never writes the registry: the router applies every repair.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.constructs.layer import SharedLayer
+from squadron.adapters.dynamo_registry import STATUS_INDEX
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RECONCILER_CODE = REPO_ROOT / "functions" / "reconciler"
+
+_XRAY_WILDCARD_REASON = (
+    "The only Resource '*' is X-Ray's PutTraceSegments/PutTelemetryRecords, added by active "
+    "tracing: X-Ray has no resource-level permissions for these actions."
+)
+_RUNTIME_PIN_REASON = (
+    "python3.12 on purpose: the shared layer's binary wheels (pydantic-core, cryptography) are "
+    "installed for CPython 3.12; the runtime and the layer's pip target change together."
+)
+
+
+class Reconciler(Construct):
+    RUNTIME = SharedLayer.RUNTIME
+    ARCHITECTURE = SharedLayer.ARCHITECTURE
+    HANDLER = "handler.handler"
+    MEMORY_SIZE_MB = 512
+    #: A run reads at most RECONCILER_MAX_READS issues; GitHub answers in ~0.1-0.3 s each.
+    TIMEOUT = cdk.Duration.minutes(4)
+    SCHEDULE = cdk.Duration.minutes(5)
+    POWERTOOLS_SERVICE_NAME = "reconciler"
+    METRICS_NAMESPACE = "Squadron"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        layer: lambda_.ILayerVersion,
+        queue: sqs.IQueue,
+        table: dynamodb.ITable,
+        private_key: secretsmanager.ISecret,
+        github_app_id: str,
+        log_retention: logs.RetentionDays,
+        log_level: str = "INFO",
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(self, "FunctionLogs", retention=log_retention)
+        self.role = iam.Role(
+            self,
+            "FunctionRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Squadron reconciler: read the registry, replay to events.fifo, GitHub App key",
+        )
+        self.log_group.grant_write(self.role)
+        # Read-only on the registry: the status index (the sweep) and delivery records (GetItem).
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{STATUS_INDEX}"]
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
+        )
+        private_key.grant_read(self.role)
+        cdk.Validations.of(self.role).acknowledge(
+            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_XRAY_WILDCARD_REASON)
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description="Squadron: heal what the webhooks missed (every five minutes)",
+            runtime=self.RUNTIME,
+            architecture=self.ARCHITECTURE,
+            handler=self.HANDLER,
+            code=lambda_.Code.from_asset(str(RECONCILER_CODE), exclude=["**/__pycache__", "**/*.pyc"]),
+            layers=[layer],
+            memory_size=self.MEMORY_SIZE_MB,
+            timeout=self.TIMEOUT,
+            # One run at a time: a slow run is never overtaken by the next tick.
+            reserved_concurrent_executions=1,
+            role=self.role,
+            log_group=self.log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment={
+                "REGISTRY_TABLE_NAME": table.table_name,
+                "EVENTS_QUEUE_URL": queue.queue_url,
+                "GITHUB_APP_ID": github_app_id,
+                "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
+                "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": self.METRICS_NAMESPACE,
+                "LOG_LEVEL": log_level,
+            },
+        )
+        cdk.Validations.of(self.function.node.default_child or self.function).acknowledge(
+            cdk.Acknowledgment(id="AwsSolutions-L1", reason=_RUNTIME_PIN_REASON)
+        )
+        self.schedule = events.Rule(
+            self,
+            "Schedule",
+            description="Squadron reconciler tick",
+            schedule=events.Schedule.rate(self.SCHEDULE),
+            targets=[
+                targets.LambdaFunction(
+                    self.function,
+                    # A missed tick is not retried late: the next one comes in five minutes.
+                    retry_attempts=1,
+                    max_event_age=cdk.Duration.minutes(4),
+                )
+            ],
+        )

@@ -1,0 +1,185 @@
+"""The reconciler's decisions — pure. Level-triggered, as Prow's Tide is: GitHub is the truth.
+
+Every run compares what the registry believes with what GitHub says now and
+turns each contradiction into the webhook that would have told the router, had
+it arrived: a blocker or an agent's own issue that is closed, an issue no longer
+assigned to the App, a pull request merged or closed. Those replays go through
+events.fifo in the issue's message group, so the router — the single writer of
+agent state — handles them in order with everything else, and its
+per-delivery records and staleness checks make a replay that is repeated, or
+that races the real webhook, change nothing. Their delivery ids are
+deterministic (the same contradiction replays under the same id in every run).
+
+Failed webhook deliveries are picked for redelivery here too: the newest
+attempt of each delivery that never succeeded, failed on our side (5xx or no
+answer; a 4xx would fail again), is younger than GitHub's three-day window and
+was not processed by the router; each at most once per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind
+from squadron.domain.events import EventEnvelope, build_envelope
+
+#: GitHub keeps deliveries (and lets an App redeliver them) for three days.
+REDELIVERY_WINDOW = timedelta(days=3)
+#: Redeliveries asked per run at most (each is one App API call).
+MAX_REDELIVERIES = 50
+RECONCILER = {"login": "squadron-reconciler", "id": 0, "type": "Bot"}
+
+Json = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RepoState:
+    """One repository as the reconciler sees it: the registry's live agents, GitHub's issues."""
+
+    repository: Json  # id, full_name, default_branch
+    installation_id: int | None
+    agents: Sequence[AgentRecord]
+    #: GitHub's issue or pull-request JSON by number, for every number the agents refer to.
+    github: Mapping[int, Json]
+    now: datetime
+
+
+def numbers_to_read(agents: Iterable[AgentRecord]) -> list[int]:
+    """The issues and PRs the reconciler must read from GitHub for these agents."""
+    wanted: set[int] = set()
+    for agent in agents:
+        if agent.status in TERMINAL:
+            continue
+        if agent.issue_number is not None:
+            wanted.add(agent.issue_number)
+        if agent.pr_number is not None:
+            wanted.add(agent.pr_number)
+        wanted.update(agent.blocked_by)
+    return sorted(wanted)
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return None
+
+
+def _replay(
+    state: RepoState, event: str, action: str, parts: dict[str, Any], *, stamp: Any, what: str
+) -> EventEnvelope:
+    payload = {
+        "action": action,
+        **parts,
+        "repository": state.repository,
+        "sender": RECONCILER,
+        "installation": {"id": state.installation_id} if state.installation_id else None,
+    }
+    envelope = build_envelope(
+        event=event,
+        delivery_id=f"reconcile-{state.repository['id']}-{what}-{stamp or 'unknown'}"[:128],
+        payload=payload,
+        received_at=state.now,
+    )
+    return EventEnvelope.model_validate({**envelope.model_dump(), "origin": "reconciler"})
+
+
+def _closed(state: RepoState, number: int) -> EventEnvelope | None:
+    item = state.github.get(number)
+    if item is None or item.get("state") != "closed":
+        return None
+    if "head" in item:  # a pull request (read through the pulls API)
+        stamp = item.get("closed_at")
+        return _replay(
+            state, "pull_request", "closed", {"pull_request": item}, stamp=stamp, what=f"pr{number}-closed"
+        )
+    if item.get("pull_request") is not None:
+        return None  # a PR seen through the issues API: its own record (pulls API) decides
+    closer = item.get("closed_by") if isinstance(item.get("closed_by"), Mapping) else None
+    replay = _replay(
+        state, "issues", "closed", {"issue": item}, stamp=item.get("closed_at"), what=f"{number}-closed"
+    )
+    if closer is not None:
+        replay = replay.model_copy(
+            update={"sender": replay.sender.model_copy(update={"login": str(closer.get("login") or "?")})}
+        )
+    return replay
+
+
+def _unassigned(state: RepoState, agent: AgentRecord, bot_login: str) -> EventEnvelope | None:
+    """A dev agent's issue that GitHub no longer shows assigned to the App (reassigned to a human)."""
+    if agent.issue_number is None:
+        return None
+    item = state.github.get(agent.issue_number)
+    if item is None or item.get("state") != "open":
+        return None
+    assignees = {str(user.get("login")) for user in item.get("assignees") or [] if isinstance(user, Mapping)}
+    if bot_login in assignees:
+        return None
+    updated = _time(item.get("updated_at"))
+    if updated is None or (
+        agent.generation_started_at is not None and updated <= agent.generation_started_at
+    ):
+        return None  # nothing changed on GitHub since the agent started: no evidence to act on
+    parts = {"issue": item, "assignee": {"login": bot_login, "id": 0, "type": "Bot"}}
+    stamp = item.get("updated_at")
+    return _replay(state, "issues", "unassigned", parts, stamp=stamp, what=f"{agent.issue_number}-unassigned")
+
+
+def replays(state: RepoState, *, bot_login: str) -> list[EventEnvelope]:
+    """The webhooks the router missed, rebuilt from GitHub's current state; each contradiction once."""
+    out: dict[str, EventEnvelope] = {}
+
+    def add(envelope: EventEnvelope | None) -> None:
+        if envelope is not None:
+            out.setdefault(envelope.delivery_id, envelope)
+
+    for agent in sorted(state.agents, key=lambda a: a.agent_id):
+        if agent.status in TERMINAL:
+            continue
+        if agent.status is AgentStatus.SLEEPING:
+            for blocker in sorted(agent.blocked_by):
+                add(_closed(state, blocker))
+        if agent.kind is RoleKind.DEV and agent.issue_number is not None:
+            closed = _closed(state, agent.issue_number)
+            add(closed)
+            if closed is None:
+                add(_unassigned(state, agent, bot_login))
+        if agent.pr_number is not None:
+            add(_closed(state, agent.pr_number))
+    return list(out.values())
+
+
+def redeliveries(
+    deliveries: Iterable[Json], *, processed: Iterable[str], now: datetime, limit: int = MAX_REDELIVERIES
+) -> list[int]:
+    """Delivery attempt ids to redeliver: one per delivery that never succeeded, newest attempt."""
+    done = set(processed)
+    attempts: dict[str, list[Json]] = {}
+    for delivery in deliveries:
+        guid = delivery.get("guid")
+        if isinstance(guid, str) and guid:
+            attempts.setdefault(guid, []).append(delivery)
+    chosen: list[tuple[datetime, int]] = []
+    for guid, tries in attempts.items():
+        if guid in done or any(_succeeded(t) for t in tries):
+            continue
+        latest = max(tries, key=lambda t: (_time(t.get("delivered_at")) or now, int(t.get("id") or 0)))
+        at = _time(latest.get("delivered_at"))
+        if at is None or now - at > REDELIVERY_WINDOW or not _ours_to_retry(latest):
+            continue
+        chosen.append((at, int(latest["id"])))
+    return [delivery_id for _, delivery_id in sorted(chosen)][:limit]
+
+
+def _succeeded(attempt: Json) -> bool:
+    code = attempt.get("status_code")
+    return isinstance(code, int) and 200 <= code < 300
+
+
+def _ours_to_retry(attempt: Json) -> bool:
+    """A failure on our side (5xx, or no answer: status 0) is worth retrying; a 4xx repeats."""
+    code = attempt.get("status_code")
+    return isinstance(code, int) and (code == 0 or code >= 500)

@@ -1,0 +1,170 @@
+"""The reconciler shell: read the registry and GitHub, decide (pure), replay and redeliver.
+
+One run per EventBridge tick (every five minutes). Reads are bounded: one
+Query per agent status, one GitHub read per issue or PR the live agents refer
+to (at most ``max_reads`` a run; the rest waits for the next run, oldest agents
+first), one paginated listing of the App's deliveries, and at most
+``MAX_REDELIVERIES`` redeliveries. Repairs are webhooks replayed onto
+events.fifo for the router, so the reconciler never writes agent state itself.
+A GitHub error on one number is reported and the run goes on; a rate limit
+ends the reading part of the run early (the next run continues).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from squadron.adapters.github.errors import GitHubError, RateLimitedError
+from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.reconcile import RepoState, numbers_to_read, redeliveries, replays
+from squadron.errors import SquadronError
+from squadron.ports import EventQueue
+
+logger = logging.getLogger(__name__)
+
+Json = dict[str, Any]
+
+
+class AgentSweep(Protocol):
+    def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
+
+
+class RepoReader(Protocol):
+    """Reads of one repository with the framework's credentials (``GitHubClient`` satisfies it)."""
+
+    def get_repository(self) -> Json: ...
+    def get_issue(self, number: int) -> Json: ...
+    def get_pull(self, number: int) -> Json: ...
+
+
+class Deliveries(Protocol):
+    """The App's webhook deliveries (``GitHubAppClient`` satisfies it)."""
+
+    def list_deliveries(self, *, limit: int = 500) -> list[Json]: ...
+    def redeliver(self, delivery_id: int) -> None: ...
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class ReconcileReport:
+    repositories: int = 0
+    agents: int = 0
+    reads: int = 0
+    replayed: list[str] = field(default_factory=list)
+    redelivered: list[int] = field(default_factory=list)
+    #: What could not be read or done, in words (logged; the next run tries again).
+    problems: list[str] = field(default_factory=list)
+
+
+class ReconcilerService:
+    def __init__(
+        self,
+        *,
+        registry: AgentSweep,
+        queue: EventQueue,
+        reader: Callable[[int | None, str], RepoReader],
+        deliveries: Deliveries | None,
+        completed: Callable[[str], bool],
+        bot_login: str = "squadron[bot]",
+        clock: Callable[[], datetime] = _now,
+        max_reads: int = 2000,
+    ) -> None:
+        self.registry = registry
+        self.queue = queue
+        self.reader = reader
+        self.deliveries = deliveries
+        self.completed = completed
+        self.bot_login = bot_login
+        self.clock = clock
+        self.max_reads = max_reads
+
+    def run(self) -> ReconcileReport:
+        report = ReconcileReport()
+        now = self.clock()
+        live = [
+            agent
+            for status in (AgentStatus.SLEEPING, AgentStatus.ACTIVE, AgentStatus.CREATED)
+            for agent in self.registry.agents_with_status(status)
+        ]
+        report.agents = len(live)
+        by_repo: dict[int, list[AgentRecord]] = {}
+        for agent in sorted(live, key=lambda a: a.updated_at):
+            by_repo.setdefault(agent.repo_id, []).append(agent)
+        budget = self.max_reads
+        for agents in by_repo.values():
+            if budget <= 0:
+                report.problems.append(
+                    f"read budget of {self.max_reads} spent; the rest waits for the next run"
+                )
+                break
+            state, used = self._read(agents, budget, now, report)
+            budget -= used
+            report.reads += used
+            report.repositories += 1
+            for envelope in replays(state, bot_login=self.bot_login):
+                self.queue.send(envelope)
+                report.replayed.append(envelope.delivery_id)
+            if any(p.startswith("rate limited") for p in report.problems):
+                break
+        self._redeliver(now, report)
+        for problem in report.problems:
+            logger.warning("reconciler: %s", problem)
+        return report
+
+    def _read(
+        self, agents: list[AgentRecord], budget: int, now: datetime, report: ReconcileReport
+    ) -> tuple[RepoState, int]:
+        first = agents[0]
+        repository = {"id": first.repo_id, "full_name": first.repo_full_name}
+        try:
+            reader = self.reader(first.installation_id, first.repo_full_name)
+        except SquadronError as exc:
+            report.problems.append(f"{first.repo_full_name} not read: {exc}")
+            return RepoState(repository, first.installation_id, agents, {}, now), 0
+        prs = {a.pr_number for a in agents if a.pr_number is not None}
+        github: dict[int, Json] = {}
+        used = 0
+        for number in numbers_to_read(agents)[:budget]:
+            used += 1
+            try:
+                github[number] = reader.get_pull(number) if number in prs else reader.get_issue(number)
+            except RateLimitedError as exc:
+                report.problems.append(f"rate limited reading {first.repo_full_name}#{number}: {exc}")
+                break
+            except GitHubError as exc:
+                report.problems.append(f"{first.repo_full_name}#{number} not read: {exc}")
+        return RepoState(repository, first.installation_id, agents, github, now), used
+
+    def _redeliver(self, now: datetime, report: ReconcileReport) -> None:
+        if self.deliveries is None:
+            return
+        try:
+            listed = self.deliveries.list_deliveries()
+        except GitHubError as exc:
+            report.problems.append(f"webhook deliveries not listed: {exc}")
+            return
+        # Only the deliveries that would be redelivered are looked up (one read each).
+        guid_of = {d.get("id"): str(d.get("guid")) for d in listed}
+        candidates = redeliveries(listed, processed=(), now=now, limit=len(listed))
+        processed = {guid_of[i] for i in candidates if self._completed(guid_of[i])}
+        for delivery_id in redeliveries(listed, processed=processed, now=now):
+            try:
+                self.deliveries.redeliver(delivery_id)
+            except GitHubError as exc:
+                report.problems.append(f"delivery {delivery_id} not redelivered: {exc}")
+                continue
+            report.redelivered.append(delivery_id)
+
+    def _completed(self, guid: str) -> bool:
+        try:
+            return self.completed(guid)
+        except Exception as exc:  # an unknown answer never redelivers: processing twice is worse
+            logger.warning("reconciler: could not tell whether %s was processed: %s", guid, exc)
+            return True

@@ -1,0 +1,223 @@
+"""The reconciler over DynamoDB (moto) and events.fifo: dropped webhooks are healed through the router."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
+from squadron.adapters.github.errors import NotFoundError, RateLimitedError
+from squadron.adapters.sqs import SqsEventQueue
+from squadron.domain.agents import AgentStatus
+from squadron.domain.events import EventEnvelope
+from squadron.domain.routing import RoutingPolicy
+from squadron.shell.reconciler import ReconcilerService
+from squadron.shell.router import RouterService
+from tests.support.events import T0, Events
+from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
+from tests.support.lambdas import FakeLambdaContext, load_handler
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+A38 = "1-38-feat-dev"
+NOW = T0 + timedelta(hours=2)
+
+
+@dataclass
+class GitHubState:
+    """What GitHub says now, per number (GitHub-shaped JSON), and the App's deliveries."""
+
+    issues: dict[int, dict[str, Any]] = field(default_factory=dict)
+    pulls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    redelivered: list[int] = field(default_factory=list)
+    reads: list[int] = field(default_factory=list)
+    rate_limited_after: int | None = None
+
+    def reader(self, installation_id: int | None, repo: str) -> GitHubState:
+        assert (installation_id, repo) == (77, "octo/repo")
+        return self
+
+    def get_repository(self) -> dict[str, Any]:
+        return {"id": 1, "full_name": "octo/repo", "default_branch": "main"}
+
+    def _read(self, table: dict[int, dict[str, Any]], number: int) -> dict[str, Any]:
+        self.reads.append(number)
+        if self.rate_limited_after is not None and len(self.reads) > self.rate_limited_after:
+            raise RateLimitedError(403, "API rate limit exceeded")
+        if number not in table:
+            raise NotFoundError(404, "Not Found")
+        return table[number]
+
+    def get_issue(self, number: int) -> dict[str, Any]:
+        return self._read(self.issues, number)
+
+    def get_pull(self, number: int) -> dict[str, Any]:
+        return self._read(self.pulls, number)
+
+    def list_deliveries(self, *, limit: int = 500) -> list[dict[str, Any]]:
+        return self.deliveries
+
+    def redeliver(self, delivery_id: int) -> None:
+        self.redelivered.append(delivery_id)
+
+
+def issue(
+    number: int, state: str = "open", assignees: tuple[str, ...] = ("squadron[bot]",)
+) -> dict[str, Any]:
+    return {
+        "number": number,
+        "title": f"Issue {number}",
+        "state": state,
+        "labels": [],
+        "assignees": [{"login": a, "id": 1, "type": "User"} for a in assignees],
+        "updated_at": "2026-11-23T13:00:00Z",
+        "closed_at": "2026-11-23T13:00:00Z" if state == "closed" else None,
+        "closed_by": {"login": "octo-human", "id": 3, "type": "User"} if state == "closed" else None,
+    }
+
+
+@dataclass
+class Stack:
+    registry: DynamoRegistry
+    sqs: SQSClient
+    queue_url: str
+    router: RouterService
+    launcher: FakeLauncher
+    github: GitHubState
+    events: Events
+    processed: set[str]
+
+    def reconciler(self) -> ReconcilerService:
+        return ReconcilerService(
+            registry=self.registry,
+            queue=SqsEventQueue(self.queue_url, client=self.sqs),
+            reader=self.github.reader,
+            deliveries=self.github,
+            completed=lambda guid: guid in self.processed,
+            clock=lambda: NOW,
+        )
+
+    def route_queued(self) -> list[EventEnvelope]:
+        messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
+        envelopes = [EventEnvelope.from_message(m["Body"]) for m in messages]
+        for envelope, message in zip(envelopes, messages, strict=True):
+            self.router.process(envelope)
+            self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return envelopes
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb")
+        dynamodb.create_table(TableName="registry", **TABLE_DEFINITION)
+        registry = DynamoRegistry("registry", client=dynamodb)
+        sqs = boto3.client("sqs")
+        url = sqs.create_queue(
+            QueueName="events.fifo",
+            Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"},
+        )["QueueUrl"]
+        launcher = FakeLauncher()
+        router = RouterService(
+            registry=registry,
+            launcher=launcher,
+            github=FakeRouterGitHub(),
+            policies=lambda _e: RoutingPolicy(),
+            clock=lambda: NOW,
+        )
+        yield Stack(registry, sqs, url, router, launcher, GitHubState(), Events(full_name="octo/repo"), set())
+
+
+def test_a_dropped_blocker_closure_is_healed_and_the_sleeper_wakes(stack: Stack) -> None:
+    e = stack.events
+    stack.router.process(e.assigned(38))
+    stack.router.process(e.register_blocker(38, 42, agent_id=A38, sleep=True))
+    assert stack.registry.get_agent(A38).status is AgentStatus.SLEEPING  # type: ignore[union-attr]
+    stack.github.issues.update({38: issue(38), 42: issue(42, "closed")})  # GitHub's webhook never arrived
+
+    report = stack.reconciler().run()
+    assert report.replayed == ["reconcile-1-42-closed-2026-11-23T13:00:00Z"]
+    (replay,) = stack.route_queued()
+    assert (replay.event, replay.action, replay.origin, replay.sender.login) == (
+        "issues",
+        "closed",
+        "reconciler",
+        "octo-human",
+    )
+    agent = stack.registry.get_agent(A38)
+    assert agent is not None and agent.status is AgentStatus.ACTIVE
+    assert agent.wake_reason is not None and "blocker #42 was closed" in agent.wake_reason
+    assert len(stack.launcher.tasks_for(A38)) == 2
+
+    # The next run finds nothing left to repair: the registry now agrees with GitHub.
+    assert stack.reconciler().run().replayed == []
+
+
+def test_an_issue_taken_back_by_a_human_cancels_its_agent(stack: Stack) -> None:
+    stack.router.process(stack.events.assigned(38))
+    stack.github.issues[38] = issue(38, assignees=("octo-human",))
+    assert stack.reconciler().run().replayed == ["reconcile-1-38-unassigned-2026-11-23T13:00:00Z"]
+    stack.route_queued()
+    agent = stack.registry.get_agent(A38)
+    assert agent is not None and agent.status is AgentStatus.CANCELLED
+
+
+def test_github_errors_are_reported_and_a_rate_limit_ends_the_reading(stack: Stack) -> None:
+    e = stack.events
+    stack.router.process(e.assigned(38))
+    stack.router.process(e.register_blocker(38, 42, agent_id=A38, sleep=True))
+    stack.router.process(e.register_blocker(38, 43))
+    stack.github.issues.update({38: issue(38)})  # 42 was deleted
+    stack.github.rate_limited_after = 2
+    report = stack.reconciler().run()
+    assert report.replayed == []
+    assert report.problems[0].startswith("octo/repo#42 not read: ")
+    assert report.problems[1].startswith("rate limited reading octo/repo#43")
+
+
+def test_failed_deliveries_are_redelivered_once_unless_processed(stack: Stack) -> None:
+    at = (NOW - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    stack.github.deliveries = [
+        {"id": 11, "guid": "g-failed", "status_code": 502, "delivered_at": at},
+        {"id": 12, "guid": "g-timeout-but-done", "status_code": 0, "delivered_at": at},
+        {"id": 13, "guid": "g-ok", "status_code": 202, "delivered_at": at},
+    ]
+    stack.processed.add("g-timeout-but-done")
+    report = stack.reconciler().run()
+    assert report.redelivered == stack.github.redelivered == [11]
+
+
+SCHEDULED = {
+    "version": "0",
+    "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+    "detail-type": "Scheduled Event",
+    "source": "aws.events",
+    "account": "123456789012",
+    "time": "2026-11-23T14:00:00Z",
+    "region": "us-east-1",
+    "resources": ["arn:aws:events:us-east-1:123456789012:rule/squadron-reconcile"],
+    "detail": {},
+}
+
+
+def test_the_lambda_runs_one_reconciliation_per_tick(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    handler_module = load_handler("reconciler")
+    monkeypatch.setattr(handler_module, "service", stack.reconciler)
+    stack.router.process(stack.events.assigned(38))
+    stack.github.issues[38] = issue(38, "closed")
+    summary = handler_module.handler(SCHEDULED, FakeLambdaContext())
+    assert summary["replayed"] == ["reconcile-1-38-closed-2026-11-23T13:00:00Z"]
+    assert (summary["agents"], summary["reads"], summary["problems"]) == (1, 1, [])
+    stack.route_queued()
+    agent = stack.registry.get_agent(A38)
+    assert agent is not None and agent.status is AgentStatus.COMPLETED

@@ -1,0 +1,208 @@
+"""The reconciler's decisions as tables over snapshots: what GitHub says vs what the registry believes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
+from squadron.domain.events import EventEnvelope
+from squadron.domain.reconcile import RepoState, numbers_to_read, redeliveries, replays
+from tests.support.events import T0
+
+BOT = "squadron[bot]"
+NOW = T0 + timedelta(days=1)
+REPO = {"id": 1, "full_name": "octo/repo", "default_branch": "main"}
+
+
+def agent(number: int, status: AgentStatus = AgentStatus.ACTIVE, **changes: Any) -> AgentRecord:
+    role = changes.pop("role", "feat-dev")
+    kind = changes.pop("kind", RoleKind.DEV)
+    changes.setdefault("generation_started_at", T0)
+    return AgentRecord(
+        agent_id=f"1-{number}-{role}",
+        role=role,
+        kind=kind,
+        repo_id=1,
+        repo_full_name="octo/repo",
+        installation_id=77,
+        issue_number=number,
+        status=status,
+        created_at=T0,
+        updated_at=T0,
+        **changes,
+    )
+
+
+def issue(
+    number: int,
+    state: str = "open",
+    *,
+    assignees: tuple[str, ...] = (BOT,),
+    at: str = "2026-11-23T12:00:00Z",
+    **extra: Any,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "number": number,
+        "title": f"Issue {number}",
+        "state": state,
+        "labels": [],
+        "assignees": [{"login": login, "id": 1, "type": "User"} for login in assignees],
+        "updated_at": at,
+        "closed_at": at if state == "closed" else None,
+        **extra,
+    }
+    return body
+
+
+def pull(number: int, *, merged: bool, at: str = "2026-11-23T12:00:00Z") -> dict[str, Any]:
+    return {
+        "number": number,
+        "title": f"PR {number}",
+        "state": "closed",
+        "merged": merged,
+        "merged_at": at if merged else None,
+        "closed_at": at,
+        "updated_at": at,
+        "head": {"ref": "feat/issue-38", "sha": "c" * 40},
+        "base": {"ref": "main", "sha": "d" * 40},
+    }
+
+
+CASES = [
+    # name, agents, github, expected replays as "event.action #number"
+    ("nothing contradicts", [agent(38)], {38: issue(38)}, []),
+    (
+        "a sleeper's closed blocker is replayed",
+        [agent(38, AgentStatus.SLEEPING, blocked_by=frozenset({42, 43}))],
+        {38: issue(38), 42: issue(42, "closed"), 43: issue(43)},
+        ["issues.closed #42"],
+    ),
+    (
+        "one closed blocker of two sleepers is replayed once",
+        [
+            agent(38, AgentStatus.SLEEPING, blocked_by=frozenset({42})),
+            agent(39, AgentStatus.SLEEPING, blocked_by=frozenset({42})),
+        ],
+        {38: issue(38), 39: issue(39), 42: issue(42, "closed")},
+        ["issues.closed #42"],
+    ),
+    (
+        "an agent's own issue closed is replayed",
+        [agent(38)],
+        {38: issue(38, "closed")},
+        ["issues.closed #38"],
+    ),
+    (
+        "an issue reassigned to a human after the agent started is replayed as unassigned",
+        [agent(38)],
+        {38: issue(38, assignees=("octo-human",))},
+        ["issues.unassigned #38"],
+    ),
+    (
+        "no App assignee but nothing changed since the agent started: no evidence, no replay",
+        [agent(38, generation_started_at=T0 + timedelta(days=2))],
+        {38: issue(38, assignees=())},
+        [],
+    ),
+    (
+        "a merged PR of a review agent is replayed",
+        [agent(101, role="pr-review", kind=RoleKind.REVIEW, pr_number=101)],
+        {101: pull(101, merged=True)},
+        ["pull_request.closed #101"],
+    ),
+    (
+        "a PR read through the issues API is left to its PR record",
+        [agent(38, AgentStatus.SLEEPING, blocked_by=frozenset({101}))],
+        {38: issue(38), 101: issue(101, "closed", pull_request={"url": "x"})},
+        [],
+    ),
+    (
+        "terminal agents are left alone",
+        [agent(38, AgentStatus.COMPLETED)],
+        {38: issue(38, "closed")},
+        [],
+    ),
+    (
+        "a number GitHub did not answer for is skipped",
+        [agent(38, AgentStatus.SLEEPING, blocked_by=frozenset({42}))],
+        {38: issue(38)},
+        [],
+    ),
+]
+
+
+def _number(envelope: EventEnvelope) -> int:
+    if envelope.issue is not None:
+        return envelope.issue.number
+    assert envelope.pull_request is not None
+    return envelope.pull_request.number
+
+
+@pytest.mark.parametrize(("name", "agents", "github", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_replays(name: str, agents: list[AgentRecord], github: dict[int, Any], expected: list[str]) -> None:
+    state = RepoState(REPO, 77, agents, github, NOW)
+    found = replays(state, bot_login=BOT)
+    assert [f"{e.event}.{e.action} #{_number(e)}" for e in found] == expected
+    for envelope in found:
+        assert envelope.origin == "reconciler"
+        assert envelope.delivery_id.startswith("reconcile-1-")
+        assert replays(state, bot_login=BOT) == found  # deterministic: the same ids every run
+
+
+def test_a_replayed_unassignment_names_the_app_and_keeps_githubs_time() -> None:
+    (envelope,) = replays(
+        RepoState(REPO, 77, [agent(38)], {38: issue(38, assignees=("h",))}, NOW), bot_login=BOT
+    )
+    assert envelope.assignee is not None and envelope.assignee.login == BOT
+    assert (
+        envelope.occurred_at is not None and envelope.occurred_at.isoformat() == "2026-11-23T12:00:00+00:00"
+    )
+    assert envelope.installation_id == 77
+
+
+def test_the_numbers_to_read_cover_issues_prs_and_blockers() -> None:
+    agents = [
+        agent(38, AgentStatus.SLEEPING, blocked_by=frozenset({42})),
+        agent(101, role="pr-review", kind=RoleKind.REVIEW, pr_number=101),
+        agent(50, AgentStatus.CANCELLED, blocked_by=frozenset({51})),
+    ]
+    assert numbers_to_read(agents) == [38, 42, 101]
+
+
+def delivery(id: int, guid: str, code: int, hours_ago: float) -> dict[str, Any]:
+    at = (NOW - timedelta(hours=hours_ago)).isoformat().replace("+00:00", "Z")
+    return {"id": id, "guid": guid, "status_code": code, "delivered_at": at, "redelivery": False}
+
+
+REDELIVERY_CASES = [
+    ("a 5xx is redelivered", [delivery(1, "a", 502, 1)], set(), [1]),
+    ("no answer (status 0) is redelivered", [delivery(1, "a", 0, 1)], set(), [1]),
+    ("a 4xx would fail again", [delivery(1, "a", 400, 1), delivery(2, "b", 401, 1)], set(), []),
+    ("a later success settles it", [delivery(1, "a", 502, 2), delivery(2, "a", 202, 1)], set(), []),
+    (
+        "the newest failed attempt is the one redelivered",
+        [delivery(1, "a", 502, 2), delivery(2, "a", 504, 1)],
+        set(),
+        [2],
+    ),
+    ("older than three days: GitHub refuses", [delivery(1, "a", 502, 73)], set(), []),
+    ("processed by the router already (GitHub timed out)", [delivery(1, "a", 0, 1)], {"a"}, []),
+    ("oldest first", [delivery(5, "b", 502, 1), delivery(3, "a", 500, 5)], set(), [3, 5]),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "deliveries", "processed", "expected"), REDELIVERY_CASES, ids=[c[0] for c in REDELIVERY_CASES]
+)
+def test_redeliveries(
+    name: str, deliveries: list[dict[str, Any]], processed: set[str], expected: list[int]
+) -> None:
+    assert redeliveries(deliveries, processed=processed, now=NOW) == expected
+
+
+def test_redeliveries_are_bounded_per_run() -> None:
+    many = [delivery(i, f"g{i}", 502, 1 + i / 100) for i in range(1, 80)]
+    assert len(redeliveries(many, processed=(), now=NOW, limit=50)) == 50

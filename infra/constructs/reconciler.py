@@ -21,19 +21,11 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.layer import SharedLayer
+from infra.constructs.router import RUNTIME_PIN_REASON, XRAY_WILDCARD_REASON
 from squadron.adapters.dynamo_registry import STATUS_INDEX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RECONCILER_CODE = REPO_ROOT / "functions" / "reconciler"
-
-_XRAY_WILDCARD_REASON = (
-    "The only Resource '*' is X-Ray's PutTraceSegments/PutTelemetryRecords, added by active "
-    "tracing: X-Ray has no resource-level permissions for these actions."
-)
-_RUNTIME_PIN_REASON = (
-    "python3.12 on purpose: the shared layer's binary wheels (pydantic-core, cryptography) are "
-    "installed for CPython 3.12; the runtime and the layer's pip target change together."
-)
 
 
 class Reconciler(Construct):
@@ -83,7 +75,7 @@ class Reconciler(Construct):
         )
         private_key.grant_read(self.role)
         cdk.Validations.of(self.role).acknowledge(
-            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_XRAY_WILDCARD_REASON)
+            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=XRAY_WILDCARD_REASON)
         )
         self.function = lambda_.Function(
             self,
@@ -112,7 +104,7 @@ class Reconciler(Construct):
             },
         )
         cdk.Validations.of(self.function.node.default_child or self.function).acknowledge(
-            cdk.Acknowledgment(id="AwsSolutions-L1", reason=_RUNTIME_PIN_REASON)
+            cdk.Acknowledgment(id="AwsSolutions-L1", reason=RUNTIME_PIN_REASON)
         )
         self.schedule = events.Rule(
             self,

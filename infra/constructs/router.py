@@ -34,7 +34,7 @@ REGISTRY_ACTIONS = (
     "dynamodb:ConditionCheckItem",
 )
 
-_XRAY_WILDCARD_REASON = (
+XRAY_WILDCARD_REASON = (
     "The only Resource '*' is X-Ray's PutTraceSegments/PutTelemetryRecords, added by active "
     "tracing: X-Ray has no resource-level permissions for these actions."
 )
@@ -43,7 +43,7 @@ _TASK_WILDCARD_REASON = (
     "StopTask/TagResource on tasks of the agent cluster ('task/<cluster>/*'): task ids do "
     "not exist before launch, and both are further bound by an ecs:cluster condition."
 )
-_RUNTIME_PIN_REASON = (
+RUNTIME_PIN_REASON = (
     "python3.12 on purpose: the shared layer's binary wheels (pydantic-core, cryptography) are "
     "installed for CPython 3.12; the runtime and the layer's pip target change together."
 )
@@ -99,7 +99,7 @@ class EventRouter(Construct):
         private_key.grant_read(self.role)
         self._grant_agent_tasks(agents)
         cdk.Validations.of(self.role).acknowledge(
-            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_XRAY_WILDCARD_REASON),
+            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=XRAY_WILDCARD_REASON),
             *[
                 cdk.Acknowledgment(
                     id=f"AwsSolutions-IAM5[Resource::{as_nag_renders(self, arn)}]",
@@ -137,7 +137,7 @@ class EventRouter(Construct):
             },
         )
         cdk.Validations.of(self.function.node.default_child or self.function).acknowledge(
-            cdk.Acknowledgment(id="AwsSolutions-L1", reason=_RUNTIME_PIN_REASON)
+            cdk.Acknowledgment(id="AwsSolutions-L1", reason=RUNTIME_PIN_REASON)
         )
         self.function.add_event_source(
             event_sources.SqsEventSource(queue, batch_size=self.BATCH_SIZE, report_batch_item_failures=True)

@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 from moto import mock_aws
 
-from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
+from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.github.errors import NotFoundError, RateLimitedError
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.domain.agents import AgentStatus
@@ -19,6 +18,7 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.reconciler import ReconcilerService
 from squadron.shell.router import RouterService
+from tests.support.aws import drain, registry_and_queue
 from tests.support.events import T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
 from tests.support.lambdas import FakeLambdaContext, load_handler
@@ -106,27 +106,13 @@ class Stack:
         )
 
     def route_queued(self) -> list[EventEnvelope]:
-        messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get(
-            "Messages", []
-        )
-        envelopes = [EventEnvelope.from_message(m["Body"]) for m in messages]
-        for envelope, message in zip(envelopes, messages, strict=True):
-            self.router.process(envelope)
-            self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-        return envelopes
+        return drain(self.sqs, self.queue_url, self.router.process)
 
 
 @pytest.fixture
 def stack() -> Iterator[Stack]:
     with mock_aws():
-        dynamodb = boto3.client("dynamodb")
-        dynamodb.create_table(TableName="registry", **TABLE_DEFINITION)
-        registry = DynamoRegistry("registry", client=dynamodb)
-        sqs = boto3.client("sqs")
-        url = sqs.create_queue(
-            QueueName="events.fifo",
-            Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"},
-        )["QueueUrl"]
+        registry, sqs, url = registry_and_queue()
         launcher = FakeLauncher()
         router = RouterService(
             registry=registry,

@@ -20,11 +20,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 from moto import mock_aws
 
-from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
+from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.git import GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.http import GitHubHttp
@@ -41,6 +40,7 @@ from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.shell.router import RouterService
+from tests.support.aws import drain, registry_and_queue
 from tests.support.events import T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
 from tests.support.git_remote import BareRemote
@@ -80,14 +80,7 @@ class Stack:
 
     def route_queued(self) -> list[EventEnvelope]:
         """Route what the agent host put on events.fifo (as the router Lambda would)."""
-        messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get(
-            "Messages", []
-        )
-        envelopes = [EventEnvelope.from_message(m["Body"]) for m in messages]
-        for envelope, message in zip(envelopes, messages, strict=True):
-            self.route(envelope)
-            self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-        return envelopes
+        return drain(self.sqs, self.queue_url, self.router.process)
 
     def agent(self, agent_id: str = A38) -> AgentRecord:
         record = self.registry.get_agent(agent_id)
@@ -159,13 +152,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 
 def _stack(tmp_path: Path, config: SquadronConfig) -> Iterator[Stack]:
     with mock_aws():
-        dynamodb = boto3.client("dynamodb")
-        dynamodb.create_table(TableName="registry", **TABLE_DEFINITION)
-        registry = DynamoRegistry("registry", client=dynamodb)
-        sqs = boto3.client("sqs")
-        url = sqs.create_queue(
-            QueueName="events.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"}
-        )["QueueUrl"]
+        registry, sqs, url = registry_and_queue()
         launcher = FakeLauncher()
         router = RouterService(
             registry=registry,

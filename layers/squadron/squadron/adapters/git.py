@@ -88,10 +88,9 @@ class WorkingCopy:
             env[f"GIT_CONFIG_VALUE_{index}"] = value
         return env
 
-    def git(self, *args: str, authenticated: bool = False, check_ok: bool = True) -> str:
-        """Run ``git args`` in the working copy; its stdout, or GitError with git's stderr."""
+    def _exec(self, args: tuple[str, ...], *, authenticated: bool) -> subprocess.CompletedProcess[str]:
         try:
-            done = self._run(
+            return self._run(
                 ["git", *args],
                 cwd=self.path,
                 env=self._env(authenticated=authenticated),
@@ -102,6 +101,10 @@ class WorkingCopy:
             )
         except subprocess.TimeoutExpired as exc:
             raise GitError(f"git {args[0]} took longer than {GIT_TIMEOUT_SECONDS} s") from exc
+
+    def git(self, *args: str, authenticated: bool = False, check_ok: bool = True) -> str:
+        """Run ``git args`` in the working copy; its stdout, or GitError with git's stderr."""
+        done = self._exec(args, authenticated=authenticated)
         if check_ok and done.returncode != 0:
             words = (done.stderr or done.stdout).strip()
             raise GitError(f"git {' '.join(args[:2])} failed: {words[-2000:]}")
@@ -197,14 +200,8 @@ class WorkingCopy:
         if not self._has_ref(f"refs/heads/{branch}"):
             raise GitError(f"there is no local branch {branch} to push")
         sha = self.git("rev-parse", f"refs/heads/{branch}")
-        done = self._run(
-            ["git", "push", "--porcelain", "origin", f"refs/heads/{branch}:refs/heads/{branch}"],
-            cwd=self.path,
-            env=self._env(authenticated=True),
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=False,
+        done = self._exec(
+            ("push", "--porcelain", "origin", f"refs/heads/{branch}:refs/heads/{branch}"), authenticated=True
         )
         if done.returncode == 0:
             up_to_date = "[up to date]" in done.stdout

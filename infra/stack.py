@@ -78,6 +78,7 @@ class SquadronStack(cdk.Stack):
             table=self.registry.table,
             private_key=self.secrets.private_key,
             github_app_id=settings.github_app_id,
+            cluster=self.agents.target.cluster,
             log_retention=settings.log_retention,
             log_level=settings.log_level,
         )

@@ -1,7 +1,8 @@
 """Reconciler Lambda (EventBridge, every five minutes): heal what the webhooks missed.
 
 Replays onto events.fifo the webhooks GitHub's current state implies but the
-registry never saw, and asks GitHub to redeliver failed deliveries. A run that
+registry never saw, sends the router RecoverAgent commands for dead tasks and
+overdue sleepers, and asks GitHub to redeliver failed deliveries. A run that
 fails raises (EventBridge's asynchronous invoke retries it; the next tick runs
 anyway): every repair is idempotent.
 """
@@ -32,6 +33,7 @@ def service() -> ReconcilerService:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = service().run()
     metrics.add_metric(name="ReconcilerReplays", unit=MetricUnit.Count, value=len(report.replayed))
+    metrics.add_metric(name="ReconcilerRescues", unit=MetricUnit.Count, value=len(report.rescued))
     metrics.add_metric(name="ReconcilerRedeliveries", unit=MetricUnit.Count, value=len(report.redelivered))
     metrics.add_metric(name="ReconcilerProblems", unit=MetricUnit.Count, value=len(report.problems))
     metrics.add_metric(name="ReconcilerGitHubReads", unit=MetricUnit.Count, value=report.reads)
@@ -40,6 +42,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "agents": report.agents,
         "reads": report.reads,
         "replayed": report.replayed,
+        "rescued": report.rescued,
         "redelivered": report.redelivered,
         "problems": report.problems,
     }

@@ -1,6 +1,7 @@
 """The reconciler: an EventBridge schedule (every five minutes) -> reconciler Lambda.
 
-It reads the registry (the status index and delivery records), reads GitHub with
+It reads the registry (the status index and delivery records), asks ECS which
+agent tasks still run, reads GitHub with
 the App key, puts replayed webhooks on events.fifo and asks GitHub to redeliver
 failed deliveries. It never writes the registry: the router applies every repair.
 """
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -21,7 +23,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.layer import SharedLayer
-from infra.constructs.router import RUNTIME_PIN_REASON, XRAY_WILDCARD_REASON
+from infra.constructs.router import RUNTIME_PIN_REASON, XRAY_WILDCARD_REASON, as_nag_renders
 from squadron.adapters.dynamo_registry import STATUS_INDEX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +51,7 @@ class Reconciler(Construct):
         table: dynamodb.ITable,
         private_key: secretsmanager.ISecret,
         github_app_id: str,
+        cluster: ecs.ICluster,
         log_retention: logs.RetentionDays,
         log_level: str = "INFO",
     ) -> None:
@@ -74,8 +77,24 @@ class Reconciler(Construct):
             iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
         )
         private_key.grant_read(self.role)
+        # Which agent tasks still run: DescribeTasks on the agent cluster's tasks only.
+        tasks_of_cluster = cdk.Stack.of(self).format_arn(
+            service="ecs", resource="task", resource_name=f"{cluster.cluster_name}/*"
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:DescribeTasks"],
+                resources=[tasks_of_cluster],
+                conditions={"ArnEquals": {"ecs:cluster": cluster.cluster_arn}},
+            )
+        )
         cdk.Validations.of(self.role).acknowledge(
-            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=XRAY_WILDCARD_REASON)
+            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=XRAY_WILDCARD_REASON),
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{as_nag_renders(self, tasks_of_cluster)}]",
+                reason="DescribeTasks on tasks of the agent cluster ('task/<cluster>/*'): the reconciler "
+                "asks about tasks by ARN, unknown in advance; bound further by an ecs:cluster condition.",
+            ),
         )
         self.function = lambda_.Function(
             self,
@@ -96,6 +115,7 @@ class Reconciler(Construct):
             environment={
                 "REGISTRY_TABLE_NAME": table.table_name,
                 "EVENTS_QUEUE_URL": queue.queue_url,
+                "AGENT_CLUSTER": cluster.cluster_arn,
                 "GITHUB_APP_ID": github_app_id,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
                 "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,

@@ -9,7 +9,13 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_TOKEN_ENV, EcsTaskLauncher, TaskLaunchError
+from squadron.adapters.ecs import (
+    AGENT_ID_ENV,
+    LAUNCH_TOKEN_ENV,
+    EcsTaskLauncher,
+    EcsTaskStatus,
+    TaskLaunchError,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_ecs import ECSClient
@@ -109,3 +115,17 @@ def test_network_is_required() -> None:
         EcsTaskLauncher(
             cluster="c", task_definition="t", container_name="a", subnets=[], security_groups=["g"]
         )
+
+
+def test_task_status_tells_running_from_stopped_and_unknown_tasks(
+    ecs: tuple[ECSClient, dict[str, Any]],
+) -> None:
+    client, settings = ecs
+    launcher = EcsTaskLauncher(client=client, **settings)
+    alive = launcher.launch("1-38-feat-dev", "start", "t1")
+    stopped = launcher.launch("1-39-feat-dev", "start", "t2")
+    launcher.stop(stopped, "issue closed")
+    unknown = alive.rsplit("/", 1)[0] + "/0123456789abcdef"
+    status = EcsTaskStatus(cluster="squadron", client=client)
+    assert status.running([alive, stopped, unknown]) == frozenset({alive})
+    assert status.running([]) == frozenset()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -94,6 +94,9 @@ class Stack:
     github: GitHubState
     events: Events
     processed: set[str]
+    #: The task ARNs ECS still runs (the stack answers the reconciler's TaskStatus port).
+    alive: set[str] = field(default_factory=set)
+    now: datetime = NOW
 
     def reconciler(self) -> ReconcilerService:
         return ReconcilerService(
@@ -102,8 +105,12 @@ class Stack:
             reader=self.github.reader,
             deliveries=self.github,
             completed=lambda guid: guid in self.processed,
-            clock=lambda: NOW,
+            tasks=self,
+            clock=lambda: self.now,
         )
+
+    def running(self, task_arns: Sequence[str]) -> frozenset[str]:
+        return frozenset(task_arns) & frozenset(self.alive)
 
     def route_queued(self) -> list[EventEnvelope]:
         return drain(self.sqs, self.queue_url, self.router.process)
@@ -207,3 +214,44 @@ def test_the_lambda_runs_one_reconciliation_per_tick(stack: Stack, monkeypatch: 
     stack.route_queued()
     agent = stack.registry.get_agent(A38)
     assert agent is not None and agent.status is AgentStatus.COMPLETED
+
+
+def test_a_dead_task_is_relaunched_once_then_its_agent_escalated(stack: Stack) -> None:
+    stack.router.process(stack.events.assigned(38))
+    stack.github.issues[38] = issue(38)
+    first = stack.registry.get_agent(A38)
+    assert first is not None and first.task_arn is not None
+    stack.alive.add(first.task_arn)
+    assert stack.reconciler().run().rescued == []  # ECS runs it: nothing to do
+
+    stack.alive.clear()  # the task died (OOM, host failure) without a word
+    report = stack.reconciler().run()
+    assert report.rescued == [f"recover-{A38}-v{first.version}-relaunch"]
+    stack.route_queued()
+    second = stack.registry.get_agent(A38)
+    assert second is not None and second.counters.recoveries == 1
+    assert second.wake_reason is not None and "its ECS task" in second.wake_reason
+    assert len(stack.launcher.tasks_for(A38)) == 2
+    assert [arn for arn, _ in stack.launcher.stopped] == [first.task_arn]
+
+    assert stack.reconciler().run().rescued == [f"recover-{A38}-v{second.version}-relaunch"]  # dies again
+    stack.route_queued()
+    third = stack.registry.get_agent(A38)
+    assert third is not None and third.status is AgentStatus.ESCALATED
+    assert "relaunched 1 time(s) already" in (third.escalation_reason or "")
+    assert len(stack.launcher.tasks_for(A38)) == 2  # no third task
+    assert stack.router.github.created[0]["title"] == "needs-human: #38 (feat-dev-38)"  # type: ignore[attr-defined]
+
+
+def test_a_sleeper_past_its_limit_is_escalated(stack: Stack) -> None:
+    stack.router.process(stack.events.assigned(38))
+    stack.router.process(stack.events.register_blocker(38, 42, agent_id=A38, sleep=True))
+    stack.github.issues.update({38: issue(38), 42: issue(42)})
+    assert stack.reconciler().run().rescued == []
+    stack.now = NOW + timedelta(hours=25)  # default max_sleep_duration: 24 h
+    report = stack.reconciler().run()
+    assert len(report.rescued) == 1
+    stack.route_queued()
+    agent = stack.registry.get_agent(A38)
+    assert agent is not None and agent.status is AgentStatus.ESCALATED
+    assert "waiting for #42" in (agent.escalation_reason or "")

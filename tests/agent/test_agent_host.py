@@ -37,7 +37,7 @@ from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
-from squadron.domain.events import EventEnvelope
+from squadron.domain.events import EventEnvelope, RegisterBlocker
 from squadron.domain.permissions import Caller
 from squadron.shell.router import RouterService
 from tests.support.aws import drain, registry_and_queue
@@ -213,7 +213,7 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     assert (agent.status, agent.lease_owner) == (AgentStatus.ACTIVE, None)  # lease released on exit
 
     (command,) = stack.route_queued()
-    assert command.command is not None and command.command.launch_token == f"{A38}-g1-l1"
+    assert isinstance(command.command, RegisterBlocker) and command.command.launch_token == f"{A38}-g1-l1"
     agent = stack.agent()
     assert (agent.status, agent.blocked_by) == (AgentStatus.SLEEPING, frozenset({42}))
 

@@ -396,6 +396,23 @@ def test_agent_task_environment_plus_launch_overrides_satisfy_the_agent_settings
 def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesized: Synthesized) -> None:
     stack = synthesized.stack
     table_arn = {"Fn::GetAtt": [synthesized.logical_id(stack.registry.table), "Arn"]}
+    cluster = synthesized.logical_id(stack.agents.cluster)
+    tasks_of_cluster = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":ecs:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":task/",
+                {"Ref": cluster},
+                "/*",
+            ],
+        ]
+    }
     granted = {
         (tuple(sorted(_as_list(statement["Action"]))), repr(statement["Resource"]))
         for statement in _statements_of(synthesized, stack.reconciler.role)
@@ -414,6 +431,13 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
             repr({"Fn::GetAtt": [synthesized.logical_id(stack.reconciler.log_group), "Arn"]}),
         ),
         (("xray:PutTelemetryRecords", "xray:PutTraceSegments"), repr("*")),
+        (("ecs:DescribeTasks",), repr(tasks_of_cluster)),
+    }
+    (describe,) = [
+        s for s in _statements_of(synthesized, stack.reconciler.role) if s["Action"] == "ecs:DescribeTasks"
+    ]
+    assert describe["Condition"] == {
+        "ArnEquals": {"ecs:cluster": {"Fn::GetAtt": [synthesized.logical_id(stack.agents.cluster), "Arn"]}}
     }
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
+from squadron.domain.agents import AgentRecord
 from squadron.domain.effects import (
     AddBlocker,
+    AddLabels,
     CloseIssue,
+    CreateIssue,
     DeliverInbox,
     Discard,
     Effect,
@@ -23,7 +26,7 @@ from squadron.domain.effects import (
     SetIssueState,
     StopAgentTask,
 )
-from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RegisterBlocker
+from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RecoverAgent, RegisterBlocker
 
 BOT = "squadron[bot]"
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -208,6 +211,25 @@ class Events:
         )
 
 
+def recover(
+    events: Events,
+    agent: AgentRecord,
+    action: Literal["relaunch", "escalate"],
+    reason: str = "no heartbeat for 15m",
+) -> EventEnvelope:
+    """The reconciler's command to rescue ``agent`` as it is now."""
+    command = RecoverAgent(
+        agent_id=agent.agent_id,
+        issue_number=agent.issue_number,
+        seen_version=agent.version,
+        action=action,
+        reason=reason,
+    )
+    return events._base(
+        SQUADRON_EVENT, "recover_agent", sender=BOT, origin="squadron", command=command.model_dump()
+    )
+
+
 def summarize(effects: list[Effect]) -> list[str]:
     """Effects as short strings for table-driven assertions."""
     out: list[str] = []
@@ -240,6 +262,10 @@ def summarize(effects: list[Effect]) -> list[str]:
                 out.append(f"comment #{n}")
             case CloseIssue(number=n):
                 out.append(f"close #{n}")
+            case AddLabels(number=n, labels=labels):
+                out.append(f"label #{n} {','.join(labels)}")
+            case CreateIssue(title=title):
+                out.append(f"create issue '{title}'")
             case Discard():
                 out.append("discard")
     return out

@@ -305,6 +305,8 @@ class FakeRouterGitHub:
         self.permissions = permissions or {}
         self.comments: list[tuple[str, int, str, str]] = []
         self.closed: list[tuple[str, int, str]] = []
+        self.labelled: list[tuple[str, int, tuple[str, ...]]] = []
+        self.created: list[dict[str, object]] = []
         self.permission_calls = 0
 
     def permission(self, installation_id: int | None, repo_full_name: str, login: str) -> str:
@@ -318,3 +320,23 @@ class FakeRouterGitHub:
 
     def close_issue(self, installation_id: int | None, repo_full_name: str, number: int, reason: str) -> None:
         self.closed.append((repo_full_name, number, reason))
+
+    def add_labels(
+        self, installation_id: int | None, repo_full_name: str, number: int, labels: tuple[str, ...]
+    ) -> None:
+        self.labelled.append((repo_full_name, number, labels))
+
+    def create_issue(
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        *,
+        title: str,
+        body: str,
+        labels: tuple[str, ...],
+        assignees: tuple[str, ...],
+    ) -> int:
+        self.created.append(
+            {"repo": repo_full_name, "title": title, "body": body, "labels": labels, "assignees": assignees}
+        )
+        return 900 + len(self.created)

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from squadron.config.models import BreakerLimits
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
-from squadron.domain.events import EventEnvelope
-from squadron.domain.reconcile import RepoState, numbers_to_read, redeliveries, replays
+from squadron.domain.events import EventEnvelope, RecoverAgent
+from squadron.domain.reconcile import Liveness, RepoState, numbers_to_read, redeliveries, replays, rescues
 from tests.support.events import T0
 
 BOT = "squadron[bot]"
@@ -21,6 +22,7 @@ def agent(number: int, status: AgentStatus = AgentStatus.ACTIVE, **changes: Any)
     role = changes.pop("role", "feat-dev")
     kind = changes.pop("kind", RoleKind.DEV)
     changes.setdefault("generation_started_at", T0)
+    changes.setdefault("updated_at", T0)
     return AgentRecord(
         agent_id=f"1-{number}-{role}",
         role=role,
@@ -31,7 +33,6 @@ def agent(number: int, status: AgentStatus = AgentStatus.ACTIVE, **changes: Any)
         issue_number=number,
         status=status,
         created_at=T0,
-        updated_at=T0,
         **changes,
     )
 
@@ -206,3 +207,96 @@ def test_redeliveries(
 def test_redeliveries_are_bounded_per_run() -> None:
     many = [delivery(i, f"g{i}", 502, 1 + i / 100) for i in range(1, 80)]
     assert len(redeliveries(many, processed=(), now=NOW, limit=50)) == 50
+
+
+LIMITS = BreakerLimits(max_sleep_duration=24 * 3600)
+LIVENESS = Liveness(LIMITS, timedelta(minutes=10))
+ARN = "arn:aws:ecs:us-east-1:123456789012:task/squadron/abc123"
+
+RESCUE_CASES: list[tuple[str, AgentRecord, frozenset[str] | None, str | None]] = [
+    # name, agent, running tasks (None: ECS not asked), expected "action: reason start"
+    (
+        "a working agent with a fresh heartbeat",
+        agent(38, task_arn=ARN, heartbeat_at=NOW - timedelta(minutes=2)),
+        frozenset({ARN}),
+        None,
+    ),
+    (
+        "an idle agent (no task) is not dead",
+        agent(38, heartbeat_at=NOW - timedelta(days=1)),
+        frozenset(),
+        None,
+    ),
+    (
+        "ECS says the task is gone",
+        agent(38, task_arn=ARN, heartbeat_at=NOW),
+        frozenset(),
+        "relaunch: its ECS task abc123 is gone",
+    ),
+    (
+        "a stopped heartbeat and an expired lease",
+        agent(38, task_arn=ARN, heartbeat_at=NOW - timedelta(minutes=30)),
+        None,
+        "relaunch: no heartbeat since",
+    ),
+    (
+        "an old heartbeat under a live lease is a slow task, not a dead one",
+        agent(
+            38,
+            task_arn=ARN,
+            heartbeat_at=NOW - timedelta(minutes=30),
+            lease_owner="t",
+            lease_expires_at=NOW + timedelta(minutes=1),
+        ),
+        None,
+        None,
+    ),
+    (
+        "a launch never confirmed",
+        agent(
+            38, AgentStatus.CREATED, pending_launch="1-38-feat-dev-g1-l1", updated_at=NOW - timedelta(hours=1)
+        ),
+        None,
+        "relaunch: its launch (1-38-feat-dev-g1-l1) was never confirmed",
+    ),
+    (
+        "a sleeper within its limit",
+        agent(38, AgentStatus.SLEEPING, blocked_by=frozenset({42}), updated_at=NOW - timedelta(hours=3)),
+        None,
+        None,
+    ),
+    (
+        "a sleeper past max_sleep_duration is escalated, naming what it waits for",
+        agent(38, AgentStatus.SLEEPING, blocked_by=frozenset({42}), updated_at=NOW - timedelta(hours=25)),
+        None,
+        "escalate: asleep for 90000 s, over max_sleep_duration 86400 s waiting for #42",
+    ),
+    (
+        "escalated and finished agents are left alone",
+        agent(38, AgentStatus.ESCALATED, task_arn=ARN),
+        frozenset(),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "record", "running", "expected"), RESCUE_CASES, ids=[c[0] for c in RESCUE_CASES]
+)
+def test_rescues(
+    name: str, record: AgentRecord, running: frozenset[str] | None, expected: str | None
+) -> None:
+    found = rescues([record], now=NOW, liveness=lambda a: LIVENESS, running=running)
+    if expected is None:
+        assert found == []
+        return
+    (envelope,) = found
+    command = envelope.command
+    assert isinstance(command, RecoverAgent)
+    assert f"{command.action}: {command.reason}".startswith(expected)
+    assert (command.agent_id, command.seen_version, envelope.message_group_id) == (
+        record.agent_id,
+        record.version,
+        "1#38",
+    )
+    assert envelope.delivery_id == f"recover-{record.agent_id}-v{record.version}-{command.action}"

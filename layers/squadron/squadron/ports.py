@@ -111,3 +111,20 @@ class RouterGitHub(Protocol):
     def close_issue(
         self, installation_id: int | None, repo_full_name: str, number: int, reason: str
     ) -> None: ...
+
+    def add_labels(
+        self, installation_id: int | None, repo_full_name: str, number: int, labels: tuple[str, ...]
+    ) -> None: ...
+
+    def create_issue(
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        *,
+        title: str,
+        body: str,
+        labels: tuple[str, ...],
+        assignees: tuple[str, ...],
+    ) -> int:
+        """Open an issue as the framework; its number."""
+        ...

@@ -110,6 +110,11 @@ class ReconcilerSettings(GitHubAppSettings):
     max_reads: int = Field(
         default=2000, validation_alias=AliasChoices("RECONCILER_MAX_READS"), ge=1, le=20_000
     )
+    #: The agent tasks' cluster: asked which tasks still run (without it, heartbeats decide alone).
+    agent_cluster: str | None = Field(default=None, validation_alias=AliasChoices("AGENT_CLUSTER"))
+    config_ttl_seconds: int = Field(
+        default=300, validation_alias=AliasChoices("CONFIG_TTL_SECONDS"), ge=0, le=3600
+    )
 
 
 class TokenVendorSettings(GitHubAppSettings):

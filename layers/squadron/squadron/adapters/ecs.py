@@ -121,3 +121,39 @@ def _already_gone(error: Any) -> bool:
     return error.get("Code") in ("InvalidParameterException", "ClientException") and (
         "not found" in message or "cannot be found" in message or "stopped" in message
     )
+
+
+class EcsTaskStatus:
+    """Which agent tasks ECS still runs (the reconciler's check for dead tasks)."""
+
+    #: DescribeTasks takes at most 100 tasks per call.
+    BATCH = 100
+
+    def __init__(self, *, cluster: str, client: ECSClient | None = None) -> None:
+        self.cluster = cluster
+        self._client = client
+
+    @property
+    def client(self) -> ECSClient:
+        if self._client is None:
+            self._client = boto3.client("ecs")
+        return self._client
+
+    def running(self, task_arns: Sequence[str]) -> frozenset[str]:
+        """The ARNs among ``task_arns`` whose task has not stopped (pending and running count)."""
+        alive: set[str] = set()
+        arns = sorted(set(task_arns))
+        for start in range(0, len(arns), self.BATCH):
+            try:
+                answer = self.client.describe_tasks(
+                    cluster=self.cluster, tasks=arns[start : start + self.BATCH]
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise TaskLaunchError(f"DescribeTasks on {self.cluster} failed: {exc}") from exc
+            for task in answer.get("tasks", []):
+                if (
+                    task.get("lastStatus") not in ("STOPPED", "DELETED")
+                    and task.get("desiredStatus") != "STOPPED"
+                ):
+                    alive.add(task["taskArn"])
+        return frozenset(alive)

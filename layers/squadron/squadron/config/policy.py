@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from squadron.config.flows import agent_review_roles
+from squadron.config.models import RepoConfig
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import RoleKind
 from squadron.domain.routing import RoutingPolicy
@@ -49,4 +50,20 @@ def routing_policy(config: SquadronConfig) -> RoutingPolicy:
         review_roles=default_reviewers,
         branch_review_roles=by_branch,
         max_issue_depth=repo.max_issue_depth,
+        escalation_label=repo.escalation.label,
+        escalation_assignees=tuple(repo.escalation.assign),
+        escalation_issue=repo.escalation.create_issue,
+        escalation_mentions=tuple(_mentions(repo)),
     )
+
+
+def _mentions(repo: RepoConfig) -> list[str]:
+    """``@login`` of everyone escalation.notify names (groups expanded), each once, in order."""
+    logins: list[str] = []
+    for principal in repo.escalation.notify:
+        kind, _, name = str(principal).partition(":")
+        members = (
+            repo.human_groups[name].members if kind == "human_group" and name in repo.human_groups else [name]
+        )
+        logins += [f"@{login}" for login in members if f"@{login}" not in logins]
+    return logins

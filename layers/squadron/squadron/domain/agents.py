@@ -131,6 +131,8 @@ class BreakerCounters(BaseModel):
     active_seconds: int = 0
     launches: int = 0
     wakes: int = 0
+    #: Relaunches by the reconciler after the agent's task died.
+    recoveries: int = 0
 
 
 class AgentRecord(BaseModel):

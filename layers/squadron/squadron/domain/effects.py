@@ -141,6 +141,28 @@ class CloseIssue:
 
 
 @dataclass(frozen=True)
+class AddLabels:
+    repo_full_name: str
+    installation_id: int | None
+    number: int
+    labels: tuple[str, ...]
+    kind: Literal["add_labels"] = "add_labels"
+
+
+@dataclass(frozen=True)
+class CreateIssue:
+    """A new issue written by the framework (a needs-human issue)."""
+
+    repo_full_name: str
+    installation_id: int | None
+    title: str
+    body: str
+    labels: tuple[str, ...] = ()
+    assignees: tuple[str, ...] = ()
+    kind: Literal["create_issue"] = "create_issue"
+
+
+@dataclass(frozen=True)
 class Discard:
     """Nothing to do; ``reason`` is logged and counted."""
 
@@ -161,10 +183,12 @@ Effect = (
     | StopAgentTask
     | PostComment
     | CloseIssue
+    | AddLabels
+    | CreateIssue
     | Discard
 )
 
-GITHUB_EFFECTS = (PostComment, CloseIssue)
+GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, CreateIssue)
 TASK_EFFECTS = (LaunchAgent, StopAgentTask)
 
 

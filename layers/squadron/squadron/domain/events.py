@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -226,7 +226,26 @@ class RegisterBlocker(_Model):
         return self
 
 
-SquadronCommand = RegisterBlocker
+class RecoverAgent(_Model):
+    """Framework command from the reconciler: an agent needs rescuing.
+
+    ``relaunch``: its task is dead (no heartbeat, or ECS has no such task) — the
+    router relaunches it with resume, once, then escalates. ``escalate``: it slept
+    past its max_sleep_duration. ``seen_version`` is the record version the
+    reconciler judged: if the agent changed since (a heartbeat, a wake), the
+    command is stale and changes nothing.
+    """
+
+    type: Literal["recover_agent"] = "recover_agent"
+    agent_id: str = Field(min_length=1)
+    #: The agent's issue (its message group); None for a repository's PM.
+    issue_number: int | None = Field(default=None, gt=0)
+    seen_version: int = Field(ge=1)
+    action: Literal["relaunch", "escalate"]
+    reason: str = Field(min_length=1, max_length=2_000)
+
+
+SquadronCommand = Annotated[RegisterBlocker | RecoverAgent, Field(discriminator="type")]
 
 #: The event name of framework commands. Never in :data:`ROUTED_EVENTS`, so a
 #: webhook can never claim to be one.

@@ -18,13 +18,14 @@ was not processed by the router; each at most once per run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind
-from squadron.domain.events import EventEnvelope, build_envelope
+from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
+from squadron.domain.breakers import Limits, sleep_overdue
+from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RecoverAgent, build_envelope
 
 #: GitHub keeps deliveries (and lets an App redeliver them) for three days.
 REDELIVERY_WINDOW = timedelta(days=3)
@@ -150,6 +151,90 @@ def replays(state: RepoState, *, bot_login: str) -> list[EventEnvelope]:
         if agent.pr_number is not None:
             add(_closed(state, agent.pr_number))
     return list(out.values())
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """How long an agent may sleep (its role's breaker limits), and how stale a heartbeat may get."""
+
+    limits: Limits
+    stale_after: timedelta
+
+
+def _dead(
+    agent: AgentRecord, now: datetime, stale_after: timedelta, running: frozenset[str] | None
+) -> str | None:
+    """Why a live agent's task is presumed dead, or None while it may still be working."""
+    if agent.pending_launch is not None:
+        if now - agent.updated_at > stale_after:
+            return f"its launch ({agent.pending_launch}) was never confirmed in {stale_after}"
+        return None
+    if agent.task_arn is None:
+        return None  # idle (between events) or not launched: nothing is supposed to run
+    if running is not None and agent.task_arn not in running:
+        return f"its ECS task {agent.task_arn.rsplit('/', 1)[-1]} is gone"
+    if agent.lease_is_live(now):
+        return None
+    beat = agent.heartbeat_at or agent.updated_at
+    if now - beat > stale_after:
+        return f"no heartbeat since {beat.isoformat()} (over {stale_after})"
+    return None
+
+
+def rescues(
+    agents: Iterable[AgentRecord],
+    *,
+    now: datetime,
+    liveness: Callable[[AgentRecord], Liveness],
+    running: frozenset[str] | None,
+) -> list[EventEnvelope]:
+    """Commands for the router: relaunch agents whose task died, escalate sleepers past their limit.
+
+    ``running`` is the set of ECS task ARNs that are running (None when ECS could not be
+    asked: then only a stopped heartbeat counts). An agent asleep since an unknown time
+    counts as overdue (a breaker never fails open); ``updated_at`` stands for the time
+    it fell asleep (nothing else writes a sleeping agent but its blockers changing).
+    """
+    out: list[EventEnvelope] = []
+    for agent in sorted(agents, key=lambda a: a.agent_id):
+        rules = liveness(agent)
+        if agent.status is AgentStatus.SLEEPING:
+            overdue = sleep_overdue(agent.updated_at, now, rules.limits)
+            if overdue is not None:
+                waits = ", ".join(f"#{n}" for n in sorted(agent.blocked_by)) or "nothing"
+                out.append(_recover(agent, "escalate", f"{overdue} waiting for {waits}", now))
+        elif agent.status in LIVE:
+            dead = _dead(agent, now, rules.stale_after, running)
+            if dead is not None:
+                out.append(_recover(agent, "relaunch", dead, now))
+    return out
+
+
+def _recover(
+    agent: AgentRecord, action: Literal["relaunch", "escalate"], reason: str, now: datetime
+) -> EventEnvelope:
+    command = RecoverAgent(
+        agent_id=agent.agent_id,
+        issue_number=agent.issue_number,
+        seen_version=agent.version,
+        action=action,
+        reason=reason,
+    )
+    return EventEnvelope.model_validate(
+        {
+            # One delivery per (agent version, action): a repeated run is deduplicated.
+            "delivery_id": f"recover-{agent.agent_id}-v{agent.version}-{action}"[:128],
+            "event": SQUADRON_EVENT,
+            "action": command.type,
+            "origin": "reconciler",
+            "received_at": now,
+            "occurred_at": now,
+            "installation_id": agent.installation_id,
+            "repository": {"id": agent.repo_id, "full_name": agent.repo_full_name},
+            "sender": RECONCILER,
+            "command": command.model_dump(),
+        }
+    )
 
 
 def redeliveries(

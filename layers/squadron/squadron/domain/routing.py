@@ -32,8 +32,10 @@ from squadron.domain.agents import (
 from squadron.domain.blockers import BlockerError, BlockerGraph, check_new_blocker, height_of
 from squadron.domain.effects import (
     AddBlocker,
+    AddLabels,
     AgentWrite,
     CloseIssue,
+    CreateIssue,
     DeliverInbox,
     Discard,
     Effect,
@@ -53,6 +55,7 @@ from squadron.domain.events import (
     Actor,
     EventEnvelope,
     IssueFields,
+    RecoverAgent,
     RegisterBlocker,
 )
 
@@ -109,6 +112,15 @@ class RoutingPolicy:
     #: (fnmatch pattern of a base branch, review roles its PRs get in addition).
     branch_review_roles: tuple[tuple[str, tuple[str, ...]], ...] = ()
     max_issue_depth: int = 3
+    #: Handing an agent's issue to humans: the label, who is assigned, and whether a
+    #: needs-human issue is filed.
+    escalation_label: str = "needs-human"
+    escalation_assignees: tuple[str, ...] = ()
+    escalation_issue: bool = True
+    #: ``@login`` of the humans an escalation notifies.
+    escalation_mentions: tuple[str, ...] = ()
+    #: Relaunches of a dead task before its agent is escalated instead.
+    max_recoveries: int = 1
 
     def kind_of(self, role: str) -> RoleKind:
         return self.role_kinds.get(role, RoleKind.DEV)
@@ -326,9 +338,14 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
             branches.add(event.check.head_branch)
     if event.status is not None:
         branches.update(event.status.branches[:10])
-    if event.command is not None:
+    if isinstance(event.command, RegisterBlocker):
         issues.update({event.command.issue_number, event.command.blocker_number})
         graph_from.update({event.command.issue_number, event.command.blocker_number})
+    elif isinstance(event.command, RecoverAgent):
+        if event.command.issue_number is None:
+            pm = True
+        else:
+            issues.add(event.command.issue_number)
     comment = normalize_comment(event)
     if comment is not None and event.event != "pull_request_review":
         permission_of = comment.author.login
@@ -968,6 +985,81 @@ def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
     return effects
 
 
+def _on_recover_agent(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    command = event.command
+    assert isinstance(command, RecoverAgent)
+    agent = next((a for a in snap.agents() if a.agent_id == command.agent_id), None)
+    if agent is None or agent.status in TERMINAL:
+        return [Discard(f"{command.agent_id} is gone or finished; nothing to recover")]
+    if agent.version != command.seen_version:
+        return [
+            Discard(
+                f"{agent.agent_id} changed since the reconciler looked (v{command.seen_version} -> v{agent.version})"
+            )
+        ]
+    if (
+        command.action == "relaunch"
+        and agent.status in LIVE
+        and agent.counters.recoveries < policy.max_recoveries
+    ):
+        counters = agent.counters.model_copy(update={"recoveries": agent.counters.recoveries + 1})
+        reason = f"relaunched by the reconciler: {command.reason}"
+        stale = agent.updated(now=snap.now, counters=counters, wake_reason=reason, task_arn=None)
+        relaunched = _with_launch(stale, event.delivery_id)
+        effects: list[Effect] = [PutAgent(AgentWrite(relaunched, agent.version))]
+        if agent.task_arn:
+            effects.append(StopAgentTask(agent.agent_id, agent.task_arn, reason))
+        return [*effects, _launch(relaunched, reason)]
+    if agent.status is AgentStatus.ESCALATED:
+        return [Discard(f"{agent.agent_id} is already with humans")]
+    why = (
+        command.reason
+        if command.action == "escalate"
+        else f"{command.reason} (relaunched {agent.counters.recoveries} time(s) already)"
+    )
+    return _escalate(agent, event, snap, policy, why)
+
+
+def _escalate(
+    agent: AgentRecord, event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, reason: str
+) -> list[Effect]:
+    """Hand ``agent``'s issue to humans: ESCALATED, its task stopped, the issue labelled and explained."""
+    escalated = agent.transition(
+        AgentStatus.ESCALATED,
+        now=snap.now,
+        escalation_reason=reason[:1000],
+        pending_launch=None,
+        task_arn=None,
+    )
+    effects: list[Effect] = [PutAgent(AgentWrite(escalated, agent.version))]
+    if agent.task_arn:
+        effects.append(StopAgentTask(agent.agent_id, agent.task_arn, reason))
+    repo, inst = event.repository.full_name, event.installation_id
+    waiting = (
+        f" It waits for {', '.join(f'#{n}' for n in sorted(agent.blocked_by))}." if agent.blocked_by else ""
+    )
+    notify = f" {' '.join(policy.escalation_mentions)}" if policy.escalation_mentions else ""
+    body = f"{agent.display_name} ({agent.agent_id}) needs a human: {reason}.{waiting}{notify}"
+    if agent.issue_number is not None:
+        effects += [
+            AddLabels(repo, inst, agent.issue_number, (policy.escalation_label,)),
+            PostComment(repo, inst, agent.issue_number, body, "framework"),
+        ]
+    if policy.escalation_issue:
+        subject = f"#{agent.issue_number}" if agent.issue_number is not None else "the PM"
+        effects.append(
+            CreateIssue(
+                repo,
+                inst,
+                f"needs-human: {subject} ({agent.display_name})",
+                f"{subject} was handed to humans.\n\n{body}",
+                (policy.escalation_label,),
+                policy.escalation_assignees,
+            )
+        )
+    return effects
+
+
 ROUTES: Mapping[tuple[str, str | None], Handler] = {
     ("issues", "opened"): _on_issue_opened,
     ("issues", "reopened"): _on_issue_opened,
@@ -994,6 +1086,7 @@ ROUTES: Mapping[tuple[str, str | None], Handler] = {
     ("check_suite", "completed"): _on_check,
     ("status", None): _on_status,
     (SQUADRON_EVENT, "register_blocker"): _on_register_blocker,
+    (SQUADRON_EVENT, "recover_agent"): _on_recover_agent,
 }
 
 

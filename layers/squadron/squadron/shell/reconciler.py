@@ -1,11 +1,13 @@
-"""The reconciler shell: read the registry and GitHub, decide (pure), replay and redeliver.
+"""The reconciler shell: read the registry, ECS and GitHub, decide (pure), send the repairs.
 
 One run per EventBridge tick (every five minutes). Reads are bounded: one
 Query per agent status, one GitHub read per issue or PR the live agents refer
 to (at most ``max_reads`` a run; the rest waits for the next run, oldest agents
 first), one paginated listing of the App's deliveries, and at most
-``MAX_REDELIVERIES`` redeliveries. Repairs are webhooks replayed onto
-events.fifo for the router, so the reconciler never writes agent state itself.
+``MAX_REDELIVERIES`` redeliveries, plus one DescribeTasks per 100 live tasks.
+Repairs are webhooks replayed onto events.fifo, and RecoverAgent commands
+(relaunch a dead task once, then escalate; escalate a sleeper past its
+max_sleep_duration), so the router stays the only writer of agent state.
 A GitHub error on one number is reported and the run goes on; a rate limit
 ends the reading part of the run early (the next run continues).
 """
@@ -13,14 +15,16 @@ ends the reading part of the run early (the next run continues).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from squadron.adapters.github.errors import GitHubError, RateLimitedError
+from squadron.config.models import RepoConfig
+from squadron.config.parse import parse_files
 from squadron.domain.agents import AgentRecord, AgentStatus
-from squadron.domain.reconcile import RepoState, numbers_to_read, redeliveries, replays
+from squadron.domain.reconcile import Liveness, RepoState, numbers_to_read, redeliveries, replays, rescues
 from squadron.errors import SquadronError
 from squadron.ports import EventQueue
 
@@ -41,6 +45,26 @@ class RepoReader(Protocol):
     def get_pull(self, number: int) -> Json: ...
 
 
+class TaskStatus(Protocol):
+    """Which agent tasks still run (``EcsTaskStatus`` satisfies it)."""
+
+    def running(self, task_arns: Sequence[str]) -> frozenset[str]: ...
+
+
+#: Limits of a repository without configuration (the documented defaults).
+_DEFAULTS = parse_files({}).config
+
+
+def liveness_of(config: RepoConfig, agent: AgentRecord) -> Liveness:
+    """The sleep limit of ``agent``'s role and the staleness bound of ``config``."""
+    limits = config.circuit_breakers.limits_for(agent.role)
+    return Liveness(limits, timedelta(seconds=config.runtime.stale_after))
+
+
+def default_liveness(agent: AgentRecord) -> Liveness:
+    return liveness_of(_DEFAULTS, agent)
+
+
 class Deliveries(Protocol):
     """The App's webhook deliveries (``GitHubAppClient`` satisfies it)."""
 
@@ -58,6 +82,8 @@ class ReconcileReport:
     agents: int = 0
     reads: int = 0
     replayed: list[str] = field(default_factory=list)
+    #: RecoverAgent commands sent (dead tasks to relaunch, sleepers to escalate).
+    rescued: list[str] = field(default_factory=list)
     redelivered: list[int] = field(default_factory=list)
     #: What could not be read or done, in words (logged; the next run tries again).
     problems: list[str] = field(default_factory=list)
@@ -72,10 +98,14 @@ class ReconcilerService:
         reader: Callable[[int | None, str], RepoReader],
         deliveries: Deliveries | None,
         completed: Callable[[str], bool],
+        liveness: Callable[[AgentRecord], Liveness] = default_liveness,
+        tasks: TaskStatus | None = None,
         bot_login: str = "squadron[bot]",
         clock: Callable[[], datetime] = _now,
         max_reads: int = 2000,
     ) -> None:
+        self.liveness = liveness
+        self.tasks = tasks
         self.registry = registry
         self.queue = queue
         self.reader = reader
@@ -94,6 +124,10 @@ class ReconcilerService:
             for agent in self.registry.agents_with_status(status)
         ]
         report.agents = len(live)
+        running = self._running(live, report)
+        for envelope in rescues(live, now=now, liveness=self._liveness(report), running=running):
+            self.queue.send(envelope)
+            report.rescued.append(envelope.delivery_id)
         by_repo: dict[int, list[AgentRecord]] = {}
         for agent in sorted(live, key=lambda a: a.updated_at):
             by_repo.setdefault(agent.repo_id, []).append(agent)
@@ -141,6 +175,28 @@ class ReconcilerService:
             except GitHubError as exc:
                 report.problems.append(f"{first.repo_full_name}#{number} not read: {exc}")
         return RepoState(repository, first.installation_id, agents, github, now), used
+
+    def _running(self, live: list[AgentRecord], report: ReconcileReport) -> frozenset[str] | None:
+        arns = [agent.task_arn for agent in live if agent.task_arn]
+        if self.tasks is None or not arns:
+            return None if self.tasks is None else frozenset()
+        try:
+            return self.tasks.running(arns)
+        except SquadronError as exc:
+            report.problems.append(f"ECS not asked which tasks run (heartbeats decide alone): {exc}")
+            return None
+
+    def _liveness(self, report: ReconcileReport) -> Callable[[AgentRecord], Liveness]:
+        def rules(agent: AgentRecord) -> Liveness:
+            try:
+                return self.liveness(agent)
+            except Exception as exc:  # the repository's configuration: fall back to the defaults
+                report.problems.append(
+                    f"{agent.repo_full_name}: configuration not read, defaults used: {exc}"
+                )
+                return default_liveness(agent)
+
+        return rules
 
     def _redeliver(self, now: datetime, report: ReconcileReport) -> None:
         if self.deliveries is None:

@@ -16,7 +16,9 @@ from datetime import UTC, datetime
 from squadron.domain.agents import ConflictError
 from squadron.domain.effects import (
     AddBlocker,
+    AddLabels,
     CloseIssue,
+    CreateIssue,
     DeliverInbox,
     Discard,
     Effect,
@@ -162,6 +164,17 @@ class RouterService:
                 self.github.comment(inst, repo, number, body, author)
             case CloseIssue(repo_full_name=repo, installation_id=inst, number=number, reason=reason):
                 self.github.close_issue(inst, repo, number, reason)
+            case AddLabels(repo_full_name=repo, installation_id=inst, number=number, labels=labels):
+                self.github.add_labels(inst, repo, number, labels)
+            case CreateIssue(repo_full_name=repo, installation_id=inst):
+                self.github.create_issue(
+                    inst,
+                    repo,
+                    title=effect.title,
+                    body=effect.body,
+                    labels=effect.labels,
+                    assignees=effect.assignees,
+                )
             case PutAgent(write=write):
                 registry.put_agent(write)
             case SetIssueState(repo_id=repo_id, number=number, state=state, occurred_at=occurred_at):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from squadron.adapters.delivery_records import DeliveryRecords
 from squadron.adapters.dynamo_registry import DynamoRegistry
-from squadron.adapters.ecs import EcsTaskLauncher
+from squadron.adapters.ecs import EcsTaskLauncher, EcsTaskStatus
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.for_router import AppGitHub, app_repository_files
@@ -17,8 +17,11 @@ from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.config import ConfigLoader
+from squadron.config.models import RepoConfig
+from squadron.domain.agents import AgentRecord
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
+from squadron.domain.reconcile import Liveness
 from squadron.domain.routing import RoutingPolicy
 from squadron.settings import (
     GitHubAppSettings,
@@ -29,7 +32,7 @@ from squadron.settings import (
 )
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.policies import PolicyCache
-from squadron.shell.reconciler import ReconcilerService
+from squadron.shell.reconciler import ReconcilerService, liveness_of
 from squadron.shell.router import RouterService
 from squadron.shell.tokens import TokenVendor
 
@@ -70,8 +73,23 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
     app = _github_app(settings)
     github = AppGitHub(app)
     records = DeliveryRecords(settings.registry_table_name)
+    loader = ConfigLoader(app_repository_files(github))
+    configs: dict[str, tuple[RepoConfig, datetime]] = {}
+    ttl = timedelta(seconds=settings.config_ttl_seconds)
+
+    def liveness(agent: AgentRecord) -> Liveness:
+        cached = configs.get(agent.repo_full_name)
+        now = datetime.now(UTC)
+        if cached is None or now - cached[1] > ttl:
+            github.remember(agent.repo_full_name, agent.installation_id)
+            cached = (loader.load(agent.repo_full_name).config, now)
+            configs[agent.repo_full_name] = cached
+        return liveness_of(cached[0], agent)
+
     return ReconcilerService(
         registry=DynamoRegistry(settings.registry_table_name),
+        liveness=liveness,
+        tasks=EcsTaskStatus(cluster=settings.agent_cluster) if settings.agent_cluster else None,
         queue=SqsEventQueue(settings.events_queue_url),
         reader=github.client,
         deliveries=GitHubAppClient(http=app.http, jwt=app.jwt, app_id=app.app_id, caller=Caller.framework()),

@@ -87,6 +87,26 @@ class AppGitHub:
             number, "not_planned" if reason == "not_planned" else "completed"
         )
 
+    def add_labels(
+        self, installation_id: int | None, repo_full_name: str, number: int, labels: tuple[str, ...]
+    ) -> None:
+        self.client(installation_id, repo_full_name).add_labels(number, labels)
+
+    def create_issue(
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        *,
+        title: str,
+        body: str,
+        labels: tuple[str, ...],
+        assignees: tuple[str, ...],
+    ) -> int:
+        issue = self.client(installation_id, repo_full_name).create_issue(
+            title, body, labels=labels, assignees=assignees
+        )
+        return int(issue["number"])
+
 
 class RepositoryFilesOverGitHub:
     """The config loader's :class:`~squadron.config.RepositoryFiles` over the contents API."""

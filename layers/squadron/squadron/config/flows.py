@@ -57,7 +57,7 @@ def resolve_flow(flows: ApprovalFlowsFile, base_branch: str) -> ApprovalFlow:
                 on_timeout=_stricter(escalation.on_timeout, rule.escalation.on_timeout),
             )
         flow = ApprovalFlow(
-            required_reviews=_merge_reviews(flow.required_reviews, rule.required_reviews or ()),
+            required_reviews=merge_reviews(flow.required_reviews, rule.required_reviews or ()),
             required_status_checks=_union(flow.required_status_checks, rule.required_status_checks or ()),
             merge_policy=merge,
             protected_paths=_union_paths(flow.protected_paths, rule.protected_paths or ()),
@@ -77,7 +77,7 @@ def agent_review_roles(
     )
 
 
-def _merge_reviews(
+def merge_reviews(
     base: Iterable[ReviewRequirement], extra: Iterable[ReviewRequirement]
 ) -> list[ReviewRequirement]:
     merged: dict[str, ReviewRequirement] = {}

@@ -1,0 +1,176 @@
+"""The merge gate — pure: is a pull request ready to merge under its approval flow, and why not.
+
+1. The effective flow: the base branch's flow (defaults + every matching branch
+   rule, strictest wins: :func:`squadron.config.flows.resolve_flow`), plus what
+   the protected paths among the PR's changed files add (reviews, a human).
+2. The verdict over what GitHub says about the PR's head commit: agent reviews
+   as ``squadron/<role>`` statuses, human reviews (latest per reviewer, the
+   author's own never counted), required status checks (CI), draft, conflicts.
+3. In words, for the ``squadron/merge`` status (at most 140 characters), and
+   whether the framework merges: only when everything is met, the flow allows
+   auto-merge, and no human must merge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from squadron.config.flows import merge_reviews, resolve_flow
+from squadron.config.models import ApprovalFlow, ApprovalFlowsFile, ReviewRequirement
+
+AGENT = "agent:"
+GROUP = "human_group:"
+MERGE_CONTEXT = "squadron/merge"
+PASSED = frozenset({"success", "neutral", "skipped"})
+FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
+
+Verdict = Literal["ready", "waiting", "blocked"]
+
+
+@dataclass(frozen=True)
+class EffectiveFlow:
+    flow: ApprovalFlow
+    require_human: bool
+    #: Why reviews were added beyond the branch's flow (protected paths that matched).
+    added_by: tuple[str, ...] = ()
+
+
+def effective_flow(flows: ApprovalFlowsFile, base_branch: str, changed_files: Iterable[str]) -> EffectiveFlow:
+    flow = resolve_flow(flows, base_branch)
+    files = list(changed_files)
+    reviews = list(flow.required_reviews)
+    require_human = flow.merge_policy.require_human
+    added: list[str] = []
+    for protected in flow.protected_paths:
+        touched = [path for path in files if protected.matches(path)]
+        if not touched:
+            continue
+        reviews = merge_reviews(reviews, protected.required_reviews)
+        require_human = require_human or protected.require_human
+        added.append(f"{touched[0]} ({protected.description or ', '.join(protected.paths)})")
+    return EffectiveFlow(flow.model_copy(update={"required_reviews": reviews}), require_human, tuple(added))
+
+
+@dataclass(frozen=True)
+class PullRequestState:
+    """What GitHub says about the PR now (its head commit's statuses and checks, its reviews)."""
+
+    number: int
+    head_sha: str
+    author: str
+    draft: bool = False
+    #: GitHub's ``mergeable_state``: clean, dirty (conflicts), behind, blocked, unstable, unknown.
+    mergeable_state: str | None = None
+    #: The dev role whose agent wrote the PR: its own review role never counts.
+    author_role: str | None = None
+    #: Status contexts (``squadron/<role>``, CI statuses) and check-run names -> their outcome.
+    checks: Mapping[str, str] = field(default_factory=dict)
+    #: Latest review state per human reviewer: APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED.
+    reviews: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    #: The framework merges now (ready, auto_merge on, no human needed).
+    merge: bool
+    method: str
+    delete_branch: bool
+
+    @property
+    def status_state(self) -> Literal["success", "pending", "failure"]:
+        return {"ready": "success", "waiting": "pending", "blocked": "failure"}[self.verdict]  # type: ignore[return-value]
+
+    @property
+    def description(self) -> str:
+        """One line for the squadron/merge status (GitHub keeps 140 characters)."""
+        if self.verdict == "ready":
+            text = (
+                "ready: merging"
+                if self.merge
+                else f"ready: {self.reasons[0] if self.reasons else 'a human merges'}"
+            )
+        else:
+            text = f"{self.verdict}: " + "; ".join(self.reasons)
+        return text if len(text) <= 140 else text[:139] + "…"
+
+
+def _outcome(value: str | None) -> Literal["passed", "failed", "pending"]:
+    if value in PASSED:
+        return "passed"
+    if value in FAILED:
+        return "failed"
+    return "pending"
+
+
+def evaluate(
+    effective: EffectiveFlow, pr: PullRequestState, groups: Mapping[str, Iterable[str]], *, bot_login: str
+) -> GateResult:
+    """The verdict on ``pr`` under ``effective``: blocked (something failed), waiting, or ready."""
+    flow, policy = effective.flow, effective.flow.merge_policy
+    blocked: list[str] = []
+    waiting: list[str] = []
+    if pr.draft:
+        waiting.append("draft")
+    if pr.mergeable_state == "dirty":
+        blocked.append("merge conflict with the base branch")
+    humans = {login: state for login, state in pr.reviews.items() if login not in {pr.author, bot_login}}
+    for login, state in sorted(humans.items()):
+        if state == "CHANGES_REQUESTED":
+            blocked.append(f"changes requested by @{login}")
+    for review in flow.required_reviews:
+        if review.required:
+            _review(review, pr, humans, groups, blocked=blocked, waiting=waiting)
+    if policy.require_ci_pass:
+        for context in flow.required_status_checks:
+            outcome = _outcome(pr.checks.get(context))
+            if outcome == "failed":
+                blocked.append(f"{context} failing")
+            elif outcome == "pending":
+                waiting.append(f"waiting on {context}")
+    approvals = [login for login, state in humans.items() if state == "APPROVED"]
+    if effective.require_human and not approvals:
+        waiting.append("a human approval")
+    if blocked or waiting:
+        verdict: Verdict = "blocked" if blocked else "waiting"
+        return GateResult(verdict, tuple(blocked + waiting), False, policy.method, policy.delete_branch)
+    if effective.require_human:
+        return GateResult(
+            "ready", ("a human merges (require_human)",), False, policy.method, policy.delete_branch
+        )
+    if not policy.auto_merge:
+        return GateResult(
+            "ready", ("a human merges (auto_merge off)",), False, policy.method, policy.delete_branch
+        )
+    return GateResult("ready", (), True, policy.method, policy.delete_branch)
+
+
+def _review(
+    review: ReviewRequirement,
+    pr: PullRequestState,
+    humans: Mapping[str, str],
+    groups: Mapping[str, Iterable[str]],
+    *,
+    blocked: list[str],
+    waiting: list[str],
+) -> None:
+    if review.role.startswith(AGENT):
+        role = review.role.removeprefix(AGENT)
+        if role == pr.author_role:
+            blocked.append(f"{role} cannot review its own PR")
+            return
+        outcome = _outcome(pr.checks.get(f"squadron/{role}"))
+        if outcome == "failed":
+            blocked.append(f"{role} requested changes")
+        elif outcome == "pending":
+            waiting.append(f"waiting on {role}")
+        return
+    group = review.role.removeprefix(GROUP)
+    members = set(groups.get(group, ()))
+    approved = sorted(login for login in members if humans.get(login) == "APPROVED")
+    if len(approved) < review.min_approvals:
+        have = f" ({len(approved)}/{review.min_approvals})" if review.min_approvals > 1 else ""
+        waiting.append(f"waiting on {group}{have}")

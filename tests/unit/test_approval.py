@@ -1,0 +1,201 @@
+"""The merge gate as tables: the effective flow of a PR, and the verdict over what GitHub says."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from squadron.config import load_directory
+from squadron.config.models import ApprovalFlowsFile
+from squadron.domain.approval import PullRequestState, effective_flow, evaluate
+
+ROOT = Path(__file__).resolve().parents[2]
+FLOWS = load_directory(ROOT / ".squadron").approval_flows  # the repository's own flows (the example)
+GROUPS = {"maintainers": ["octo-maintainer", "hubot-admin"], "infra-owners": ["octo-infra"]}
+BOT = "squadron[bot]"
+
+
+def roles(flow: Any) -> list[str]:
+    return [f"{r.role}>={r.min_approvals}" for r in flow.required_reviews]
+
+
+EFFECTIVE = [
+    # base, changed files, reviews required, require_human, added by
+    ("develop", ["app.py"], ["agent:pr-review>=1"], False, 0),
+    ("main", ["app.py"], ["agent:pr-review>=1", "human_group:maintainers>=1"], True, 0),
+    (
+        "main",
+        ["infra/stack.py", "app.py"],
+        [
+            "agent:pr-review>=1",
+            "human_group:maintainers>=1",
+            "agent:security-review>=1",
+            "human_group:infra-owners>=1",
+        ],
+        True,
+        1,
+    ),
+    (
+        "main",
+        ["package-lock.json", "functions/ingress/handler.py"],
+        ["agent:pr-review>=1", "human_group:maintainers>=1", "agent:security-review>=1"],
+        True,
+        2,
+    ),
+    ("develop", ["infra/stack.py"], ["agent:pr-review>=1"], False, 0),  # protected paths are main's only
+]
+
+
+@pytest.mark.parametrize(("base", "files", "reviews", "human", "added"), EFFECTIVE)
+def test_effective_flow(base: str, files: list[str], reviews: list[str], human: bool, added: int) -> None:
+    effective = effective_flow(FLOWS, base, files)
+    assert roles(effective.flow) == reviews
+    assert effective.require_human is human
+    assert len(effective.added_by) == added
+
+
+AUTO = ApprovalFlowsFile.model_validate(
+    {
+        "version": 1,
+        "default": {
+            "required_reviews": [{"role": "agent:pr-review"}],
+            "required_status_checks": ["ci"],
+            "merge_policy": {"method": "squash", "auto_merge": True},
+        },
+        "branch_rules": [
+            {
+                "pattern": "release/*",
+                "required_reviews": [{"role": "human_group:maintainers", "min_approvals": 2}],
+            }
+        ],
+    }
+)
+GREEN = PullRequestState(
+    number=101,
+    head_sha="c" * 40,
+    author=BOT,
+    author_role="feat-dev",
+    mergeable_state="clean",
+    checks={"squadron/pr-review": "success", "ci": "success"},
+)
+
+VERDICTS: list[tuple[str, str, PullRequestState, str, bool, str]] = [  # one row per rule
+    # name, base, state, verdict, merge, status description
+    ("everything met, auto_merge: merge", "develop", GREEN, "ready", True, "ready: merging"),
+    (
+        "waiting on the review agent and CI",
+        "develop",
+        replace(GREEN, checks={}),
+        "waiting",
+        False,
+        "waiting: waiting on pr-review; waiting on ci",
+    ),
+    (
+        "CI failing blocks",
+        "develop",
+        replace(GREEN, checks={"squadron/pr-review": "success", "ci": "failure"}),
+        "blocked",
+        False,
+        "blocked: ci failing",
+    ),
+    (
+        "the review agent requested changes",
+        "develop",
+        replace(GREEN, checks={"squadron/pr-review": "failure", "ci": "success"}),
+        "blocked",
+        False,
+        "blocked: pr-review requested changes",
+    ),
+    (
+        "a human requesting changes blocks even when not required",
+        "develop",
+        replace(GREEN, reviews={"bob": "CHANGES_REQUESTED"}),
+        "blocked",
+        False,
+        "blocked: changes requested by @bob",
+    ),
+    (
+        "a conflict blocks",
+        "develop",
+        replace(GREEN, mergeable_state="dirty"),
+        "blocked",
+        False,
+        "blocked: merge conflict with the base branch",
+    ),
+    ("a draft waits", "develop", replace(GREEN, draft=True), "waiting", False, "waiting: draft"),
+    (
+        "the author's own role never counts as its reviewer",
+        "develop",
+        replace(GREEN, author_role="pr-review"),
+        "blocked",
+        False,
+        "blocked: pr-review cannot review its own PR",
+    ),
+    (
+        "a group needing two approvals has one",
+        "release/1.0",
+        replace(GREEN, reviews={"octo-maintainer": "APPROVED", "stranger": "APPROVED"}),
+        "waiting",
+        False,
+        "waiting: waiting on maintainers (1/2)",
+    ),
+    (
+        "two members approved: ready",
+        "release/1.0",
+        replace(GREEN, reviews={"octo-maintainer": "APPROVED", "hubot-admin": "APPROVED"}),
+        "ready",
+        True,
+        "ready: merging",
+    ),
+    (
+        "the PR author's own approval does not count",
+        "release/1.0",
+        replace(
+            GREEN,
+            author="octo-maintainer",
+            reviews={"octo-maintainer": "APPROVED", "hubot-admin": "APPROVED"},
+        ),
+        "waiting",
+        False,
+        "waiting: waiting on maintainers (1/2)",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", VERDICTS, ids=[v[0] for v in VERDICTS])
+def test_verdict(case: tuple[str, str, PullRequestState, str, bool, str]) -> None:
+    _, base, state, verdict, merge, description = case
+    result = evaluate(effective_flow(AUTO, base, ["app.py"]), state, GROUPS, bot_login=BOT)
+    assert (result.verdict, result.merge, result.description) == (verdict, merge, description)
+    assert result.status_state == {"ready": "success", "waiting": "pending", "blocked": "failure"}[verdict]
+
+
+def test_main_is_left_for_a_human_even_when_everything_passed() -> None:
+    state = replace(
+        GREEN,
+        checks={"squadron/pr-review": "success", "ci": "success", "cdk-synth": "success"},
+        reviews={"octo-maintainer": "APPROVED"},
+    )
+    result = evaluate(effective_flow(FLOWS, "main", ["app.py"]), state, GROUPS, bot_login=BOT)
+    assert (result.verdict, result.merge) == ("ready", False)
+    assert result.description == "ready: a human merges (require_human)"
+
+
+def test_an_infra_change_on_main_waits_for_security_review_and_infra_owners() -> None:
+    state = replace(
+        GREEN,
+        checks={"squadron/pr-review": "success", "ci": "success", "cdk-synth": "success"},
+        reviews={"octo-maintainer": "APPROVED"},
+    )
+    result = evaluate(effective_flow(FLOWS, "main", ["infra/stack.py"]), state, GROUPS, bot_login=BOT)
+    assert result.verdict == "waiting"
+    assert result.reasons == ("waiting on security-review", "waiting on infra-owners")
+
+
+def test_a_long_explanation_fits_a_status() -> None:
+    many = replace(GREEN, checks={}, reviews={f"user{i}": "CHANGES_REQUESTED" for i in range(30)})
+    result = evaluate(effective_flow(AUTO, "develop", []), many, GROUPS, bot_login=BOT)
+    assert len(result.description) == 140 and result.description.endswith("…")

@@ -16,6 +16,7 @@ from squadron.domain.effects import (
     DeliverInbox,
     Discard,
     Effect,
+    EvaluateMerge,
     LaunchAgent,
     LinkPullRequest,
     PostComment,
@@ -266,6 +267,8 @@ def summarize(effects: list[Effect]) -> list[str]:
                 out.append(f"label #{n} {','.join(labels)}")
             case CreateIssue(title=title):
                 out.append(f"create issue '{title}'")
+            case EvaluateMerge(pr_number=n):
+                out.append(f"gate PR #{n}")
             case Discard():
                 out.append("discard")
     return out

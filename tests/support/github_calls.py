@@ -90,6 +90,8 @@ CLIENT_CALLS: tuple[ClientCall, ...] = (
             target_url="https://x.example",
         ),
     ),
+    ClientCall("get_combined_status", lambda c: c.get_combined_status(SHA)),
+    ClientCall("delete_branch", lambda c: c.delete_branch("feat/issue-38")),
     ClientCall(
         "create_check_run",
         lambda c: c.create_check_run(

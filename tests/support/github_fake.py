@@ -256,6 +256,20 @@ ROUTES: list[tuple[str, str, Responder]] = [
     ("PATCH", r"/repos/[^/]+/[^/]+/check-runs/\d+", lambda r, m: _json(200, {"id": 4})),
     (
         "GET",
+        r"/repos/[^/]+/[^/]+/commits/(?P<ref>[^/]+)/status",
+        lambda r, m: _json(
+            200,
+            {
+                "state": "success",
+                "sha": m.group("ref"),
+                "total_count": 1,
+                "statuses": [{"context": "ci", "state": "success", "description": "passed"}],
+            },
+        ),
+    ),
+    ("DELETE", r"/repos/[^/]+/[^/]+/git/refs/heads%2F.+", lambda r, m: httpx.Response(204)),
+    (
+        "GET",
         r"/repos/[^/]+/[^/]+/commits/[^/]+/check-runs",
         lambda r, m: _json(200, {"total_count": 1, "check_runs": [{"id": 4}]}),
     ),

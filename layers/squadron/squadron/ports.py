@@ -128,3 +128,11 @@ class RouterGitHub(Protocol):
     ) -> int:
         """Open an issue as the framework; its number."""
         ...
+
+
+class MergeGatePort(Protocol):
+    """Judges a pull request against its approval flow (``squadron.shell.merge_gate.MergeGate``)."""
+
+    def evaluate(
+        self, installation_id: int | None, repo: str, pr_number: int, author_role: str | None = None
+    ) -> object: ...

@@ -57,6 +57,8 @@ ALLOWED_BY_ROLE: dict[str, tuple[bool, bool, bool, bool]] = {
     "create_check_run": (N, N, N, Y),
     "update_check_run": (N, N, N, Y),
     "list_check_runs": (Y, Y, Y, Y),
+    "get_combined_status": (Y, Y, Y, Y),
+    "delete_branch": (N, N, N, Y),
     "get_repository": (Y, Y, Y, Y),
     "get_branch": (Y, Y, Y, Y),
     "read_file": (Y, Y, Y, Y),

@@ -39,6 +39,7 @@ TABLE = {
     Action.POST_STATUS: (False, False, True, True),
     Action.CHECK_RUN: (False, False, False, True),
     Action.MERGE: (False, False, False, True),
+    Action.DELETE_BRANCH: (False, False, False, True),
     Action.APP_ADMIN: (False, False, False, True),
     Action.REGISTER_BLOCKER: (True, True, False, True),
 }

@@ -163,6 +163,18 @@ class CreateIssue:
 
 
 @dataclass(frozen=True)
+class EvaluateMerge:
+    """Judge a pull request against its approval flow: post squadron/merge, merge when allowed."""
+
+    repo_full_name: str
+    installation_id: int | None
+    pr_number: int
+    #: The dev role whose agent wrote the PR (never counted as its own reviewer).
+    author_role: str | None = None
+    kind: Literal["evaluate_merge"] = "evaluate_merge"
+
+
+@dataclass(frozen=True)
 class Discard:
     """Nothing to do; ``reason`` is logged and counted."""
 
@@ -185,23 +197,28 @@ Effect = (
     | CloseIssue
     | AddLabels
     | CreateIssue
+    | EvaluateMerge
     | Discard
 )
 
 GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, CreateIssue)
 TASK_EFFECTS = (LaunchAgent, StopAgentTask)
+#: Judged last, after the registry reflects the event (the gate reads GitHub, not the registry).
+GATE_EFFECTS = (EvaluateMerge,)
 
 
 def apply_order(effects: list[Effect]) -> list[Effect]:
-    """GitHub effects first, registry writes second, tasks third, discards last; stable within each."""
+    """GitHub effects first, registry writes second, tasks third, the merge gate fourth, discards last."""
 
     def rank(effect: Effect) -> int:
         if isinstance(effect, GITHUB_EFFECTS):
             return 0
         if isinstance(effect, TASK_EFFECTS):
             return 2
-        if isinstance(effect, Discard):
+        if isinstance(effect, GATE_EFFECTS):
             return 3
+        if isinstance(effect, Discard):
+            return 4
         return 1
 
     return sorted(effects, key=rank)

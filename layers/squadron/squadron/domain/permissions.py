@@ -48,6 +48,7 @@ class Action(StrEnum):
     POST_STATUS = "post_status"
     CHECK_RUN = "check_run"
     MERGE = "merge"
+    DELETE_BRANCH = "delete_branch"  # a merged PR's head branch
     APP_ADMIN = "app_admin"  # webhook deliveries, installation tokens
     #: Squadron's own bookkeeping (no GitHub call): issue A waits for issue B.
     REGISTER_BLOCKER = "register_blocker"

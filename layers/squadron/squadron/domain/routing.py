@@ -39,6 +39,7 @@ from squadron.domain.effects import (
     DeliverInbox,
     Discard,
     Effect,
+    EvaluateMerge,
     LaunchAgent,
     LinkPullRequest,
     PostComment,
@@ -782,6 +783,16 @@ def _request_reviews(
     return effects
 
 
+def _gate(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int) -> EvaluateMerge:
+    agent = _dev_agent_for_pr(event, snap, policy, pr_number)
+    return EvaluateMerge(
+        event.repository.full_name,
+        event.installation_id,
+        pr_number,
+        agent.role if agent is not None else None,
+    )
+
+
 def _on_pull_request_opened(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     pr = event.pull_request
     assert pr is not None
@@ -794,19 +805,22 @@ def _on_pull_request_opened(event: EventEnvelope, snap: Snapshot, policy: Routin
             write = AgentWrite(agent.updated(now=snap.now, pr_number=pr.number), agent.version)
         if snap.view(pr.number).linked_issue != issue or write is not None:
             effects.append(LinkPullRequest(event.repository.id, pr.number, issue, write))
-    if event.action == "edited":
-        return effects or [Discard(f"PR #{pr.number} edited; link unchanged")]
-    if pr.draft:
-        return [*effects, Discard(f"PR #{pr.number} is a draft; reviews wait until it is ready")]
     if pr.state != "open":
         return [*effects, Discard(f"PR #{pr.number} is {pr.state}")]
+    # The base, the head or the draft flag may have changed what the PR needs: judge it again.
+    gate = _gate(event, snap, policy, pr.number)
+    if event.action == "edited":
+        return [*effects, gate]
+    if pr.draft:
+        return [*effects, gate, Discard(f"PR #{pr.number} is a draft; reviews wait until it is ready")]
     why = {
         "opened": "opened",
         "reopened": "reopened",
         "ready_for_review": "ready for review",
         "synchronize": "new commits",
     }
-    return effects + _request_reviews(event, snap, policy, pr.number, why.get(event.action or "", "updated"))
+    reviews = _request_reviews(event, snap, policy, pr.number, why.get(event.action or "", "updated"))
+    return [*effects, *reviews, gate]
 
 
 def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -875,30 +889,41 @@ def _on_review(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
         effects += _notify(agent, event, snap, "changes_requested", summary, wake=True, body=review.body)
     elif state == "commented" and review.body:
         effects += _notify(agent, event, snap, "review_comment", summary, wake=False, body=review.body)
-    return effects
+    return [*effects, _gate(event, snap, policy, pr.number)]
 
 
 def _on_check(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     check = event.check
     assert check is not None
     label = check.name or check.kind
+    gates: list[Effect] = [_gate(event, snap, policy, n) for n in check.pull_request_numbers]
     if check.conclusion not in FAILED_CHECK_CONCLUSIONS:
-        return [Discard(f"{check.kind} {label} on {check.head_sha[:7]} concluded {check.conclusion}")]
+        passed = f"{check.kind} {label} on {check.head_sha[:7]} concluded {check.conclusion}"
+        return gates or [Discard(passed)]
     agent = _agent_for_commit(event, snap, policy, check.head_branch, check.pull_request_numbers)
     summary = f"{check.kind} '{label}' {check.conclusion} on {check.head_sha[:7]}"
-    return _notify(agent, event, snap, "check_failed", summary, wake=True)
+    return [*_notify(agent, event, snap, "check_failed", summary, wake=True), *gates]
 
 
 def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     status = event.status
     assert status is not None
+    owners = [
+        (branch, agent)
+        for branch in status.branches
+        if (agent := _agent_for_commit(event, snap, policy, branch, ())) is not None
+    ][:1]
+    gates: list[Effect] = [
+        EvaluateMerge(event.repository.full_name, event.installation_id, agent.pr_number, agent.role)
+        for _, agent in owners
+        if agent.pr_number is not None and status.context != "squadron/merge"
+    ]
     if status.state not in FAILED_STATUS_STATES:
-        return [Discard(f"status {status.context} on {status.sha[:7]} is {status.state}")]
-    for branch in status.branches:
-        agent = _agent_for_commit(event, snap, policy, branch, ())
-        if agent is not None:
-            summary = f"status '{status.context}' is {status.state} on {status.sha[:7]} ({branch})"
-            return _notify(agent, event, snap, "check_failed", summary, wake=True, url=status.target_url)
+        return gates or [Discard(f"status {status.context} on {status.sha[:7]} is {status.state}")]
+    for branch, agent in owners:
+        summary = f"status '{status.context}' is {status.state} on {status.sha[:7]} ({branch})"
+        notified = _notify(agent, event, snap, "check_failed", summary, wake=True, url=status.target_url)
+        return [*notified, *gates]
     return [
         Discard(
             f"status {status.context} on {status.sha[:7]}: no agent owns {', '.join(status.branches) or 'its branch'}"

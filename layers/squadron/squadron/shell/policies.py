@@ -1,4 +1,4 @@
-"""Per-repository routing policies for the router, read from each repository's .squadron/.
+"""Per-repository configuration (and the routing policy derived from it), read from .squadron/.
 
 The configuration on the default branch is re-checked at most every
 ``ttl`` (one contents-API call for the head commit; the parse itself is
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from squadron.config import ConfigError, ConfigLoader
-from squadron.config.parse import parse_files
+from squadron.config.parse import SquadronConfig, parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
@@ -33,6 +33,7 @@ def _now() -> datetime:
 
 @dataclass(frozen=True)
 class _Entry:
+    config: SquadronConfig
     policy: RoutingPolicy
     checked_at: datetime
     #: The problem of the configuration now on the default branch, if it is invalid.
@@ -54,21 +55,30 @@ class PolicyCache:
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
-        self._defaults = routing_policy(parse_files({}))
+        defaults = parse_files({})
+        self._defaults = (defaults, routing_policy(defaults))
 
     def __call__(self, event: EventEnvelope) -> RoutingPolicy:
         return self.policy_for(event.repository.full_name)
 
     def policy_for(self, repo: str) -> RoutingPolicy:
+        return self._entry(repo).policy
+
+    def config_for(self, repo: str) -> SquadronConfig:
+        """The whole configuration behind ``repo``'s policy (approval flows, limits, groups)."""
+        return self._entry(repo).config
+
+    def _entry(self, repo: str) -> _Entry:
         now = self._clock()
         with self._lock:
             entry = self._entries.get(repo)
         if entry is not None and now - entry.checked_at < self._ttl:
-            return entry.policy
+            return entry
         try:
-            policy, problem = routing_policy(self._loader.load(repo)), None
+            config = self._loader.load(repo)
+            policy, problem = routing_policy(config), None
         except ConfigError as exc:
-            policy = entry.policy if entry is not None else self._defaults
+            config, policy = (entry.config, entry.policy) if entry is not None else self._defaults
             problem = str(exc)
             logger.error(
                 "invalid .squadron configuration in %s; routing with the %s policy: %s",
@@ -76,9 +86,10 @@ class PolicyCache:
                 "last valid" if entry is not None else "default",
                 problem,
             )
+        fresh = _Entry(config, policy, now, problem)
         with self._lock:
-            self._entries[repo] = _Entry(policy, now, problem)
-        return policy
+            self._entries[repo] = fresh
+        return fresh
 
     def problem(self, repo: str) -> str | None:
         """Why ``repo``'s current configuration was refused, if it was."""

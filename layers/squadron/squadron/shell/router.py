@@ -22,6 +22,7 @@ from squadron.domain.effects import (
     DeliverInbox,
     Discard,
     Effect,
+    EvaluateMerge,
     LaunchAgent,
     LinkPullRequest,
     PostComment,
@@ -35,7 +36,7 @@ from squadron.domain.effects import (
 )
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy, Snapshot, SnapshotRequest, route, snapshot_request
-from squadron.ports import Registry, RouterGitHub, TaskLauncher
+from squadron.ports import MergeGatePort, Registry, RouterGitHub, TaskLauncher
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,9 @@ class RouterService:
         policies: PolicySource,
         clock: Callable[[], datetime] = _now,
         attempts: int = 3,
+        merge_gate: MergeGatePort | None = None,
     ) -> None:
+        self.merge_gate = merge_gate
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
         self.attempts = attempts
@@ -198,5 +201,11 @@ class RouterService:
                 registry.confirm_launch(agent_id, token, task_arn, now)
             case StopAgentTask(task_arn=task_arn, reason=reason):
                 self.launcher.stop(task_arn, reason)
+            case EvaluateMerge(repo_full_name=repo, installation_id=inst, pr_number=pr, author_role=role):
+                if self.merge_gate is None:
+                    logger.info("no merge gate wired; PR #%s of %s not judged", pr, repo)
+                else:
+                    outcome = self.merge_gate.evaluate(inst, repo, pr, role)
+                    logger.info("merge gate on %s#%s: %s", repo, pr, getattr(outcome, "detail", outcome))
             case Discard(reason=reason):
                 logger.info("discarded %s.%s: %s", event.event, event.action, reason)

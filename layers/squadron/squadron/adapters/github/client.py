@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
-from squadron.adapters.github.errors import NotFoundError
+from squadron.adapters.github.errors import NotFoundError, ValidationFailedError
 from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.permissions import (
     REVIEW_EVENT_ACTIONS,
@@ -280,12 +280,27 @@ class GitHubClient:
         check(self.caller, Action.READ)
         return self._list(f"/commits/{quote(ref, safe='')}/check-runs", items_key="check_runs")
 
+    def get_combined_status(self, ref: str) -> Json:
+        """Every status context's latest state on ``ref`` (``statuses``) and the combined ``state``."""
+        check(self.caller, Action.READ)
+        result: Json = self._send("GET", f"/commits/{quote(ref, safe='')}/status", params={"per_page": 100})
+        return result
+
     # --- repository ----------------------------------------------------------------------------
 
     def get_repository(self) -> Json:
         check(self.caller, Action.READ)
         result: Json = self._send("GET", "")
         return result
+
+    def delete_branch(self, branch: str) -> None:
+        """Delete a merged pull request's head branch (the framework only); gone already is fine."""
+        check(self.caller, Action.DELETE_BRANCH)
+        try:
+            # One path parameter, as octokit sends it: "heads/<branch>" percent-encoded.
+            self._send("DELETE", f"/git/refs/{quote(f'heads/{branch}', safe='')}")
+        except (NotFoundError, ValidationFailedError):
+            return  # deleted already (by a human, or GitHub's delete-on-merge setting)
 
     def get_branch(self, branch: str) -> Json:
         check(self.caller, Action.READ)

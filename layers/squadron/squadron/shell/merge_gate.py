@@ -1,0 +1,179 @@
+"""The merge gate shell: read a pull request's state from GitHub, judge it (pure), act.
+
+Called by the router whenever something that can change the verdict happens
+(the PR opened or got commits, a review, a check or status). Each evaluation
+reads the PR, its changed files, its head commit's statuses and check runs,
+and its reviews (five reads), posts ``squadron/merge`` saying in words why the
+PR is not merging yet, and merges it — with the approval flow's consent, the
+method the flow names, pinned to the head commit that was judged — when the
+flow allows it; then deletes the branch if the flow says so. Evaluating twice
+is harmless: the status is the same, and a merge of a PR whose head moved or
+that was merged already is refused by GitHub and reported, not retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from squadron.adapters.github.errors import GitHubError, GitHubUnavailableError, RateLimitedError
+from squadron.config.parse import SquadronConfig
+from squadron.domain.approval import MERGE_CONTEXT, GateResult, PullRequestState, effective_flow, evaluate
+from squadron.domain.events import EventEnvelope, build_envelope
+from squadron.domain.permissions import MergeConsent
+
+logger = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+Json = dict[str, Any]
+
+#: Review states that stand until replaced (a later COMMENTED review does not revoke an approval).
+_STANDING = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
+
+
+class GateClient(Protocol):
+    """The framework's GitHub client for one repository (``GitHubClient`` satisfies it)."""
+
+    def get_pull(self, number: int) -> Json: ...
+    def list_pull_files(self, number: int) -> list[Json]: ...
+    def list_reviews(self, number: int) -> list[Json]: ...
+    def get_combined_status(self, ref: str) -> Json: ...
+    def list_check_runs(self, ref: str) -> list[Json]: ...
+    def create_status(self, sha: str, *, state: Any, context: str, description: str = "") -> Json: ...
+    def merge_pull(
+        self, number: int, *, consent: MergeConsent, method: Any = ..., sha: str | None = None
+    ) -> Json: ...
+    def delete_branch(self, branch: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    pr_number: int
+    result: GateResult | None
+    merged: bool = False
+    detail: str = ""
+
+
+def latest_reviews(reviews: list[Json]) -> dict[str, str]:
+    """Each reviewer's standing review state (GitHub lists reviews oldest first)."""
+    latest: dict[str, str] = {}
+    for review in reviews:
+        login = str((review.get("user") or {}).get("login") or "")
+        state = str(review.get("state") or "")
+        if login and state in _STANDING:
+            latest[login] = state
+    return latest
+
+
+def check_outcomes(combined: Json, runs: list[Json]) -> dict[str, str]:
+    """Status contexts and check-run names -> success/failure/pending/... (check runs win on a tie)."""
+    out = {
+        str(s.get("context")): str(s.get("state")) for s in combined.get("statuses") or [] if s.get("context")
+    }
+    for run in runs:
+        name = str(run.get("name") or "")
+        if name:
+            out[name] = str(run.get("conclusion") or run.get("status") or "pending")
+    return out
+
+
+class MergeGate:
+    def __init__(
+        self,
+        *,
+        client: Callable[[int | None, str], GateClient],
+        config_for: Callable[[str], SquadronConfig],
+        bot_login: str = "squadron[bot]",
+        announce: Callable[[EventEnvelope], object] | None = None,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.client = client
+        self.config_for = config_for
+        self.bot_login = bot_login
+        #: Puts the App's own merge on events.fifo (its webhook is dropped at the ingress).
+        self.announce = announce
+        self.clock = clock
+
+    def evaluate(
+        self, installation_id: int | None, repo: str, pr_number: int, author_role: str | None = None
+    ) -> GateOutcome:
+        github = self.client(installation_id, repo)
+        pr = github.get_pull(pr_number)
+        if pr.get("state") != "open" or pr.get("merged"):
+            return GateOutcome(
+                pr_number, None, detail=f"PR #{pr_number} is {pr.get('state')}; nothing to gate"
+            )
+        head = pr.get("head") or {}
+        sha = str(head.get("sha") or "")
+        config = self.config_for(repo)
+        files = [str(f.get("filename")) for f in github.list_pull_files(pr_number)]
+        state = PullRequestState(
+            number=pr_number,
+            head_sha=sha,
+            author=str((pr.get("user") or {}).get("login") or ""),
+            draft=bool(pr.get("draft")),
+            mergeable_state=pr.get("mergeable_state"),
+            author_role=author_role,
+            checks=check_outcomes(github.get_combined_status(sha), github.list_check_runs(sha)),
+            reviews=latest_reviews(github.list_reviews(pr_number)),
+        )
+        groups = {name: group.members for name, group in config.config.human_groups.items()}
+        base = str((pr.get("base") or {}).get("ref") or "")
+        result = evaluate(
+            effective_flow(config.approval_flows, base, files), state, groups, bot_login=self.bot_login
+        )
+        github.create_status(
+            sha, state=result.status_state, context=MERGE_CONTEXT, description=result.description
+        )
+        if not result.merge:
+            return GateOutcome(pr_number, result, detail=result.description)
+        consent = MergeConsent(pr_number, True, "every requirement of the approval flow is met")
+        try:
+            merged = github.merge_pull(pr_number, consent=consent, method=result.method, sha=sha)
+        except (RateLimitedError, GitHubUnavailableError):
+            raise  # GitHub could not answer: the event goes back to the queue and is judged again
+        except GitHubError as exc:
+            # 405 not mergeable, 409 the head moved, 422...: the next event re-evaluates.
+            logger.warning("PR #%s of %s not merged: %s", pr_number, repo, exc)
+            return GateOutcome(pr_number, result, detail=f"not merged: {exc}")
+        if self.announce is not None:
+            self.announce(self._merged_event(pr, merged, installation_id))
+        same_repo = (head.get("repo") or {}).get("full_name") in (None, repo)
+        if result.delete_branch and same_repo and head.get("ref"):
+            github.delete_branch(str(head["ref"]))
+        return GateOutcome(pr_number, result, merged=True, detail=f"merged with {result.method}")
+
+    def _merged_event(self, pr: Json, merged: Json, installation_id: int | None) -> EventEnvelope:
+        """The pull_request.closed webhook GitHub sends for a merge, which the ingress drops for the App."""
+        now = self.clock()
+        stamp = now.isoformat().replace("+00:00", "Z")
+        closed = {
+            **pr,
+            "state": "closed",
+            "merged": True,
+            "merged_at": stamp,
+            "closed_at": stamp,
+            "updated_at": stamp,
+        }
+        base_repo = (pr.get("base") or {}).get("repo") or {}
+        payload = {
+            "action": "closed",
+            "pull_request": closed,
+            "repository": base_repo,
+            "sender": {"login": self.bot_login, "id": 0, "type": "Bot"},
+            "installation": {"id": installation_id} if installation_id else None,
+        }
+        envelope = build_envelope(
+            event="pull_request",
+            delivery_id=f"echo-merge-{base_repo.get('id')}-{pr['number']}-{str(merged.get('sha') or '')[:12]}",
+            payload=payload,
+            received_at=now,
+        )
+        return EventEnvelope.model_validate({**envelope.model_dump(), "origin": "squadron"})

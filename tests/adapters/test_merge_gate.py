@@ -1,0 +1,188 @@
+"""The merge gate against a recorded GitHub whose every request is checked against GitHub's OpenAPI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.errors import GitHubUnavailableError
+from squadron.adapters.github.http import GitHubHttp
+from squadron.config.parse import SquadronConfig, parse_files
+from squadron.domain.events import EventEnvelope
+from squadron.domain.permissions import Caller
+from squadron.shell.merge_gate import MergeGate
+from tests.support.events import T0
+from tests.support.github_openapi import validate
+
+SHA = "c" * 40
+FLOWS = """\
+version: 1
+default:
+  required_reviews: [{role: "agent:pr-review"}]
+  required_status_checks: [ci]
+  merge_policy: {method: rebase, auto_merge: true, delete_branch: true}
+branch_rules:
+  - pattern: main
+    required_reviews: [{role: "human_group:maintainers"}]
+    merge_policy: {require_human: true}
+"""
+CONFIG = parse_files(
+    {
+        "config.yaml": "version: 1\nhuman_groups:\n  maintainers: {members: [octo-maintainer]}\n",
+        "workflows/approval-flows.yaml": FLOWS,
+    }
+)
+
+
+@dataclass
+class RecordedGitHub:
+    """One pull request as GitHub holds it; every request validated, every write recorded."""
+
+    base: str = "develop"
+    state: str = "open"
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    check_runs: list[dict[str, Any]] = field(default_factory=list)
+    reviews: list[dict[str, Any]] = field(default_factory=list)
+    files: list[str] = field(default_factory=lambda: ["app.py"])
+    merge_answer: httpx.Response | None = None
+    writes: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    def pull(self) -> dict[str, Any]:
+        repo = {"id": 1, "full_name": "octo/repo", "default_branch": "main"}
+        return {
+            "number": 101,
+            "title": "Export API",
+            "body": "Closes #38",
+            "state": self.state,
+            "merged": False,
+            "draft": False,
+            "mergeable_state": "clean",
+            "user": {"login": "squadron[bot]", "id": 1, "type": "Bot"},
+            "head": {"ref": "feat/issue-38", "sha": SHA, "repo": repo},
+            "base": {"ref": self.base, "sha": "d" * 40, "repo": repo},
+            "updated_at": "2026-11-23T12:00:00Z",
+        }
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        operation = validate(request)
+        body = json.loads(request.content) if request.content else None
+        if request.method != "GET":
+            self.writes.append((request.method, operation.operation_id, body))
+        answers: dict[str, Any] = {
+            "pulls/get": self.pull(),
+            "pulls/list-files": [{"filename": name, "status": "modified"} for name in self.files],
+            "pulls/list-reviews": self.reviews,
+            "repos/get-combined-status-for-ref": {"state": "pending", "sha": SHA, "statuses": self.statuses},
+            "checks/list-for-ref": {"total_count": len(self.check_runs), "check_runs": self.check_runs},
+            "repos/create-commit-status": {"id": 1},
+        }
+        if operation.operation_id == "pulls/merge":
+            return self.merge_answer or httpx.Response(
+                200, json={"merged": True, "sha": "e" * 40, "message": "ok"}
+            )
+        if operation.operation_id == "git/delete-ref":
+            return httpx.Response(204)
+        return httpx.Response(200, json=answers[operation.operation_id])
+
+
+def gate(github: RecordedGitHub, announced: list[EventEnvelope] | None = None) -> MergeGate:
+    http = GitHubHttp(transport=httpx.MockTransport(github.handle), sleep=lambda s: None)
+
+    def client(installation_id: int | None, repo: str) -> GitHubClient:
+        return GitHubClient(
+            http=http, token=lambda: "ghs", installation_id=77, repo=repo, caller=Caller.framework()
+        )
+
+    def config_for(repo: str) -> SquadronConfig:
+        return CONFIG
+
+    return MergeGate(
+        client=client,
+        config_for=config_for,
+        announce=announced.append if announced is not None else None,
+        clock=lambda: T0,
+    )
+
+
+def merge_status(github: RecordedGitHub) -> dict[str, Any]:
+    (status,) = [body for _, op, body in github.writes if op == "repos/create-commit-status"]
+    return dict(status)
+
+
+def test_a_pr_waiting_on_its_reviewer_and_ci_says_so_and_does_not_merge() -> None:
+    github = RecordedGitHub()
+    outcome = gate(github).evaluate(77, "octo/repo", 101, "feat-dev")
+    assert not outcome.merged
+    assert merge_status(github) == {
+        "state": "pending",
+        "context": "squadron/merge",
+        "description": "waiting: waiting on pr-review; waiting on ci",
+    }
+    assert [op for _, op, _ in github.writes] == ["repos/create-commit-status"]
+
+
+def test_a_pr_that_meets_its_flow_is_merged_pinned_to_its_head_and_its_branch_deleted() -> None:
+    github = RecordedGitHub(
+        statuses=[{"context": "squadron/pr-review", "state": "success"}],
+        check_runs=[{"name": "ci", "status": "completed", "conclusion": "success"}],
+        reviews=[
+            {"user": {"login": "bob"}, "state": "CHANGES_REQUESTED"},
+            {"user": {"login": "bob"}, "state": "APPROVED"},  # bob changed his mind: his latest stands
+            {"user": {"login": "bob"}, "state": "COMMENTED"},  # a later comment does not revoke it
+        ],
+    )
+    announced: list[EventEnvelope] = []
+    outcome = gate(github, announced).evaluate(77, "octo/repo", 101, "feat-dev")
+    assert outcome.merged and outcome.detail == "merged with rebase"
+    assert merge_status(github)["state"] == "success"
+    assert [(op, body) for _, op, body in github.writes if op != "repos/create-commit-status"] == [
+        ("pulls/merge", {"merge_method": "rebase", "sha": SHA}),
+        ("git/delete-ref", None),
+    ]
+    (closed,) = announced  # the App's own merge, told to the router
+    assert (closed.event, closed.action, closed.origin) == ("pull_request", "closed", "squadron")
+    assert closed.pull_request is not None and closed.pull_request.merged
+    assert closed.message_group_id == "1#101"
+
+
+def test_main_is_ready_but_left_to_a_human() -> None:
+    github = RecordedGitHub(
+        base="main",
+        statuses=[
+            {"context": "ci", "state": "success"},
+            {"context": "squadron/pr-review", "state": "success"},
+        ],
+        reviews=[{"user": {"login": "octo-maintainer"}, "state": "APPROVED"}],
+    )
+    outcome = gate(github).evaluate(77, "octo/repo", 101, "feat-dev")
+    assert not outcome.merged
+    assert merge_status(github)["description"] == "ready: a human merges (require_human)"
+
+
+def test_a_refused_merge_is_reported_and_an_outage_goes_back_to_the_queue() -> None:
+    ready = {
+        "statuses": [
+            {"context": "squadron/pr-review", "state": "success"},
+            {"context": "ci", "state": "success"},
+        ]
+    }
+    refused = RecordedGitHub(
+        **ready,  # type: ignore[arg-type]
+        merge_answer=httpx.Response(405, json={"message": "Pull Request is not mergeable"}),
+    )
+    outcome = gate(refused).evaluate(77, "octo/repo", 101, None)
+    assert not outcome.merged and "not mergeable" in outcome.detail
+    down = RecordedGitHub(**ready, merge_answer=httpx.Response(502, json={"message": "bad gateway"}))  # type: ignore[arg-type]
+    with pytest.raises(GitHubUnavailableError):
+        gate(down).evaluate(77, "octo/repo", 101, None)
+
+
+def test_a_closed_pr_is_not_judged() -> None:
+    github = RecordedGitHub(state="closed")
+    outcome = gate(github).evaluate(77, "octo/repo", 101, None)
+    assert outcome.result is None and github.writes == []

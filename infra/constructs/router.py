@@ -97,6 +97,10 @@ class EventRouter(Construct):
             iam.PolicyStatement(actions=list(REGISTRY_ACTIONS), resources=[table.table_arn])
         )
         private_key.grant_read(self.role)
+        # The merge gate announces the App's own merges on events.fifo (their webhooks are dropped).
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
+        )
         self._grant_agent_tasks(agents)
         cdk.Validations.of(self.role).acknowledge(
             cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=XRAY_WILDCARD_REASON),
@@ -124,6 +128,7 @@ class EventRouter(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             environment={
                 "REGISTRY_TABLE_NAME": table.table_name,
+                "EVENTS_QUEUE_URL": queue.queue_url,
                 "AGENT_CLUSTER": agents.cluster.cluster_arn,
                 "AGENT_TASK_DEFINITION": agents.task_definition.task_definition_arn,
                 "AGENT_CONTAINER_NAME": agents.container_name,

@@ -17,6 +17,7 @@ ENVIRONMENT = {
     "AGENT_CONTAINER_NAME": "agent",
     "AGENT_SUBNETS": "subnet-1, subnet-2",
     "AGENT_SECURITY_GROUPS": "sg-1",
+    "EVENTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo",
     "GITHUB_APP_ID": "123456",
     "GITHUB_PRIVATE_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key",
 }
@@ -30,6 +31,7 @@ def test_builds_from_its_environment_without_calling_aws() -> None:
     assert isinstance(service.launcher, EcsTaskLauncher)
     assert service.launcher.subnets == ["subnet-1", "subnet-2"]
     assert runtime.records is not None
+    assert service.merge_gate is not None  # PRs are judged against their approval flows
 
 
 @pytest.mark.parametrize("missing", sorted(ENVIRONMENT))

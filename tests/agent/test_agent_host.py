@@ -493,6 +493,10 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     status = next(r for r in stack.github.requests if "/statuses/" in r.url.path)
     assert json.loads(status.content)["context"] == "squadron/pr-review"
     assert "The pull request's head" in model.contents_seen(0)[-1]
+    # The App's own review and status produce no webhook: the host told the router itself.
+    echoes = stack.route_queued()
+    assert [(e.event, e.action) for e in echoes] == [("pull_request_review", "submitted"), ("status", None)]
+    assert stack.registry.reviews_of(1, 101)["squadron[bot]"].state == "approved"
 
 
 def test_every_documented_framework_tool_is_implemented(stack: Stack) -> None:

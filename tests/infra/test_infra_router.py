@@ -103,8 +103,23 @@ def test_function_knows_its_registry_agents_and_app(template: assertions.Templat
         "AGENT_SECURITY_GROUPS",
         "GITHUB_APP_ID",
         "GITHUB_PRIVATE_KEY_SECRET_ARN",
+        "EVENTS_QUEUE_URL",
     }
     assert router["Properties"]["Timeout"] == 60
+
+
+def test_the_router_consumes_and_sends_to_events_fifo_only(template: assertions.Template) -> None:
+    # Consuming (the event source) and sending (the merge gate's announcements), one queue.
+    (statement,) = [s for s in _statements(template) if "sqs:SendMessage" in str(s["Action"])]
+    assert sorted(statement["Action"]) == [
+        "sqs:ChangeMessageVisibility",
+        "sqs:DeleteMessage",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+        "sqs:ReceiveMessage",
+        "sqs:SendMessage",
+    ]
+    assert "Events" in str(statement["Resource"])
 
 
 def test_registry_access_is_item_level_only(template: assertions.Template) -> None:

@@ -58,6 +58,21 @@ def _issue(number: int, **changes: Any) -> dict[str, Any]:
     return {**issue, **changes}
 
 
+def _review(request: httpx.Request) -> dict[str, Any]:
+    body = json.loads(request.content)
+    state = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}.get(
+        body.get("event"), "COMMENTED"
+    )
+    return {
+        "id": 2,
+        "user": _user("squadron[bot]"),
+        "body": body.get("body", ""),
+        "state": state,
+        "commit_id": body.get("commit_id", "c" * 40),
+        "submitted_at": "2026-11-23T12:30:00Z",
+    }
+
+
 def _user(login: str) -> dict[str, Any]:
     return {"login": login, "id": 1000 + len(login), "type": "Bot" if login.endswith("[bot]") else "User"}
 
@@ -244,7 +259,7 @@ ROUTES: list[tuple[str, str, Responder]] = [
         r"/repos/[^/]+/[^/]+/pulls/\d+/reviews",
         lambda r, m: _json(200, [{"id": 1, "state": "APPROVED"}]),
     ),
-    ("POST", r"/repos/[^/]+/[^/]+/pulls/\d+/reviews", lambda r, m: _json(200, {"id": 2})),
+    ("POST", r"/repos/[^/]+/[^/]+/pulls/\d+/reviews", lambda r, m: _json(200, _review(r))),
     (
         "PUT",
         r"/repos/[^/]+/[^/]+/pulls/\d+/merge",

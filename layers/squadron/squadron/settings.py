@@ -97,6 +97,8 @@ class RouterSettings(GitHubAppSettings):
     policy_ttl_seconds: int = Field(
         default=60, validation_alias=AliasChoices("POLICY_TTL_SECONDS"), ge=0, le=3600
     )
+    #: events.fifo: the merge gate puts the App's own merges there (their webhooks are dropped).
+    events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
 
 
 class ReconcilerSettings(GitHubAppSettings):

@@ -526,6 +526,16 @@ class FrameworkTools:
             return pr
         sha = str(pr.get("head", {}).get("sha") or "") or None
         review = self.github.create_review(int(pr["number"]), params.event, params.body, commit_id=sha)
+        # The App's own review webhook is dropped at the ingress: tell the router (the dev agent
+        # hears of requested changes, and the merge gate judges the PR again).
+        self.queue.send(
+            self._echo(
+                "pull_request_review",
+                "submitted",
+                {"review": review, "pull_request": pr},
+                f"review-{review.get('id')}",
+            )
+        )
         return f"Review {review.get('id')} submitted on PR #{pr['number']} ({params.event})."
 
     def post_status(self, params: PostStatus) -> str:
@@ -538,6 +548,16 @@ class FrameworkTools:
         if not sha:
             return f"PR #{pr['number']} has no head commit yet."
         self.github.create_status(sha, state=params.state, context=context, description=params.description)
+        status = {
+            "sha": sha,
+            "state": params.state,
+            "context": context,
+            "description": params.description,
+            "branches": [{"name": pr.get("head", {}).get("ref")}],
+            "updated_at": self.clock().isoformat(),
+        }
+        # Dropped at the ingress as the App's own: tell the router, so the merge gate judges the PR.
+        self.queue.send(self._echo("status", None, status, f"status-{sha[:12]}-{params.state}"))
         return f"Posted {context} = {params.state} on {sha[:7]}."
 
     def report_complete(self, params: ReportComplete) -> str:
@@ -553,10 +573,10 @@ class FrameworkTools:
         self.state.reason = params.reason
         return "Escalated: humans will take it from here. End your turn with a short summary."
 
-    def _echo(self, event: str, action: str, parts: dict[str, Any], what: str) -> EventEnvelope:
+    def _echo(self, event: str, action: str | None, parts: dict[str, Any], what: str) -> EventEnvelope:
         """The webhook GitHub would have sent for the App's own action, as a framework envelope."""
         payload = {
-            "action": action,
+            **({"action": action} if action is not None else {}),
             **parts,
             "repository": {
                 "id": self.agent.repo_id,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from squadron.adapters.delivery_records import DeliveryRecords
@@ -17,7 +17,6 @@ from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.config import ConfigLoader
-from squadron.config.models import RepoConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
@@ -31,6 +30,7 @@ from squadron.settings import (
     load_settings,
 )
 from squadron.shell.dispatch import Dispatcher
+from squadron.shell.merge_gate import MergeGate
 from squadron.shell.policies import PolicyCache
 from squadron.shell.reconciler import ReconcilerService, liveness_of
 from squadron.shell.router import RouterService
@@ -73,18 +73,13 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
     app = _github_app(settings)
     github = AppGitHub(app)
     records = DeliveryRecords(settings.registry_table_name)
-    loader = ConfigLoader(app_repository_files(github))
-    configs: dict[str, tuple[RepoConfig, datetime]] = {}
-    ttl = timedelta(seconds=settings.config_ttl_seconds)
+    cache = PolicyCache(
+        ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.config_ttl_seconds)
+    )
 
     def liveness(agent: AgentRecord) -> Liveness:
-        cached = configs.get(agent.repo_full_name)
-        now = datetime.now(UTC)
-        if cached is None or now - cached[1] > ttl:
-            github.remember(agent.repo_full_name, agent.installation_id)
-            cached = (loader.load(agent.repo_full_name).config, now)
-            configs[agent.repo_full_name] = cached
-        return liveness_of(cached[0], agent)
+        github.remember(agent.repo_full_name, agent.installation_id)
+        return liveness_of(cache.config_for(agent.repo_full_name).config, agent)
 
     return ReconcilerService(
         registry=DynamoRegistry(settings.registry_table_name),
@@ -112,8 +107,14 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         github.remember(event.repository.full_name, event.installation_id)
         return cache(event)
 
+    gate = MergeGate(
+        client=github.client,
+        config_for=cache.config_for,
+        announce=SqsEventQueue(settings.events_queue_url).send,
+    )
     service = RouterService(
         registry=DynamoRegistry(settings.registry_table_name),
+        merge_gate=gate,
         launcher=EcsTaskLauncher(
             cluster=settings.agent_cluster,
             task_definition=settings.agent_task_definition,

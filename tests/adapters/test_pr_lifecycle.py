@@ -1,0 +1,137 @@
+"""A pull request's whole life through the router and the merge gate: agent and human reviews, CI, merge."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+
+from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.http import GitHubHttp
+from squadron.config.parse import SquadronConfig, parse_files
+from squadron.domain.agents import AgentStatus
+from squadron.domain.events import EventEnvelope
+from squadron.domain.permissions import Caller
+from squadron.shell.merge_gate import MergeGate
+from tests.support.events import T0
+from tests.support.recorded_github import RecordedGitHub
+from tests.support.world import World
+
+A38 = "1-38-feat-dev"
+REVIEWER = "1-101-pr-review"
+CONFIG = parse_files(
+    {
+        "config.yaml": "version: 1\nhuman_groups:\n  maintainers: {members: [octo-maintainer]}\n",
+        "workflows/approval-flows.yaml": (
+            "version: 1\n"
+            "default:\n"
+            "  required_reviews: [{role: 'agent:pr-review'}, {role: 'human_group:maintainers'}]\n"
+            "  required_status_checks: [ci]\n"
+            "  merge_policy: {method: squash, auto_merge: true}\n"
+        ),
+    }
+)
+
+
+def wired(github: RecordedGitHub) -> tuple[World, list[EventEnvelope]]:
+    world = World()
+    http = GitHubHttp(transport=httpx.MockTransport(github.handle), sleep=lambda s: None)
+
+    def client(installation_id: int | None, repo: str) -> GitHubClient:
+        return GitHubClient(
+            http=http, token=lambda: "ghs", installation_id=77, repo=repo, caller=Caller.framework()
+        )
+
+    def config_for(repo: str) -> SquadronConfig:
+        return CONFIG
+
+    announced: list[EventEnvelope] = []
+    world.router.merge_gate = MergeGate(
+        client=client, config_for=config_for, announce=announced.append, clock=lambda: T0 + timedelta(hours=1)
+    )
+    return world, announced
+
+
+def merge_statuses(github: RecordedGitHub) -> list[str]:
+    return [
+        f"{b['state']}: {b['description']}"
+        for _, op, b in github.writes
+        if op == "repos/create-commit-status"
+    ]
+
+
+def test_agent_and_human_reviews_then_ci_then_the_merge_closes_everything() -> None:
+    github = RecordedGitHub(base="main")
+    world, announced = wired(github)
+    e = world.events
+    world.send(e.assigned(38))
+    world.send(e.pr(101, "feat/issue-38", "Closes #38"))
+    assert world.agent(REVIEWER).status is AgentStatus.CREATED  # the agent reviewer starts
+
+    # The review agent asks for changes: its status fails; the dev agent (idle) hears of it.
+    github.statuses = [{"context": "squadron/pr-review", "state": "failure"}]
+    world.send(e.status(("feat/issue-38",), "failure"))
+    # A human asks for changes too.
+    github.reviews = [{"user": {"login": "octo-maintainer"}, "state": "CHANGES_REQUESTED"}]
+    world.send(e.review(101, "feat/issue-38", "changes_requested", by="octo-maintainer"))
+    assert [item.kind for item in world.registry.inbox[A38].values()][-2:] == [
+        "check_failed",
+        "changes_requested",
+    ]
+
+    # New commits: the agent re-reviews and approves; the human approves; CI passes.
+    github.statuses = [{"context": "squadron/pr-review", "state": "success"}]
+    github.reviews.append({"user": {"login": "octo-maintainer"}, "state": "APPROVED"})
+    world.send(e.review(101, "feat/issue-38", "approved", by="octo-maintainer"))
+    assert not announced  # CI has not reported yet
+    github.check_runs = [{"name": "ci", "status": "completed", "conclusion": "success"}]
+    world.send(e.check("feat/issue-38", "success", prs=(101,)))
+
+    assert merge_statuses(github) == [
+        "pending: waiting: waiting on pr-review; waiting on maintainers; waiting on ci",
+        "failure: blocked: pr-review requested changes; waiting on maintainers; waiting on ci",
+        "failure: blocked: changes requested by @octo-maintainer; pr-review requested changes; "
+        "waiting on maintainers; waiting on ci",
+        "pending: waiting: waiting on ci",
+        "success: ready: merging",
+    ]
+    assert [op for _, op, _ in github.writes if op != "repos/create-commit-status"] == [
+        "pulls/merge",
+        "git/delete-ref",
+    ]
+
+    (merged,) = announced  # the App's own merge reaches the router through events.fifo
+    world.send(merged)
+    assert world.agent(A38).status is AgentStatus.COMPLETED
+    assert world.agent(REVIEWER).status is AgentStatus.COMPLETED
+    assert world.github.closed == [("octo/repo", 38, "PR #101 merged")]
+
+
+def test_the_author_agents_role_is_never_its_own_reviewer() -> None:
+    github = RecordedGitHub(
+        statuses=[
+            {"context": "squadron/feat-dev", "state": "success"},
+            {"context": "ci", "state": "success"},
+        ],
+        reviews=[{"user": {"login": "octo-maintainer"}, "state": "APPROVED"}],
+    )
+    world, announced = wired(github)
+    flows = CONFIG.approval_flows.model_copy(
+        update={
+            "default": CONFIG.approval_flows.default.model_copy(
+                update={
+                    "required_reviews": [
+                        r.model_copy(update={"role": "agent:feat-dev"})
+                        for r in CONFIG.approval_flows.default.required_reviews[:1]
+                    ]
+                }
+            )
+        }
+    )
+    config = CONFIG.model_copy(update={"approval_flows": flows})
+    assert world.router.merge_gate is not None
+    world.router.merge_gate.config_for = lambda repo: config  # type: ignore[attr-defined]
+    world.send(world.events.assigned(38))
+    world.send(world.events.pr(101, "feat/issue-38", "Closes #38"))
+    assert merge_statuses(github)[-1] == "failure: blocked: feat-dev cannot review its own PR"
+    assert announced == []

@@ -92,6 +92,26 @@ CLIENT_CALLS: tuple[ClientCall, ...] = (
     ),
     ClientCall("get_combined_status", lambda c: c.get_combined_status(SHA)),
     ClientCall("delete_branch", lambda c: c.delete_branch("feat/issue-38")),
+    ClientCall("list_branches", lambda c: c.list_branches()),
+    ClientCall(
+        "protect_branch",
+        lambda c: c.protect_branch(
+            "main",
+            {
+                "required_status_checks": {
+                    "strict": True,
+                    "contexts": [],
+                    "checks": [{"context": "squadron/merge", "app_id": 123456}, {"context": "ci"}],
+                },
+                "enforce_admins": False,
+                "required_pull_request_reviews": {
+                    "dismiss_stale_reviews": True,
+                    "required_approving_review_count": 1,
+                },
+                "restrictions": None,
+            },
+        ),
+    ),
     ClientCall(
         "create_check_run",
         lambda c: c.create_check_run(

@@ -283,6 +283,12 @@ ROUTES: list[tuple[str, str, Responder]] = [
         ),
     ),
     ("DELETE", r"/repos/[^/]+/[^/]+/git/refs/heads%2F.+", lambda r, m: httpx.Response(204)),
+    ("PUT", r"/repos/[^/]+/[^/]+/branches/[^/]+/protection", lambda r, m: _json(200, json.loads(r.content))),
+    (
+        "GET",
+        r"/repos/[^/]+/[^/]+/branches",
+        lambda r, m: _json(200, [{"name": "main"}, {"name": "release/1.0"}, {"name": "feat/issue-38"}]),
+    ),
     (
         "GET",
         r"/repos/[^/]+/[^/]+/commits/[^/]+/check-runs",

@@ -94,7 +94,7 @@ def test_local_is_honest_that_it_is_not_built_yet() -> None:
 
 
 def test_subcommands_are_a_table() -> None:
-    assert [command.name for command in SUBCOMMANDS] == ["validate", "schema", "local"]
+    assert [command.name for command in SUBCOMMANDS] == ["validate", "schema", "local", "branch-protection"]
 
 
 def test_unknown_subcommand_exits_with_usage() -> None:

@@ -8,14 +8,20 @@ A later subcommand is one more row.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.errors import GitHubError
+from squadron.adapters.github.http import GitHubHttp
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.config.constants import CONFIG_DIR
+from squadron.domain.permissions import Caller
+from squadron.domain.protection import protected_branches, protection_for
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -128,12 +134,90 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_UNAVAILABLE
 
 
+# --- branch-protection -------------------------------------------------------------------------
+
+
+def _configure_protection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("plan", "apply"), help="plan: print what apply would set")
+    parser.add_argument("--repo", required=True, help="owner/name of the repository to protect")
+    parser.add_argument(
+        "--path", default=CONFIG_DIR, help=f"the .squadron directory with the flows (default: ./{CONFIG_DIR})"
+    )
+    parser.add_argument(
+        "--app-id",
+        type=int,
+        default=int(os.environ.get("GITHUB_APP_ID", "0") or 0),
+        help="the Squadron App's id: its squadron/* checks are pinned to it (default: $GITHUB_APP_ID)",
+    )
+    parser.add_argument(
+        "--api-url",
+        default=os.environ.get("GITHUB_API_URL", "https://api.github.com"),
+        help=argparse.SUPPRESS,
+    )
+
+
+def _protection_http(api_url: str) -> GitHubHttp:
+    return GitHubHttp(base_url=api_url)
+
+
+def _run_protection(args: argparse.Namespace, out: TextIO) -> int:
+    if "/" not in args.repo:
+        out.write(f"--repo {args.repo!r}: expected owner/name\n")
+        return EXIT_PROBLEMS
+    if args.app_id <= 0:
+        out.write(
+            "the App id is needed to pin the squadron/* checks to it: pass --app-id or set GITHUB_APP_ID\n"
+        )
+        return EXIT_PROBLEMS
+    token = os.environ.get("GITHUB_TOKEN", "")
+    if not token:
+        out.write(
+            "GITHUB_TOKEN is not set: branch protection needs a token of a repository admin "
+            "(the App's own tokens deliberately lack the administration permission)\n"
+        )
+        return EXIT_UNAVAILABLE
+    try:
+        flows = load_directory(Path(args.path)).approval_flows
+    except ConfigError as exc:
+        out.write(f"{args.path}: {len(exc.problems)} problem(s); run `squadron validate {args.path}`\n")
+        return EXIT_PROBLEMS
+    github = GitHubClient(
+        http=_protection_http(args.api_url),
+        token=lambda: token,
+        installation_id=0,
+        repo=args.repo,
+        caller=Caller.framework(),
+    )
+    try:
+        default_branch = str(github.get_repository().get("default_branch") or "main")
+        existing = [str(b.get("name")) for b in github.list_branches()]
+        plans = [
+            protection_for(flows, branch, app_id=args.app_id)
+            for branch in protected_branches(flows, default_branch, existing)
+        ]
+        for plan in plans:
+            out.write(f"{plan.summary}\n")
+            if args.action == "apply":
+                github.protect_branch(plan.branch, plan.body)
+    except GitHubError as exc:
+        out.write(f"GitHub refused: {exc}\n")
+        return EXIT_UNAVAILABLE
+    out.write("applied\n" if args.action == "apply" else "plan only: nothing was changed (run apply)\n")
+    return EXIT_OK
+
+
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
         "validate", "check a .squadron directory and print every problem", _configure_validate, _run_validate
     ),
     Subcommand("schema", "write the JSON Schemas of the .squadron files", _configure_schema, _run_schema),
     Subcommand("local", "run the local stack (not built yet)", _configure_local, _run_local),
+    Subcommand(
+        "branch-protection",
+        "set GitHub branch protection from the approval flows (GitHub as the hard backstop)",
+        _configure_protection,
+        _run_protection,
+    ),
 )
 
 

@@ -59,6 +59,8 @@ ALLOWED_BY_ROLE: dict[str, tuple[bool, bool, bool, bool]] = {
     "list_check_runs": (Y, Y, Y, Y),
     "get_combined_status": (Y, Y, Y, Y),
     "delete_branch": (N, N, N, Y),
+    "protect_branch": (N, N, N, Y),
+    "list_branches": (Y, Y, Y, Y),
     "get_repository": (Y, Y, Y, Y),
     "get_branch": (Y, Y, Y, Y),
     "read_file": (Y, Y, Y, Y),

@@ -40,6 +40,7 @@ TABLE = {
     Action.CHECK_RUN: (False, False, False, True),
     Action.MERGE: (False, False, False, True),
     Action.DELETE_BRANCH: (False, False, False, True),
+    Action.PROTECT_BRANCH: (False, False, False, True),
     Action.APP_ADMIN: (False, False, False, True),
     Action.REGISTER_BLOCKER: (True, True, False, True),
 }

@@ -49,6 +49,7 @@ class Action(StrEnum):
     CHECK_RUN = "check_run"
     MERGE = "merge"
     DELETE_BRANCH = "delete_branch"  # a merged PR's head branch
+    PROTECT_BRANCH = "protect_branch"  # `squadron branch-protection apply`, by an admin
     APP_ADMIN = "app_admin"  # webhook deliveries, installation tokens
     #: Squadron's own bookkeeping (no GitHub call): issue A waits for issue B.
     REGISTER_BLOCKER = "register_blocker"

@@ -302,6 +302,16 @@ class GitHubClient:
         except (NotFoundError, ValidationFailedError):
             return  # deleted already (by a human, or GitHub's delete-on-merge setting)
 
+    def protect_branch(self, branch: str, protection: Json) -> Json:
+        """Set ``branch``'s protection (replaces it whole); needs administration: write."""
+        check(self.caller, Action.PROTECT_BRANCH)
+        result: Json = self._send("PUT", f"/branches/{quote(branch, safe='')}/protection", json=protection)
+        return result
+
+    def list_branches(self) -> list[Json]:
+        check(self.caller, Action.READ)
+        return self._list("/branches")
+
     def get_branch(self, branch: str) -> Json:
         check(self.caller, Action.READ)
         result: Json = self._send("GET", f"/branches/{quote(branch, safe='')}")

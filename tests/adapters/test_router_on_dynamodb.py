@@ -95,7 +95,7 @@ BOUNDS: list[tuple[str, Step, Under, int]] = [
         "pull_request_review.submitted",
         lambda e: [e.assigned(38), e.pr(101, "feat/issue-38", "Fixes #38")],
         lambda e: e.review(101, "feat/issue-38", "changes_requested"),
-        5,
+        6,  # + the review round counted on the dev agent
     ),
     (
         "pull_request.closed (merged)",
@@ -107,7 +107,7 @@ BOUNDS: list[tuple[str, Step, Under, int]] = [
         "check_run.completed (failure)",
         lambda e: [e.assigned(38)],
         lambda e: e.check("feat/issue-38", "failure"),
-        3,
+        4,  # + the CI round counted on the dev agent
     ),
     ("status (unknown branch)", lambda e: [], lambda e: e.status(("nobody",), "failure"), 1),
 ]

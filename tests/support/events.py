@@ -174,14 +174,16 @@ class Events:
             review=review,
         )
 
-    def check(self, branch: str | None, conclusion: str, prs: tuple[int, ...] = ()) -> EventEnvelope:
+    def check(
+        self, branch: str | None, conclusion: str, prs: tuple[int, ...] = (), *, sha: str = "abc1234def"
+    ) -> EventEnvelope:
         check = {
             "id": next(self._ids),
             "kind": "check_run",
             "name": "ci",
             "status": "completed",
             "conclusion": conclusion,
-            "head_sha": "abc1234def",
+            "head_sha": sha,
             "head_branch": branch,
             "pull_request_numbers": list(prs),
         }

@@ -292,13 +292,13 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "failed check on the agent's branch reaches it",
         lambda e: [e.assigned(38)],
         lambda e: e.check("feat/issue-38", "failure"),
-        [f"inbox {A38} check_failed"],
+        [f"inbox {A38} check_failed", f"put {A38} CREATED (v2)"],  # one CI round counted
     ),
     (
         "failed check mapped through its pull request",
         lambda e: [e.assigned(38), e.pr(50, "renamed", "Closes #38")],
         lambda e: e.check(None, "timed_out", prs=(50,)),
-        [f"inbox {A38} check_failed", "gate PR #50"],
+        [f"inbox {A38} check_failed", f"put {A38} CREATED (v3)", "gate PR #50"],
     ),
     (
         "a passing check on a pull request re-judges it",
@@ -316,7 +316,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "failed status on the agent's branch reaches it",
         lambda e: [e.assigned(38)],
         lambda e: e.status(("main", "feat/issue-38"), "failure"),
-        [f"inbox {A38} check_failed"],
+        [f"inbox {A38} check_failed", f"put {A38} CREATED (v2)"],
     ),
     ("status on an unknown branch", lambda e: [], lambda e: e.status(("main",), "error"), ["discard"]),
     (
@@ -329,7 +329,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "a failing status on an agent PR's branch tells the agent and re-judges the PR",
         lambda e: [e.assigned(38), e.pr(50, "feat/issue-38")],
         lambda e: e.status(("feat/issue-38",), "failure"),
-        [f"inbox {A38} check_failed", "gate PR #50"],
+        [f"inbox {A38} check_failed", f"put {A38} CREATED (v3)", "gate PR #50"],
     ),
     (
         "edited issue informs its agent without waking it",

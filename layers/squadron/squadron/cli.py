@@ -13,15 +13,15 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from squadron.adapters.github.client import GitHubClient
-from squadron.adapters.github.errors import GitHubError
-from squadron.adapters.github.http import GitHubHttp
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.config.constants import CONFIG_DIR
 from squadron.domain.permissions import Caller
 from squadron.domain.protection import protected_branches, protection_for
+
+if TYPE_CHECKING:
+    from squadron.adapters.github.http import GitHubHttp
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -157,6 +157,8 @@ def _configure_protection(parser: argparse.ArgumentParser) -> None:
 
 
 def _protection_http(api_url: str) -> GitHubHttp:
+    from squadron.adapters.github.http import GitHubHttp  # noqa: PLC0415 (the other commands start without httpx)
+
     return GitHubHttp(base_url=api_url)
 
 
@@ -176,6 +178,9 @@ def _run_protection(args: argparse.Namespace, out: TextIO) -> int:
             "(the App's own tokens deliberately lack the administration permission)\n"
         )
         return EXIT_UNAVAILABLE
+    from squadron.adapters.github.client import GitHubClient  # noqa: PLC0415 (see _protection_http)
+    from squadron.adapters.github.errors import GitHubError  # noqa: PLC0415
+
     try:
         flows = load_directory(Path(args.path)).approval_flows
     except ConfigError as exc:

@@ -54,6 +54,8 @@ def routing_policy(config: SquadronConfig) -> RoutingPolicy:
         escalation_assignees=tuple(repo.escalation.assign),
         escalation_issue=repo.escalation.create_issue,
         escalation_mentions=tuple(_mentions(repo)),
+        flows=flows,
+        human_groups={name: tuple(group.members) for name, group in repo.human_groups.items()},
     )
 
 

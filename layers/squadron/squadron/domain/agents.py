@@ -133,6 +133,10 @@ class BreakerCounters(BaseModel):
     wakes: int = 0
     #: Relaunches by the reconciler after the agent's task died.
     recoveries: int = 0
+    #: Rounds of failed CI on its PR (one per failing head commit) and change requests it got:
+    #: past the approval flow's max_retries the issue goes to humans.
+    ci_failures: int = 0
+    rejections: int = 0
 
 
 class AgentRecord(BaseModel):
@@ -168,6 +172,10 @@ class AgentRecord(BaseModel):
     launch_cause: str | None = None
     wake_reason: str | None = None
     escalation_reason: str | None = None
+    #: The head commit of the latest CI failure counted (one round per commit), and the id of the
+    #: latest change request counted: a replayed event never counts twice.
+    last_ci_failure: str | None = None
+    last_rejection: str | None = None
     version: int = 1
 
     @property

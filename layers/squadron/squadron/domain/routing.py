@@ -18,6 +18,8 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Literal
 
+from squadron.config.flows import resolve_flow
+from squadron.config.models import ApprovalFlowsFile, EscalationRule, FlowEscalation
 from squadron.domain.agents import (
     LIVE,
     TERMINAL,
@@ -122,6 +124,22 @@ class RoutingPolicy:
     escalation_mentions: tuple[str, ...] = ()
     #: Relaunches of a dead task before its agent is escalated instead.
     max_recoveries: int = 1
+    #: The approval flows: their escalation rules (on_ci_failure, on_review_rejection) per base.
+    flows: ApprovalFlowsFile = field(default_factory=ApprovalFlowsFile)
+    #: Human groups by name, to expand ``human_group:<name>`` in escalation notices.
+    human_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def escalation_for(self, base_branch: str) -> FlowEscalation:
+        return resolve_flow(self.flows, base_branch).escalation
+
+    def mentions(self, principals: Iterable[str]) -> tuple[str, ...]:
+        """``@login`` of every principal (``human_group:<g>`` expanded, ``user:<login>``), each once."""
+        logins: list[str] = []
+        for principal in principals:
+            kind, _, name = str(principal).partition(":")
+            members = self.human_groups.get(name, ()) if kind == "human_group" else (name,)
+            logins += [f"@{login}" for login in members if f"@{login}" not in logins]
+        return tuple(logins)
 
     def kind_of(self, role: str) -> RoleKind:
         return self.role_kinds.get(role, RoleKind.DEV)
@@ -875,6 +893,52 @@ def _on_comment(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> 
     return _notify(agent, event, snap, "comment", summary, wake=True, body=comment.body, url=comment.url)
 
 
+def _rounds(
+    agent: AgentRecord | None,
+    event: EventEnvelope,
+    snap: Snapshot,
+    policy: RoutingPolicy,
+    *,
+    trigger: Literal["on_ci_failure", "on_review_rejection"],
+    round_key: str,
+    base: str,
+    notice: tuple[str, str, str, str | None],
+) -> list[Effect]:
+    """Tell (and wake) the dev agent of one more failed round; past the flow's max_retries, escalate.
+
+    A CI round is one failing head commit (several failing checks on it are one round);
+    each change request is a round of review. ``notice`` is (kind, summary, body, url).
+    """
+    kind, summary, body, url = notice
+    if agent is None or agent.status in TERMINAL or agent.predates(event.occurred_at):
+        return _notify(agent, event, snap, kind, summary, wake=True, body=body, url=url)
+    marker = "last_ci_failure" if trigger == "on_ci_failure" else "last_rejection"
+    if round_key == getattr(agent, marker):
+        return _notify(agent, event, snap, kind, summary, wake=True, body=body, url=url)
+    counter = "ci_failures" if trigger == "on_ci_failure" else "rejections"
+    used = getattr(agent.counters, counter) + 1
+    counters = agent.counters.model_copy(update={counter: used})
+    rule: EscalationRule = getattr(policy.escalation_for(base), trigger)
+    counted = agent.model_copy(update={"counters": counters, marker: round_key})
+    if rule.max_retries is not None and used > rule.max_retries and agent.status is not AgentStatus.ESCALATED:
+        what = "CI failed" if trigger == "on_ci_failure" else "changes were requested"
+        reason = f"{what} {used} times, over {trigger}.max_retries {rule.max_retries}"
+        return [
+            _inbox(agent, event, kind, summary, body=body, url=url),
+            *_escalate(counted, event, snap, policy, reason, rule=rule),
+        ]
+    effects = _notify(counted, event, snap, kind, summary, wake=True, body=body, url=url)
+    if not any(isinstance(effect, PutAgent) for effect in effects):
+        effects.append(
+            PutAgent(
+                AgentWrite(
+                    agent.updated(now=snap.now, counters=counters, **{marker: round_key}), agent.version
+                )
+            )
+        )
+    return effects
+
+
 def _on_review(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     pr, review = event.pull_request, event.review
     assert pr is not None
@@ -886,7 +950,16 @@ def _on_review(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
     agent = _dev_agent_for_pr(event, snap, policy, pr.number)
     summary = f"{review.author.login} reviewed PR #{pr.number}: {state}"
     if state == "changes_requested":
-        effects += _notify(agent, event, snap, "changes_requested", summary, wake=True, body=review.body)
+        effects += _rounds(
+            agent,
+            event,
+            snap,
+            policy,
+            trigger="on_review_rejection",
+            round_key=str(review.id),
+            base=pr.base_ref,
+            notice=("changes_requested", summary, review.body, None),
+        )
     elif state == "commented" and review.body:
         effects += _notify(agent, event, snap, "review_comment", summary, wake=False, body=review.body)
     return [*effects, _gate(event, snap, policy, pr.number)]
@@ -902,7 +975,19 @@ def _on_check(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> li
         return gates or [Discard(passed)]
     agent = _agent_for_commit(event, snap, policy, check.head_branch, check.pull_request_numbers)
     summary = f"{check.kind} '{label}' {check.conclusion} on {check.head_sha[:7]}"
-    return [*_notify(agent, event, snap, "check_failed", summary, wake=True), *gates]
+    base = event.repository.default_branch or "main"  # a check does not name the PR's base
+    notice = ("check_failed", summary, "", None)
+    rounds = _rounds(
+        agent,
+        event,
+        snap,
+        policy,
+        trigger="on_ci_failure",
+        round_key=check.head_sha,
+        base=base,
+        notice=notice,
+    )
+    return [*rounds, *gates]
 
 
 def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -922,8 +1007,19 @@ def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
         return gates or [Discard(f"status {status.context} on {status.sha[:7]} is {status.state}")]
     for branch, agent in owners:
         summary = f"status '{status.context}' is {status.state} on {status.sha[:7]} ({branch})"
-        notified = _notify(agent, event, snap, "check_failed", summary, wake=True, url=status.target_url)
-        return [*notified, *gates]
+        base = event.repository.default_branch or "main"
+        notice = ("check_failed", summary, "", status.target_url)
+        rounds = _rounds(
+            agent,
+            event,
+            snap,
+            policy,
+            trigger="on_ci_failure",
+            round_key=status.sha,
+            base=base,
+            notice=notice,
+        )
+        return [*rounds, *gates]
     return [
         Discard(
             f"status {status.context} on {status.sha[:7]}: no agent owns {', '.join(status.branches) or 'its branch'}"
@@ -1046,9 +1142,19 @@ def _on_recover_agent(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
 
 
 def _escalate(
-    agent: AgentRecord, event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, reason: str
+    agent: AgentRecord,
+    event: EventEnvelope,
+    snap: Snapshot,
+    policy: RoutingPolicy,
+    reason: str,
+    *,
+    rule: EscalationRule | None = None,
 ) -> list[Effect]:
-    """Hand ``agent``'s issue to humans: ESCALATED, its task stopped, the issue labelled and explained."""
+    """Hand ``agent``'s issue to humans: ESCALATED, its task stopped, the issue labelled and explained.
+
+    ``rule`` (an approval flow's escalation rule) overrides the repository's label, adds
+    whom it notifies and assigns.
+    """
     escalated = agent.transition(
         AgentStatus.ESCALATED,
         now=snap.now,
@@ -1063,11 +1169,16 @@ def _escalate(
     waiting = (
         f" It waits for {', '.join(f'#{n}' for n in sorted(agent.blocked_by))}." if agent.blocked_by else ""
     )
-    notify = f" {' '.join(policy.escalation_mentions)}" if policy.escalation_mentions else ""
+    label = (rule.label if rule is not None and rule.label else None) or policy.escalation_label
+    mentions = tuple(
+        dict.fromkeys([*policy.escalation_mentions, *policy.mentions(rule.notify if rule else ())])
+    )
+    assignees = tuple(dict.fromkeys([*policy.escalation_assignees, *(rule.assign if rule else ())]))
+    notify = f" {' '.join(mentions)}" if mentions else ""
     body = f"{agent.display_name} ({agent.agent_id}) needs a human: {reason}.{waiting}{notify}"
     if agent.issue_number is not None:
         effects += [
-            AddLabels(repo, inst, agent.issue_number, (policy.escalation_label,)),
+            AddLabels(repo, inst, agent.issue_number, (label,)),
             PostComment(repo, inst, agent.issue_number, body, "framework"),
         ]
     if policy.escalation_issue:
@@ -1078,8 +1189,8 @@ def _escalate(
                 inst,
                 f"needs-human: {subject} ({agent.display_name})",
                 f"{subject} was handed to humans.\n\n{body}",
-                (policy.escalation_label,),
-                policy.escalation_assignees,
+                (label,),
+                assignees,
             )
         )
     return effects

@@ -34,6 +34,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = service().run()
     metrics.add_metric(name="ReconcilerReplays", unit=MetricUnit.Count, value=len(report.replayed))
     metrics.add_metric(name="ReconcilerRescues", unit=MetricUnit.Count, value=len(report.rescued))
+    metrics.add_metric(name="ReconcilerTimeouts", unit=MetricUnit.Count, value=len(report.timed_out))
     metrics.add_metric(name="ReconcilerRedeliveries", unit=MetricUnit.Count, value=len(report.redelivered))
     metrics.add_metric(name="ReconcilerProblems", unit=MetricUnit.Count, value=len(report.problems))
     metrics.add_metric(name="ReconcilerGitHubReads", unit=MetricUnit.Count, value=report.reads)
@@ -43,6 +44,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "reads": report.reads,
         "replayed": report.replayed,
         "rescued": report.rescued,
+        "timed_out": report.timed_out,
         "redelivered": report.redelivered,
         "problems": report.problems,
     }

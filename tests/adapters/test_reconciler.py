@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,20 @@ class GitHubState:
 
     def get_pull(self, number: int) -> dict[str, Any]:
         return self._read(self.pulls, number)
+
+    written: list[tuple[str, int, Any]] = field(default_factory=list)
+
+    def add_labels(self, number: int, labels: Iterable[str]) -> list[dict[str, Any]]:
+        self.written.append(("label", number, list(labels)))
+        return []
+
+    def comment(self, number: int, body: str) -> dict[str, Any]:
+        self.written.append(("comment", number, body))
+        return {}
+
+    def add_assignees(self, number: int, logins: Iterable[str]) -> dict[str, Any]:
+        self.written.append(("assign", number, list(logins)))
+        return {}
 
     def list_deliveries(self, *, limit: int = 500) -> list[dict[str, Any]]:
         return self.deliveries
@@ -255,3 +269,34 @@ def test_a_sleeper_past_its_limit_is_escalated(stack: Stack) -> None:
     agent = stack.registry.get_agent(A38)
     assert agent is not None and agent.status is AgentStatus.ESCALATED
     assert "waiting for #42" in (agent.escalation_reason or "")
+
+
+def pull(number: int, *, created: str, labels: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "number": number,
+        "state": "open",
+        "merged": False,
+        "created_at": created,
+        "updated_at": created,
+        "labels": [{"name": name} for name in labels],
+        "head": {"ref": "feat/issue-38", "sha": "c" * 40},
+        "base": {"ref": "main", "sha": "d" * 40},
+    }
+
+
+def test_a_pr_waiting_past_its_flows_timeout_is_handed_to_humans_once(stack: Stack) -> None:
+    stack.router.process(stack.events.assigned(38))
+    stack.router.process(stack.events.pr(101, "feat/issue-38", "Closes #38"))
+    stack.github.issues[38] = issue(38)
+    stack.github.pulls[101] = pull(101, created="2026-11-22T10:00:00Z")  # 4 h before NOW; default 48 h
+    assert stack.reconciler().run().timed_out == []
+
+    stack.now = NOW + timedelta(days=2)
+    report = stack.reconciler().run()
+    assert report.timed_out == ["octo/repo#101"]
+    (label, comment) = stack.github.written
+    assert label == ("label", 101, ["needs-human"])
+    assert comment[1] == 101 and "over the approval flow's on_timeout of 48 h" in comment[2]
+
+    stack.github.pulls[101] = pull(101, created="2026-11-22T10:00:00Z", labels=("needs-human",))
+    assert stack.reconciler().run().timed_out == []  # labelled: told already

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from squadron.config import load_directory
 from squadron.config.models import BreakerLimits
+from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.events import EventEnvelope, RecoverAgent
-from squadron.domain.reconcile import Liveness, RepoState, numbers_to_read, redeliveries, replays, rescues
+from squadron.domain.reconcile import (
+    Liveness,
+    RepoState,
+    numbers_to_read,
+    redeliveries,
+    replays,
+    rescues,
+    timeouts,
+)
 from tests.support.events import T0
 
 BOT = "squadron[bot]"
 NOW = T0 + timedelta(days=1)
+ROOT = Path(__file__).resolve().parents[2]
 REPO = {"id": 1, "full_name": "octo/repo", "default_branch": "main"}
 
 
@@ -300,3 +312,30 @@ def test_rescues(
         "1#38",
     )
     assert envelope.delivery_id == f"recover-{record.agent_id}-v{record.version}-{command.action}"
+
+
+def test_a_timeout_follows_the_flow_of_the_prs_base() -> None:
+    policy = routing_policy(load_directory(ROOT / ".squadron"))  # main: 24 h, notify maintainers, assign
+    dev = agent(38, pr_number=101)
+    opened = (NOW - timedelta(hours=30)).isoformat().replace("+00:00", "Z")
+    pulls = {
+        base: {
+            "number": 101,
+            "state": "open",
+            "created_at": opened,
+            "labels": [],
+            "head": {"ref": "feat/issue-38"},
+            "base": {"ref": base},
+        }
+        for base in ("main", "develop")
+    }
+    (notice,) = timeouts(RepoState(REPO, 77, [dev], {101: pulls["main"]}, NOW), policy, fallback_label="x")
+    assert (notice.label, notice.assignees) == ("needs-human", ("octo-maintainer",))
+    assert notice.body == (
+        "PR #101 has waited 30 h, over the approval flow's on_timeout of 24 h; its squadron/merge status "
+        "says what it waits for. @octo-maintainer @hubot-admin"
+    )
+    # develop follows the default flow (48 h): not yet.
+    assert (
+        timeouts(RepoState(REPO, 77, [dev], {101: pulls["develop"]}, NOW), policy, fallback_label="x") == []
+    )

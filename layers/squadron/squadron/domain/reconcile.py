@@ -26,6 +26,7 @@ from typing import Any, Literal
 from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.breakers import Limits, sleep_overdue
 from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RecoverAgent, build_envelope
+from squadron.domain.routing import RoutingPolicy
 
 #: GitHub keeps deliveries (and lets an App redeliver them) for three days.
 REDELIVERY_WINDOW = timedelta(days=3)
@@ -151,6 +152,51 @@ def replays(state: RepoState, *, bot_login: str) -> list[EventEnvelope]:
         if agent.pr_number is not None:
             add(_closed(state, agent.pr_number))
     return list(out.values())
+
+
+@dataclass(frozen=True)
+class TimeoutNotice:
+    """A PR that waited longer than its flow's on_timeout: label it, say so, assign."""
+
+    pr_number: int
+    label: str
+    body: str
+    assignees: tuple[str, ...]
+
+
+def timeouts(state: RepoState, policy: RoutingPolicy, *, fallback_label: str) -> list[TimeoutNotice]:
+    """Open agent PRs older than their flow's ``on_timeout.hours`` that humans were not told of yet.
+
+    Level-triggered and idempotent: a PR that already carries the rule's label was escalated
+    before (or a human labelled it) and is left alone.
+    """
+    out: list[TimeoutNotice] = []
+    numbers = sorted(
+        {a.pr_number for a in state.agents if a.pr_number is not None and a.status not in TERMINAL}
+    )
+    for number in numbers:
+        pr = state.github.get(number)
+        if pr is None or "head" not in pr or pr.get("state") != "open":
+            continue
+        base = str((pr.get("base") or {}).get("ref") or "")
+        rule = policy.escalation_for(base).on_timeout
+        opened = _time(pr.get("created_at"))
+        if rule.hours is None or opened is None:
+            continue
+        waited = state.now - opened
+        if waited <= timedelta(hours=rule.hours):
+            continue
+        label = rule.label or fallback_label
+        if label in {str(item.get("name")) for item in pr.get("labels") or [] if isinstance(item, Mapping)}:
+            continue
+        mentions = " ".join(policy.mentions(rule.notify))
+        body = (
+            f"PR #{number} has waited {waited.total_seconds() / 3600:.0f} h, over the approval flow's "
+            f"on_timeout of {rule.hours:g} h; its squadron/merge status says what it waits for."
+            + (f" {mentions}" if mentions else "")
+        )
+        out.append(TimeoutNotice(number, label, body, tuple(rule.assign)))
+    return out
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ ends the reading part of the run early (the next run continues).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -23,8 +23,18 @@ from typing import Any, Protocol
 from squadron.adapters.github.errors import GitHubError, RateLimitedError
 from squadron.config.models import RepoConfig
 from squadron.config.parse import parse_files
+from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
-from squadron.domain.reconcile import Liveness, RepoState, numbers_to_read, redeliveries, replays, rescues
+from squadron.domain.reconcile import (
+    Liveness,
+    RepoState,
+    numbers_to_read,
+    redeliveries,
+    replays,
+    rescues,
+    timeouts,
+)
+from squadron.domain.routing import RoutingPolicy
 from squadron.errors import SquadronError
 from squadron.ports import EventQueue
 
@@ -43,6 +53,9 @@ class RepoReader(Protocol):
     def get_repository(self) -> Json: ...
     def get_issue(self, number: int) -> Json: ...
     def get_pull(self, number: int) -> Json: ...
+    def add_labels(self, number: int, labels: Iterable[str]) -> list[Json]: ...
+    def comment(self, number: int, body: str) -> Json: ...
+    def add_assignees(self, number: int, logins: Iterable[str]) -> Json: ...
 
 
 class TaskStatus(Protocol):
@@ -51,8 +64,9 @@ class TaskStatus(Protocol):
     def running(self, task_arns: Sequence[str]) -> frozenset[str]: ...
 
 
-#: Limits of a repository without configuration (the documented defaults).
+#: Limits and policy of a repository without configuration (the documented defaults).
 _DEFAULTS = parse_files({}).config
+_DEFAULT_POLICY = routing_policy(parse_files({}))
 
 
 def liveness_of(config: RepoConfig, agent: AgentRecord) -> Liveness:
@@ -84,6 +98,8 @@ class ReconcileReport:
     replayed: list[str] = field(default_factory=list)
     #: RecoverAgent commands sent (dead tasks to relaunch, sleepers to escalate).
     rescued: list[str] = field(default_factory=list)
+    #: PRs that waited past their flow's on_timeout and were handed to humans.
+    timed_out: list[str] = field(default_factory=list)
     redelivered: list[int] = field(default_factory=list)
     #: What could not be read or done, in words (logged; the next run tries again).
     problems: list[str] = field(default_factory=list)
@@ -99,12 +115,14 @@ class ReconcilerService:
         deliveries: Deliveries | None,
         completed: Callable[[str], bool],
         liveness: Callable[[AgentRecord], Liveness] = default_liveness,
+        policy_for: Callable[[str], RoutingPolicy] = lambda repo: _DEFAULT_POLICY,
         tasks: TaskStatus | None = None,
         bot_login: str = "squadron[bot]",
         clock: Callable[[], datetime] = _now,
         max_reads: int = 2000,
     ) -> None:
         self.liveness = liveness
+        self.policy_for = policy_for
         self.tasks = tasks
         self.registry = registry
         self.queue = queue
@@ -145,6 +163,7 @@ class ReconcilerService:
             for envelope in replays(state, bot_login=self.bot_login):
                 self.queue.send(envelope)
                 report.replayed.append(envelope.delivery_id)
+            self._timeouts(state, report)
             if any(p.startswith("rate limited") for p in report.problems):
                 break
         self._redeliver(now, report)
@@ -175,6 +194,28 @@ class ReconcilerService:
             except GitHubError as exc:
                 report.problems.append(f"{first.repo_full_name}#{number} not read: {exc}")
         return RepoState(repository, first.installation_id, agents, github, now), used
+
+    def _timeouts(self, state: RepoState, report: ReconcileReport) -> None:
+        repo = str(state.repository["full_name"])
+        try:
+            policy = self.policy_for(repo)
+        except Exception as exc:  # configuration unreadable: the defaults' rule applies
+            report.problems.append(f"{repo}: configuration not read, default on_timeout used: {exc}")
+            policy = _DEFAULT_POLICY
+        notices = timeouts(state, policy, fallback_label=policy.escalation_label)
+        if not notices:
+            return
+        github = self.reader(state.installation_id, repo)
+        for notice in notices:
+            try:
+                github.add_labels(notice.pr_number, [notice.label])
+                github.comment(notice.pr_number, notice.body)
+                if notice.assignees:
+                    github.add_assignees(notice.pr_number, notice.assignees)
+            except GitHubError as exc:
+                report.problems.append(f"{repo}#{notice.pr_number}: timeout not escalated: {exc}")
+                continue
+            report.timed_out.append(f"{repo}#{notice.pr_number}")
 
     def _running(self, live: list[AgentRecord], report: ReconcileReport) -> frozenset[str] | None:
         arns = [agent.task_arn for agent in live if agent.task_arn]

@@ -84,6 +84,7 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
     return ReconcilerService(
         registry=DynamoRegistry(settings.registry_table_name),
         liveness=liveness,
+        policy_for=cache.policy_for,
         tasks=EcsTaskStatus(cluster=settings.agent_cluster) if settings.agent_cluster else None,
         queue=SqsEventQueue(settings.events_queue_url),
         reader=github.client,

@@ -135,3 +135,56 @@ def test_the_author_agents_role_is_never_its_own_reviewer() -> None:
     world.send(world.events.pr(101, "feat/issue-38", "Closes #38"))
     assert merge_statuses(github)[-1] == "failure: blocked: feat-dev cannot review its own PR"
     assert announced == []
+
+
+class ListQueue:
+    def __init__(self) -> None:
+        self.sent: list[EventEnvelope] = []
+
+    def send(self, envelope: EventEnvelope) -> str:
+        self.sent.append(envelope)
+        return str(len(self.sent))
+
+
+def test_a_conflict_wakes_the_dev_agent_then_goes_to_a_human_and_the_agent_sleeps_on_it() -> None:
+    github = RecordedGitHub(mergeable_state="dirty")
+    world, announced = wired(github)
+    queue = ListQueue()
+    world.router.queue = queue
+    e = world.events
+    world.send(e.assigned(38))
+    agent = world.agent(A38)
+    world.registry.agents[A38] = agent.transition(AgentStatus.ACTIVE, now=agent.updated_at).updated(
+        now=agent.updated_at, task_arn=None
+    )  # its task reported complete: idle
+
+    world.send(e.pr(101, "feat/issue-38", "Closes #38"))
+    assert "blocked: merge conflict with the base branch" in merge_statuses(github)[-1]
+    (conflict,) = [a for a in announced if a.action == "report_conflict"]
+    world.send(conflict)
+    woken = world.agent(A38)
+    assert woken.last_conflict == "c" * 40 and woken.pending_launch is None and woken.task_arn is not None
+    assert [i.kind for i in world.registry.inbox[A38].values()][-1] == "merge_conflict"
+
+    # Its attempt ends without a new head: the next judgement hands the conflict to a human.
+    world.registry.agents[A38] = world.agent(A38).updated(now=woken.updated_at, task_arn=None)
+    announced.clear()
+    world.send(e.review(101, "feat/issue-38", "commented", body="any news?"))
+    (again,) = [a for a in announced if a.action == "report_conflict"]
+    world.send(again)
+    (issue,) = world.github.created
+    assert issue["title"] == "Resolve the merge conflict of PR #101 (#38)"
+    (register,) = queue.sent
+    world.send(register)
+    asleep = world.agent(A38)
+    assert (asleep.status, asleep.blocked_by) == (AgentStatus.SLEEPING, frozenset({901}))
+
+    # A later judgement of the same head asks nobody again.
+    announced.clear()
+    world.send(e.review(101, "feat/issue-38", "commented", body="still?"))
+    world.send(next(a for a in announced if a.action == "report_conflict"))
+    assert len(world.github.created) == 1
+
+    # The human resolves it and closes the issue: the agent wakes to finish.
+    world.send(e.closed(901))
+    assert world.agent(A38).status is AgentStatus.ACTIVE

@@ -23,6 +23,7 @@ class RecordedGitHub:
     check_runs: list[dict[str, Any]] = field(default_factory=list)
     reviews: list[dict[str, Any]] = field(default_factory=list)
     files: list[str] = field(default_factory=lambda: ["app.py"])
+    mergeable_state: str = "clean"
     merge_answer: httpx.Response | None = None
     writes: list[tuple[str, str, Any]] = field(default_factory=list)
 
@@ -35,7 +36,7 @@ class RecordedGitHub:
             "state": self.state,
             "merged": False,
             "draft": False,
-            "mergeable_state": "clean",
+            "mergeable_state": self.mergeable_state,
             "user": {"login": "squadron[bot]", "id": 1, "type": "Bot"},
             "head": {"ref": "feat/issue-38", "sha": SHA, "repo": repo},
             "base": {"ref": self.base, "sha": "d" * 40, "repo": repo},

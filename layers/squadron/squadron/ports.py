@@ -134,5 +134,12 @@ class MergeGatePort(Protocol):
     """Judges a pull request against its approval flow (``squadron.shell.merge_gate.MergeGate``)."""
 
     def evaluate(
-        self, installation_id: int | None, repo: str, pr_number: int, author_role: str | None = None
+        self,
+        installation_id: int | None,
+        repo: str,
+        pr_number: int,
+        author_role: str | None = None,
+        *,
+        issue_number: int | None = None,
+        cause: str = "",
     ) -> object: ...

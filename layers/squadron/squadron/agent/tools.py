@@ -22,7 +22,7 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.config.models import RepoConfig
 from squadron.domain.agents import AgentRecord, InboxItem
-from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RegisterBlocker, build_envelope
+from squadron.domain.events import EventEnvelope, RegisterBlocker, build_envelope, command_envelope
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, CallerKind, PermissionDeniedError, check
 from squadron.ports import EventQueue
 
@@ -595,23 +595,15 @@ class FrameworkTools:
         return envelope.model_copy(update={"origin": "squadron"})
 
     def _command(self, command: RegisterBlocker, what: str) -> EventEnvelope:
-        now = self.clock()
-        return EventEnvelope.model_validate(
-            {
-                # One delivery per (task, command): a retried send is deduplicated by the queue.
-                "delivery_id": f"cmd-{self.launch_token}-{what}"[-128:],
-                "event": SQUADRON_EVENT,
-                "action": command.type,
-                "origin": "squadron",
-                "received_at": now,
-                "occurred_at": now,
-                "installation_id": self.agent.installation_id,
-                "repository": {
-                    "id": self.agent.repo_id,
-                    "full_name": self.agent.repo_full_name,
-                    "default_branch": self.default_branch,
-                },
-                "sender": {"login": "squadron[bot]", "id": 0, "type": "Bot"},
-                "command": command.model_dump(),
-            }
+        # One delivery per (task, command): a retried send is deduplicated by the queue.
+        return command_envelope(
+            command,
+            repository={
+                "id": self.agent.repo_id,
+                "full_name": self.agent.repo_full_name,
+                "default_branch": self.default_branch,
+            },
+            installation_id=self.agent.installation_id,
+            delivery_id=f"cmd-{self.launch_token}-{what}",
+            now=self.clock(),
         )

@@ -176,6 +176,8 @@ class AgentRecord(BaseModel):
     #: latest change request counted: a replayed event never counts twice.
     last_ci_failure: str | None = None
     last_rejection: str | None = None
+    #: The PR head commit whose merge conflict the agent was last woken for (AD-005).
+    last_conflict: str | None = None
     version: int = 1
 
     @property

@@ -171,7 +171,27 @@ class EvaluateMerge:
     pr_number: int
     #: The dev role whose agent wrote the PR (never counted as its own reviewer).
     author_role: str | None = None
+    #: That agent's issue (a conflict is reported to it), and the delivery that asked for the
+    #: judgement (a conflict report is one per judgement: a replay repeats its id).
+    issue_number: int | None = None
+    cause: str = ""
     kind: Literal["evaluate_merge"] = "evaluate_merge"
+
+
+@dataclass(frozen=True)
+class FileBlockerIssue:
+    """Open an issue for humans and put ``agent_id`` to sleep on it (its number is GitHub's)."""
+
+    repo_full_name: str
+    installation_id: int | None
+    agent_id: str
+    launch_token: str
+    issue_number: int
+    title: str
+    body: str
+    labels: tuple[str, ...] = ()
+    assignees: tuple[str, ...] = ()
+    kind: Literal["file_blocker_issue"] = "file_blocker_issue"
 
 
 @dataclass(frozen=True)
@@ -198,13 +218,14 @@ Effect = (
     | AddLabels
     | CreateIssue
     | EvaluateMerge
+    | FileBlockerIssue
     | Discard
 )
 
 GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, CreateIssue)
 TASK_EFFECTS = (LaunchAgent, StopAgentTask)
 #: Judged last, after the registry reflects the event (the gate reads GitHub, not the registry).
-GATE_EFFECTS = (EvaluateMerge,)
+GATE_EFFECTS = (EvaluateMerge, FileBlockerIssue)
 
 
 def apply_order(effects: list[Effect]) -> list[Effect]:

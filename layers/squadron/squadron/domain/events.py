@@ -245,7 +245,22 @@ class RecoverAgent(_Model):
     reason: str = Field(min_length=1, max_length=2_000)
 
 
-SquadronCommand = Annotated[RegisterBlocker | RecoverAgent, Field(discriminator="type")]
+class ReportConflict(_Model):
+    """Framework command from the merge gate: an agent's PR conflicts with its base (AD-005).
+
+    The first report for a head commit wakes the dev agent to resolve it; a report for
+    the same head after the agent's attempt ended files a needs-human issue and puts the
+    agent to sleep on it.
+    """
+
+    type: Literal["report_conflict"] = "report_conflict"
+    issue_number: int = Field(gt=0)
+    pr_number: int = Field(gt=0)
+    head_sha: str = Field(min_length=1, max_length=64)
+    base: str = Field(min_length=1, max_length=255)
+
+
+SquadronCommand = Annotated[RegisterBlocker | RecoverAgent | ReportConflict, Field(discriminator="type")]
 
 #: The event name of framework commands. Never in :data:`ROUTED_EVENTS`, so a
 #: webhook can never claim to be one.
@@ -557,3 +572,33 @@ def build_envelope(
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise EnvelopeError(event, f"{where}: {first['msg']}") from exc
+
+
+def command_envelope(
+    command: SquadronCommand,
+    *,
+    repository: Mapping[str, Any],
+    installation_id: int | None,
+    delivery_id: str,
+    now: datetime,
+    origin: Literal["squadron", "reconciler"] = "squadron",
+) -> EventEnvelope:
+    """A framework command as an envelope for events.fifo (in its issue's message group)."""
+    return EventEnvelope.model_validate(
+        {
+            "delivery_id": delivery_id[-128:],
+            "event": SQUADRON_EVENT,
+            "action": command.type,
+            "origin": origin,
+            "received_at": now,
+            "occurred_at": now,
+            "installation_id": installation_id,
+            "repository": {
+                "id": repository.get("id"),
+                "full_name": repository.get("full_name"),
+                "default_branch": repository.get("default_branch"),
+            },
+            "sender": {"login": "squadron[bot]", "id": 0, "type": "Bot"},
+            "command": command.model_dump(),
+        }
+    )

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.breakers import Limits, sleep_overdue
-from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RecoverAgent, build_envelope
+from squadron.domain.events import EventEnvelope, RecoverAgent, build_envelope, command_envelope
 from squadron.domain.routing import RoutingPolicy
 
 #: GitHub keeps deliveries (and lets an App redeliver them) for three days.
@@ -266,20 +266,14 @@ def _recover(
         action=action,
         reason=reason,
     )
-    return EventEnvelope.model_validate(
-        {
-            # One delivery per (agent version, action): a repeated run is deduplicated.
-            "delivery_id": f"recover-{agent.agent_id}-v{agent.version}-{action}"[:128],
-            "event": SQUADRON_EVENT,
-            "action": command.type,
-            "origin": "reconciler",
-            "received_at": now,
-            "occurred_at": now,
-            "installation_id": agent.installation_id,
-            "repository": {"id": agent.repo_id, "full_name": agent.repo_full_name},
-            "sender": RECONCILER,
-            "command": command.model_dump(),
-        }
+    # One delivery per (agent version, action): a repeated run is deduplicated.
+    return command_envelope(
+        command,
+        repository={"id": agent.repo_id, "full_name": agent.repo_full_name},
+        installation_id=agent.installation_id,
+        delivery_id=f"recover-{agent.agent_id}-v{agent.version}-{action}",
+        now=now,
+        origin="reconciler",
     )
 
 

@@ -42,6 +42,7 @@ from squadron.domain.effects import (
     Discard,
     Effect,
     EvaluateMerge,
+    FileBlockerIssue,
     LaunchAgent,
     LinkPullRequest,
     PostComment,
@@ -60,6 +61,7 @@ from squadron.domain.events import (
     IssueFields,
     RecoverAgent,
     RegisterBlocker,
+    ReportConflict,
 )
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
@@ -360,6 +362,8 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
     if isinstance(event.command, RegisterBlocker):
         issues.update({event.command.issue_number, event.command.blocker_number})
         graph_from.update({event.command.issue_number, event.command.blocker_number})
+    elif isinstance(event.command, ReportConflict):
+        issues.add(event.command.issue_number)
     elif isinstance(event.command, RecoverAgent):
         if event.command.issue_number is None:
             pm = True
@@ -808,6 +812,8 @@ def _gate(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number
         event.installation_id,
         pr_number,
         agent.role if agent is not None else None,
+        agent.issue_number if agent is not None else None,
+        event.delivery_id,
     )
 
 
@@ -999,7 +1005,14 @@ def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
         if (agent := _agent_for_commit(event, snap, policy, branch, ())) is not None
     ][:1]
     gates: list[Effect] = [
-        EvaluateMerge(event.repository.full_name, event.installation_id, agent.pr_number, agent.role)
+        EvaluateMerge(
+            event.repository.full_name,
+            event.installation_id,
+            agent.pr_number,
+            agent.role,
+            agent.issue_number,
+            event.delivery_id,
+        )
         for _, agent in owners
         if agent.pr_number is not None and status.context != "squadron/merge"
     ]
@@ -1196,6 +1209,56 @@ def _escalate(
     return effects
 
 
+def _on_report_conflict(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """AD-005: the dev agent resolves its PR's conflict first; if it cannot, a human does."""
+    command = event.command
+    assert isinstance(command, ReportConflict)
+    agent = snap.view(command.issue_number).agent_of_kind(RoleKind.DEV)
+    what = f"PR #{command.pr_number} conflicts with {command.base} at {command.head_sha[:7]}"
+    if agent is None or agent.status in TERMINAL:
+        return [Discard(f"{what}; no live agent owns #{command.issue_number}")]
+    if agent.last_conflict == f"{command.head_sha}:escalated":
+        return [Discard(f"{what}; humans were asked already")]
+    if agent.last_conflict != command.head_sha:
+        marked = agent.model_copy(update={"last_conflict": command.head_sha})
+        body = (
+            f"Merge origin/{command.base} into your branch, resolve every conflict, run the tests and "
+            "git_push. If you cannot resolve them with confidence, say so with escalate_to_human."
+        )
+        effects = _notify(marked, event, snap, "merge_conflict", what, wake=True, body=body)
+        if not any(isinstance(effect, PutAgent) for effect in effects):
+            effects.append(
+                PutAgent(
+                    AgentWrite(agent.updated(now=snap.now, last_conflict=command.head_sha), agent.version)
+                )
+            )
+        return effects
+    if agent.status in LIVE and not is_idle(agent):
+        return [Discard(f"{what}; {agent.agent_id} is working on it")]
+    # The agent's attempt ended and the head did not move: a human resolves it (AD-005).
+    mentions = " ".join(policy.escalation_mentions)
+    body = (
+        f"{agent.display_name} could not resolve the merge conflict of PR #{command.pr_number} "
+        f"(#{command.issue_number}) with `{command.base}` at {command.head_sha[:7]}. Please resolve it "
+        f"on the PR's branch and close this issue; the agent then resumes.{' ' + mentions if mentions else ''}"
+    )
+    marked = agent.updated(now=snap.now, last_conflict=f"{command.head_sha}:escalated")
+    return [
+        PutAgent(AgentWrite(marked, agent.version)),
+        FileBlockerIssue(
+            event.repository.full_name,
+            event.installation_id,
+            agent.agent_id,
+            launch_token(marked),
+            command.issue_number,
+            f"Resolve the merge conflict of PR #{command.pr_number} (#{command.issue_number})",
+            body,
+            (policy.escalation_label,),
+            policy.escalation_assignees,
+        ),
+    ]
+
+
 ROUTES: Mapping[tuple[str, str | None], Handler] = {
     ("issues", "opened"): _on_issue_opened,
     ("issues", "reopened"): _on_issue_opened,
@@ -1223,6 +1286,7 @@ ROUTES: Mapping[tuple[str, str | None], Handler] = {
     ("status", None): _on_status,
     (SQUADRON_EVENT, "register_blocker"): _on_register_blocker,
     (SQUADRON_EVENT, "recover_agent"): _on_recover_agent,
+    (SQUADRON_EVENT, "report_conflict"): _on_report_conflict,
 }
 
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from squadron.adapters.github.errors import GitHubError, GitHubUnavailableError, RateLimitedError
 from squadron.config.parse import SquadronConfig
 from squadron.domain.approval import MERGE_CONTEXT, GateResult, PullRequestState, effective_flow, evaluate
-from squadron.domain.events import EventEnvelope, build_envelope
+from squadron.domain.events import EventEnvelope, ReportConflict, build_envelope, command_envelope
 from squadron.domain.permissions import MergeConsent
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,14 @@ class MergeGate:
         self.clock = clock
 
     def evaluate(
-        self, installation_id: int | None, repo: str, pr_number: int, author_role: str | None = None
+        self,
+        installation_id: int | None,
+        repo: str,
+        pr_number: int,
+        author_role: str | None = None,
+        *,
+        issue_number: int | None = None,
+        cause: str = "",
     ) -> GateOutcome:
         github = self.client(installation_id, repo)
         pr = github.get_pull(pr_number)
@@ -132,6 +139,18 @@ class MergeGate:
         github.create_status(
             sha, state=result.status_state, context=MERGE_CONTEXT, description=result.description
         )
+        if state.mergeable_state == "dirty" and issue_number is not None and self.announce is not None:
+            # AD-005: the dev agent resolves its conflict first (the router decides who acts).
+            conflict = ReportConflict(issue_number=issue_number, pr_number=pr_number, head_sha=sha, base=base)
+            self.announce(
+                command_envelope(
+                    conflict,
+                    repository=(pr.get("base") or {}).get("repo") or {"full_name": repo},
+                    installation_id=installation_id,
+                    delivery_id=f"conflict-{pr_number}-{sha[:12]}-{cause or 'gate'}",
+                    now=self.clock(),
+                )
+            )
         if not result.merge:
             return GateOutcome(pr_number, result, detail=result.description)
         consent = MergeConsent(pr_number, True, "every requirement of the approval flow is met")

@@ -23,6 +23,7 @@ from squadron.domain.effects import (
     Discard,
     Effect,
     EvaluateMerge,
+    FileBlockerIssue,
     LaunchAgent,
     LinkPullRequest,
     PostComment,
@@ -34,9 +35,9 @@ from squadron.domain.effects import (
     StopAgentTask,
     apply_order,
 )
-from squadron.domain.events import EventEnvelope
+from squadron.domain.events import EventEnvelope, RegisterBlocker, command_envelope
 from squadron.domain.routing import RoutingPolicy, Snapshot, SnapshotRequest, route, snapshot_request
-from squadron.ports import MergeGatePort, Registry, RouterGitHub, TaskLauncher
+from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +73,11 @@ class RouterService:
         clock: Callable[[], datetime] = _now,
         attempts: int = 3,
         merge_gate: MergeGatePort | None = None,
+        queue: EventQueue | None = None,
     ) -> None:
         self.merge_gate = merge_gate
+        #: events.fifo, for the commands effects lead to (a filed blocker issue's registration).
+        self.queue = queue
         if attempts < 1:
             raise ValueError("attempts must be at least 1")
         self.attempts = attempts
@@ -158,6 +162,36 @@ class RouterService:
         for effect in apply_order(effects):
             self._apply_one(event, effect, now)
 
+    def _file_blocker(self, event: EventEnvelope, effect: FileBlockerIssue, now: datetime) -> None:
+        """Open the issue, then register it as the agent's blocker (it sleeps) through events.fifo."""
+        if self.queue is None:
+            raise RuntimeError("a blocker issue needs events.fifo to register it: wire the router's queue")
+        number = self.github.create_issue(
+            effect.installation_id,
+            effect.repo_full_name,
+            title=effect.title,
+            body=effect.body,
+            labels=effect.labels,
+            assignees=effect.assignees,
+        )
+        command = RegisterBlocker(
+            issue_number=effect.issue_number,
+            blocker_number=number,
+            agent_id=effect.agent_id,
+            launch_token=effect.launch_token,
+            sleep=True,
+            note=effect.title,
+        )
+        self.queue.send(
+            command_envelope(
+                command,
+                repository=event.repository.model_dump(),
+                installation_id=effect.installation_id,
+                delivery_id=f"cmd-{effect.launch_token}-blocker-{number}",
+                now=now,
+            )
+        )
+
     def _apply_one(self, event: EventEnvelope, effect: Effect, now: datetime) -> None:
         registry = self.registry
         match effect:
@@ -205,7 +239,11 @@ class RouterService:
                 if self.merge_gate is None:
                     logger.info("no merge gate wired; PR #%s of %s not judged", pr, repo)
                 else:
-                    outcome = self.merge_gate.evaluate(inst, repo, pr, role)
+                    outcome = self.merge_gate.evaluate(
+                        inst, repo, pr, role, issue_number=effect.issue_number, cause=effect.cause
+                    )
                     logger.info("merge gate on %s#%s: %s", repo, pr, getattr(outcome, "detail", outcome))
+            case FileBlockerIssue():
+                self._file_blocker(event, effect, now)
             case Discard(reason=reason):
                 logger.info("discarded %s.%s: %s", event.event, event.action, reason)

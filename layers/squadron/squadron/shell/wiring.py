@@ -108,14 +108,12 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         github.remember(event.repository.full_name, event.installation_id)
         return cache(event)
 
-    gate = MergeGate(
-        client=github.client,
-        config_for=cache.config_for,
-        announce=SqsEventQueue(settings.events_queue_url).send,
-    )
+    queue = SqsEventQueue(settings.events_queue_url)
+    gate = MergeGate(client=github.client, config_for=cache.config_for, announce=queue.send)
     service = RouterService(
         registry=DynamoRegistry(settings.registry_table_name),
         merge_gate=gate,
+        queue=queue,
         launcher=EcsTaskLauncher(
             cluster=settings.agent_cluster,
             task_definition=settings.agent_task_definition,

@@ -12,10 +12,11 @@ from squadron.config import load_directory
 from squadron.config.models import BreakerLimits
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
-from squadron.domain.events import EventEnvelope, RecoverAgent
+from squadron.domain.events import EventEnvelope, RecoverAgent, ReportConflict
 from squadron.domain.reconcile import (
     Liveness,
     RepoState,
+    conflicts,
     numbers_to_read,
     redeliveries,
     replays,
@@ -339,3 +340,38 @@ def test_a_timeout_follows_the_flow_of_the_prs_base() -> None:
     assert (
         timeouts(RepoState(REPO, 77, [dev], {101: pulls["develop"]}, NOW), policy, fallback_label="x") == []
     )
+
+
+def _dirty(number: int = 101, sha: str = "c" * 40, state: str = "open") -> dict[str, Any]:
+    return {
+        "number": number,
+        "state": state,
+        "mergeable_state": "dirty",
+        "head": {"ref": "feat/issue-38", "sha": sha},
+        "base": {"ref": "main"},
+    }
+
+
+CONFLICT_CASES: list[tuple[str, AgentRecord, dict[str, Any], bool]] = [
+    ("an idle agent's conflicting PR is reported", agent(38, pr_number=101), _dirty(), True),
+    ("a working agent is left to work", agent(38, pr_number=101, task_arn=ARN), _dirty(), False),
+    (
+        "a conflict already handed to humans is not reported again",
+        agent(38, pr_number=101, last_conflict="c" * 40 + ":escalated"),
+        _dirty(),
+        False,
+    ),
+    ("a clean PR is fine", agent(38, pr_number=101), {**_dirty(), "mergeable_state": "clean"}, False),
+    ("a closed PR is not judged", agent(38, pr_number=101), _dirty(state="closed"), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "record", "pr", "reported"), CONFLICT_CASES, ids=[c[0] for c in CONFLICT_CASES]
+)
+def test_conflicts(name: str, record: AgentRecord, pr: dict[str, Any], reported: bool) -> None:
+    found = conflicts(RepoState(REPO, 77, [record], {101: pr}, NOW))
+    assert bool(found) is reported
+    for envelope in found:
+        assert isinstance(envelope.command, ReportConflict)
+        assert (envelope.command.issue_number, envelope.command.head_sha) == (38, "c" * 40)

@@ -25,8 +25,14 @@ from typing import Any, Literal
 
 from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.breakers import Limits, sleep_overdue
-from squadron.domain.events import EventEnvelope, RecoverAgent, build_envelope, command_envelope
-from squadron.domain.routing import RoutingPolicy
+from squadron.domain.events import (
+    EventEnvelope,
+    RecoverAgent,
+    ReportConflict,
+    build_envelope,
+    command_envelope,
+)
+from squadron.domain.routing import RoutingPolicy, is_idle
 
 #: GitHub keeps deliveries (and lets an App redeliver them) for three days.
 REDELIVERY_WINDOW = timedelta(days=3)
@@ -152,6 +158,47 @@ def replays(state: RepoState, *, bot_login: str) -> list[EventEnvelope]:
         if agent.pr_number is not None:
             add(_closed(state, agent.pr_number))
     return list(out.values())
+
+
+def conflicts(state: RepoState) -> list[EventEnvelope]:
+    """Agent PRs GitHub says conflict with their base while their agent is not working on it.
+
+    The merge gate reports a conflict when an event judges the PR; this catches the case no
+    event follows — above all a dev agent whose attempt to resolve it ended without a new
+    commit, which the router then hands to a human (AD-005).
+    """
+    out: list[EventEnvelope] = []
+    for agent in sorted(state.agents, key=lambda a: a.agent_id):
+        if agent.kind is not RoleKind.DEV or agent.pr_number is None or agent.issue_number is None:
+            continue
+        if agent.status in TERMINAL or (agent.status in LIVE and not is_idle(agent)):
+            continue
+        pr = state.github.get(agent.pr_number)
+        if (
+            pr is None
+            or "head" not in pr
+            or pr.get("state") != "open"
+            or pr.get("mergeable_state") != "dirty"
+        ):
+            continue
+        sha = str((pr.get("head") or {}).get("sha") or "")
+        if not sha or agent.last_conflict == f"{sha}:escalated":
+            continue
+        base = str((pr.get("base") or {}).get("ref") or "")
+        command = ReportConflict(
+            issue_number=agent.issue_number, pr_number=agent.pr_number, head_sha=sha, base=base
+        )
+        out.append(
+            command_envelope(
+                command,
+                repository=state.repository,
+                installation_id=state.installation_id,
+                delivery_id=f"conflict-{agent.pr_number}-{sha[:12]}-reconcile-v{agent.version}",
+                now=state.now,
+                origin="reconciler",
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)

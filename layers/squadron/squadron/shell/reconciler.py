@@ -28,6 +28,7 @@ from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.domain.reconcile import (
     Liveness,
     RepoState,
+    conflicts,
     numbers_to_read,
     redeliveries,
     replays,
@@ -160,7 +161,7 @@ class ReconcilerService:
             budget -= used
             report.reads += used
             report.repositories += 1
-            for envelope in replays(state, bot_login=self.bot_login):
+            for envelope in [*replays(state, bot_login=self.bot_login), *conflicts(state)]:
                 self.queue.send(envelope)
                 report.replayed.append(envelope.delivery_id)
             self._timeouts(state, report)

@@ -7,20 +7,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 from moto import mock_aws
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.errors import NotFoundError, RateLimitedError
+from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.domain.agents import AgentStatus
 from squadron.domain.events import EventEnvelope
+from squadron.domain.permissions import Caller
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.reconciler import ReconcilerService
 from squadron.shell.router import RouterService
 from tests.support.aws import drain, registry_and_queue
 from tests.support.events import T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
+from tests.support.github_openapi import validate
 from tests.support.lambdas import FakeLambdaContext, load_handler
 
 if TYPE_CHECKING:
@@ -300,3 +305,55 @@ def test_a_pr_waiting_past_its_flows_timeout_is_handed_to_humans_once(stack: Sta
 
     stack.github.pulls[101] = pull(101, created="2026-11-22T10:00:00Z", labels=("needs-human",))
     assert stack.reconciler().run().timed_out == []  # labelled: told already
+
+
+def test_redelivery_through_the_app_api_as_github_describes_it(stack: Stack) -> None:
+    at = (NOW - timedelta(hours=2)).isoformat().replace("+00:00", "Z")
+    listed = [
+        {
+            "id": 21,
+            "guid": "g-a",
+            "delivered_at": at,
+            "redelivery": False,
+            "duration": 10.0,
+            "status": "502",
+            "status_code": 502,
+            "event": "issues",
+            "action": "closed",
+            "installation_id": 77,
+            "repository_id": 1,
+        },
+        {
+            "id": 22,
+            "guid": "g-b",
+            "delivered_at": at,
+            "redelivery": False,
+            "duration": 0.1,
+            "status": "OK",
+            "status_code": 202,
+            "event": "issues",
+            "action": "opened",
+            "installation_id": 77,
+            "repository_id": 1,
+        },
+    ]
+    calls: list[str] = []
+
+    def github(request: httpx.Request) -> httpx.Response:
+        operation = validate(request)  # GitHub's OpenAPI description
+        calls.append(operation.operation_id)
+        assert request.headers["authorization"] == "Bearer app-jwt"  # the App itself, not an installation
+        if operation.operation_id == "apps/list-webhook-deliveries":
+            return httpx.Response(200, json=listed)
+        return httpx.Response(202, json={})
+
+    app = GitHubAppClient(
+        http=GitHubHttp(transport=httpx.MockTransport(github), sleep=lambda s: None),
+        jwt=lambda: "app-jwt",
+        app_id=123456,
+        caller=Caller.framework(),
+    )
+    service = stack.reconciler()
+    service.deliveries = app
+    assert service.run().redelivered == [21]
+    assert calls == ["apps/list-webhook-deliveries", "apps/redeliver-webhook-delivery"]

@@ -18,6 +18,7 @@ from squadron.domain.reconcile import (
     RepoState,
     conflicts,
     numbers_to_read,
+    plan_reads,
     redeliveries,
     replays,
     rescues,
@@ -375,3 +376,18 @@ def test_conflicts(name: str, record: AgentRecord, pr: dict[str, Any], reported:
     for envelope in found:
         assert isinstance(envelope.command, ReportConflict)
         assert (envelope.command.issue_number, envelope.command.head_sha) == (38, "c" * 40)
+
+
+def test_reads_are_bounded_per_installation_and_rotate_over_runs() -> None:
+    agents = {1: [agent(n, AgentStatus.SLEEPING, blocked_by=frozenset({1000 + n})) for n in range(1, 501)]}
+    total = {(1, n) for a in agents[1] for n in (a.issue_number, *a.blocked_by)}
+    assert len(total) == 1000
+    seen: set[tuple[int, int]] = set()
+    for run in range(5):  # five runs of 200 reads cover all 1,000
+        plan = plan_reads(agents, 200, NOW + run * timedelta(minutes=5))
+        window = {(repo, n) for repo, numbers in plan.items() for n in numbers}
+        assert len(window) == 200
+        seen |= window
+    assert seen == total
+    small = {1: [agent(38)]}
+    assert plan_reads(small, 200, NOW) == {1: [38]}

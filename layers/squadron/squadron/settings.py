@@ -109,9 +109,8 @@ class ReconcilerSettings(GitHubAppSettings):
     bot_login: str = Field(
         default="squadron[bot]", validation_alias=AliasChoices("GITHUB_BOT_LOGIN"), min_length=1
     )
-    max_reads: int = Field(
-        default=2000, validation_alias=AliasChoices("RECONCILER_MAX_READS"), ge=1, le=20_000
-    )
+    #: GitHub reads per installation and run (see squadron.shell.reconciler).
+    max_reads: int = Field(default=200, validation_alias=AliasChoices("RECONCILER_MAX_READS"), ge=1, le=2_000)
     #: The agent tasks' cluster: asked which tasks still run (without it, heartbeats decide alone).
     agent_cluster: str | None = Field(default=None, validation_alias=AliasChoices("AGENT_CLUSTER"))
     config_ttl_seconds: int = Field(

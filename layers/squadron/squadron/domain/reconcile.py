@@ -53,6 +53,8 @@ class RepoState:
     #: GitHub's issue or pull-request JSON by number, for every number the agents refer to.
     github: Mapping[int, Json]
     now: datetime
+    #: GitHub stopped answering (rate limit) while this state was read: what is missing is unknown.
+    rate_limited: bool = False
 
 
 def numbers_to_read(agents: Iterable[AgentRecord]) -> list[int]:
@@ -67,6 +69,34 @@ def numbers_to_read(agents: Iterable[AgentRecord]) -> list[int]:
             wanted.add(agent.pr_number)
         wanted.update(agent.blocked_by)
     return sorted(wanted)
+
+
+#: The reconciler's period: a run's "tick" number moves the read window (see plan_reads).
+TICK = timedelta(minutes=5)
+
+
+def plan_reads(
+    agents_by_repo: Mapping[int, Sequence[AgentRecord]], budget: int, now: datetime
+) -> dict[int, list[int]]:
+    """What one run reads of one installation: everything within ``budget``, else a rotating window.
+
+    GitHub's limit is per installation (5,000 requests an hour, more for large organisations),
+    and the router and agents share it, so a run reads at most ``budget`` issues and PRs of
+    an installation. When there are more, each run reads the next window (the run's number
+    picks it), so every number is read within ``ceil(total / budget)`` runs — with 1,000
+    agents and a budget of 200, every 25 minutes — without keeping any state.
+    """
+    items = [
+        (repo, number) for repo in sorted(agents_by_repo) for number in numbers_to_read(agents_by_repo[repo])
+    ]
+    if len(items) > budget:
+        tick = int(now.timestamp() // TICK.total_seconds())
+        start = (tick * budget) % len(items)
+        items = (items + items)[start : start + budget]
+    plan: dict[int, list[int]] = {}
+    for repo, number in items:
+        plan.setdefault(repo, []).append(number)
+    return plan
 
 
 def _time(value: Any) -> datetime | None:

@@ -1,15 +1,18 @@
 """The reconciler shell: read the registry, ECS and GitHub, decide (pure), send the repairs.
 
 One run per EventBridge tick (every five minutes). Reads are bounded: one
-Query per agent status, one GitHub read per issue or PR the live agents refer
-to (at most ``max_reads`` a run; the rest waits for the next run, oldest agents
-first), one paginated listing of the App's deliveries, and at most
-``MAX_REDELIVERIES`` redeliveries, plus one DescribeTasks per 100 live tasks.
-Repairs are webhooks replayed onto events.fifo, and RecoverAgent commands
-(relaunch a dead task once, then escalate; escalate a sleeper past its
-max_sleep_duration), so the router stays the only writer of agent state.
-A GitHub error on one number is reported and the run goes on; a rate limit
-ends the reading part of the run early (the next run continues).
+Query per agent status, one DescribeTasks per 100 live tasks, one GitHub read
+per issue or PR the live agents refer to — at most ``max_reads`` per
+installation and run (GitHub's limit is per installation), a rotating window
+when there are more (:func:`~squadron.domain.reconcile.plan_reads`) — one
+paginated listing of the App's deliveries and at most ``MAX_REDELIVERIES``
+redeliveries. With the default of 200 a run uses under half of an
+installation's 5,000 requests an hour, and 1,000 agents' issues are all read
+every 25 minutes. Repairs are webhooks replayed onto events.fifo, and
+commands (relaunch a dead task once, then escalate; escalate a sleeper past
+its max_sleep_duration; a conflict nobody works on), so the router stays the
+only writer of agent state. A GitHub error on one number is reported and the
+run goes on; a rate limit ends that installation's reading for the run.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from squadron.domain.reconcile import (
     Liveness,
     RepoState,
     conflicts,
-    numbers_to_read,
+    plan_reads,
     redeliveries,
     replays,
     rescues,
@@ -120,7 +123,7 @@ class ReconcilerService:
         tasks: TaskStatus | None = None,
         bot_login: str = "squadron[bot]",
         clock: Callable[[], datetime] = _now,
-        max_reads: int = 2000,
+        max_reads: int = 200,
     ) -> None:
         self.liveness = liveness
         self.policy_for = policy_for
@@ -147,54 +150,50 @@ class ReconcilerService:
         for envelope in rescues(live, now=now, liveness=self._liveness(report), running=running):
             self.queue.send(envelope)
             report.rescued.append(envelope.delivery_id)
-        by_repo: dict[int, list[AgentRecord]] = {}
-        for agent in sorted(live, key=lambda a: a.updated_at):
-            by_repo.setdefault(agent.repo_id, []).append(agent)
-        budget = self.max_reads
-        for agents in by_repo.values():
-            if budget <= 0:
-                report.problems.append(
-                    f"read budget of {self.max_reads} spent; the rest waits for the next run"
-                )
-                break
-            state, used = self._read(agents, budget, now, report)
-            budget -= used
-            report.reads += used
-            report.repositories += 1
-            for envelope in [*replays(state, bot_login=self.bot_login), *conflicts(state)]:
-                self.queue.send(envelope)
-                report.replayed.append(envelope.delivery_id)
-            self._timeouts(state, report)
-            if any(p.startswith("rate limited") for p in report.problems):
-                break
+        by_installation: dict[int | None, dict[int, list[AgentRecord]]] = {}
+        for agent in sorted(live, key=lambda a: a.agent_id):
+            by_installation.setdefault(agent.installation_id, {}).setdefault(agent.repo_id, []).append(agent)
+        for repos in by_installation.values():
+            plan = plan_reads(repos, self.max_reads, now)
+            for repo_id, agents in sorted(repos.items()):
+                state = self._read(agents, plan.get(repo_id, []), now, report)
+                report.repositories += 1
+                for envelope in [*replays(state, bot_login=self.bot_login), *conflicts(state)]:
+                    self.queue.send(envelope)
+                    report.replayed.append(envelope.delivery_id)
+                self._timeouts(state, report)
+                if state.rate_limited:
+                    break  # this installation's budget is GitHub's now; the next run goes on
         self._redeliver(now, report)
         for problem in report.problems:
             logger.warning("reconciler: %s", problem)
         return report
 
     def _read(
-        self, agents: list[AgentRecord], budget: int, now: datetime, report: ReconcileReport
-    ) -> tuple[RepoState, int]:
+        self, agents: list[AgentRecord], numbers: list[int], now: datetime, report: ReconcileReport
+    ) -> RepoState:
         first = agents[0]
         repository = {"id": first.repo_id, "full_name": first.repo_full_name}
+        github: dict[int, Json] = {}
+        state = RepoState(repository, first.installation_id, agents, github, now)
+        if not numbers:
+            return state
         try:
             reader = self.reader(first.installation_id, first.repo_full_name)
         except SquadronError as exc:
             report.problems.append(f"{first.repo_full_name} not read: {exc}")
-            return RepoState(repository, first.installation_id, agents, {}, now), 0
+            return state
         prs = {a.pr_number for a in agents if a.pr_number is not None}
-        github: dict[int, Json] = {}
-        used = 0
-        for number in numbers_to_read(agents)[:budget]:
-            used += 1
+        for number in numbers:
+            report.reads += 1
             try:
                 github[number] = reader.get_pull(number) if number in prs else reader.get_issue(number)
             except RateLimitedError as exc:
                 report.problems.append(f"rate limited reading {first.repo_full_name}#{number}: {exc}")
-                break
+                return RepoState(repository, first.installation_id, agents, github, now, rate_limited=True)
             except GitHubError as exc:
                 report.problems.append(f"{first.repo_full_name}#{number} not read: {exc}")
-        return RepoState(repository, first.installation_id, agents, github, now), used
+        return state
 
     def _timeouts(self, state: RepoState, report: ReconcileReport) -> None:
         repo = str(state.repository["full_name"])

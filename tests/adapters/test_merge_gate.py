@@ -7,15 +7,11 @@ from typing import Any
 import httpx
 import pytest
 
-from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubUnavailableError
-from squadron.adapters.github.http import GitHubHttp
-from squadron.config.parse import SquadronConfig, parse_files
+from squadron.config.parse import parse_files
 from squadron.domain.events import EventEnvelope
-from squadron.domain.permissions import Caller
 from squadron.shell.merge_gate import MergeGate
-from tests.support.events import T0
-from tests.support.recorded_github import SHA, RecordedGitHub
+from tests.support.recorded_github import SHA, RecordedGitHub, gate_over
 
 FLOWS = """\
 version: 1
@@ -37,22 +33,7 @@ CONFIG = parse_files(
 
 
 def gate(github: RecordedGitHub, announced: list[EventEnvelope] | None = None) -> MergeGate:
-    http = GitHubHttp(transport=httpx.MockTransport(github.handle), sleep=lambda s: None)
-
-    def client(installation_id: int | None, repo: str) -> GitHubClient:
-        return GitHubClient(
-            http=http, token=lambda: "ghs", installation_id=77, repo=repo, caller=Caller.framework()
-        )
-
-    def config_for(repo: str) -> SquadronConfig:
-        return CONFIG
-
-    return MergeGate(
-        client=client,
-        config_for=config_for,
-        announce=announced.append if announced is not None else None,
-        clock=lambda: T0,
-    )
+    return gate_over(github, CONFIG, announce=announced.append if announced is not None else None)
 
 
 def merge_status(github: RecordedGitHub) -> dict[str, Any]:

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import httpx
-
-from squadron.adapters.github.client import GitHubClient
-from squadron.adapters.github.http import GitHubHttp
-from squadron.config.parse import SquadronConfig, parse_files
+from squadron.config.parse import parse_files
 from squadron.domain.agents import AgentStatus
 from squadron.domain.events import EventEnvelope
-from squadron.domain.permissions import Caller
-from squadron.shell.merge_gate import MergeGate
 from tests.support.events import T0
-from tests.support.recorded_github import RecordedGitHub
+from tests.support.recorded_github import RecordedGitHub, gate_over
 from tests.support.world import World
 
 A38 = "1-38-feat-dev"
@@ -35,19 +29,9 @@ CONFIG = parse_files(
 
 def wired(github: RecordedGitHub) -> tuple[World, list[EventEnvelope]]:
     world = World()
-    http = GitHubHttp(transport=httpx.MockTransport(github.handle), sleep=lambda s: None)
-
-    def client(installation_id: int | None, repo: str) -> GitHubClient:
-        return GitHubClient(
-            http=http, token=lambda: "ghs", installation_id=77, repo=repo, caller=Caller.framework()
-        )
-
-    def config_for(repo: str) -> SquadronConfig:
-        return CONFIG
-
     announced: list[EventEnvelope] = []
-    world.router.merge_gate = MergeGate(
-        client=client, config_for=config_for, announce=announced.append, clock=lambda: T0 + timedelta(hours=1)
+    world.router.merge_gate = gate_over(
+        github, CONFIG, announce=announced.append, clock=lambda: T0 + timedelta(hours=1)
     )
     return world, announced
 

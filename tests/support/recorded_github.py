@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import httpx
 
+from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.http import GitHubHttp
+from squadron.config.parse import SquadronConfig
+from squadron.domain.events import EventEnvelope
+from squadron.domain.permissions import Caller
+from squadron.shell.merge_gate import MergeGate
+from tests.support.events import T0
 from tests.support.github_openapi import validate
 
 SHA = "c" * 40
@@ -63,3 +72,21 @@ class RecordedGitHub:
         if operation.operation_id == "git/delete-ref":
             return httpx.Response(204)
         return httpx.Response(200, json=answers[operation.operation_id])
+
+
+def gate_over(
+    github: RecordedGitHub,
+    config: SquadronConfig,
+    *,
+    announce: Callable[[EventEnvelope], object] | None = None,
+    clock: Callable[[], datetime] = lambda: T0,
+) -> MergeGate:
+    """A merge gate whose GitHub is ``github`` and whose repository configuration is ``config``."""
+    http = GitHubHttp(transport=httpx.MockTransport(github.handle), sleep=lambda s: None)
+
+    def client(installation_id: int | None, repo: str) -> GitHubClient:
+        return GitHubClient(
+            http=http, token=lambda: "ghs", installation_id=77, repo=repo, caller=Caller.framework()
+        )
+
+    return MergeGate(client=client, config_for=lambda repo: config, announce=announce, clock=clock)

@@ -971,6 +971,23 @@ def _on_review(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
     return [*effects, _gate(event, snap, policy, pr.number)]
 
 
+def _ci_round(  # noqa: PLR0917 (one call site per CI signal: checks and statuses)
+    agent: AgentRecord | None,
+    event: EventEnvelope,
+    snap: Snapshot,
+    policy: RoutingPolicy,
+    sha: str,
+    summary: str,
+    url: str | None,
+) -> list[Effect]:
+    """One failing head commit of the agent's PR: a CI round (checks do not name the PR's base)."""
+    base = event.repository.default_branch or "main"
+    notice = ("check_failed", summary, "", url)
+    return _rounds(
+        agent, event, snap, policy, trigger="on_ci_failure", round_key=sha, base=base, notice=notice
+    )
+
+
 def _on_check(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     check = event.check
     assert check is not None
@@ -981,19 +998,7 @@ def _on_check(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> li
         return gates or [Discard(passed)]
     agent = _agent_for_commit(event, snap, policy, check.head_branch, check.pull_request_numbers)
     summary = f"{check.kind} '{label}' {check.conclusion} on {check.head_sha[:7]}"
-    base = event.repository.default_branch or "main"  # a check does not name the PR's base
-    notice = ("check_failed", summary, "", None)
-    rounds = _rounds(
-        agent,
-        event,
-        snap,
-        policy,
-        trigger="on_ci_failure",
-        round_key=check.head_sha,
-        base=base,
-        notice=notice,
-    )
-    return [*rounds, *gates]
+    return [*_ci_round(agent, event, snap, policy, check.head_sha, summary, None), *gates]
 
 
 def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -1020,19 +1025,7 @@ def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
         return gates or [Discard(f"status {status.context} on {status.sha[:7]} is {status.state}")]
     for branch, agent in owners:
         summary = f"status '{status.context}' is {status.state} on {status.sha[:7]} ({branch})"
-        base = event.repository.default_branch or "main"
-        notice = ("check_failed", summary, "", status.target_url)
-        rounds = _rounds(
-            agent,
-            event,
-            snap,
-            policy,
-            trigger="on_ci_failure",
-            round_key=status.sha,
-            base=base,
-            notice=notice,
-        )
-        return [*rounds, *gates]
+        return [*_ci_round(agent, event, snap, policy, status.sha, summary, status.target_url), *gates]
     return [
         Discard(
             f"status {status.context} on {status.sha[:7]}: no agent owns {', '.join(status.branches) or 'its branch'}"

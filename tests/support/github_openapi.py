@@ -1,142 +1,20 @@
-"""GitHub's REST OpenAPI description (npm @octokit/openapi) as a request validator.
-
-`make test` fetches ``generated/api.github.com.json`` once into tests/.cache; a
-missing file is a setup error, reported as such, never a skip.
-"""
+"""GitHub's REST OpenAPI description as a validator of httpx requests (see :mod:`squadron.local.openapi`)."""
 
 from __future__ import annotations
 
-import functools
-import json
-import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-from urllib.parse import unquote
-
 import httpx
-import jsonschema
 
-ROOT = Path(__file__).resolve().parents[2]
-SPEC = ROOT / "tests" / ".cache" / "openapi-23.0.2" / "api.github.com.json"
+from squadron.local.openapi import Call, InvalidRequestError, Operation, operation_for, spec, validate_call
 
-
-@functools.cache
-def spec() -> dict[str, Any]:
-    if not SPEC.exists():
-        raise RuntimeError(f"{SPEC} is missing: run `make test` to fetch GitHub's OpenAPI description")
-    loaded: dict[str, Any] = json.loads(SPEC.read_text(encoding="utf-8"))
-    return loaded
-
-
-def _deref(node: Any, depth: int = 0) -> Any:
-    """Inline ``$ref``s and turn OpenAPI 3.0 ``nullable`` into JSON Schema's null type."""
-    if depth > 40:
-        return {}
-    if isinstance(node, list):
-        return [_deref(item, depth + 1) for item in node]
-    if not isinstance(node, dict):
-        return node
-    if "$ref" in node:
-        target: Any = spec()
-        for part in node["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        return _deref(target, depth + 1)
-    out = {key: _deref(value, depth + 1) for key, value in node.items() if key not in ("example", "examples")}
-    if out.pop("nullable", False):
-        kind = out.get("type")
-        if isinstance(kind, str):
-            out["type"] = [kind, "null"]
-        elif "enum" in out:
-            out["enum"] = [*out["enum"], None]
-    return out
-
-
-def _closed(schema: Any) -> Any:
-    """Stricter than GitHub's schemas: objects take only the properties they declare.
-
-    GitHub silently ignores unknown keys, so a misspelt field would do nothing at
-    all; the contract treats it as the error it is.
-    """
-    if isinstance(schema, list):
-        return [_closed(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {key: _closed(value) for key, value in schema.items()}
-    combined = any(key in schema for key in ("allOf", "anyOf", "oneOf"))
-    if "properties" in schema and "additionalProperties" not in schema and not combined:
-        out["additionalProperties"] = False
-    return out
-
-
-@dataclass(frozen=True)
-class Operation:
-    method: str
-    template: str
-    operation_id: str
-    definition: dict[str, Any]
-
-    @property
-    def parameters(self) -> list[dict[str, Any]]:
-        params: list[dict[str, Any]] = _deref(self.definition.get("parameters", []))
-        return params
-
-
-@functools.cache
-def _routes() -> list[tuple[re.Pattern[str], str]]:
-    routes = []
-    for template in spec()["paths"]:
-        pattern = re.sub(r"\{path\}", "(?P<path>.+)", template)
-        pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", pattern)
-        routes.append((re.compile(pattern), template))
-    # Literal segments win over parameters: /issues/comments before /issues/{issue_number}.
-    routes.sort(key=lambda route: (route[1].count("{"), -len(route[1])))
-    return routes
-
-
-def operation_for(method: str, path: str) -> tuple[Operation, dict[str, str]]:
-    for pattern, template in _routes():
-        match = pattern.fullmatch(path)
-        if match and method.lower() in spec()["paths"][template]:
-            definition = spec()["paths"][template][method.lower()]
-            return Operation(method, template, definition["operationId"], definition), {
-                k: unquote(v) for k, v in match.groupdict().items()
-            }
-    raise AssertionError(f"{method} {path} is not an operation of GitHub's REST API")
-
-
-def _check_value(name: str, value: Any, schema: dict[str, Any]) -> None:
-    kind = schema.get("type")
-    if kind == "integer" and isinstance(value, str):
-        assert value.lstrip("-").isdigit(), f"parameter {name}={value!r} is not an integer"
-        value = int(value)
-    if kind == "boolean" and isinstance(value, str):
-        assert value in ("true", "false"), f"parameter {name}={value!r} is not a boolean"
-        return
-    jsonschema.validate(value, schema)
+__all__ = ["InvalidRequestError", "Operation", "operation_for", "spec", "validate"]
 
 
 def validate(request: httpx.Request) -> Operation:
     """Assert ``request`` is a valid call of a GitHub REST operation; return the operation."""
-    operation, path_values = operation_for(request.method, request.url.raw_path.decode().split("?")[0])
-    declared = {(p["in"], p["name"]): p for p in operation.parameters}
-    for name, value in path_values.items():
-        param = declared.get(("path", name))
-        assert param is not None, f"{operation.operation_id}: undeclared path parameter {name}"
-        _check_value(name, value, param.get("schema", {}))
-    query = dict(request.url.params)
-    for (where, name), param in declared.items():
-        if where == "query" and param.get("required"):
-            assert name in query, f"{operation.operation_id}: missing required query parameter {name}"
-    for name, value in query.items():
-        param = declared.get(("query", name))
-        assert param is not None, f"{operation.operation_id}: unknown query parameter {name}"
-        _check_value(name, value, param.get("schema", {}))
-    body_spec = operation.definition.get("requestBody")
-    if request.content:
-        assert body_spec is not None, f"{operation.operation_id} takes no body"
-        schema = _closed(_deref(body_spec)["content"]["application/json"]["schema"])
-        jsonschema.validate(json.loads(request.content), schema)
-    else:
-        assert not (body_spec and body_spec.get("required")), f"{operation.operation_id} needs a body"
-    return operation
+    call = Call(
+        method=request.method,
+        raw_path=request.url.raw_path.decode().split("?")[0],
+        query=dict(request.url.params),
+        content=request.content,
+    )
+    return validate_call(call)[0]

@@ -119,7 +119,7 @@ def test_installation_token_request_matches() -> None:
 
 
 def test_a_missing_description_fails_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(github_openapi, "SPEC", tmp_path / "api.github.com.json")
+    monkeypatch.setenv("SQUADRON_GITHUB_OPENAPI", str(tmp_path / "api.github.com.json"))
     with pytest.raises(RuntimeError, match="run `make test`"):
         github_openapi.spec.__wrapped__()
 

@@ -154,8 +154,8 @@ def test_errors_are_named_and_carry_githubs_words(status: int, error: type[GitHu
     assert caught.value.message == "Resource not accessible by integration"
     assert (
         str(caught.value)
-        == f"POST /repos/o/r/issues: GitHub answered {status}: Resource not accessible by integration"
-    )
+        == f"POST /repos/o/r/issues: GitHub answered {status}: Resource not accessible by integration (invalid)"
+    )  # GitHub's errors list is part of the words
     assert caught.value.documentation_url == "https://docs"
     assert caught.value.errors == [{"code": "invalid"}]
     assert clock.sleeps == []

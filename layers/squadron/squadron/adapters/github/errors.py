@@ -7,6 +7,17 @@ from typing import Any
 from squadron.errors import SquadronError
 
 
+def _detail(error: Any) -> str:
+    """One entry of GitHub's ``errors`` list in words (a message, or resource/field/code)."""
+    if isinstance(error, str):
+        return error
+    if not isinstance(error, dict):
+        return ""
+    if error.get("message"):
+        return str(error["message"])
+    return " ".join(str(error[k]) for k in ("resource", "field", "code") if error.get(k))
+
+
 class GitHubError(SquadronError):
     def __init__(
         self,
@@ -25,7 +36,8 @@ class GitHubError(SquadronError):
         self.documentation_url = documentation_url
         self.errors = errors or []
         where = f"{method} {path}: " if method else ""
-        super().__init__(f"{where}GitHub answered {status}: {message}")
+        details = "; ".join(_detail(error) for error in self.errors if _detail(error))
+        super().__init__(f"{where}GitHub answered {status}: {message}" + (f" ({details})" if details else ""))
 
 
 class AuthenticationError(GitHubError):

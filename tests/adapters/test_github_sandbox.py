@@ -1,0 +1,254 @@
+"""The GitHub sandbox through Squadron's real GitHub client, git, and the ingress's own webhook checks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.client import GitHubAppClient, GitHubClient
+from squadron.adapters.github.errors import GitHubError, ValidationFailedError
+from squadron.adapters.github.http import GitHubHttp, Throttle
+from squadron.domain.permissions import Caller, CallerKind, MergeConsent
+from squadron.domain.webhook import Accepted, AppIdentity, Dropped, triage_webhook
+from squadron.local.examples import first_examples
+from squadron.local.sandbox import GitHubSandbox
+from tests.support.git_remote import IDENTITY, git
+from tests.support.github_fake import app_private_key
+
+SECRET = "local-webhook-secret"
+APP = AppIdentity(app_id=424242, slug="squadron")
+FILES = {"README.md": "# octo/repo\n", "app.py": "print('v1')\n", ".squadron/config.yaml": "version: 1\n"}
+
+
+@dataclass
+class Receiver:
+    """The webhook endpoint: every delivery judged by the ingress's own pure triage."""
+
+    decisions: list[Any] = field(default_factory=list)
+    raw: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+
+    def handle(self, headers: dict[str, str], body: bytes) -> int:
+        self.raw.append((headers, body))
+        decision = triage_webhook(
+            headers=headers,
+            body=body,
+            secret=SECRET,
+            app=APP,
+            max_body_bytes=1 << 20,
+            received_at=datetime.now(UTC),
+        )
+        self.decisions.append(decision)
+        return 202
+
+    def accepted(self) -> list[tuple[str, str | None]]:
+        return [(d.envelope.event, d.envelope.action) for d in self.decisions if isinstance(d, Accepted)]
+
+
+@dataclass
+class Sandbox:
+    github: GitHubSandbox
+    receiver: Receiver
+    http: GitHubHttp
+    app: GitHubApp
+    work: Path
+
+    def client(self, login: str | None = None, kind: CallerKind = CallerKind.FRAMEWORK) -> GitHubClient:
+        token = (lambda: f"human:{login}") if login else (lambda: self.app.installation_token(77).token)
+        caller = Caller(kind, login or "framework", login or "framework")
+        return GitHubClient(http=self.http, token=token, installation_id=77, repo="octo/repo", caller=caller)
+
+    def push(self, branch: str, files: dict[str, str], message: str) -> str:
+        """A developer pushes ``files`` on ``branch`` (real git, through the sandbox's bare repo)."""
+        clone = self.work / "clone"
+        env = {**IDENTITY}
+        if not clone.exists():
+            subprocess.run(
+                ["git", "clone", "--quiet", self.github.git_url("octo/repo"), str(clone)], env=env, check=True
+            )
+        git(clone, "fetch", "--quiet", "origin")
+        remote = git(clone, "ls-remote", "--heads", "origin", branch)
+        git(clone, "checkout", "--quiet", "-B", branch, f"origin/{branch}" if remote else "origin/main")
+        for name, text in files.items():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            (clone / name).write_text(text)
+        git(clone, "add", "--all")
+        git(clone, "commit", "--quiet", "-m", message)
+        git(clone, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}")
+        return git(clone, "rev-parse", "HEAD")
+
+    def settle(self) -> None:
+        self.github.wait_for_deliveries()
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    receiver = Receiver()
+
+    class Hook(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            status = receiver.handle(dict(self.headers), body)
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+    hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    github = GitHubSandbox(
+        tmp_path / "sandbox",
+        app_id=APP.app_id,
+        app_slug=APP.slug,
+        webhook_url=f"http://127.0.0.1:{hook.server_address[1]}/webhook",
+        webhook_secret=SECRET,
+        examples=first_examples(),
+    )
+    github.add_repository("octo/repo", FILES, permissions={"alice": "write", "octo-admin": "admin"})
+    url = github.start()
+    http = GitHubHttp(base_url=url, sleep=lambda s: None, throttle=Throttle(sleep=lambda s: None))
+    private, _ = app_private_key()
+    app = GitHubApp(app_id=APP.app_id, http=http, private_key=lambda: private)
+    try:
+        yield Sandbox(github, receiver, http, app, tmp_path / "work")
+    finally:
+        github.stop()
+        hook.shutdown()
+        hook.server_close()
+
+
+def test_a_human_issue_and_the_apps_answers_become_signed_webhooks_the_ingress_accepts(
+    sandbox: Sandbox,
+) -> None:
+    alice, bot = sandbox.client("alice"), sandbox.client()
+    issue = alice.create_issue("Export API", "We need CSV export.", labels=["feature"])
+    bot.add_labels(issue["number"], ["feature", "infra"])
+    assigned = bot.add_assignees(issue["number"], ["squadron[bot]"])
+    assert [a["login"] for a in assigned["assignees"]] == ["squadron[bot]"]
+    bot.comment(issue["number"], "On it.")
+    alice.comment(issue["number"], "Thanks!")
+    alice.close_issue(issue["number"])
+    sandbox.settle()
+    # Humans' events are accepted, the App's own dropped — by the ingress's own rules.
+    assert sandbox.receiver.accepted() == [
+        ("issues", "opened"),
+        ("issue_comment", "created"),
+        ("issues", "closed"),
+    ]
+    dropped = [d.code for d in sandbox.receiver.decisions if isinstance(d, Dropped)]
+    assert dropped == ["own_event"] * 3  # labeled (only "infra" is new), assigned, its comment
+    headers, body = sandbox.receiver.raw[0]
+    payload = json.loads(body)
+    assert set(first_examples()[("issues", "opened")]) <= set(payload)  # GitHub's published shape
+    assert payload["issue"]["user"]["login"] == "alice"
+    assert {k.lower() for k in headers} >= {"x-github-event", "x-github-delivery", "x-hub-signature-256"}
+
+
+def test_a_pull_request_lives_on_real_git_from_push_to_merge(sandbox: Sandbox) -> None:
+    alice, bot = sandbox.client("alice"), sandbox.client()
+    issue = alice.create_issue("Export API", "CSV please")
+    head = sandbox.push(
+        "feat/issue-1", {"app.py": "print('v2')\n", "export.py": "def export(): ...\n"}, "Export"
+    )
+    pr = bot.create_pull(
+        title="Export API", head="feat/issue-1", base="main", body=f"Closes #{issue['number']}"
+    )
+    assert (pr["head"]["sha"], pr["mergeable_state"]) == (head, "clean")
+    files = {f["filename"]: f for f in bot.list_pull_files(pr["number"])}
+    assert set(files) == {"app.py", "export.py"} and "+print('v2')" in files["app.py"]["patch"]
+
+    sandbox.push("feat/issue-1", {"test_export.py": "def test(): ...\n"}, "Test")  # -> synchronize
+    review = alice.create_review(pr["number"], "APPROVE", "Looks good")
+    assert review["state"] == "APPROVED"
+    sha = bot.get_pull(pr["number"])["head"]["sha"]
+    bot.create_status(sha, state="success", context="squadron/pr-review", description="approved")
+    assert bot.get_combined_status(sha)["statuses"][0]["context"] == "squadron/pr-review"
+    bot.create_check_run(name="ci", head_sha=sha, status="completed", conclusion="success")
+    assert [r["name"] for r in bot.list_check_runs(sha)] == ["ci"]
+
+    with pytest.raises(GitHubError, match="Head branch was modified"):
+        bot.merge_pull(pr["number"], consent=MergeConsent(pr["number"], True, "ok"), sha=head)  # stale head
+    merged = bot.merge_pull(
+        pr["number"], consent=MergeConsent(pr["number"], True, "ok"), method="squash", sha=sha
+    )
+    bot.delete_branch("feat/issue-1")
+    assert bot.read_file("export.py", "main") == "def export(): ...\n"
+    assert sandbox.github.repos["octo/repo"].store.sha("refs/heads/feat/issue-1") is None
+    assert bot.get_issue(issue["number"])["state"] == "closed"  # "Closes #1" on the default branch
+    assert merged["merged"] is True
+    sandbox.settle()
+    assert sandbox.receiver.accepted() == [
+        ("issues", "opened"),
+        ("pull_request_review", "submitted"),
+    ]
+    events = list(sandbox.github.events())
+    assert ("pull_request", "synchronize") in events and ("pull_request", "closed") in events
+    assert ("status", None) in events and ("check_run", "completed") in events
+
+
+def test_requests_github_would_not_accept_are_refused_with_the_reason(sandbox: Sandbox) -> None:
+    raw = httpx.post(
+        f"{sandbox.github.base_url}/repos/octo/repo/issues/1/comments",
+        json={"text": "wrong key"},
+        headers={"authorization": "token human:alice"},
+    )
+    assert raw.status_code == 422 and "'body' is a required property" in raw.json()["message"]
+    assert (
+        httpx.get(
+            f"{sandbox.github.base_url}/repos/octo/repo", headers={"authorization": "token nope"}
+        ).status_code
+        == 401
+    )
+    bot = sandbox.client()
+    with pytest.raises(
+        ValidationFailedError, match=r"Validation Failed \(No commits between main and main\)"
+    ):
+        bot.create_pull(title="Nothing", head="main", base="main", body="")
+    with pytest.raises(GitHubError, match="Resource not accessible by integration"):
+        bot.protect_branch(
+            "main",
+            {
+                "required_status_checks": None,
+                "enforce_admins": False,
+                "required_pull_request_reviews": None,
+                "restrictions": None,
+            },
+        )
+
+
+def test_the_app_lists_and_redelivers_its_deliveries(sandbox: Sandbox) -> None:
+    sandbox.client("alice").create_issue("One", "x")
+    sandbox.settle()
+    app = GitHubAppClient(
+        http=sandbox.http, jwt=sandbox.app.jwt, app_id=APP.app_id, caller=Caller.framework()
+    )
+    (listed,) = app.list_deliveries()
+    assert (listed["event"], listed["status_code"]) == ("issues", 202)
+    app.redeliver(listed["id"])
+    sandbox.settle()
+    assert [d.redelivery for d in sandbox.github.deliveries] == [False, True]
+    assert sandbox.receiver.accepted() == [("issues", "opened"), ("issues", "opened")]  # the same guid twice
+    guids = {json.loads(body)["issue"]["number"] for _, body in sandbox.receiver.raw}
+    assert guids == {1}
+
+
+def test_contents_and_permissions(sandbox: Sandbox) -> None:
+    bot = sandbox.client()
+    assert bot.read_file(".squadron/config.yaml", "main") == "version: 1\n"
+    assert [e["name"] for e in bot.list_directory(".squadron", "main")] == ["config.yaml"]
+    assert bot.read_file("missing.txt", "main") is None
+    assert bot.collaborator_permission("alice") == "write"
+    assert bot.collaborator_permission("stranger") == "read"
+    assert bot.get_repository()["default_branch"] == "main"

@@ -74,7 +74,7 @@ class GitHubAppSettings(BaseModel):
     github_api_url: str = Field(
         default="https://api.github.com",
         validation_alias=AliasChoices("GITHUB_API_URL"),
-        pattern=r"^https://",
+        pattern=r"^(https://|http://(127\.0\.0\.1|localhost)(:\d+)?(/|$))",
     )
     secret_cache_seconds: int = Field(
         default=300, validation_alias=AliasChoices("SECRET_CACHE_SECONDS"), ge=0, le=3600
@@ -142,7 +142,7 @@ class AgentSettings(BaseModel):
     github_api_url: str = Field(
         default="https://api.github.com",
         validation_alias=AliasChoices("GITHUB_API_URL"),
-        pattern=r"^https://",
+        pattern=r"^(https://|http://(127\.0\.0\.1|localhost)(:\d+)?(/|$))",
     )
     turn_timeout_seconds: int = Field(
         default=3600, validation_alias=AliasChoices("TURN_TIMEOUT_SECONDS"), ge=60, le=4 * 3600

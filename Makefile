@@ -39,8 +39,8 @@ $(OPENAPI):
 	   tar -xzf octokit-openapi-$(OPENAPI_VERSION).tgz package/generated/api.github.com.json) && \
 	  mv "$$tmp/package/generated/api.github.com.json" $@
 
-## make local: set everything up, then run the local stack.
-local: setup
+## make local: set everything up, then run the local stack (Ctrl-C stops it).
+local: setup $(OPENAPI)
 	$(BIN)/squadron local
 
 ## make test: set everything up, then lint, type-check and run every test.

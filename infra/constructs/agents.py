@@ -40,6 +40,8 @@ IMAGE_EXCLUDES = [
     "functions/ingress",
     "functions/router",
     "functions/tokens",
+    "functions/reconciler",
+    ".squadron-local",
     "**/__pycache__",
     "**/*.pyc",
     ".mypy_cache",

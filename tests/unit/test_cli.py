@@ -85,12 +85,11 @@ def test_schema_writes_every_schema(tmp_path: Path) -> None:
     assert output.count("wrote ") == len(SCHEMAS)
 
 
-def test_local_is_honest_that_it_is_not_built_yet() -> None:
-    status, output = run("local")
+def test_local_needs_a_checkout(tmp_path: Path) -> None:
+    status, output = run("local", "--root", str(tmp_path))
 
-    assert status == 2
-    assert "not built yet" in output
-    assert "functions/ingress/handler.py" in output and "infra/app.py" in output
+    assert status == 1
+    assert "not a Squadron checkout" in output
 
 
 def test_subcommands_are_a_table() -> None:

@@ -106,32 +106,61 @@ def _run_schema(args: argparse.Namespace, out: TextIO) -> int:
 
 # --- local -------------------------------------------------------------------------------------
 
-#: What exists today of what `squadron local` will run.
-_LOCAL_PARTS = (
-    ("functions/ingress/handler.py", "the webhook ingress handler (verify, envelope, enqueue)"),
-    ("functions/router/handler.py", "the router (registry, routing, agent launches)"),
-    ("functions/tokens/handler.py", "the token vendor (narrowed GitHub tokens for agent tasks)"),
-    ("layers/squadron/squadron/agent/__main__.py", "the agent host (python -m squadron.agent)"),
-    ("infra/app.py", "the CDK app (cdk synth)"),
-)
-
 
 def _configure_local(parser: argparse.ArgumentParser) -> None:
-    del parser  # no options yet
+    parser.add_argument(
+        "--state",
+        default=".squadron-local",
+        help="directory for all local state (default: ./.squadron-local)",
+    )
+    parser.add_argument("--repo", default="octo/demo", help="the sandbox repository (default: octo/demo)")
+    parser.add_argument(
+        "--reconcile-seconds", type=float, default=30.0, help="the reconciler's period (default: 30 s)"
+    )
+    parser.add_argument("--root", default=".", help=argparse.SUPPRESS)
 
 
 def _run_local(args: argparse.Namespace, out: TextIO) -> int:
-    del args
-    out.write(
-        "squadron local: the local stack is not built yet (it comes in a later issue).\n"
-        "It will serve AWS through a local moto server, run agent tasks as local processes\n"
-        "and talk to a GitHub sandbox. What exists today:\n"
+    import signal  # noqa: PLC0415 (the other commands start without the local stack)
+    import threading  # noqa: PLC0415
+
+    from squadron.local.stack import LocalOptions, LocalStack  # noqa: PLC0415
+
+    root = Path(args.root).resolve()
+    if not (root / "functions" / "router" / "handler.py").exists():
+        out.write(f"{root}: not a Squadron checkout (run `make local` from the repository)\n")
+        return EXIT_PROBLEMS
+    stack = LocalStack(
+        LocalOptions(
+            root=root,
+            state_dir=Path(args.state).resolve(),
+            repo=args.repo,
+            reconcile_seconds=args.reconcile_seconds,
+        )
     )
-    for path, what in _LOCAL_PARTS:
-        state = "present" if Path(path).exists() else "not found from this directory"
-        out.write(f"  - {path}: {what} [{state}]\n")
-    out.write("Run `make test` for the test suite, `squadron validate` to check a .squadron directory.\n")
-    return EXIT_UNAVAILABLE
+    stopping = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.set())
+    stack.start()
+    assert stack.sandbox is not None and stack.resources is not None
+    out.write(
+        "squadron local is running (Ctrl-C stops it):\n"
+        f"  GitHub sandbox   {stack.sandbox.base_url}  (repository {args.repo}; act as a human with\n"
+        "                   'Authorization: token human:octo-human')\n"
+        f"  webhook endpoint {stack.endpoint}/webhook\n"
+        f"  AWS (moto)       {stack.resources.endpoint}\n"
+        f"  model            {stack.model.base_url}\n"
+        f"  state and logs   {args.state}\n"
+        "Not yet: GitHub App credentials for real GitHub, and `--demo`; see the README.\n"
+    )
+    out.flush()
+    try:
+        stopping.wait()
+    finally:
+        out.write("stopping...\n")
+        stack.stop()
+        out.write("stopped; no agent process left running\n")
+    return EXIT_OK
 
 
 # --- branch-protection -------------------------------------------------------------------------
@@ -216,7 +245,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "validate", "check a .squadron directory and print every problem", _configure_validate, _run_validate
     ),
     Subcommand("schema", "write the JSON Schemas of the .squadron files", _configure_schema, _run_schema),
-    Subcommand("local", "run the local stack (not built yet)", _configure_local, _run_local),
+    Subcommand(
+        "local",
+        "run the whole system on this machine (GitHub sandbox, moto, local agents)",
+        _configure_local,
+        _run_local,
+    ),
     Subcommand(
         "branch-protection",
         "set GitHub branch protection from the approval flows (GitHub as the hard backstop)",

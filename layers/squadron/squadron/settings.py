@@ -147,6 +147,12 @@ class AgentSettings(BaseModel):
     turn_timeout_seconds: int = Field(
         default=3600, validation_alias=AliasChoices("TURN_TIMEOUT_SECONDS"), ge=60, le=4 * 3600
     )
+    #: The local stack's model (an OpenAI-compatible URL on loopback): every role uses it.
+    model_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("SQUADRON_MODEL_URL"),
+        pattern=r"^http://(127\.0\.0\.1|localhost)(:\d+)?/",
+    )
     #: Where working copies live (one directory per agent); next to the sessions, on EFS.
     workspace: str | None = Field(default=None, validation_alias=AliasChoices("SQUADRON_WORKSPACE"))
     #: The git remote of a repository; ``{repo}`` is owner/name.

@@ -82,14 +82,19 @@ def build_host(
     facts = read_facts(reader, agent)
     secrets = SecretsManagerSource()
     role = config.role(agent.role)
-    copilot_token = None
-    if settings.copilot_token_secret and not isinstance(role.provider, ByokProvider):
+    copilot_token: Callable[[], str] | None = None
+    provider: dict[str, Any] | None
+    if settings.model_url:  # the local stack's model serves every role
+        provider = {"type": "openai", "base_url": settings.model_url, "api_key": "local"}
+    else:
+        provider = provider_for(role.provider, secrets)
         secret_id = settings.copilot_token_secret
+        if secret_id and not isinstance(role.provider, ByokProvider):
 
-        def copilot_token_reader() -> str:
-            return secrets.get(secret_id)
+            def copilot_token_reader() -> str:
+                return secrets.get(secret_id)
 
-        copilot_token = copilot_token_reader
+            copilot_token = copilot_token_reader
     runtime = CopilotRuntime(
         cli_path=settings.copilot_cli_path,
         home=settings.copilot_home,
@@ -116,7 +121,7 @@ def build_host(
         # The task's token is narrowed to its role: escalation writes (label, needs-human issue)
         # go through the framework caller but can only do what that token allows.
         framework_github=lambda a: client(Caller.framework()),
-        provider=provider_for(role.provider, secrets),
+        provider=provider,
         facts=facts,
         timeout_seconds=settings.turn_timeout_seconds,
         working_copy=working_copy,

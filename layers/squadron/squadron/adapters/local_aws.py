@@ -1,0 +1,148 @@
+"""AWS as the local stack sees it: a moto server on loopback, provisioned like the CDK stack.
+
+The same resources the stack deploys, with the same settings that matter to the
+code: events.fifo (content-based deduplication off, a DLQ after five
+receives), the registry table from the adapter's own definition, the two
+secrets, an ECS cluster and an agent task definition (tasks are registered
+there by the local launcher, so the reconciler's DescribeTasks sees them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from squadron.adapters.dynamo_registry import TABLE_DEFINITION
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+PREFIX = "squadron-local"
+MAX_RECEIVE_COUNT = 5
+
+
+@dataclass(frozen=True)
+class LocalResources:
+    endpoint: str
+    queue_url: str
+    queue_arn: str
+    dead_letter_queue_url: str
+    table_name: str
+    webhook_secret_arn: str
+    private_key_arn: str
+    cluster_arn: str
+    task_definition_arn: str
+    subnets: tuple[str, ...]
+    security_groups: tuple[str, ...]
+
+
+def provision(endpoint: str, *, webhook_secret: str, private_key_pem: str) -> LocalResources:
+    """Create (or find) every resource on the moto server at ``endpoint``."""
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    dlq_url = sqs.create_queue(QueueName=f"{PREFIX}-events-dlq.fifo", Attributes={"FifoQueue": "true"})[
+        "QueueUrl"
+    ]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    queue_url = sqs.create_queue(
+        QueueName=f"{PREFIX}-events.fifo",
+        Attributes={
+            "FifoQueue": "true",
+            "VisibilityTimeout": "60",
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
+            ),
+        },
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+
+    dynamodb = boto3.client("dynamodb", endpoint_url=endpoint)
+    table = f"{PREFIX}-registry"
+    try:
+        dynamodb.create_table(TableName=table, **TABLE_DEFINITION)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceInUseException":
+            raise
+
+    secrets = boto3.client("secretsmanager", endpoint_url=endpoint)
+    webhook_arn = _secret(secrets, f"{PREFIX}/webhook-secret", webhook_secret)
+    key_arn = _secret(secrets, f"{PREFIX}/github-app-private-key", private_key_pem)
+
+    ec2 = boto3.client("ec2", endpoint_url=endpoint)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})  # awsvpc tasks need it
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName=f"{PREFIX}-agents-{vpc}", Description="agents", VpcId=vpc)[
+        "GroupId"
+    ]
+    ecs = boto3.client("ecs", endpoint_url=endpoint)
+    cluster = ecs.create_cluster(clusterName=PREFIX)["cluster"]["clusterArn"]
+    definition = ecs.register_task_definition(
+        family=f"{PREFIX}-agent",
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="1024",
+        memory="2048",
+        containerDefinitions=[{"name": "agent", "image": "squadron-agent:local", "memory": 2048}],
+    )["taskDefinition"]["taskDefinitionArn"]
+    return LocalResources(
+        endpoint,
+        queue_url,
+        queue_arn,
+        dlq_url,
+        table,
+        webhook_arn,
+        key_arn,
+        cluster,
+        definition,
+        (subnet,),
+        (group,),
+    )
+
+
+def _secret(client: Any, name: str, value: str) -> str:
+    try:
+        arn: str = client.create_secret(Name=name, SecretString=value)["ARN"]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceExistsException":
+            raise
+        arn = client.put_secret_value(SecretId=name, SecretString=value)["ARN"]
+    return arn
+
+
+class QueuePoller:
+    """What Lambda's SQS event source does: receive a batch, later delete what succeeded."""
+
+    def __init__(self, endpoint: str, queue_url: str) -> None:
+        self.queue_url = queue_url
+        self.client: SQSClient = boto3.client("sqs", endpoint_url=endpoint)
+
+    def receive(self, *, wait_seconds: int = 1, max_messages: int = 10) -> list[dict[str, Any]]:
+        answer = self.client.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=max_messages,
+            WaitTimeSeconds=wait_seconds,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        return [dict(message) for message in answer.get("Messages", [])]
+
+    def delete(self, receipt_handles: list[str]) -> None:
+        for handle in receipt_handles:
+            self.client.delete_message(QueueUrl=self.queue_url, ReceiptHandle=handle)
+
+    def depth(self, queue_url: str | None = None) -> int:
+        attributes = self.client.get_queue_attributes(
+            QueueUrl=queue_url or self.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"]
+        )

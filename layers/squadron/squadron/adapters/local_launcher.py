@@ -1,0 +1,104 @@
+"""Agent tasks as local processes: the :class:`~squadron.ports.TaskLauncher` port of the local stack.
+
+Each launch is first run on the ECS API stand-in (the moto server) with the
+launch token as client token, exactly as in AWS, so the task has an ARN the
+registry records and the reconciler can ask about; then ``python -m
+squadron.agent`` starts as a process with the same environment overrides an
+ECS task gets. When the process ends, its ECS task is stopped; stopping a task
+terminates its process group. ``shutdown`` leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_PURPOSE_ENV, LAUNCH_TOKEN_ENV, EcsTaskLauncher
+
+logger = logging.getLogger(__name__)
+
+
+class LocalLauncher:
+    def __init__(
+        self,
+        *,
+        ecs: EcsTaskLauncher,
+        env: Mapping[str, str],
+        log_dir: Path,
+        command: Sequence[str] = (sys.executable, "-m", "squadron.agent"),
+    ) -> None:
+        self.ecs = ecs
+        self.env = dict(env)
+        self.log_dir = log_dir
+        self.command = list(command)
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.exits: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._closing = False
+
+    def launch(self, agent_id: str, purpose: str, token: str) -> str:
+        arn = self.ecs.launch(agent_id, purpose, token)
+        with self._lock:
+            if self._closing:
+                raise RuntimeError("the local stack is shutting down")
+            running = self.processes.get(arn)
+            if running is not None and running.poll() is None:
+                return arn  # a retried launch with the same token: the same task
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = (self.log_dir / f"{agent_id}.log").open("ab")
+            env = {**self.env, AGENT_ID_ENV: agent_id, LAUNCH_PURPOSE_ENV: purpose, LAUNCH_TOKEN_ENV: token}
+            process = subprocess.Popen(  # noqa: S603 (our own agent command, fixed at construction)
+                self.command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            log.close()
+            self.processes[arn] = process
+        threading.Thread(target=self._watch, args=(arn, agent_id, process), daemon=True).start()
+        logger.info("agent %s: task %s started (%s)", agent_id, arn.rsplit("/", 1)[-1], purpose)
+        return arn
+
+    def _watch(self, arn: str, agent_id: str, process: subprocess.Popen[bytes]) -> None:
+        code = process.wait()
+        with self._lock:
+            self.exits[arn] = code
+        logger.info("agent %s: task %s exited with %s", agent_id, arn.rsplit("/", 1)[-1], code)
+        try:
+            self.ecs.stop(arn, f"the agent process exited with {code}")
+        except Exception:  # the stand-in may be gone when the stack shuts down
+            logger.debug("stopping %s on the ECS stand-in failed", arn, exc_info=True)
+
+    def stop(self, task_arn: str, reason: str) -> None:
+        with self._lock:
+            process = self.processes.get(task_arn)
+        if process is not None and process.poll() is None:
+            _terminate(process)
+        self.ecs.stop(task_arn, reason)
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return [arn for arn, process in self.processes.items() if process.poll() is None]
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        with self._lock:
+            self._closing = True
+            processes = list(self.processes.values())
+        for process in processes:
+            if process.poll() is None:
+                _terminate(process, timeout)
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM to the process group (the agent and its Copilot CLI), SIGKILL if it lingers."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout)
+    except ProcessLookupError:
+        return

@@ -1,0 +1,313 @@
+"""The local stack: the AWS shape on one machine, running the same handlers and agent host.
+
+- AWS: a moto server on loopback, provisioned like the CDK stack (events.fifo
+  with its DLQ, the registry table, the secrets, an ECS cluster).
+- Ingress: an HTTP endpoint that hands each request to the ingress Lambda
+  handler exactly as API Gateway would (payload format 2.0).
+- Router: a worker that long-polls events.fifo and invokes the router Lambda
+  handler with SQS-shaped batches, deleting only what succeeded (partial
+  batch failures honoured; a failed record comes back after its visibility
+  timeout and goes to the DLQ after five receives).
+- Reconciler: its Lambda handler on a timer.
+- Token vendor: its Lambda handler behind the Lambda Invoke API on loopback,
+  which agent processes reach through ``AWS_ENDPOINT_URL_LAMBDA``.
+- Agents: local processes (``python -m squadron.agent``) started by the local
+  launcher, with the real Copilot CLI talking to the scripted model.
+- GitHub: the sandbox (:mod:`squadron.local.sandbox`), whose webhooks go to
+  the ingress endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from squadron.adapters.ecs import EcsTaskLauncher
+from squadron.adapters.local_aws import LocalResources, QueuePoller, provision
+from squadron.adapters.local_launcher import LocalLauncher
+from squadron.local.examples import first_examples
+from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
+from squadron.local.model import LocalModel, Policy
+from squadron.local.sandbox import GitHubSandbox
+
+logger = logging.getLogger(__name__)
+
+APP_ID = 424242
+APP_SLUG = "squadron"
+INSTALLATION_ID = 77
+WEBHOOK_SECRET = "squadron-local-webhook-secret"  # noqa: S105 (the local sandbox's, on loopback)
+TOKENS_FUNCTION = "squadron-local-tokens"
+HUMANS = {"octo-human": "admin", "octo-maintainer": "admin", "alice": "write"}
+
+
+@dataclass
+class LocalOptions:
+    root: Path  # the repository (functions/, node_modules/, .squadron/)
+    state_dir: Path
+    repo: str = "octo/demo"
+    reconcile_seconds: float = 30.0
+    model_policy: Policy | None = None
+    #: Extra files of the sandbox repository (its .squadron comes from the repository's own).
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _private_key() -> str:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+
+
+class LocalStack:
+    def __init__(self, options: LocalOptions) -> None:
+        self.options = options
+        self.moto: Any = None
+        self.resources: LocalResources | None = None
+        self.sandbox: GitHubSandbox | None = None
+        self.model = LocalModel(options.model_policy)
+        self.launcher: LocalLauncher | None = None
+        self.endpoint_server: ThreadingHTTPServer | None = None
+        self.endpoint = ""
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.routed: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        #: The process environment before start (the in-process Lambdas read theirs from it).
+        self._saved_env: dict[str, str | None] = {}
+
+    # --- start ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer  # noqa: PLC0415 (only the local stack needs moto)
+
+        state = self.options.state_dir
+        state.mkdir(parents=True, exist_ok=True)
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.moto.start()
+        host, port = self.moto.get_host_and_port()
+        aws = f"http://{host}:{port}"
+        self._set_env(
+            {
+                "AWS_ACCESS_KEY_ID": "local",
+                "AWS_SECRET_ACCESS_KEY": "local",
+                "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": aws,
+            }
+        )
+        self.resources = provision(aws, webhook_secret=WEBHOOK_SECRET, private_key_pem=_private_key())
+        self._serve_endpoint()
+        self.sandbox = GitHubSandbox(
+            state / "github",
+            app_id=APP_ID,
+            app_slug=APP_SLUG,
+            installation_id=INSTALLATION_ID,
+            webhook_url=f"{self.endpoint}/webhook",
+            webhook_secret=WEBHOOK_SECRET,
+            examples=first_examples(),
+        )
+        self.sandbox.add_repository(self.options.repo, self._seed_files(), permissions=HUMANS)
+        github_url = self.sandbox.start()
+        model_url = self.model.start()
+        self._set_env(self._lambda_env(github_url))
+        self.launcher = LocalLauncher(
+            ecs=EcsTaskLauncher(
+                cluster=self.resources.cluster_arn,
+                task_definition=self.resources.task_definition_arn,
+                container_name="agent",
+                subnets=self.resources.subnets,
+                security_groups=self.resources.security_groups,
+            ),
+            env=self._agent_env(github_url, model_url),
+            log_dir=state / "logs",
+        )
+        self._loop(self._route_forever)
+        self._loop(self._reconcile_forever)
+
+    def _set_env(self, values: dict[str, str]) -> None:
+        for name, value in values.items():
+            self._saved_env.setdefault(name, os.environ.get(name))
+            os.environ[name] = value
+
+    def _seed_files(self) -> dict[str, str]:
+        files = {"README.md": f"# {self.options.repo}\n\nThe local stack's demo repository.\n"}
+        squadron = self.options.root / ".squadron"
+        for path in sorted(squadron.rglob("*")):
+            if path.is_file() and "schemas" not in path.parts:
+                files[str(path.relative_to(self.options.root))] = path.read_text(encoding="utf-8")
+        files.update(self.options.files)
+        return files
+
+    def _lambda_env(self, github_url: str) -> dict[str, str]:
+        assert self.resources is not None
+        r = self.resources
+        return {
+            "EVENTS_QUEUE_URL": r.queue_url,
+            "WEBHOOK_SECRET_ARN": r.webhook_secret_arn,
+            "GITHUB_APP_ID": str(APP_ID),
+            "GITHUB_APP_SLUG": APP_SLUG,
+            "GITHUB_PRIVATE_KEY_SECRET_ARN": r.private_key_arn,
+            "GITHUB_API_URL": github_url,
+            "REGISTRY_TABLE_NAME": r.table_name,
+            "AGENT_CLUSTER": r.cluster_arn,
+            "AGENT_TASK_DEFINITION": r.task_definition_arn,
+            "AGENT_CONTAINER_NAME": "agent",
+            "AGENT_SUBNETS": ",".join(r.subnets),
+            "AGENT_SECURITY_GROUPS": ",".join(r.security_groups),
+            "POLICY_TTL_SECONDS": "5",
+            "CONFIG_TTL_SECONDS": "5",
+            "POWERTOOLS_SERVICE_NAME": "squadron-local",
+            "POWERTOOLS_METRICS_NAMESPACE": "SquadronLocal",
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+        }
+
+    def _agent_env(self, github_url: str, model_url: str) -> dict[str, str]:
+        assert self.resources is not None and self.sandbox is not None
+        root, state = self.options.root, self.options.state_dir
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(state / "home"),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self.resources.endpoint,
+            "AWS_ENDPOINT_URL_LAMBDA": self.endpoint,
+            "REGISTRY_TABLE_NAME": self.resources.table_name,
+            "EVENTS_QUEUE_URL": self.resources.queue_url,
+            "TOKEN_VENDOR_FUNCTION": TOKENS_FUNCTION,
+            "COPILOT_HOME": str(state / "sessions"),
+            "COPILOT_CLI_PATH": str(root / "node_modules" / "@github" / "copilot-linux-x64" / "copilot"),
+            "XDG_CACHE_HOME": str(root / "tests" / ".cache" / "copilot-xdg"),
+            "GITHUB_API_URL": github_url,
+            "GIT_REMOTE_TEMPLATE": str(self.sandbox.root / "git" / "{repo}.git"),
+            "SQUADRON_WORKSPACE": str(state / "work"),
+            "SQUADRON_MODEL_URL": model_url + "/",
+            "TURN_TIMEOUT_SECONDS": "300",
+        }
+
+    # --- the loopback endpoint: API Gateway for the ingress, Lambda Invoke for the token vendor --
+
+    def _serve_endpoint(self) -> None:
+        stack = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                if self.path == "/webhook":
+                    status, answer, headers = stack._ingress(dict(self.headers), body)
+                elif self.path.startswith("/2015-03-31/functions/") and self.path.endswith("/invocations"):
+                    name = self.path.split("/")[3]
+                    status, answer, headers = stack._invoke(name, body)
+                else:
+                    status, answer, headers = 404, json.dumps({"message": "Not Found"}).encode(), {}
+                self.send_response(status)
+                for key, value in {"content-type": "application/json", **headers}.items():
+                    self.send_header(key, value)
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+        self.endpoint_server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint_server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self.endpoint_server.server_address[1]}"
+        threading.Thread(target=self.endpoint_server.serve_forever, daemon=True).start()
+
+    def _handler(self, name: str) -> Any:
+        return load_handler(self.options.root, name)
+
+    def _ingress(self, headers: dict[str, str], body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        response = self._handler("ingress").handler(http_api_event(body, headers), FakeLambdaContext())
+        return int(response["statusCode"]), str(response.get("body") or "").encode(), {}
+
+    def _invoke(self, name: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
+        if name != TOKENS_FUNCTION:
+            return 404, json.dumps({"Message": f"Function not found: {name}"}).encode(), {}
+        try:
+            answer = self._handler("tokens").handler(json.loads(body or b"{}"), FakeLambdaContext())
+        except Exception as exc:  # as Lambda reports an unhandled error
+            return 200, json.dumps({"errorMessage": str(exc)}).encode(), {"x-amz-function-error": "Unhandled"}
+        return 200, json.dumps(answer).encode(), {}
+
+    # --- workers -------------------------------------------------------------------------------
+
+    def _loop(self, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _route_forever(self) -> None:
+        assert self.resources is not None
+        poller = QueuePoller(self.resources.endpoint, self.resources.queue_url)
+        router = self._handler("router")
+        # Agent tasks are local processes: the router's launcher is the local launcher.
+        router.runtime().dispatcher.service.launcher = self.launcher
+        while not self._stop.is_set():
+            try:
+                messages = poller.receive(wait_seconds=1)
+                if not messages:
+                    continue
+                result = router.handler(
+                    sqs_lambda_event(messages, self.resources.queue_arn), FakeLambdaContext()
+                )
+                failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+                poller.delete([m["ReceiptHandle"] for m in messages if m["MessageId"] not in failed])
+                self.routed.extend(
+                    {"id": m["MessageId"], "failed": m["MessageId"] in failed} for m in messages
+                )
+            except Exception as exc:  # the batch comes back after its visibility timeout
+                self.errors.append(f"router: {exc}")
+                logger.exception("router batch failed")
+                time.sleep(1)
+
+    def _reconcile_forever(self) -> None:
+        while not self._stop.wait(self.options.reconcile_seconds):
+            self.reconcile()
+
+    def reconcile(self) -> dict[str, Any]:
+        try:
+            summary: dict[str, Any] = self._handler("reconciler").handler({}, FakeLambdaContext())
+        except Exception as exc:
+            self.errors.append(f"reconciler: {exc}")
+            logger.exception("reconciler run failed")
+            return {}
+        return summary
+
+    # --- stop ----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        if self.launcher is not None:
+            self.launcher.shutdown()
+        if self.sandbox is not None:
+            self.sandbox.stop()
+        self.model.stop()
+        if self.endpoint_server is not None:
+            self.endpoint_server.shutdown()
+            self.endpoint_server.server_close()
+        if self.moto is not None:
+            self.moto.stop()
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        for name in ("ingress", "router", "tokens", "reconciler"):
+            sys.modules.pop(f"{name}_handler", None)  # wired to this stack: the next one loads its own

@@ -1,0 +1,108 @@
+"""The local stack end to end: a human opens an issue in the GitHub sandbox; the webhook goes
+through the ingress handler, events.fifo (moto), the router handler; the PM agent runs as a local
+process through the real Copilot CLI against the local model, reads the event and goes idle."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.local.stack import LocalOptions, LocalStack
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def eventually(check: Callable[[], object], what: str, timeout: float = 90.0) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    local = LocalStack(LocalOptions(root=ROOT, state_dir=tmp_path / "state", reconcile_seconds=3600))
+    local.start()
+    try:
+        yield local
+    finally:
+        local.stop()
+        assert local.launcher is not None and local.launcher.running() == []  # no orphan agent
+
+
+def test_an_issue_reaches_the_pm_which_runs_as_a_local_process(stack: LocalStack) -> None:
+    assert stack.sandbox is not None and stack.resources is not None
+    opened = httpx.post(
+        f"{stack.sandbox.base_url}/repos/octo/demo/issues",
+        json={"title": "Export API", "body": "CSV export, please."},
+        headers={"authorization": "token human:octo-human"},
+    )
+    assert opened.status_code == 201, opened.text
+    registry = DynamoRegistry(stack.resources.table_name)
+
+    def pm() -> AgentRecord | None:
+        return registry.get_agent("1-pm")
+
+    eventually(pm, "the router to create the PM")
+    eventually(lambda: stack.launcher is not None and stack.launcher.exits, "the PM process to finish")
+    agent = pm()
+    assert agent is not None
+    assert (agent.status, agent.task_arn) == (AgentStatus.ACTIVE, None), stack.errors  # idle
+    assert registry.pending_inbox("1-pm") == []  # it read the issue_opened item
+    assert stack.launcher is not None and list(stack.launcher.exits.values()) == [0]
+    asked = stack.model.requests
+    assert any(
+        "Export API" in str(m.get("content")) for r in asked for m in r["messages"] if m.get("role") == "tool"
+    )
+    assert stack.errors == []
+
+
+def test_squadron_local_runs_until_interrupted_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "squadron.cli", "local", "--state", str(tmp_path / "state")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("  GitHub sandbox"):
+            sandbox = line.split()[2]
+            break
+    opened = httpx.post(
+        f"{sandbox}/repos/octo/demo/issues",
+        json={"title": "Hello", "body": "from the e2e test"},
+        headers={"authorization": "token human:octo-human"},
+    )
+    assert opened.status_code == 201
+    log = tmp_path / "state" / "logs" / "1-pm.log"
+    eventually(lambda: log.exists() and '"outcome": "idle"' in log.read_text(), "the PM to run and go idle")
+    process.send_signal(signal.SIGINT)
+    rest, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, "".join(lines) + rest
+    assert "stopped; no agent process left running" in rest
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert leftovers == []

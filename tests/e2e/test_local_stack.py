@@ -102,7 +102,47 @@ def test_squadron_local_runs_until_interrupted_and_leaves_nothing_behind(tmp_pat
     rest, _ = process.communicate(timeout=60)
     assert process.returncode == 0, "".join(lines) + rest
     assert "stopped; no agent process left running" in rest
+    # What happened is printed as it happens; the Lambdas' JSON logs went to their file.
+    assert "github: issues.opened #1 by octo-human" in rest and "agent 1-pm: CREATED -> ACTIVE" in rest
+    assert '"level"' not in rest
+    assert '"message":"webhook accepted"' in (tmp_path / "state" / "logs" / "lambdas.log").read_text()
     leftovers = subprocess.run(
         ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True, check=False
     ).stdout.split()
     assert leftovers == []
+
+
+def test_the_demo_scenario_completes_through_every_part_of_the_system(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "squadron.cli",
+            "local",
+            "--demo",
+            "--exit",
+            "--state",
+            str(tmp_path / "state"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    said = done.stdout
+    for step in (
+        "octo-human opened #1",
+        "the PM triaged #1",
+        "feat-dev-1 filed #2",
+        "feat-dev-1 woke with its earlier conversation and opened PR #3",
+        "pr-review read the diff, reviewed it and posted squadron/pr-review = success",
+        "squadron merged PR #3",
+        "demo: the scenario completed",
+        "stopped; no agent process left running",
+    ):
+        assert step in said, said
+    assert "agent 1-1-feat-dev: ACTIVE -> SLEEPING (blocked by #2)" in said

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +118,12 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reconcile-seconds", type=float, default=30.0, help="the reconciler's period (default: 30 s)"
     )
+    parser.add_argument("--demo", action="store_true", help="play the demo scenario and print its timeline")
+    parser.add_argument(
+        "--exit",
+        action="store_true",
+        help="with --demo: stop afterwards; exit 0 when the scenario completed, 1 naming the stuck step",
+    )
     parser.add_argument("--root", default=".", help=argparse.SUPPRESS)
 
 
@@ -124,6 +131,8 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     import signal  # noqa: PLC0415 (the other commands start without the local stack)
     import threading  # noqa: PLC0415
 
+    from squadron.local import demo  # noqa: PLC0415
+    from squadron.local.feed import stack_feed  # noqa: PLC0415
     from squadron.local.stack import LocalOptions, LocalStack  # noqa: PLC0415
 
     root = Path(args.root).resolve()
@@ -136,6 +145,8 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
             state_dir=Path(args.state).resolve(),
             repo=args.repo,
             reconcile_seconds=args.reconcile_seconds,
+            model_policy=demo.demo_policy if args.demo else None,
+            files={".squadron/workflows/approval-flows.yaml": demo.DEMO_FLOWS} if args.demo else {},
         )
     )
     stopping = threading.Event()
@@ -150,17 +161,33 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
         f"  webhook endpoint {stack.endpoint}/webhook\n"
         f"  AWS (moto)       {stack.resources.endpoint}\n"
         f"  model            {stack.model.base_url}\n"
-        f"  state and logs   {args.state}\n"
-        "Not yet: GitHub App credentials for real GitHub, and `--demo`; see the README.\n"
+        f"  state            {args.state}\n"
+        f"  logs             {Path(args.state) / 'logs'} (lambdas.log: the Lambdas' JSON logs;\n"
+        "                   <agent id>.log: each agent task's output)\n"
+        "Not yet: GitHub App credentials for real GitHub (the sandbox stands in); see the README.\n"
     )
     out.flush()
+    status = EXIT_OK
+    feed = stack_feed(stack)
     try:
-        stopping.wait()
+        if args.demo:
+            try:
+                demo.play(stack, out, feed=feed)
+                out.write("demo: the scenario completed\n")
+            except demo.DemoStuck as exc:
+                out.write(f"demo: {exc}\n")
+                status = EXIT_PROBLEMS
+            if args.exit:
+                return status
+        while not stopping.wait(0.5):
+            for line in feed.poll():
+                out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+            out.flush()
     finally:
         out.write("stopping...\n")
         stack.stop()
         out.write("stopped; no agent process left running\n")
-    return EXIT_OK
+    return status
 
 
 # --- branch-protection -------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Session state lives under ``home`` (``COPILOT_HOME``; EFS in ECS), so a session
 created by one task is resumed by the next. Resuming re-supplies everything the
-CLI does not persist: provider, tools, hooks, permission handler. The model is
+CLI does not persist: provider, tools, hooks, permission handler, and the
+appended system message (the role's definition). The model is
 always offered an explicit ``available_tools`` list.
 """
 
@@ -100,11 +101,12 @@ class CopilotRuntime:
                 options["working_directory"] = request.working_directory
             if request.provider is not None:
                 options["provider"] = dict(request.provider)
+            # Append: the CLI keeps its own guardrails; the role definition comes after them. It is
+            # not persisted with the session, so a resume supplies it again like tools and hooks.
+            options["system_message"] = {"mode": "append", "content": request.system_prompt}
             if request.resume:
                 session = await client.resume_session(request.session_id, **options)
             else:
-                # Append: the CLI keeps its own guardrails; the role definition comes after them.
-                options["system_message"] = {"mode": "append", "content": request.system_prompt}
                 session = await client.create_session(session_id=request.session_id, **options)
             unsubscribe = session.on(_turn_counter(request.on_turn)) if request.on_turn else None
             replies: list[str] = []

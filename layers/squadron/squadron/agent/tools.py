@@ -26,6 +26,9 @@ from squadron.domain.events import EventEnvelope, RegisterBlocker, build_envelop
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, CallerKind, PermissionDeniedError, check
 from squadron.ports import EventQueue
 
+#: The review state a verdict stands for (what the router records and tells the dev agent).
+_REVIEW_STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
+
 #: The most diff text read_pull_request hands the model; the rest is read from the checkout.
 PATCH_BUDGET = 60_000
 
@@ -525,18 +528,24 @@ class FrameworkTools:
         if isinstance(pr, str):
             return pr
         sha = str(pr.get("head", {}).get("sha") or "") or None
-        review = self.github.create_review(int(pr["number"]), params.event, params.body, commit_id=sha)
+        event, body, note = params.event, params.body, ""
+        if event != "COMMENT" and (pr.get("user") or {}).get("login") == self.repo_config.bot_login:
+            # GitHub refuses an approval or change request on the App's own pull request: the
+            # verdict is a comment-review, and the squadron/<role> status carries it to the gate.
+            event, body = "COMMENT", f"**{params.event.replace('_', ' ').title()}**: {params.body}"
+            note = " as a comment (GitHub does not let the App approve its own PR); post_status carries the verdict"
+        review = self.github.create_review(int(pr["number"]), event, body, commit_id=sha)
         # The App's own review webhook is dropped at the ingress: tell the router (the dev agent
         # hears of requested changes, and the merge gate judges the PR again).
         self.queue.send(
             self._echo(
                 "pull_request_review",
                 "submitted",
-                {"review": review, "pull_request": pr},
+                {"review": {**review, "state": _REVIEW_STATES[params.event]}, "pull_request": pr},
                 f"review-{review.get('id')}",
             )
         )
-        return f"Review {review.get('id')} submitted on PR #{pr['number']} ({params.event})."
+        return f"Review {review.get('id')} submitted on PR #{pr['number']} ({params.event}){note}."
 
     def post_status(self, params: PostStatus) -> str:
         context = f"squadron/{self.agent.role}"

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from squadron.adapters.ecs import EcsTaskLauncher
 from squadron.adapters.local_aws import LocalResources, QueuePoller, provision
@@ -46,6 +46,7 @@ APP_SLUG = "squadron"
 INSTALLATION_ID = 77
 WEBHOOK_SECRET = "squadron-local-webhook-secret"  # noqa: S105 (the local sandbox's, on loopback)
 TOKENS_FUNCTION = "squadron-local-tokens"
+LAMBDA_SERVICE = "squadron-local"  # the Powertools service name of the in-process Lambdas
 HUMANS = {"octo-human": "admin", "octo-maintainer": "admin", "alice": "write"}
 
 
@@ -86,6 +87,9 @@ class LocalStack:
         self.errors: list[str] = []
         #: The process environment before start (the in-process Lambdas read theirs from it).
         self._saved_env: dict[str, str | None] = {}
+        self._log_file: TextIO | None = None
+        self._log_handler: logging.Handler | None = None
+        self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
 
     # --- start ---------------------------------------------------------------------------------
 
@@ -94,6 +98,7 @@ class LocalStack:
 
         state = self.options.state_dir
         state.mkdir(parents=True, exist_ok=True)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the moto server's request log
         self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.moto.start()
         host, port = self.moto.get_host_and_port()
@@ -121,6 +126,11 @@ class LocalStack:
         github_url = self.sandbox.start()
         model_url = self.model.start()
         self._set_env(self._lambda_env(github_url))
+        for name in ("ingress", "router", "tokens", "reconciler"):
+            # Imported once here, not by whichever thread needs one first: importing the same
+            # package from two threads at once can see it half-initialised.
+            self._handler(name)
+        self._log_to(state / "logs" / "lambdas.log")
         self.launcher = LocalLauncher(
             ecs=EcsTaskLauncher(
                 cluster=self.resources.cluster_arn,
@@ -134,6 +144,20 @@ class LocalStack:
         )
         self._loop(self._route_forever)
         self._loop(self._reconcile_forever)
+
+    def _log_to(self, path: Path) -> None:
+        """The Lambdas' JSON logs and the shell's own into one file, not over the terminal."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = path.open("a", encoding="utf-8")
+        for handler in logging.getLogger(LAMBDA_SERVICE).handlers:  # Powertools' (JSON) handler
+            if isinstance(handler, logging.StreamHandler):
+                self._redirected.append((handler, handler.setStream(self._log_file)))
+        self._log_handler = logging.StreamHandler(self._log_file)
+        self._log_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        package = logging.getLogger("squadron")
+        package.addHandler(self._log_handler)
+        package.setLevel(logging.INFO)
+        package.propagate = False
 
     def _set_env(self, values: dict[str, str]) -> None:
         for name, value in values.items():
@@ -167,7 +191,7 @@ class LocalStack:
             "AGENT_SECURITY_GROUPS": ",".join(r.security_groups),
             "POLICY_TTL_SECONDS": "5",
             "CONFIG_TTL_SECONDS": "5",
-            "POWERTOOLS_SERVICE_NAME": "squadron-local",
+            "POWERTOOLS_SERVICE_NAME": LAMBDA_SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": "SquadronLocal",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_DISABLED": "true",
@@ -309,5 +333,14 @@ class LocalStack:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        if self._log_handler is not None:
+            package = logging.getLogger("squadron")
+            package.removeHandler(self._log_handler)
+            package.propagate = True
+        for handler, stream in self._redirected:
+            handler.setStream(stream)
+        self._redirected.clear()
+        if self._log_file is not None:
+            self._log_file.close()
         for name in ("ingress", "router", "tokens", "reconciler"):
             sys.modules.pop(f"{name}_handler", None)  # wired to this stack: the next one loads its own

@@ -1,0 +1,256 @@
+"""`squadron local --demo`: one issue's whole life, played against the GitHub sandbox.
+
+A human opens an issue; the PM agent labels it and assigns it to a feature
+developer; the dev agent finds it needs another change first, files that as
+a blocker issue and sleeps; a human fixes and closes the blocker; the dev
+agent wakes with its earlier conversation, writes the code in its working
+copy, opens a pull request; the review agent reads the diff, approves and
+posts its status; CI passes; the approval flow is met, the merge gate merges
+and the issue closes. Every agent runs through the real Copilot CLI and the
+real framework tools; only the model's answers are scripted
+(:func:`demo_policy`), keyed on the role in the system prompt and on what the
+conversation already holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from squadron.local.feed import Feed, stack_feed
+from squadron.local.model import Json, Turn, calls_since_prompt, offered
+
+#: The demo repository's approval flow: an agent review and CI, then the gate merges.
+DEMO_FLOWS = """\
+version: 1
+default:
+  required_reviews:
+    - role: agent:pr-review
+  required_status_checks: [ci]
+  merge_policy: {method: squash, auto_merge: true, require_ci_pass: true, delete_branch: true}
+"""
+HUMAN = "octo-human"
+ISSUE_TITLE = "Export the registry as CSV"
+BLOCKER_TITLE = "Add a registry listing API"
+
+
+def _role(request: Json) -> str:
+    """The role whose definition the system prompt ends with (the CLI's own prompt comes first)."""
+    system = "\n".join(
+        _text(m.get("content"))
+        for m in request.get("messages", [])
+        if m.get("role") in ("system", "developer")
+    )
+    found = re.findall(r"# Agent: ([a-z0-9-]+)", system)
+    return found[-1] if found else ""
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # content parts
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def _tool_results(request: Json) -> str:
+    return "\n".join(_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "tool")
+
+
+def _last_prompt(request: Json) -> str:
+    users = [_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "user"]
+    return users[-1] if users else ""
+
+
+def demo_policy(request: Json) -> Turn | None:
+    """The demo's model: what each role does next, from the conversation so far."""
+    role, done, tools = _role(request), calls_since_prompt(request), offered(request)
+    if "circuit breaker" in _last_prompt(request):
+        return "Summary: stopped by a circuit breaker."
+    if role == "pm":
+        return _pm(request, done)
+    if role == "feat-dev":
+        return _dev(request, done)
+    if role in ("pr-review", "security-review"):
+        steps: list[Turn] = [
+            ("read_pull_request", {}),
+            ("submit_review", {"event": "APPROVE", "body": "Read the diff: the export is small and tested."}),
+            ("post_status", {"state": "success", "description": "approved"}),
+            ("report_complete", {"summary": "Approved."}),
+        ]
+        return _next(steps, done, tools)
+    return None
+
+
+def _next(steps: list[Turn], done: list[str], tools: set[str]) -> Turn:
+    for step in steps[len(done) :]:
+        if isinstance(step, str) or step[0] in tools or step[0] in ("bash", "create", "view"):
+            return step
+    return "Done."
+
+
+def _pm(request: Json, done: list[str]) -> Turn:
+    if not done:
+        return ("check_for_events", {})
+    events = _tool_results(request)
+    opened = re.findall(r"#(\d+) opened by ([\w\[\]-]+): (.*)", events)
+    human = [(int(n), title) for n, who, title in opened if who == HUMAN]
+    filed = [int(n) for n, who, _ in opened if who != HUMAN]
+    plan: list[Turn] = [("check_for_events", {})]
+    for number, _title in human:
+        plan += [
+            ("label_issue", {"number": number, "labels": ["feature"]}),
+            ("assign_issue", {"number": number, "role": "feat-dev"}),
+            ("comment", {"number": number, "body": "Triage: a feature; feat-dev takes it."}),
+        ]
+    for number in filed:
+        plan.append(
+            ("comment", {"number": number, "body": "A blocker filed by an agent: a human takes this one."})
+        )
+    plan.append(("report_complete", {"summary": "Triaged the new issues."}))
+    return plan[len(done)] if len(done) < len(plan) else "Triage done."
+
+
+def _dev(request: Json, done: list[str]) -> Turn:
+    woken = "woken because" in _last_prompt(request)
+    if not woken:
+        plan: list[Turn] = [
+            ("check_for_events", {}),
+            (
+                "create_blocker_issue",
+                {
+                    "title": BLOCKER_TITLE,
+                    "body": "The CSV export needs an API that lists the registry's agents.",
+                    "reason": "the export reads its rows from that API",
+                },
+            ),
+            "Blocked on the listing API; sleeping until it is closed.",
+        ]
+    else:
+        plan = [
+            ("check_for_events", {}),
+            (
+                "bash",
+                {
+                    "command": 'printf \'def export(rows):\\n    return "\\\\n".join(",".join(r) for r in rows)\\n\' > export.py',
+                    "description": "write the export",
+                },
+            ),
+            ("open_pr", {"title": ISSUE_TITLE, "body": "Closes #1. Adds export.py; tested by hand."}),
+            ("report_complete", {"summary": "Opened the pull request for the CSV export."}),
+            "PR open.",
+        ]
+    return plan[len(done)] if len(done) < len(plan) else "Done."
+
+
+@dataclass
+class Timeline:
+    out: TextIO
+    started: float = field(default_factory=time.monotonic)
+    lines: list[str] = field(default_factory=list)
+
+    def say(self, text: str) -> None:
+        line = f"[{time.monotonic() - self.started:6.1f}s] {text}"
+        self.lines.append(line)
+        self.out.write(line + "\n")
+        self.out.flush()
+
+
+class DemoStuck(Exception):
+    """The scenario did not reach a step in time; the message names it."""
+
+
+def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | None = None) -> Timeline:
+    """Run the scenario on a started :class:`~squadron.local.stack.LocalStack`; raise DemoStuck."""
+    timeline = Timeline(out)
+    base = stack.sandbox.base_url
+    repo = stack.options.repo
+
+    def api(method: str, path: str, who: str, **body: Any) -> Any:
+        request = urllib.request.Request(  # noqa: S310 (the sandbox on loopback)
+            f"{base}/repos/{repo}{path}",
+            data=json.dumps(body).encode() if body else None,
+            method=method,
+            headers={"authorization": f"token human:{who}", "content-type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+                content = answer.read()
+        except urllib.error.HTTPError as exc:
+            raise DemoStuck(f"{method} {path} as {who}: {exc.code} {exc.read().decode()}") from exc
+        return json.loads(content) if content else None
+
+    feed = feed or stack_feed(stack)
+
+    def wait(what: str, check: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + step_timeout
+        while time.monotonic() < deadline:
+            for line in feed.poll():
+                timeline.say(f"  {line}")
+            value = check()
+            if value:
+                return value
+            if stack.errors:
+                raise DemoStuck(f"{what}: the stack failed: {stack.errors[-1]}")
+            time.sleep(0.25)
+        raise DemoStuck(f"stuck waiting for: {what}")
+
+    issue = api(
+        "POST", "/issues", HUMAN, title=ISSUE_TITLE, body="Operators want the registry as a CSV file."
+    )
+    timeline.say(f"{HUMAN} opened #{issue['number']}: {ISSUE_TITLE}")
+    wait(
+        "the PM to assign the issue",
+        lambda: any(a["login"] == "squadron[bot]" for a in api("GET", "/issues/1", HUMAN)["assignees"]),
+    )
+    timeline.say("the PM triaged #1 (label feature) and assigned it to feat-dev")
+    blocker = wait(
+        "the dev agent to file a blocker",
+        lambda: next(
+            (i for n, i in stack.sandbox.repos[repo].issues.items() if i["title"] == BLOCKER_TITLE), None
+        ),
+    )
+    wait("the dev agent to sleep", lambda: _agent_status(stack, "1-1-feat-dev") == "SLEEPING")
+    timeline.say(f"feat-dev-1 filed #{blocker['number']} ({BLOCKER_TITLE}) and sleeps on it")
+    api("PATCH", f"/issues/{blocker['number']}", HUMAN, state="closed")
+    timeline.say(f"{HUMAN} fixed and closed #{blocker['number']}")
+    pr = wait(
+        "the woken dev agent to open a pull request",
+        lambda: next(iter(stack.sandbox.repos[repo].pulls.values()), None),
+    )
+    timeline.say(f"feat-dev-1 woke with its earlier conversation and opened PR #{pr['number']}")
+    wait(
+        "the review agent's status",
+        lambda: any(
+            s["context"] == "squadron/pr-review"
+            for s in stack.sandbox.repos[repo].statuses.get(pr["head"]["sha"], [])
+        ),
+    )
+    timeline.say("pr-review read the diff, reviewed it and posted squadron/pr-review = success")
+    api(
+        "POST",
+        "/check-runs",
+        "ci-bot",
+        name="ci",
+        head_sha=pr["head"]["sha"],
+        status="completed",
+        conclusion="success",
+    )
+    timeline.say("CI passed")
+    wait("the merge gate to merge", lambda: stack.sandbox.repos[repo].pulls[pr["number"]]["merged"])
+    timeline.say(f"the approval flow is met: squadron merged PR #{pr['number']}")
+    wait("issue #1 to close", lambda: stack.sandbox.repos[repo].issues[1]["state"] == "closed")
+    wait("the dev agent to complete", lambda: _agent_status(stack, "1-1-feat-dev") == "COMPLETED")
+    timeline.say("#1 is closed and feat-dev-1 completed: the scenario is complete")
+    return timeline
+
+
+def _agent_status(stack: Any, agent_id: str) -> str | None:
+    from squadron.adapters.dynamo_registry import DynamoRegistry  # noqa: PLC0415
+
+    agent = DynamoRegistry(stack.resources.table_name).get_agent(agent_id)
+    return str(agent.status) if agent is not None else None

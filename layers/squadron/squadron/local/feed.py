@@ -1,0 +1,69 @@
+"""What the local stack is doing, as lines a person can follow.
+
+The feed watches two things the way an operator would: the webhooks GitHub (the sandbox) sent,
+and the agents' records in the registry. Each poll yields the lines that are new since the last
+one: a delivery (``issues.opened #1 by octo-human``) or an agent's change of status
+(``agent 1-1-feat-dev: SLEEPING -> ACTIVE``). The Lambdas' own JSON logs go to a file in the
+state directory; the feed is what ``squadron local`` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from squadron.domain.agents import AgentRecord, AgentStatus
+
+
+def describe_delivery(event: str, action: str | None, payload: dict[str, Any]) -> str:
+    """One webhook in words: ``pull_request.opened #3 by squadron[bot]``."""
+    subject = payload.get("issue") or payload.get("pull_request") or {}
+    number = f" #{subject.get('number')}" if subject.get("number") else ""
+    who = (payload.get("sender") or {}).get("login")
+    return f"{event}{f'.{action}' if action else ''}{number} by {who}"
+
+
+def describe_agent(agent: AgentRecord, before: AgentStatus | None) -> str:
+    """One agent's change in words, with what it waits on when it sleeps."""
+    change = f"{before} -> {agent.status}" if before is not None else f"{agent.status}"
+    extra = ""
+    if agent.status is AgentStatus.SLEEPING and agent.blocked_by:
+        extra = " (blocked by " + ", ".join(f"#{n}" for n in sorted(agent.blocked_by)) + ")"
+    elif agent.pr_number is not None and agent.status is not AgentStatus.CREATED:
+        extra = f" (PR #{agent.pr_number})"
+    return f"agent {agent.agent_id}: {change}{extra}"
+
+
+@dataclass
+class Feed:
+    """Polls the sandbox's deliveries and the registry; :meth:`poll` returns the new lines."""
+
+    deliveries: Callable[[], list[Any]]
+    agents: Callable[[], Iterable[AgentRecord]]
+    _seen_deliveries: int = 0
+    _statuses: dict[str, AgentStatus] = field(default_factory=dict)
+
+    def poll(self) -> list[str]:
+        lines: list[str] = []
+        new = self.deliveries()[self._seen_deliveries :]
+        self._seen_deliveries += len(new)
+        lines += [f"github: {describe_delivery(d.event, d.action, d.payload)}" for d in new]
+        for agent in sorted(self.agents(), key=lambda a: (a.updated_at, a.agent_id)):
+            before = self._statuses.get(agent.agent_id)
+            if before is not agent.status:
+                self._statuses[agent.agent_id] = agent.status
+                lines.append(describe_agent(agent, before))
+        return lines
+
+
+def stack_feed(stack: Any) -> Feed:
+    """The feed of a started :class:`~squadron.local.stack.LocalStack`."""
+    from squadron.adapters.dynamo_registry import DynamoRegistry  # noqa: PLC0415
+
+    registry = DynamoRegistry(stack.resources.table_name)
+
+    def agents() -> list[AgentRecord]:
+        return [a for status in AgentStatus for a in registry.agents_with_status(status)]
+
+    return Feed(deliveries=lambda: list(stack.sandbox.deliveries), agents=agents)

@@ -244,6 +244,32 @@ def test_the_app_lists_and_redelivers_its_deliveries(sandbox: Sandbox) -> None:
     assert guids == {1}
 
 
+@pytest.mark.parametrize(
+    ("fault", "sent", "listed"),
+    [
+        (None, 1, [("issues", 202)]),
+        ("duplicate", 2, [("issues", 202)]),
+        ("fail", 0, [("issues", 502)]),  # GitHub recorded a failure: the App may redeliver it
+        ("lose", 0, []),  # GitHub never sent it and does not list it
+    ],
+)
+def test_faults_a_test_injects_into_deliveries(
+    sandbox: Sandbox, fault: str | None, sent: int, listed: list[tuple[str, int]]
+) -> None:
+    sandbox.github.fault = lambda delivery: fault  # type: ignore[assignment,return-value]
+    sandbox.client("alice").create_issue("One", "x")
+    sandbox.settle()
+    (delivery,) = sandbox.github.deliveries
+    assert (delivery.attempts, len(sandbox.receiver.raw)) == (sent, sent)
+    app = GitHubAppClient(
+        http=sandbox.http, jwt=sandbox.app.jwt, app_id=APP.app_id, caller=Caller.framework()
+    )
+    assert [(d["event"], d["status_code"]) for d in app.list_deliveries()] == listed
+    if fault == "lose":
+        with pytest.raises(GitHubError, match="Not Found"):
+            app.redeliver(delivery.id)
+
+
 def test_contents_and_permissions(sandbox: Sandbox) -> None:
     bot = sandbox.client()
     assert bot.read_file(".squadron/config.yaml", "main") == "version: 1\n"

@@ -8,8 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -17,33 +15,10 @@ import pytest
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.domain.agents import AgentRecord, AgentStatus
-from squadron.local.stack import LocalOptions, LocalStack
+from squadron.local.stack import LocalStack
+from tests.e2e.conftest import ROOT, eventually
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def eventually(check: Callable[[], object], what: str, timeout: float = 90.0) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
-    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    local = LocalStack(LocalOptions(root=ROOT, state_dir=tmp_path / "state", reconcile_seconds=3600))
-    local.start()
-    try:
-        yield local
-    finally:
-        local.stop()
-        assert local.launcher is not None and local.launcher.running() == []  # no orphan agent
 
 
 def test_an_issue_reaches_the_pm_which_runs_as_a_local_process(stack: LocalStack) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Literal
 
 import pytest
 
-from squadron.domain.agents import AgentStatus
+from squadron.domain.agents import AgentStatus, ConflictError
 from squadron.domain.routing import RoutingPolicy
 from tests.support.events import recover
 from tests.support.world import World
@@ -136,3 +137,15 @@ def test_the_escalation_explains_and_notifies() -> None:
     assert issue["assignees"] == ("octo-maintainer",) and issue["labels"] == ("needs-human",)
     agent = world.agent(A38)
     assert agent.status is AgentStatus.ESCALATED and agent.blocked_by == frozenset({42})
+
+
+def test_a_relaunch_takes_the_lease_from_the_dead_task_so_its_successor_can_hold_it() -> None:
+    world = World()
+    running(world)
+    lease = timedelta(minutes=15)
+    world.registry.acquire_lease(A38, "the-dead-task", world.now, lease)
+    with pytest.raises(ConflictError):
+        world.registry.acquire_lease(A38, "the-successor", world.now, lease)
+    world.send(recover(world.events, world.agent(A38), "relaunch"))
+    assert (world.agent(A38).lease_owner, world.agent(A38).lease_expires_at) == (None, None)
+    assert world.registry.acquire_lease(A38, "the-successor", world.now, lease).lease_owner == "the-successor"

@@ -10,6 +10,7 @@ there by the local launcher, so the reconciler's DescribeTasks sees them).
 from __future__ import annotations
 
 import json
+import urllib.request
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,20 @@ class LocalResources:
     security_groups: tuple[str, ...]
 
 
-def provision(endpoint: str, *, webhook_secret: str, private_key_pem: str) -> LocalResources:
-    """Create (or find) every resource on the moto server at ``endpoint``."""
+def provision(
+    endpoint: str, *, webhook_secret: str, private_key_pem: str, visibility_timeout: int = 60
+) -> LocalResources:
+    """Create (or find) every resource on the moto server at ``endpoint``.
+
+    ``visibility_timeout`` is how long a batch the router did not answer stays hidden before
+    it is received again (a crashed router's whole batch comes back after it).
+
+    moto keeps its state per process, shared by every server in it: the state is reset first,
+    so a stack started after another in the same process (tests) starts from nothing.
+    """
+    reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 (loopback)
+    with urllib.request.urlopen(reset, timeout=30):  # noqa: S310
+        pass
     sqs = boto3.client("sqs", endpoint_url=endpoint)
     dlq_url = sqs.create_queue(QueueName=f"{PREFIX}-events-dlq.fifo", Attributes={"FifoQueue": "true"})[
         "QueueUrl"
@@ -53,7 +66,7 @@ def provision(endpoint: str, *, webhook_secret: str, private_key_pem: str) -> Lo
         QueueName=f"{PREFIX}-events.fifo",
         Attributes={
             "FifoQueue": "true",
-            "VisibilityTimeout": "60",
+            "VisibilityTimeout": str(visibility_timeout),
             "RedrivePolicy": json.dumps(
                 {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
             ),

@@ -39,8 +39,11 @@ class LocalLauncher:
         self.command = list(command)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.exits: dict[str, int] = {}
+        #: (agent id, launch purpose) of every process started, in order.
+        self.launches: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._closing = False
+        self._agent_of: dict[int, str] = {}
 
     def launch(self, agent_id: str, purpose: str, token: str) -> str:
         arn = self.ecs.launch(agent_id, purpose, token)
@@ -58,6 +61,8 @@ class LocalLauncher:
             )
             log.close()
             self.processes[arn] = process
+            self.launches.append((agent_id, purpose))
+            self._agent_of[process.pid] = agent_id
         threading.Thread(target=self._watch, args=(arn, agent_id, process), daemon=True).start()
         logger.info("agent %s: task %s started (%s)", agent_id, arn.rsplit("/", 1)[-1], purpose)
         return arn
@@ -78,6 +83,17 @@ class LocalLauncher:
         if process is not None and process.poll() is None:
             _terminate(process)
         self.ecs.stop(task_arn, reason)
+
+    def kill(self, agent_id: str) -> None:
+        """SIGKILL the agent's running process group, as a task dying mid-turn (tests' fault)."""
+        with self._lock:
+            alive = [p for p in self.processes.values() if p.poll() is None]
+            targets = [p for p in alive if self._agent_of.get(p.pid) == agent_id]
+        if not targets:
+            raise LookupError(f"no running process for {agent_id}")
+        for process in targets:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
 
     def running(self) -> list[str]:
         with self._lock:

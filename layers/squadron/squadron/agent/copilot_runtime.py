@@ -4,13 +4,16 @@ Session state lives under ``home`` (``COPILOT_HOME``; EFS in ECS), so a session
 created by one task is resumed by the next. Resuming re-supplies everything the
 CLI does not persist: provider, tools, hooks, permission handler, and the
 appended system message (the role's definition). The model is
-always offered an explicit ``available_tools`` list.
+always offered an explicit ``available_tools`` list. A session whose task died
+before the CLI saved its conversation cannot be resumed: given a ``lost_prompt``,
+it starts afresh under the same id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -20,6 +23,8 @@ from copilot.generated.session_events import SessionEventType
 from copilot.session import CopilotSession, PreToolUseHookInput, PreToolUseHookOutput, SessionHooks
 
 from squadron.agent.tools import ToolSpec
+
+logger = logging.getLogger(__name__)
 
 #: (tool name, tool arguments) -> None to allow, or a PreToolUseHookOutput-shaped dict.
 PreToolUse = Callable[[str, Any], dict[str, Any] | None]
@@ -43,6 +48,9 @@ class SessionRequest:
     on_turn: Callable[[], None] | None = None
     #: Set by the host (a breaker timer, a lost lease) to abort the prompt in flight.
     stop: asyncio.Event | None = None
+    #: When resuming: the prompt for a fresh session if the saved one is not there (the task that
+    #: held it died before the CLI wrote its conversation to disk). None: a lost session fails.
+    lost_prompt: str | None = None
 
 
 class CopilotRuntime:
@@ -104,13 +112,10 @@ class CopilotRuntime:
             # Append: the CLI keeps its own guardrails; the role definition comes after them. It is
             # not persisted with the session, so a resume supplies it again like tools and hooks.
             options["system_message"] = {"mode": "append", "content": request.system_prompt}
-            if request.resume:
-                session = await client.resume_session(request.session_id, **options)
-            else:
-                session = await client.create_session(session_id=request.session_id, **options)
+            session, first = await _open(client, request, options)
             unsubscribe = session.on(_turn_counter(request.on_turn)) if request.on_turn else None
             replies: list[str] = []
-            prompt: str | None = request.prompt
+            prompt: str | None = first
             try:
                 while prompt is not None:
                     replies.append(await _send(session, prompt, request))
@@ -122,6 +127,28 @@ class CopilotRuntime:
             return replies
         finally:
             await client.stop()
+
+
+#: What the CLI answers session.resume with when the session's conversation was never saved.
+_LOST_SESSION = ("Session not found", "Failed to load session events")
+
+
+async def _open(
+    client: CopilotClient, request: SessionRequest, options: dict[str, Any]
+) -> tuple[CopilotSession, str]:
+    """The session to drive and its first prompt: resumed, or created (afresh when it was lost)."""
+    if request.resume:
+        try:
+            return await client.resume_session(request.session_id, **options), request.prompt
+        except Exception as exc:  # the SDK raises its private JsonRpcError
+            if request.lost_prompt is None or not any(sign in str(exc) for sign in _LOST_SESSION):
+                raise
+            logger.warning("session %s was never saved (%s): it starts afresh", request.session_id, exc)
+            with contextlib.suppress(Exception):  # what is left of it (a directory without events)
+                await client.delete_session(request.session_id)
+            session = await client.create_session(session_id=request.session_id, **options)
+            return session, request.lost_prompt
+    return await client.create_session(session_id=request.session_id, **options), request.prompt
 
 
 async def _send(session: CopilotSession, prompt: str, request: SessionRequest) -> str:

@@ -49,6 +49,10 @@ SUMMARY_PROMPT = (
 DENIALS_BEFORE_ABORT = 3
 
 NEWS_PROMPT = "New events arrived while you worked: call check_for_events and handle them."
+LOST_SESSION_NOTE = (
+    "Your earlier conversation on this assignment was lost: the task that held it ended before it "
+    "was saved. Start again from the issue; your branch has whatever work was pushed."
+)
 
 
 def _now() -> datetime:
@@ -254,6 +258,7 @@ class AgentHost:
                     working_directory=str(self.working_copy.path) if self.working_copy else None,
                     on_turn=on_turn,
                     stop=self.stop,
+                    lost_prompt=self._lost_prompt(agent, prompt) if resume else None,
                 ),
                 then=follow_up,
             )
@@ -279,6 +284,12 @@ class AgentHost:
         else:
             prompt = start_prompt(agent, self.facts)
         return f"{prompt}\n\nYour working copy (the current directory): {found}" if found else prompt
+
+    def _lost_prompt(self, agent: AgentRecord, first: str) -> str:
+        """The first prompt of a fresh session when the one to resume was never saved."""
+        if agent.wake_reason is None:
+            return f"{LOST_SESSION_NOTE}\n\n{first}"
+        return f"{LOST_SESSION_NOTE}\n\n{start_prompt(agent, self.facts)}\n\nWhy you run now:\n{first}"
 
     def _finish(self, agent: AgentRecord, replies: list[str]) -> HostResult:
         """After the session: sleep, escalate or go idle, saving the work first."""

@@ -1131,7 +1131,16 @@ def _on_recover_agent(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
     ):
         counters = agent.counters.model_copy(update={"recoveries": agent.counters.recoveries + 1})
         reason = f"relaunched by the reconciler: {command.reason}"
-        stale = agent.updated(now=snap.now, counters=counters, wake_reason=reason, task_arn=None)
+        # The dead task's lease goes with it: the relaunched task must be able to take it now,
+        # not when it expires (a holder that was only slow is stopped and loses its renewal).
+        stale = agent.updated(
+            now=snap.now,
+            counters=counters,
+            wake_reason=reason,
+            task_arn=None,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
         relaunched = _with_launch(stale, event.delivery_id)
         effects: list[Effect] = [PutAgent(AgentWrite(relaunched, agent.version))]
         if agent.task_arn:

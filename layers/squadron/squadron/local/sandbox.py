@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from squadron.local.git_store import GitStore, GitStoreError
@@ -91,6 +91,15 @@ class Delivery:
     status_code: int = 0
     redelivery: bool = False
     duration: float = 0.0
+    #: Never sent and not listed: a delivery GitHub lost (a fault a test injects).
+    lost: bool = False
+    #: How many times it was posted to the webhook URL.
+    attempts: int = 0
+
+
+#: What a test makes of one delivery: ``lose`` it (never sent, not listed), ``fail`` it (not
+#: sent, listed as failed with 502 so the App may redeliver it), or send it twice.
+Fault = Literal["lose", "fail", "duplicate"]
 
 
 class GitHubSandbox:
@@ -124,6 +133,8 @@ class GitHubSandbox:
         self._server: ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
         self.base_url = ""
+        #: A fault to apply to each delivery (None: every webhook is sent once).
+        self.fault: Callable[[Delivery], Fault | None] | None = None
 
     # --- identities ------------------------------------------------------------------------
 
@@ -300,10 +311,23 @@ class GitHubSandbox:
     def _deliver(self, delivery: Delivery) -> None:
         if not self.webhook_url:
             return
+        fault = self.fault(delivery) if self.fault is not None else None
+        if fault == "lose":
+            delivery.lost = True
+            return
+        if fault == "fail":
+            delivery.status_code = 502
+            return
+        self._send(self.webhook_url, delivery)
+        if fault == "duplicate":
+            self._send(self.webhook_url, delivery)
+
+    def _send(self, url: str, delivery: Delivery) -> None:
+        delivery.attempts += 1
         body = json.dumps(delivery.payload).encode()
         signature = "sha256=" + hmac.new(self.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
         request = urllib.request.Request(  # noqa: S310 (the configured loopback webhook URL)
-            self.webhook_url,
+            url,
             data=body,
             headers={
                 "content-type": "application/json",
@@ -407,12 +431,15 @@ class GitHubSandbox:
                 "repository_id": (d.payload.get("repository") or {}).get("id"),
             }
             for d in reversed(self.deliveries)
+            if not d.lost
         ]
 
     def _op_apps__redeliver_webhook_delivery(
         self, params: Json, query: Json, body: Json, caller: str
     ) -> tuple[int, Any]:
-        original = next((d for d in self.deliveries if d.id == int(params["delivery_id"])), None)
+        original = next(
+            (d for d in self.deliveries if d.id == int(params["delivery_id"]) and not d.lost), None
+        )
         if original is None:
             raise ApiError(404, "Not Found")
         again = Delivery(

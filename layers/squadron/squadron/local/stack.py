@@ -59,6 +59,9 @@ class LocalOptions:
     model_policy: Policy | None = None
     #: Extra files of the sandbox repository (its .squadron comes from the repository's own).
     files: dict[str, str] = field(default_factory=dict)
+    #: How long an unanswered batch stays hidden in events.fifo (the CDK stack's is 6x the router's
+    #: timeout; tests shorten it so a crashed batch comes back quickly).
+    visibility_timeout: int = 60
 
 
 def _private_key() -> str:
@@ -85,6 +88,14 @@ class LocalStack:
         self._threads: list[threading.Thread] = []
         self.routed: list[dict[str, Any]] = []
         self.errors: list[str] = []
+        #: Cleared, the router's poller receives nothing (events pile up in events.fifo).
+        self.routing = threading.Event()
+        self.routing.set()
+        #: Faults to inject: each entry makes the next batch of more records than it says crash
+        #: after processing that many (the Lambda died: the whole batch comes back later).
+        self.router_crashes: list[int] = []
+        #: The message ids of each batch that crashed.
+        self.crashed: list[list[str]] = []
         #: The process environment before start (the in-process Lambdas read theirs from it).
         self._saved_env: dict[str, str | None] = {}
         self._log_file: TextIO | None = None
@@ -111,7 +122,12 @@ class LocalStack:
                 "AWS_ENDPOINT_URL": aws,
             }
         )
-        self.resources = provision(aws, webhook_secret=WEBHOOK_SECRET, private_key_pem=_private_key())
+        self.resources = provision(
+            aws,
+            webhook_secret=WEBHOOK_SECRET,
+            private_key_pem=_private_key(),
+            visibility_timeout=self.options.visibility_timeout,
+        )
         self._serve_endpoint()
         self.sandbox = GitHubSandbox(
             state / "github",
@@ -282,9 +298,20 @@ class LocalStack:
         # Agent tasks are local processes: the router's launcher is the local launcher.
         router.runtime().dispatcher.service.launcher = self.launcher
         while not self._stop.is_set():
+            if not self.routing.wait(0.2):
+                continue
             try:
                 messages = poller.receive(wait_seconds=1)
                 if not messages:
+                    continue
+                if self.router_crashes and len(messages) > self.router_crashes[0]:
+                    done = self.router_crashes.pop(0)
+                    router.handler(
+                        sqs_lambda_event(messages[:done], self.resources.queue_arn), FakeLambdaContext()
+                    )
+                    # The runtime dies before answering: nothing is deleted, and the whole batch
+                    # (the records it processed too) is received again after the visibility timeout.
+                    self.crashed.append([m["MessageId"] for m in messages])
                     continue
                 result = router.handler(
                     sqs_lambda_event(messages, self.resources.queue_arn), FakeLambdaContext()

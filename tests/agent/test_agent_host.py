@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -463,6 +465,38 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
     seen = " ".join(again.contents_seen(0))
     assert "Issue 38" not in seen and "Triaged #38" not in seen
     assert "#39 opened by alice: Issue 39" in _tool_results(again)[0]
+
+
+def test_a_pm_lingers_for_news_so_a_burst_is_one_task_not_one_per_event(stack: Stack) -> None:
+    e = stack.events
+    stack.route(e.opened(38))
+    model = ScriptedModel(
+        [
+            ToolCall("check_for_events", {}),
+            ToolCall("report_complete", {"summary": "Triaged #38."}),
+            Say("Done."),
+            ToolCall("check_for_events", {}),  # after the news that came while it lingered
+            ToolCall("report_complete", {"summary": "Triaged #39."}),
+            Say("Done again."),
+        ]
+    )
+
+    def news_while_lingering() -> None:
+        deadline = time.monotonic() + 60
+        while len(model.requests) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stack.route(e.opened(39))  # the PM's task still runs: the router only fills its inbox
+
+    with serve(model):
+        sender = threading.Thread(target=news_while_lingering)
+        sender.start()
+        result = run(stack.host(model, "1-pm", linger_seconds=3))
+        sender.join()
+    assert result.outcome == "idle"
+    assert len(stack.launcher.tasks_for("1-pm")) == 1  # one task for both events
+    answers = _tool_results(model)  # the last request: the whole batch, one session
+    assert "#38 opened by alice" in answers[0] and "#39 opened by alice: Issue 39" in answers[2]
+    assert stack.registry.pending_inbox("1-pm") == []
 
 
 def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_status(stack: Stack) -> None:

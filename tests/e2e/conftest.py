@@ -43,6 +43,7 @@ def local_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sta
 
     def start(policy: Policy | None = None, **options: Any) -> LocalStack:
         options.setdefault("reconcile_seconds", 3600)  # tests run the reconciler themselves
+        options.setdefault("pm_linger_seconds", 1)  # tests wait for the PM to finish
         local = LocalStack(
             LocalOptions(root=ROOT, state_dir=tmp_path / "state", model_policy=policy, **options)
         )

@@ -71,14 +71,19 @@ def test_squadron_local_runs_until_interrupted_and_leaves_nothing_behind(tmp_pat
         headers={"authorization": "token human:octo-human"},
     )
     assert opened.status_code == 201
+    for line in process.stdout:  # the feed says what happens as it happens
+        lines.append(line)
+        if "agent 1-pm: CREATED -> ACTIVE" in line:
+            break
     log = tmp_path / "state" / "logs" / "1-pm.log"
-    eventually(lambda: log.exists() and '"outcome": "idle"' in log.read_text(), "the PM to run and go idle")
-    process.send_signal(signal.SIGINT)
+    eventually(lambda: log.exists() and "starting Copilot CLI" in log.read_text(), "the PM to start its CLI")
+    process.send_signal(signal.SIGINT)  # while the PM's task runs (it lingers for more news)
     rest, _ = process.communicate(timeout=60)
     assert process.returncode == 0, "".join(lines) + rest
     assert "stopped; no agent process left running" in rest
     # What happened is printed as it happens; the Lambdas' JSON logs went to their file.
-    assert "github: issues.opened #1 by octo-human" in rest and "agent 1-pm: CREATED -> ACTIVE" in rest
+    said = "".join(lines) + rest
+    assert "github: issues.opened #1 by octo-human" in said and "agent 1-pm: CREATED -> ACTIVE" in said
     assert '"level"' not in rest
     assert '"message":"webhook accepted"' in (tmp_path / "state" / "logs" / "lambdas.log").read_text()
     leftovers = subprocess.run(

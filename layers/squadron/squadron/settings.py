@@ -147,6 +147,11 @@ class AgentSettings(BaseModel):
     turn_timeout_seconds: int = Field(
         default=3600, validation_alias=AliasChoices("TURN_TIMEOUT_SECONDS"), ge=60, le=4 * 3600
     )
+    #: How long a PM task waits for more news once its inbox is empty before it ends: a burst of
+    #: events is one batch, not a task per event (a task start costs far more than the wait).
+    pm_linger_seconds: float = Field(
+        default=30, validation_alias=AliasChoices("SQUADRON_PM_LINGER_SECONDS"), ge=0, le=600
+    )
     #: The local stack's model (an OpenAI-compatible URL on loopback): every role uses it.
     model_url: str | None = Field(
         default=None,

@@ -10,8 +10,13 @@ there by the local launcher, so the reconciler's DescribeTasks sees them).
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -49,8 +54,8 @@ def provision(
     ``visibility_timeout`` is how long a batch the router did not answer stays hidden before
     it is received again (a crashed router's whole batch comes back after it).
 
-    moto keeps its state per process, shared by every server in it: the state is reset first,
-    so a stack started after another in the same process (tests) starts from nothing.
+    The server's state is reset first: whatever used the endpoint before, the stack starts
+    from nothing.
     """
     reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 (loopback)
     with urllib.request.urlopen(reset, timeout=30):  # noqa: S310
@@ -128,6 +133,51 @@ def _secret(client: Any, name: str, value: str) -> str:
             raise
         arn = client.put_secret_value(SecretId=name, SecretString=value)["ARN"]
     return arn
+
+
+class MotoProcess:
+    """The moto server in its own process (on loopback): AWS calls do not contend for the
+    local stack's interpreter lock, and stopping it leaves nothing behind."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+        self.endpoint = ""
+
+    def start(self, timeout: float = 60.0) -> str:
+        with socket.socket() as probe:  # a free port (moto's server takes no port 0)
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(  # noqa: S603 (this interpreter's moto, on loopback)
+                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # the stack stops it; a terminal's Ctrl-C goes to the stack
+            )
+        self.endpoint = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the moto server exited with {self.process.returncode}; see {self.log}")
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2):  # noqa: S310
+                    return self.endpoint
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"the moto server did not answer on {self.endpoint} in {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
 
 
 class QueuePoller:

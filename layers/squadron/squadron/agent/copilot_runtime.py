@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -68,7 +68,9 @@ class CopilotRuntime:
         #: For models served through Copilot (no BYOK provider): read when a session starts.
         self.github_token = github_token
 
-    async def turn(self, request: SessionRequest, then: Callable[[], str | None] | None = None) -> list[str]:
+    async def turn(
+        self, request: SessionRequest, then: Callable[[], Awaitable[str | None]] | None = None
+    ) -> list[str]:
         """Send ``request.prompt`` (and, while ``then`` returns one, follow-up prompts); the replies."""
         client = CopilotClient(
             connection=RuntimeConnection.for_stdio(path=self.cli_path),
@@ -119,7 +121,7 @@ class CopilotRuntime:
             try:
                 while prompt is not None:
                     replies.append(await _send(session, prompt, request))
-                    prompt = then() if then is not None else None
+                    prompt = await then() if then is not None else None
             finally:
                 if unsubscribe is not None:
                     unsubscribe()

@@ -119,6 +119,7 @@ class AgentHost:
         timeout_seconds: float = 600,
         working_copy: WorkingCopy | None = None,
         watchdog_seconds: float | None = None,
+        linger_seconds: float = 0,
     ) -> None:
         self.agent_id = agent_id
         self.launch_token = launch_token
@@ -135,6 +136,8 @@ class AgentHost:
         self.working_copy = working_copy
         #: How often the watchdog beats and checks the clock; the config's heartbeat_interval by default.
         self.watchdog_seconds = watchdog_seconds
+        #: How long the task waits for news once its work is done before it ends (the PM's batching).
+        self.linger_seconds = linger_seconds
         self.usage = Usage()
         self.state = HostState()
         #: Warnings for the model that arrived outside a tool call (turns, the timer): the next
@@ -227,7 +230,7 @@ class AgentHost:
             self.usage = assessment.usage
             self._heed(assessment)
 
-        def follow_up() -> str | None:
+        async def follow_up() -> str | None:
             if self.lease_lost:
                 return None
             if self.usage.tripped is not None and self.state.ending not in ("escalate", "sleep"):
@@ -235,7 +238,7 @@ class AgentHost:
                 self.state.reason = self.usage.trip_reason or "circuit breaker"
                 self.stop.clear()  # the summary turn runs (tools stay denied)
                 return SUMMARY_PROMPT.format(reason=self.state.reason)
-            if self.state.ending in (None, "complete") and self.registry.pending_inbox(agent.agent_id):
+            if self.state.ending in (None, "complete") and await self._news(agent.agent_id):
                 # News arrived while this task ran (the router only wakes agents without a task).
                 self.state.ending = None
                 return NEWS_PROMPT
@@ -284,6 +287,18 @@ class AgentHost:
         else:
             prompt = start_prompt(agent, self.facts)
         return f"{prompt}\n\nYour working copy (the current directory): {found}" if found else prompt
+
+    async def _news(self, agent_id: str) -> bool:
+        """Whether news waits in the inbox, lingering up to ``linger_seconds`` for some to come."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.linger_seconds
+        while True:
+            if self.registry.pending_inbox(agent_id):
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self.stop.is_set() or self.lease_lost:
+                return False
+            await asyncio.sleep(min(1.0, remaining))
 
     def _lost_prompt(self, agent: AgentRecord, first: str) -> str:
         """The first prompt of a fresh session when the one to resume was never saved."""

@@ -125,6 +125,7 @@ def build_host(
         facts=facts,
         timeout_seconds=settings.turn_timeout_seconds,
         working_copy=working_copy,
+        linger_seconds=settings.pm_linger_seconds if agent.kind is RoleKind.PM else 0,
     )
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from squadron.adapters.ecs import EcsTaskLauncher
-from squadron.adapters.local_aws import LocalResources, QueuePoller, provision
+from squadron.adapters.local_aws import LocalResources, MotoProcess, QueuePoller, provision
 from squadron.adapters.local_launcher import LocalLauncher
 from squadron.local.examples import first_examples
 from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
@@ -59,6 +59,10 @@ class LocalOptions:
     model_policy: Policy | None = None
     #: Extra files of the sandbox repository (its .squadron comes from the repository's own).
     files: dict[str, str] = field(default_factory=dict)
+    #: How long a PM task waits for more news before it ends (batches a burst of events).
+    pm_linger_seconds: float = 30.0
+    #: More sandbox repositories, set up like ``repo`` (the App is installed on all of them).
+    extra_repos: tuple[str, ...] = ()
     #: How long an unanswered batch stays hidden in events.fifo (the CDK stack's is 6x the router's
     #: timeout; tests shorten it so a crashed batch comes back quickly).
     visibility_timeout: int = 60
@@ -77,7 +81,7 @@ def _private_key() -> str:
 class LocalStack:
     def __init__(self, options: LocalOptions) -> None:
         self.options = options
-        self.moto: Any = None
+        self.moto: MotoProcess | None = None
         self.resources: LocalResources | None = None
         self.sandbox: GitHubSandbox | None = None
         self.model = LocalModel(options.model_policy)
@@ -105,15 +109,11 @@ class LocalStack:
     # --- start ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        from moto.server import ThreadedMotoServer  # noqa: PLC0415 (only the local stack needs moto)
 
         state = self.options.state_dir
         state.mkdir(parents=True, exist_ok=True)
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the moto server's request log
-        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        self.moto.start()
-        host, port = self.moto.get_host_and_port()
-        aws = f"http://{host}:{port}"
+        self.moto = MotoProcess(state / "logs" / "moto.log")
+        aws = self.moto.start()
         self._set_env(
             {
                 "AWS_ACCESS_KEY_ID": "local",
@@ -138,7 +138,8 @@ class LocalStack:
             webhook_secret=WEBHOOK_SECRET,
             examples=first_examples(),
         )
-        self.sandbox.add_repository(self.options.repo, self._seed_files(), permissions=HUMANS)
+        for name in (self.options.repo, *self.options.extra_repos):
+            self.sandbox.add_repository(name, self._seed_files(name), permissions=HUMANS)
         github_url = self.sandbox.start()
         model_url = self.model.start()
         self._set_env(self._lambda_env(github_url))
@@ -180,8 +181,8 @@ class LocalStack:
             self._saved_env.setdefault(name, os.environ.get(name))
             os.environ[name] = value
 
-    def _seed_files(self) -> dict[str, str]:
-        files = {"README.md": f"# {self.options.repo}\n\nThe local stack's demo repository.\n"}
+    def _seed_files(self, repo: str) -> dict[str, str]:
+        files = {"README.md": f"# {repo}\n\nThe local stack's demo repository.\n"}
         squadron = self.options.root / ".squadron"
         for path in sorted(squadron.rglob("*")):
             if path.is_file() and "schemas" not in path.parts:
@@ -229,6 +230,7 @@ class LocalStack:
             "EVENTS_QUEUE_URL": self.resources.queue_url,
             "TOKEN_VENDOR_FUNCTION": TOKENS_FUNCTION,
             "COPILOT_HOME": str(state / "sessions"),
+            "SQUADRON_PM_LINGER_SECONDS": str(self.options.pm_linger_seconds),
             "COPILOT_CLI_PATH": str(root / "node_modules" / "@github" / "copilot-linux-x64" / "copilot"),
             "XDG_CACHE_HOME": str(root / "tests" / ".cache" / "copilot-xdg"),
             "GITHUB_API_URL": github_url,
@@ -319,7 +321,13 @@ class LocalStack:
                 failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
                 poller.delete([m["ReceiptHandle"] for m in messages if m["MessageId"] not in failed])
                 self.routed.extend(
-                    {"id": m["MessageId"], "failed": m["MessageId"] in failed} for m in messages
+                    {
+                        "id": m["MessageId"],
+                        "failed": m["MessageId"] in failed,
+                        "group": m.get("Attributes", {}).get("MessageGroupId"),
+                        "delivery": m.get("Attributes", {}).get("MessageDeduplicationId"),
+                    }
+                    for m in messages
                 )
             except Exception as exc:  # the batch comes back after its visibility timeout
                 self.errors.append(f"router: {exc}")

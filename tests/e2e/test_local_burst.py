@@ -29,7 +29,7 @@ def test_a_burst_of_200_issues_across_20_repositories_keeps_each_issues_order(
     assert stack.sandbox is not None
     people = {name: Human(stack, repo=name) for name in REPOS}
     # The burst arrives faster than it is routed: it waits in events.fifo, then drains in batches.
-    stack.routing.clear()
+    stack.pause_routing()
     # Round-robin across repositories: every issue's events interleave with 199 others'.
     for _ in range(ISSUES_PER_REPO):
         for name in REPOS:
@@ -48,7 +48,7 @@ def test_a_burst_of_200_issues_across_20_repositories_keeps_each_issues_order(
             sent[group].append(delivery.guid)
     assert len(sent) == 200 and all(len(ids) == 3 for ids in sent.values())
     stack.sandbox.wait_for_deliveries(timeout=300)
-    stack.routing.set()
+    stack.resume_routing()
     wanted = {guid for ids in sent.values() for guid in ids}
 
     def routed() -> dict[str, list[str]]:

@@ -15,8 +15,11 @@ import pytest
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.domain.agents import AgentRecord, AgentStatus
-from squadron.local.stack import LocalStack
+from squadron.local.credentials import load_credentials
+from squadron.local.sandbox import GitHubSandbox
+from squadron.local.stack import LocalOptions, LocalStack
 from tests.e2e.conftest import ROOT, eventually
+from tests.support.github_fake import app_private_key
 
 pytestmark = pytest.mark.e2e
 
@@ -126,3 +129,67 @@ def test_the_demo_scenario_completes_through_every_part_of_the_system(tmp_path: 
     ):
         assert step in said, said
     assert "agent 1-1-feat-dev: ACTIVE -> SLEEPING (blocked by #2)" in said
+
+
+def test_with_app_credentials_the_stack_talks_to_that_github_not_its_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real-GitHub mode, with a separate sandbox as "GitHub": reached only by its URL, App id,
+    key and webhook secret, as github.com would be; its webhooks come in once pointed at the
+    stack's endpoint (what a tunnel does)."""
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    github = GitHubSandbox(
+        tmp_path / "github.com", app_id=31337, app_slug="acme-squadron", webhook_secret="tunnel-secret"
+    )
+    seeds = {
+        str(p.relative_to(ROOT)): p.read_text()
+        for p in (ROOT / ".squadron").rglob("*.*")
+        if "schemas" not in p.parts
+    }
+    github.add_repository(
+        "acme/shop", {"README.md": "# shop\n", **seeds}, permissions={"octo-human": "admin"}
+    )
+    github.start()
+    key = tmp_path / "app.pem"
+    key.write_text(app_private_key()[0])
+    credentials = load_credentials(
+        {
+            "SQUADRON_GITHUB_APP_ID": "31337",
+            "SQUADRON_GITHUB_PRIVATE_KEY_FILE": str(key),
+            "SQUADRON_GITHUB_WEBHOOK_SECRET": "tunnel-secret",
+            "SQUADRON_GITHUB_API_URL": github.base_url,
+            "SQUADRON_GIT_REMOTE_TEMPLATE": str(tmp_path / "github.com" / "git" / "{repo}.git"),
+        }
+    )
+    stack = LocalStack(
+        LocalOptions(
+            root=ROOT,
+            state_dir=tmp_path / "state",
+            github=credentials,
+            reconcile_seconds=3600,
+            pm_linger_seconds=1,
+        )
+    )
+    try:
+        stack.start()
+        assert stack.sandbox is None and stack.app_slug == "acme-squadron"  # asked GitHub with the App's JWT
+        github.webhook_url = f"{stack.endpoint}/webhook"  # the tunnel
+        opened = httpx.post(
+            f"{github.base_url}/repos/acme/shop/issues",
+            json={"title": "Checkout is slow", "body": "p99 is 3 s"},
+            headers={"authorization": "token human:octo-human"},
+        )
+        assert opened.status_code == 201
+        assert stack.resources is not None
+        registry = DynamoRegistry(stack.resources.table_name)
+        eventually(lambda: stack.launcher is not None and stack.launcher.exits, "the PM to run")
+        pm = registry.get_agent("1-pm")
+        assert pm is not None and pm.repo_full_name == "acme/shop"
+        assert any("Checkout is slow" in str(r["messages"]) for r in stack.model.requests)
+        assert stack.launcher is not None and list(stack.launcher.exits.values()) == [0]
+        # Its own comments and labels come back as webhooks the ingress recognises as its own.
+        assert all(d.status_code == 202 for d in github.deliveries)
+    finally:
+        stack.stop()
+        github.stop()

@@ -134,6 +134,7 @@ CLIENT_CALLS: tuple[ClientCall, ...] = (
 )
 
 APP_CALLS: tuple[AppCall, ...] = (
+    AppCall("get_app", lambda a: a.get_app()),
     AppCall("list_deliveries", lambda a: a.list_deliveries()),
     AppCall("redeliver", lambda a: a.redeliver(12345)),
     AppCall("list_installation_repositories", lambda a: a.list_installation_repositories("ghs_1")),

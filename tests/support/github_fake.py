@@ -185,6 +185,7 @@ ROUTES: list[tuple[str, str, Responder]] = [
             201, {"token": f"ghs_{m.group('id')}", "expires_at": "2026-11-23T13:00:00Z", "permissions": {}}
         ),
     ),
+    ("GET", r"/app$", lambda r, m: _json(200, {"id": 42, "slug": "squadron", "name": "Squadron"})),
     ("GET", r"/app/hook/deliveries", lambda r, m: _json(200, [{"id": 1, "guid": "g-1", "status_code": 502}])),
     ("POST", r"/app/hook/deliveries/\d+/attempts", lambda r, m: _json(202, {})),
     (

@@ -10,6 +10,7 @@ import pytest
 
 from squadron.cli import SUBCOMMANDS, main
 from squadron.config.schema import SCHEMAS
+from tests.support.github_fake import app_private_key
 
 REFERENCE = Path(__file__).resolve().parents[2] / ".squadron"
 
@@ -100,3 +101,24 @@ def test_unknown_subcommand_exits_with_usage() -> None:
     with pytest.raises(SystemExit) as caught:
         run("deploy")
     assert caught.value.code == 2
+
+
+def test_local_refuses_incomplete_github_credentials_before_starting(tmp_path: Path) -> None:
+    file = tmp_path / "github-app.yaml"
+    file.write_text("app_id: 1\n")
+    status, output = run("local", "--github-app", str(file))
+
+    assert status == 1
+    assert "SQUADRON_GITHUB_WEBHOOK_SECRET: Field required" in output
+    assert "SQUADRON_GITHUB_PRIVATE_KEY_FILE: Field required" in output
+
+
+def test_the_demo_needs_the_sandbox(tmp_path: Path) -> None:
+    key = tmp_path / "app.pem"
+    key.write_text(app_private_key()[0])
+    file = tmp_path / "github-app.yaml"
+    file.write_text(f"app_id: 1\nprivate_key_file: {key}\nwebhook_secret: s\n")
+    status, output = run("local", "--demo", "--github-app", str(file))
+
+    assert status == 1
+    assert "--demo plays against the GitHub sandbox" in output

@@ -23,6 +23,7 @@ from squadron.domain.protection import protected_branches, protection_for
 
 if TYPE_CHECKING:
     from squadron.adapters.github.http import GitHubHttp
+    from squadron.local.stack import LocalStack
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -112,7 +113,7 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--state",
         default=".squadron-local",
-        help="directory for all local state (default: ./.squadron-local)",
+        help="directory for all local state; a restart resumes from it (default: ./.squadron-local)",
     )
     parser.add_argument("--repo", default="octo/demo", help="the sandbox repository (default: octo/demo)")
     parser.add_argument(
@@ -124,6 +125,15 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --demo: stop afterwards; exit 0 when the scenario completed, 1 naming the stuck step",
     )
+    parser.add_argument(
+        "--github-app",
+        metavar="FILE",
+        help="YAML file with real GitHub App credentials (see the README; or the SQUADRON_GITHUB_* "
+        "variables); without any, a GitHub sandbox stands in",
+    )
+    parser.add_argument(
+        "--port", type=int, default=0, help="the webhook endpoint's port (default: any free one)"
+    )
     parser.add_argument("--root", default=".", help=argparse.SUPPRESS)
 
 
@@ -132,12 +142,21 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     import threading  # noqa: PLC0415
 
     from squadron.local import demo  # noqa: PLC0415
+    from squadron.local.credentials import CredentialsError, load_credentials  # noqa: PLC0415
     from squadron.local.feed import stack_feed  # noqa: PLC0415
     from squadron.local.stack import LocalOptions, LocalStack  # noqa: PLC0415
 
     root = Path(args.root).resolve()
     if not (root / "functions" / "router" / "handler.py").exists():
         out.write(f"{root}: not a Squadron checkout (run `make local` from the repository)\n")
+        return EXIT_PROBLEMS
+    try:
+        github = load_credentials(os.environ, Path(args.github_app) if args.github_app else None)
+    except CredentialsError as exc:
+        out.write(f"{exc}\n")
+        return EXIT_PROBLEMS
+    if github is not None and args.demo:
+        out.write("--demo plays against the GitHub sandbox: run it without GitHub App credentials\n")
         return EXIT_PROBLEMS
     stack = LocalStack(
         LocalOptions(
@@ -147,25 +166,21 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
             reconcile_seconds=args.reconcile_seconds,
             model_policy=demo.demo_policy if args.demo else None,
             files={".squadron/workflows/approval-flows.yaml": demo.DEMO_FLOWS} if args.demo else {},
+            github=github,
+            copilot_token=os.environ.get("SQUADRON_COPILOT_TOKEN") or None if github else None,
+            port=args.port,
         )
     )
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
-    stack.start()
-    assert stack.sandbox is not None and stack.resources is not None
-    out.write(
-        "squadron local is running (Ctrl-C stops it):\n"
-        f"  GitHub sandbox   {stack.sandbox.base_url}  (repository {args.repo}; act as a human with\n"
-        "                   'Authorization: token human:octo-human')\n"
-        f"  webhook endpoint {stack.endpoint}/webhook\n"
-        f"  AWS (moto)       {stack.resources.endpoint}\n"
-        f"  model            {stack.model.base_url}\n"
-        f"  state            {args.state}\n"
-        f"  logs             {Path(args.state) / 'logs'} (lambdas.log: the Lambdas' JSON logs;\n"
-        "                   <agent id>.log: each agent task's output)\n"
-        "Not yet: GitHub App credentials for real GitHub (the sandbox stands in); see the README.\n"
-    )
+    try:
+        stack.start()
+    except CredentialsError as exc:
+        stack.stop()
+        out.write(f"{exc}\n")
+        return EXIT_PROBLEMS
+    out.write(_local_banner(stack, args))
     out.flush()
     status = EXIT_OK
     feed = stack_feed(stack)
@@ -186,8 +201,44 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         out.write("stopping...\n")
         stack.stop()
-        out.write("stopped; no agent process left running\n")
+        out.write(f"stopped; no agent process left running; state saved in {args.state}\n")
     return status
+
+
+def _local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
+    assert stack.resources is not None
+    state = Path(args.state)
+    lines = ["squadron local is running (Ctrl-C stops it and saves its state):"]
+    if stack.sandbox is not None:
+        lines += [
+            f"  GitHub sandbox   {stack.sandbox.base_url}  (repository {args.repo}; act as a human with",
+            "                   'Authorization: token human:octo-human')",
+            f"  webhook endpoint {stack.endpoint}/webhook",
+        ]
+    else:
+        github = stack.options.github
+        assert github is not None
+        lines += [
+            f"  GitHub           {github.api_url} as the App {stack.app_slug} (id {github.app_id})",
+            f"  webhook URL      {stack.endpoint}/webhook",
+            "                   GitHub cannot reach 127.0.0.1: point a tunnel at it, e.g.",
+            f"                   npx smee-client --url https://smee.io/<channel> --target {stack.endpoint}/webhook",
+            "                   and set the tunnel's public URL as the App's webhook URL",
+        ]
+    model = stack.model.base_url if stack.model.base_url else "each role's model, through Copilot"
+    lines += [
+        f"  AWS (moto)       {stack.resources.endpoint}",
+        f"  model            {model}",
+        f"  state            {state}",
+        f"  logs             {state / 'logs'} (lambdas.log: the Lambdas' JSON logs;",
+        "                   <agent id>.log: each agent task's output)",
+    ]
+    if stack.restored is not None:
+        lines.append(
+            f"Resumed from {state / 'saved'}: {stack.restored['items']} registry items, "
+            f"{stack.restored['events']} queued events (agents that were running are relaunched)."
+        )
+    return "\n".join(lines) + "\n"
 
 
 # --- branch-protection -------------------------------------------------------------------------

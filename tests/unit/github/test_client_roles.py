@@ -66,6 +66,7 @@ ALLOWED_BY_ROLE: dict[str, tuple[bool, bool, bool, bool]] = {
     "read_file": (Y, Y, Y, Y),
     "list_directory": (Y, Y, Y, Y),
     "collaborator_permission": (Y, Y, Y, Y),
+    "get_app": (Y, Y, Y, Y),
     "list_deliveries": (N, N, N, Y),
     "redeliver": (N, N, N, Y),
     "list_installation_repositories": (Y, Y, Y, Y),

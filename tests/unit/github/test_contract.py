@@ -90,6 +90,7 @@ def test_app_requests_match_the_openapi_description(case: AppCall, monkeypatch: 
 
 #: Which credential each App operation authenticates with.
 APP_CREDENTIALS = {
+    "get_app": "app jwt",
     "list_deliveries": "app jwt",
     "redeliver": "app jwt",
     "list_installation_repositories": "installation token",

@@ -47,7 +47,12 @@ class LocalResources:
 
 
 def provision(
-    endpoint: str, *, webhook_secret: str, private_key_pem: str, visibility_timeout: int = 60
+    endpoint: str,
+    *,
+    webhook_secret: str,
+    private_key_pem: str,
+    visibility_timeout: int = 60,
+    copilot_token: str | None = None,
 ) -> LocalResources:
     """Create (or find) every resource on the moto server at ``endpoint``.
 
@@ -92,6 +97,8 @@ def provision(
     secrets = boto3.client("secretsmanager", endpoint_url=endpoint)
     webhook_arn = _secret(secrets, f"{PREFIX}/webhook-secret", webhook_secret)
     key_arn = _secret(secrets, f"{PREFIX}/github-app-private-key", private_key_pem)
+    if copilot_token is not None:  # the agents' Copilot token (real GitHub with real models)
+        _secret(secrets, f"{PREFIX}/copilot-token", copilot_token)
 
     ec2 = boto3.client("ec2", endpoint_url=endpoint)
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
@@ -133,6 +140,73 @@ def _secret(client: Any, name: str, value: str) -> str:
             raise
         arn = client.put_secret_value(SecretId=name, SecretString=value)["ARN"]
     return arn
+
+
+def save_state(resources: LocalResources, path: Path) -> dict[str, int]:
+    """What a restart needs of AWS, as one JSON file: the registry's items, the queues' messages.
+
+    Called when the stack stops (nothing routes any more): each queue is drained, oldest first
+    per message group, with what SendMessage needs to put the message back as it was.
+    """
+    dynamodb = boto3.client("dynamodb", endpoint_url=resources.endpoint)
+    items: list[dict[str, Any]] = []
+    for page in dynamodb.get_paginator("scan").paginate(TableName=resources.table_name):
+        items.extend(page["Items"])
+    queues = {
+        "events": _drain(resources.endpoint, resources.queue_url),
+        "dead_letters": _drain(resources.endpoint, resources.dead_letter_queue_url),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"registry": items, "queues": queues}), encoding="utf-8")
+    temporary.replace(path)
+    return {"items": len(items), **{name: len(messages) for name, messages in queues.items()}}
+
+
+def restore_state(resources: LocalResources, path: Path) -> dict[str, int]:
+    """Put back what :func:`save_state` wrote (into freshly provisioned resources)."""
+    state = json.loads(path.read_text(encoding="utf-8"))
+    dynamodb = boto3.client("dynamodb", endpoint_url=resources.endpoint)
+    for item in state["registry"]:
+        dynamodb.put_item(TableName=resources.table_name, Item=item)
+    sqs = boto3.client("sqs", endpoint_url=resources.endpoint)
+    urls = {"events": resources.queue_url, "dead_letters": resources.dead_letter_queue_url}
+    for name, messages in state["queues"].items():
+        for message in messages:
+            sqs.send_message(QueueUrl=urls[name], **message)
+    return {"items": len(state["registry"]), **{n: len(m) for n, m in state["queues"].items()}}
+
+
+def _drain(endpoint: str, queue_url: str) -> list[dict[str, Any]]:
+    """Every message of a FIFO queue, received and deleted until none is left."""
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    out: list[dict[str, Any]] = []
+    while True:
+        answer = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=60,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )
+        messages = answer.get("Messages", [])
+        if not messages:
+            return out
+        for message in messages:
+            attributes = message.get("Attributes", {})
+            out.append(
+                {
+                    "MessageBody": message["Body"],
+                    "MessageGroupId": attributes["MessageGroupId"],
+                    "MessageDeduplicationId": attributes["MessageDeduplicationId"],
+                    **(
+                        {"MessageAttributes": message["MessageAttributes"]}
+                        if message.get("MessageAttributes")
+                        else {}
+                    ),
+                }
+            )
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
 class MotoProcess:

@@ -245,6 +245,7 @@ class AgentHost:
             return None
 
         watchdog = asyncio.ensure_future(self._watchdog(role, started))
+        finished = False
         try:
             replies = await self.runtime.turn(
                 SessionRequest(
@@ -265,11 +266,12 @@ class AgentHost:
                 ),
                 then=follow_up,
             )
+            finished = True
         finally:
             watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watchdog
-            self._record_usage(started)
+            self._record_usage(started, finished=finished)
         return self._finish(agent, replies)
 
     def _first_prompt(
@@ -373,8 +375,12 @@ class AgentHost:
         logger.info("%s: %s", agent.agent_id, saved)
         return saved
 
-    def _record_usage(self, started: datetime) -> None:
-        """Add this task's usage to the agent's life-long counters (what `squadron status` shows)."""
+    def _record_usage(self, started: datetime, *, finished: bool) -> None:
+        """Add this task's usage to the agent's life-long counters (what `squadron status` shows).
+
+        A task whose session ran to its end clears the count of relaunches: the reconciler's
+        limit is on tasks dying one after another, not on deaths weeks apart.
+        """
         used = self.usage
         seconds = max(0, int((self.clock() - started).total_seconds()))
         for _ in range(3):
@@ -387,6 +393,7 @@ class AgentHost:
                     "turns": agent.counters.turns + used.turns,
                     "iterations": agent.counters.iterations + used.iterations,
                     "active_seconds": agent.counters.active_seconds + seconds,
+                    "recoveries": 0 if finished else agent.counters.recoveries,
                 }
             )
             try:

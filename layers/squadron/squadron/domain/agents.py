@@ -131,7 +131,8 @@ class BreakerCounters(BaseModel):
     active_seconds: int = 0
     launches: int = 0
     wakes: int = 0
-    #: Relaunches by the reconciler after the agent's task died.
+    #: Relaunches by the reconciler after the agent's task died, since its last task that ran to
+    #: its end (one more death in a row goes to humans).
     recoveries: int = 0
     #: Rounds of failed CI on its PR (one per failing head commit) and change requests it got:
     #: past the approval flow's max_retries the issue goes to humans.

@@ -15,6 +15,15 @@
   launcher, with the real Copilot CLI talking to the scripted model.
 - GitHub: the sandbox (:mod:`squadron.local.sandbox`), whose webhooks go to
   the ingress endpoint.
+
+State lives in one directory. A stop saves what lives only in memory (the
+sandbox's issues, pull requests and deliveries; the registry's items and the
+queues' messages) under ``saved/``; git repositories, Copilot sessions and
+working copies are on disk already. A start resumes from it: agents that were
+running when the stack stopped are relaunched by a reconciler run at once (as
+in AWS after their tasks died), resuming their sessions. A stack killed
+without its stop (SIGKILL) saves nothing: the next start has what the last
+clean stop saved.
 """
 
 from __future__ import annotations
@@ -32,8 +41,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from squadron.adapters.ecs import EcsTaskLauncher
-from squadron.adapters.local_aws import LocalResources, MotoProcess, QueuePoller, provision
+from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.client import GitHubAppClient
+from squadron.adapters.github.errors import GitHubError
+from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.local_aws import (
+    LocalResources,
+    MotoProcess,
+    QueuePoller,
+    provision,
+    restore_state,
+    save_state,
+)
 from squadron.adapters.local_launcher import LocalLauncher
+from squadron.domain.permissions import Caller
+from squadron.local.credentials import CredentialsError, GitHubAppCredentials
 from squadron.local.examples import first_examples
 from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
 from squadron.local.model import LocalModel, Policy
@@ -46,6 +68,7 @@ APP_SLUG = "squadron"
 INSTALLATION_ID = 77
 WEBHOOK_SECRET = "squadron-local-webhook-secret"  # noqa: S105 (the local sandbox's, on loopback)
 TOKENS_FUNCTION = "squadron-local-tokens"
+COPILOT_TOKEN_SECRET = "squadron-local/copilot-token"  # noqa: S105 (a secret's name)
 LAMBDA_SERVICE = "squadron-local"  # the Powertools service name of the in-process Lambdas
 HUMANS = {"octo-human": "admin", "octo-maintainer": "admin", "alice": "write"}
 
@@ -61,6 +84,13 @@ class LocalOptions:
     files: dict[str, str] = field(default_factory=dict)
     #: How long a PM task waits for more news before it ends (batches a burst of events).
     pm_linger_seconds: float = 30.0
+    #: A GitHub App on real GitHub (no sandbox); None starts the sandbox.
+    github: GitHubAppCredentials | None = None
+    #: With real GitHub: agents use their roles' models through Copilot with this token (kept in
+    #: the local Secrets Manager); None: the local scripted model serves every role.
+    copilot_token: str | None = None
+    #: The webhook endpoint's port (0: any free one); a tunnel needs a fixed one.
+    port: int = 0
     #: More sandbox repositories, set up like ``repo`` (the App is installed on all of them).
     extra_repos: tuple[str, ...] = ()
     #: How long an unanswered batch stays hidden in events.fifo (the CDK stack's is 6x the router's
@@ -68,7 +98,31 @@ class LocalOptions:
     visibility_timeout: int = 60
 
 
-def _private_key() -> str:
+def _app_slug(api_url: str, app_id: int, private_key: str) -> str:
+    """The App's slug from GitHub (GET /app with its JWT): checks the id and key belong together."""
+    app = GitHubApp(app_id=app_id, http=GitHubHttp(base_url=api_url), private_key=lambda: private_key)
+    client = GitHubAppClient(http=app.http, jwt=app.jwt, app_id=app_id, caller=Caller.framework())
+    try:
+        return str(client.get_app()["slug"])
+    except GitHubError as exc:
+        raise CredentialsError(
+            f"{api_url} refused the App's JWT ({exc}): check that the App id and the private key "
+            "are the same App's"
+        ) from exc
+
+
+def _private_key(path: Path) -> str:
+    """The sandbox App's key, made once per state directory (a restart keeps the same App)."""
+    if path.exists():
+        return path.read_text(encoding="utf-8")
+    pem = _new_private_key()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(pem, encoding="utf-8")
+    path.chmod(0o600)
+    return pem
+
+
+def _new_private_key() -> str:
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
     from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
 
@@ -88,6 +142,7 @@ class LocalStack:
         self.launcher: LocalLauncher | None = None
         self.endpoint_server: ThreadingHTTPServer | None = None
         self.endpoint = ""
+        self.app_id, self.app_slug = APP_ID, APP_SLUG
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.routed: list[dict[str, Any]] = []
@@ -95,6 +150,7 @@ class LocalStack:
         #: Cleared, the router's poller receives nothing (events pile up in events.fifo).
         self.routing = threading.Event()
         self.routing.set()
+        self._poller_paused = threading.Event()
         #: Faults to inject: each entry makes the next batch of more records than it says crash
         #: after processing that many (the Lambda died: the whole batch comes back later).
         self.router_crashes: list[int] = []
@@ -105,13 +161,18 @@ class LocalStack:
         self._log_file: TextIO | None = None
         self._log_handler: logging.Handler | None = None
         self._redirected: list[tuple[logging.StreamHandler[Any], Any]] = []
+        #: Where a stop saves the sandbox's and AWS's state, and a start resumes it from.
+        self.github_state = options.state_dir / "saved" / "github.json"
+        self.aws_state = options.state_dir / "saved" / "aws.json"
+        #: What a start restored (registry items, queued messages), None on a first start.
+        self.restored: dict[str, int] | None = None
 
     # --- start ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-
         state = self.options.state_dir
         state.mkdir(parents=True, exist_ok=True)
+        github = self.options.github
         self.moto = MotoProcess(state / "logs" / "moto.log")
         aws = self.moto.start()
         self._set_env(
@@ -124,25 +185,26 @@ class LocalStack:
         )
         self.resources = provision(
             aws,
-            webhook_secret=WEBHOOK_SECRET,
-            private_key_pem=_private_key(),
+            webhook_secret=github.webhook_secret.get_secret_value() if github else WEBHOOK_SECRET,
+            private_key_pem=github.private_key() if github else _private_key(state / "app-key.pem"),
             visibility_timeout=self.options.visibility_timeout,
+            copilot_token=self.options.copilot_token,
         )
         self._serve_endpoint()
-        self.sandbox = GitHubSandbox(
-            state / "github",
-            app_id=APP_ID,
-            app_slug=APP_SLUG,
-            installation_id=INSTALLATION_ID,
-            webhook_url=f"{self.endpoint}/webhook",
-            webhook_secret=WEBHOOK_SECRET,
-            examples=first_examples(),
-        )
-        for name in (self.options.repo, *self.options.extra_repos):
-            self.sandbox.add_repository(name, self._seed_files(name), permissions=HUMANS)
-        github_url = self.sandbox.start()
-        model_url = self.model.start()
+        if github is None:
+            github_url, self.app_id, self.app_slug = self._start_sandbox(), APP_ID, APP_SLUG
+            remote = str(state / "github" / "git" / "{repo}.git")
+        else:
+            github_url, self.app_id, remote = (
+                github.api_url.rstrip("/"),
+                github.app_id,
+                github.git_remote_template,
+            )
+            self.app_slug = _app_slug(github_url, github.app_id, github.private_key())
+        model_url = self.model.start() if self.options.copilot_token is None else None
         self._set_env(self._lambda_env(github_url))
+        if self.aws_state.exists():
+            self.restored = restore_state(self.resources, self.aws_state)
         for name in ("ingress", "router", "tokens", "reconciler"):
             # Imported once here, not by whichever thread needs one first: importing the same
             # package from two threads at once can see it half-initialised.
@@ -156,11 +218,29 @@ class LocalStack:
                 subnets=self.resources.subnets,
                 security_groups=self.resources.security_groups,
             ),
-            env=self._agent_env(github_url, model_url),
+            env=self._agent_env(github_url, model_url, remote),
             log_dir=state / "logs",
         )
         self._loop(self._route_forever)
         self._loop(self._reconcile_forever)
+
+    def _start_sandbox(self) -> str:
+        state = self.options.state_dir
+        self.sandbox = GitHubSandbox(
+            state / "github",
+            app_id=APP_ID,
+            app_slug=APP_SLUG,
+            installation_id=INSTALLATION_ID,
+            webhook_url=f"{self.endpoint}/webhook",
+            webhook_secret=WEBHOOK_SECRET,
+            examples=first_examples(),
+        )
+        if self.github_state.exists():
+            self.sandbox.load(self.github_state)
+        for name in (self.options.repo, *self.options.extra_repos):
+            if name not in self.sandbox.repos:
+                self.sandbox.add_repository(name, self._seed_files(name), permissions=HUMANS)
+        return self.sandbox.start()
 
     def _log_to(self, path: Path) -> None:
         """The Lambdas' JSON logs and the shell's own into one file, not over the terminal."""
@@ -196,8 +276,8 @@ class LocalStack:
         return {
             "EVENTS_QUEUE_URL": r.queue_url,
             "WEBHOOK_SECRET_ARN": r.webhook_secret_arn,
-            "GITHUB_APP_ID": str(APP_ID),
-            "GITHUB_APP_SLUG": APP_SLUG,
+            "GITHUB_APP_ID": str(self.app_id),
+            "GITHUB_APP_SLUG": self.app_slug,
             "GITHUB_PRIVATE_KEY_SECRET_ARN": r.private_key_arn,
             "GITHUB_API_URL": github_url,
             "REGISTRY_TABLE_NAME": r.table_name,
@@ -214,10 +294,17 @@ class LocalStack:
             "POWERTOOLS_METRICS_DISABLED": "true",
         }
 
-    def _agent_env(self, github_url: str, model_url: str) -> dict[str, str]:
-        assert self.resources is not None and self.sandbox is not None
+    def _agent_env(self, github_url: str, model_url: str | None, remote: str) -> dict[str, str]:
+        assert self.resources is not None
         root, state = self.options.root, self.options.state_dir
+        # The local model serves every role; with a Copilot token, each role's configured model.
+        model = (
+            {"SQUADRON_MODEL_URL": model_url + "/"}
+            if model_url is not None
+            else {"COPILOT_GITHUB_TOKEN_SECRET": COPILOT_TOKEN_SECRET}
+        )
         return {
+            **model,
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(state / "home"),
             "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
@@ -234,9 +321,8 @@ class LocalStack:
             "COPILOT_CLI_PATH": str(root / "node_modules" / "@github" / "copilot-linux-x64" / "copilot"),
             "XDG_CACHE_HOME": str(root / "tests" / ".cache" / "copilot-xdg"),
             "GITHUB_API_URL": github_url,
-            "GIT_REMOTE_TEMPLATE": str(self.sandbox.root / "git" / "{repo}.git"),
+            "GIT_REMOTE_TEMPLATE": remote,
             "SQUADRON_WORKSPACE": str(state / "work"),
-            "SQUADRON_MODEL_URL": model_url + "/",
             "TURN_TIMEOUT_SECONDS": "300",
         }
 
@@ -265,7 +351,7 @@ class LocalStack:
                 self.end_headers()
                 self.wfile.write(answer)
 
-        self.endpoint_server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint_server = ThreadingHTTPServer(("127.0.0.1", self.options.port), Handler)
         self.endpoint_server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self.endpoint_server.server_address[1]}"
         threading.Thread(target=self.endpoint_server.serve_forever, daemon=True).start()
@@ -300,8 +386,11 @@ class LocalStack:
         # Agent tasks are local processes: the router's launcher is the local launcher.
         router.runtime().dispatcher.service.launcher = self.launcher
         while not self._stop.is_set():
-            if not self.routing.wait(0.2):
+            if not self.routing.is_set():
+                self._poller_paused.set()
+                self.routing.wait(0.2)
                 continue
+            self._poller_paused.clear()
             try:
                 messages = poller.receive(wait_seconds=1)
                 if not messages:
@@ -334,7 +423,19 @@ class LocalStack:
                 logger.exception("router batch failed")
                 time.sleep(1)
 
+    def pause_routing(self, timeout: float = 30.0) -> None:
+        """Stop routing once the batch in hand is done: events wait in events.fifo."""
+        self.routing.clear()
+        if not self._poller_paused.wait(timeout):
+            raise TimeoutError("the router's poller did not pause")
+
+    def resume_routing(self) -> None:
+        self.routing.set()
+
     def _reconcile_forever(self) -> None:
+        if self.restored is not None:
+            # Agents that ran when the stack stopped have no process now: relaunch them at once.
+            self.reconcile()
         while not self._stop.wait(self.options.reconcile_seconds):
             self.reconcile()
 
@@ -350,13 +451,21 @@ class LocalStack:
     # --- stop ----------------------------------------------------------------------------------
 
     def stop(self) -> None:
+        if self._stop.is_set():
+            return  # stopped already: its state is saved, its servers gone
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=10)
         if self.launcher is not None:
             self.launcher.shutdown()
         if self.sandbox is not None:
-            self.sandbox.stop()
+            self.sandbox.stop()  # its last webhooks go through the ingress into events.fifo first
+            self.sandbox.save(self.github_state)
+        if self.resources is not None and self.moto is not None:
+            try:
+                save_state(self.resources, self.aws_state)
+            except Exception:  # a stack that failed to start has nothing worth keeping
+                logger.exception("saving the AWS state failed")
         self.model.stop()
         if self.endpoint_server is not None:
             self.endpoint_server.shutdown()

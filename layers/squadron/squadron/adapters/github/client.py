@@ -359,6 +359,13 @@ class GitHubAppClient:
         self.app_id = app_id
         self.caller = caller
 
+    def get_app(self) -> Json:
+        """The App itself (its slug names its bot: ``<slug>[bot]``); proves the JWT is accepted."""
+        check(self.caller, Action.READ)
+        response = self.http.request("GET", "/app", token=self._jwt(), throttle_key=f"app-{self.app_id}")
+        app: Json = response.json()
+        return app
+
     def list_deliveries(self, *, limit: int = 500) -> list[Json]:
         """The most recent webhook deliveries, newest first (cursor pagination), up to ``limit``."""
         check(self.caller, Action.APP_ADMIN)

@@ -73,7 +73,7 @@ def idle(stack: LocalStack, agent_id: str) -> AgentRecord | None:
         return None
     if record.task_arn is not None or record.pending_launch is not None:
         return None  # running, or about to be
-    return record if not stack.launcher.running() else None
+    return record if agent_id not in stack.launcher.running_agents() else None
 
 
 def status(stack: LocalStack, agent_id: str) -> AgentStatus | None:
@@ -261,18 +261,31 @@ def test_an_agent_killed_mid_turn_is_relaunched_by_the_reconciler_and_resumes(
 
 
 def test_a_restart_resumes_where_the_stack_stopped(local_stack: StackFactory, tmp_path: Path) -> None:
-    script = DevScript(blocked_by={2: 1})
+    holding, release = threading.Event(), threading.Event()
+
+    class Script(DevScript):
+        def step(self, request: Json, plan: list[Turn], done: list[str]) -> Turn:
+            if issue_of(request) == 3 and done == ["check_for_events"] and not holding.is_set():
+                holding.set()  # #3's agent is mid-turn when the stack stops
+                release.wait(60)
+                return "(never heard)"
+            return super().step(request, plan, done)
+
+    script = Script(blocked_by={2: 1})
     first = local_stack(script)
     human = Human(first)
     human.open_issue("Storage schema")  # #1: a human's
     human.open_issue("Report storage", assign=True)  # #2: its agent sleeps on #1
     eventually(lambda: status(first, "1-2-feat-dev") is AgentStatus.SLEEPING, "#2's agent to sleep on #1")
+    human.open_issue("Search", assign=True)  # #3: its agent works when the stack stops
+    eventually(holding.is_set, "#3's agent to be mid-turn")
     eventually(lambda: idle(first, "1-pm"), "the PM to finish")
     first.pause_routing()
-    human.open_issue("Audit log")  # #3: still queued in events.fifo when the stack stops
+    human.open_issue("Audit log")  # #4: still queued in events.fifo when the stack stops
     assert first.sandbox is not None
     first.sandbox.wait_for_deliveries()
-    first.stop()
+    first.stop()  # Ctrl-C: #3's agent process is stopped with the rest
+    release.set()
 
     second = local_stack(script)  # the same state directory
     assert second.restored is not None and second.restored["events"] >= 1, second.restored
@@ -280,6 +293,7 @@ def test_a_restart_resumes_where_the_stack_stopped(local_stack: StackFactory, tm
     assert [i["title"] for i in second.sandbox.repos["octo/demo"].issues.values()] == [
         "Storage schema",
         "Report storage",
+        "Search",
         "Audit log",
     ]
     sleeper = agent(second, "1-2-feat-dev")
@@ -287,7 +301,11 @@ def test_a_restart_resumes_where_the_stack_stopped(local_stack: StackFactory, tm
         AgentStatus.SLEEPING,
         frozenset({1}),
     )
-    eventually(lambda: pm_heard(second, 3) == 1, "the event queued before the stop to reach the PM")
+    # The reconciler's first run relaunches the agent whose process the stop ended; it resumes.
+    eventually(lambda: idle(second, "1-3-feat-dev"), "#3's agent to be relaunched and finish")
+    assert launches(second, "1-3-feat-dev") == ["wake"]
+    assert "relaunched by the reconciler" in prompts(script.of(3)[-1])[-1]
+    eventually(lambda: pm_heard(second, 4) == 1, "the event queued before the stop to reach the PM")
     Human(second).close(1)
     eventually(lambda: idle(second, "1-2-feat-dev"), "#2's agent to wake after the restart and finish")
     woken = script.of(2)[-1]

@@ -80,7 +80,12 @@ class LocalLauncher:
     def stop(self, task_arn: str, reason: str) -> None:
         with self._lock:
             process = self.processes.get(task_arn)
-        if process is not None and process.poll() is None:
+        if process is None:
+            # Not a task of this stack: one from before a restart, gone with the ECS stand-in that
+            # ran it (moto answers StopTask on an unknown task with a 500, not ECS's "not found").
+            logger.info("task %s is not this stack's: already gone", task_arn.rsplit("/", 1)[-1])
+            return
+        if process.poll() is None:
             _terminate(process)
         self.ecs.stop(task_arn, reason)
 
@@ -94,6 +99,11 @@ class LocalLauncher:
         for process in targets:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
+
+    def running_agents(self) -> set[str]:
+        """The agents with a live process."""
+        with self._lock:
+            return {self._agent_of[p.pid] for p in self.processes.values() if p.poll() is None}
 
     def running(self) -> list[str]:
         with self._lock:

@@ -99,6 +99,7 @@ class SquadronStack(cdk.Stack):
             "RegistryTableName": (self.registry.table.table_name, "The agent registry (DynamoDB)"),
             "EventsDeadLetterQueueUrl": (self.events.dead_letter_queue.queue_url, "events DLQ"),
             "AlarmTopicArn": (self.observability.alarm_topic.topic_arn, "SNS topic receiving alarms"),
+            "GitHubAppId": (self.settings.github_app_id, "The GitHub App (squadron replay signs in as it)"),
         }
         for output_id, (value, description) in outputs.items():
             cdk.CfnOutput(self, output_id, value=value, description=description)

@@ -4,6 +4,7 @@ process through the real Copilot CLI against the local model, reads the event an
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.cli import main
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.local.credentials import load_credentials
 from squadron.local.sandbox import GitHubSandbox
@@ -49,6 +51,18 @@ def test_an_issue_reaches_the_pm_which_runs_as_a_local_process(stack: LocalStack
         "Export API" in str(m.get("content")) for r in asked for m in r["messages"] if m.get("role") == "tool"
     )
     assert stack.errors == []
+    # The operator's view of the running stack.
+    out = io.StringIO()
+    assert main(["status", "--local", "--state", str(stack.options.state_dir)], out=out) == 0
+    assert "1-pm" in out.getvalue() and "ACTIVE (idle)" in out.getvalue(), out.getvalue()
+    out = io.StringIO()
+    assert main(["agent", "show", "1-pm", "--local", "--state", str(stack.options.state_dir)], out=out) == 0
+    assert "inbox (0 waiting)" in out.getvalue()
+    opened_guid = stack.sandbox.deliveries[0].guid
+    out = io.StringIO()
+    assert main(["replay", opened_guid, "--local", "--state", str(stack.options.state_dir)], out=out) == 0
+    assert f"GitHub redelivers {opened_guid} (issues.opened" in out.getvalue(), out.getvalue()
+    assert [d.redelivery for d in stack.sandbox.deliveries if d.guid == opened_guid] == [False, True]
 
 
 def test_squadron_local_runs_until_interrupted_and_leaves_nothing_behind(tmp_path: Path) -> None:

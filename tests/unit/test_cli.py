@@ -94,7 +94,16 @@ def test_local_needs_a_checkout(tmp_path: Path) -> None:
 
 
 def test_subcommands_are_a_table() -> None:
-    assert [command.name for command in SUBCOMMANDS] == ["validate", "schema", "local", "branch-protection"]
+    assert [command.name for command in SUBCOMMANDS] == [
+        "validate",
+        "schema",
+        "local",
+        "status",
+        "agent",
+        "dlq",
+        "replay",
+        "branch-protection",
+    ]
 
 
 def test_unknown_subcommand_exits_with_usage() -> None:

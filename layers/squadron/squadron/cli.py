@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from squadron import operator_cli
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.config.constants import CONFIG_DIR
 from squadron.domain.permissions import Caller
@@ -328,6 +329,30 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "run the whole system on this machine (GitHub sandbox, moto, local agents)",
         _configure_local,
         _run_local,
+    ),
+    Subcommand(
+        "status",
+        "the agents: role, issue, status, blockers, PR, age, breaker counters",
+        operator_cli.configure_status,
+        operator_cli.run_status,
+    ),
+    Subcommand(
+        "agent",
+        "one agent, whole, with what waits in its inbox",
+        operator_cli.configure_agent,
+        operator_cli.run_agent,
+    ),
+    Subcommand(
+        "dlq",
+        "the events that failed five times: list them, or send them back",
+        operator_cli.configure_dlq,
+        operator_cli.run_dlq,
+    ),
+    Subcommand(
+        "replay",
+        "ask GitHub to send a webhook delivery again",
+        operator_cli.configure_replay,
+        operator_cli.run_replay,
     ),
     Subcommand(
         "branch-protection",

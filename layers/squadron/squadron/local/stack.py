@@ -54,6 +54,7 @@ from squadron.adapters.local_aws import (
     save_state,
 )
 from squadron.adapters.local_launcher import LocalLauncher
+from squadron.adapters.operations import ENDPOINTS_FILE, Target
 from squadron.domain.permissions import Caller
 from squadron.local.credentials import CredentialsError, GitHubAppCredentials
 from squadron.local.examples import first_examples
@@ -223,6 +224,17 @@ class LocalStack:
         )
         self._loop(self._route_forever)
         self._loop(self._reconcile_forever)
+        # Where `squadron status --local` finds this stack (removed when it stops).
+        Target(
+            table_name=self.resources.table_name,
+            queue_url=self.resources.queue_url,
+            dead_letter_queue_url=self.resources.dead_letter_queue_url,
+            endpoint=aws,
+            region="us-east-1",
+            app_id=self.app_id,
+            private_key_secret=self.resources.private_key_arn,
+            github_api_url=github_url,
+        ).write(state)
 
     def _start_sandbox(self) -> str:
         state = self.options.state_dir
@@ -454,6 +466,7 @@ class LocalStack:
         if self._stop.is_set():
             return  # stopped already: its state is saved, its servers gone
         self._stop.set()
+        (self.options.state_dir / ENDPOINTS_FILE).unlink(missing_ok=True)
         for thread in self._threads:
             thread.join(timeout=10)
         if self.launcher is not None:

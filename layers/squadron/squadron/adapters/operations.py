@@ -1,0 +1,257 @@
+"""What the operator CLI reads and changes in AWS (or the local stack's moto): the deployed
+stack's outputs, the registry's agents, the dead-letter queue.
+
+Where: a deployed stack, found by name through CloudFormation with boto3's default
+credentials and region; or the local stack, found through ``endpoints.json`` in its state
+directory (written while it runs). Every failure to reach either is an OperatorError whose
+message says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.client import GitHubAppClient
+from squadron.adapters.github.http import GitHubHttp
+from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
+from squadron.domain.permissions import Caller
+from squadron.errors import SquadronError
+
+ENDPOINTS_FILE = "endpoints.json"
+
+
+class OperatorError(SquadronError):
+    """The stack cannot be reached or read; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One deployment's registry and queues (``endpoint`` set for the local stack's moto)."""
+
+    table_name: str
+    queue_url: str
+    dead_letter_queue_url: str
+    endpoint: str | None = None
+    region: str | None = None
+    #: The App, for asking GitHub to redeliver (squadron replay).
+    app_id: int | None = None
+    private_key_secret: str | None = None
+    github_api_url: str = "https://api.github.com"
+
+    def dynamodb(self) -> Any:
+        return boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=self.region)
+
+    def sqs(self) -> Any:
+        return boto3.client("sqs", endpoint_url=self.endpoint, region_name=self.region)
+
+    def write(self, state_dir: Path) -> Path:
+        path = state_dir / ENDPOINTS_FILE
+        path.write_text(json.dumps(asdict(self)), encoding="utf-8")
+        return path
+
+
+def local_target(state_dir: Path) -> Target:
+    """The running local stack of ``state_dir``."""
+    path = state_dir / ENDPOINTS_FILE
+    if not path.exists():
+        raise OperatorError(
+            f"no local stack is running with state in {state_dir} (start it with `make local`)"
+        )
+    target = Target(**json.loads(path.read_text(encoding="utf-8")))
+    try:
+        with urllib.request.urlopen(f"{target.endpoint}/moto-api/", timeout=5):  # noqa: S310 (loopback)
+            pass
+    except OSError as exc:
+        raise OperatorError(
+            f"the local stack of {state_dir} does not answer on {target.endpoint} ({exc}); it stopped "
+            "without cleaning up: start it again with `make local`"
+        ) from exc
+    return target
+
+
+def stack_target(stack_name: str, *, region: str | None = None) -> Target:
+    """The deployed stack's registry and queues, from its CloudFormation outputs."""
+    try:
+        cloudformation = boto3.client("cloudformation", region_name=region)
+        stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
+    except NoRegionError as exc:
+        raise OperatorError("no AWS region: pass --region or set AWS_REGION") from exc
+    except NoCredentialsError as exc:
+        raise OperatorError(
+            "no AWS credentials: configure them (aws configure, AWS_PROFILE) or use --local"
+        ) from exc
+    except ClientError as exc:
+        message = exc.response.get("Error", {}).get("Message", str(exc))
+        if "does not exist" in message:
+            raise OperatorError(
+                f"no stack {stack_name} in {cloudformation.meta.region_name}: deploy it (cdk deploy) or "
+                "pass --stack/--region"
+            ) from exc
+        raise OperatorError(f"CloudFormation refused DescribeStacks for {stack_name}: {message}") from exc
+    except BotoCoreError as exc:
+        raise OperatorError(f"cannot reach CloudFormation: {exc}") from exc
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    wanted = (
+        "RegistryTableName",
+        "EventsQueueUrl",
+        "EventsDeadLetterQueueUrl",
+        "GitHubAppPrivateKeySecretName",
+    )
+    missing = [key for key in wanted if key not in outputs]
+    if missing:
+        raise OperatorError(f"stack {stack_name} has no output {', '.join(missing)}: is it a Squadron stack?")
+    return Target(
+        table_name=outputs["RegistryTableName"],
+        queue_url=outputs["EventsQueueUrl"],
+        dead_letter_queue_url=outputs["EventsDeadLetterQueueUrl"],
+        region=cloudformation.meta.region_name,
+        app_id=int(outputs.get("GitHubAppId") or 0) or None,
+        private_key_secret=outputs["GitHubAppPrivateKeySecretName"],
+    )
+
+
+class Operations:
+    """Reads and the few repairs an operator makes, on one target."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self.registry = DynamoRegistry(target.table_name, client=target.dynamodb())
+        self.sqs = target.sqs()
+
+    def _guard(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except (ClientError, BotoCoreError, SquadronError) as exc:
+            raise OperatorError(f"{what} failed: {exc}") from exc
+
+    def agents(self, repo: str | None = None) -> list[AgentRecord]:
+        found = [
+            agent
+            for status in AgentStatus
+            for agent in self._guard("reading the registry", self.registry.agents_with_status, status)
+        ]
+        return [a for a in found if repo is None or a.repo_full_name == repo]
+
+    def agent(self, agent_id: str) -> tuple[AgentRecord, list[InboxItem]]:
+        record = self._guard("reading the registry", self.registry.get_agent, agent_id)
+        if record is None:
+            raise OperatorError(
+                f"no agent {agent_id} in {self.target.table_name} (`squadron status` lists them)"
+            )
+        return record, self._guard("reading its inbox", self.registry.pending_inbox, agent_id)
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The DLQ's messages, looked at without taking them (visibility 0)."""
+        seen: dict[str, dict[str, Any]] = {}
+        for _ in range(max(1, limit // 10) + 1):
+            answer = self._guard(
+                "reading the dead-letter queue",
+                self.sqs.receive_message,
+                QueueUrl=self.target.dead_letter_queue_url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=0,
+                MessageSystemAttributeNames=["All"],
+            )
+            messages = answer.get("Messages", [])
+            fresh = [m for m in messages if m["MessageId"] not in seen]
+            if not fresh:
+                break
+            for message in fresh:
+                seen[message["MessageId"]] = _describe(message)
+            if len(seen) >= limit:
+                break
+        return list(seen.values())[:limit]
+
+    def redrive(self) -> int:
+        """Every DLQ message back onto events.fifo (its group, a new deduplication id); the count."""
+        moved = 0
+        while True:
+            answer = self._guard(
+                "reading the dead-letter queue",
+                self.sqs.receive_message,
+                QueueUrl=self.target.dead_letter_queue_url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=60,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )
+            messages = answer.get("Messages", [])
+            if not messages:
+                return moved
+            for message in messages:
+                attributes = message.get("Attributes", {})
+                self._guard(
+                    "sending to events.fifo",
+                    self.sqs.send_message,
+                    QueueUrl=self.target.queue_url,
+                    MessageBody=message["Body"],
+                    MessageGroupId=attributes["MessageGroupId"],
+                    # The original id may still be inside SQS's 5-minute deduplication window.
+                    MessageDeduplicationId=f"{attributes['MessageDeduplicationId'][:60]}-redrive-{message['MessageId'][:8]}",
+                    **(
+                        {"MessageAttributes": message["MessageAttributes"]}
+                        if message.get("MessageAttributes")
+                        else {}
+                    ),
+                )
+                self._guard(
+                    "deleting from the dead-letter queue",
+                    self.sqs.delete_message,
+                    QueueUrl=self.target.dead_letter_queue_url,
+                    ReceiptHandle=message["ReceiptHandle"],
+                )
+                moved += 1
+
+    def replay(self, delivery: str) -> dict[str, Any]:
+        """Ask GitHub to send a webhook delivery again (by its GUID or numeric id); the delivery."""
+        target = self.target
+        if target.app_id is None or target.private_key_secret is None:
+            raise OperatorError(
+                "the stack does not say which GitHub App it is (deploy with -c github_app_id=...)"
+            )
+        secrets = boto3.client("secretsmanager", endpoint_url=target.endpoint, region_name=target.region)
+
+        def private_key() -> str:
+            value = self._guard(
+                "reading the App's private key", secrets.get_secret_value, SecretId=target.private_key_secret
+            )
+            return str(value["SecretString"])
+
+        app = GitHubApp(
+            app_id=target.app_id, http=GitHubHttp(base_url=target.github_api_url), private_key=private_key
+        )
+        client = GitHubAppClient(http=app.http, jwt=app.jwt, app_id=target.app_id, caller=Caller.framework())
+        deliveries = self._guard("listing the App's deliveries", client.list_deliveries)
+        found = next((d for d in deliveries if delivery in (str(d.get("id")), str(d.get("guid")))), None)
+        if found is None:
+            raise OperatorError(f"no delivery {delivery} among the App's newest {len(deliveries)} deliveries")
+        self._guard("asking GitHub to redeliver", client.redeliver, int(found["id"]))
+        return dict(found)
+
+
+def _describe(message: dict[str, Any]) -> dict[str, Any]:
+    attributes = message.get("Attributes", {})
+    try:
+        body = json.loads(message.get("Body") or "{}")
+    except json.JSONDecodeError:
+        body = {}
+    event = ".".join(str(part) for part in (body.get("event"), body.get("action")) if part) or "?"
+    sent = attributes.get("SentTimestamp")
+    return {
+        "message_id": message["MessageId"],
+        "group": attributes.get("MessageGroupId"),
+        "delivery_id": body.get("delivery_id") or attributes.get("MessageDeduplicationId"),
+        "event": event,
+        "receive_count": int(attributes.get("ApproximateReceiveCount", 0)),
+        "sent_at": datetime.fromtimestamp(int(sent) / 1000, UTC).isoformat() if sent else None,
+    }

@@ -1,0 +1,144 @@
+"""The operator's reads and repairs on AWS (moto): the stack by its outputs, agents, the DLQ."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
+from squadron.adapters.operations import Operations, OperatorError, Target, local_target, stack_target
+from squadron.cli import main
+from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem, RoleKind
+from squadron.domain.effects import AgentWrite
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+
+
+def record(number: int, status: AgentStatus, repo: str = "octo/shop", **changes: object) -> AgentRecord:
+    return AgentRecord.model_validate(
+        {
+            "agent_id": f"1-{number}-feat-dev",
+            "role": "feat-dev",
+            "kind": RoleKind.DEV,
+            "repo_id": 1,
+            "repo_full_name": repo,
+            "issue_number": number,
+            "status": status,
+            "created_at": T0,
+            "updated_at": T0,
+            **changes,
+        }
+    )
+
+
+@pytest.fixture
+def target() -> Iterator[Target]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb")
+        dynamodb.create_table(TableName="registry", **TABLE_DEFINITION)
+        sqs = boto3.client("sqs")
+        dlq = sqs.create_queue(QueueName="events-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        queue = sqs.create_queue(QueueName="events.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        yield Target(table_name="registry", queue_url=queue, dead_letter_queue_url=dlq)
+
+
+def test_agents_of_every_status_and_of_one_repository(target: Target) -> None:
+    registry = DynamoRegistry(target.table_name, client=target.dynamodb())
+    for agent in (
+        record(1, AgentStatus.ACTIVE),
+        record(2, AgentStatus.SLEEPING, blocked_by=frozenset({1})),
+        record(3, AgentStatus.COMPLETED, repo="octo/other"),
+    ):
+        registry.put_agent(AgentWrite(agent, None))
+    operations = Operations(target)
+    assert sorted(a.agent_id for a in operations.agents()) == ["1-1-feat-dev", "1-2-feat-dev", "1-3-feat-dev"]
+    assert sorted(a.agent_id for a in operations.agents("octo/shop")) == ["1-1-feat-dev", "1-2-feat-dev"]
+    registry.deliver(
+        InboxItem(agent_id="1-1-feat-dev", delivery_id="d1", received_at=T0, kind="comment", summary="hi")
+    )
+    agent, inbox = operations.agent("1-1-feat-dev")
+    assert (agent.status, [i.summary for i in inbox]) == (AgentStatus.ACTIVE, ["hi"])
+    with pytest.raises(OperatorError, match="no agent 9-9-feat-dev in registry"):
+        operations.agent("9-9-feat-dev")
+
+
+def test_the_dead_letter_queue_is_listed_without_being_taken_then_redriven(target: Target) -> None:
+    sqs = target.sqs()
+    for n in (1, 2):
+        body = {"delivery_id": f"d{n}", "event": "issues", "action": "opened"}
+        sqs.send_message(
+            QueueUrl=target.dead_letter_queue_url,
+            MessageBody=json.dumps(body),
+            MessageGroupId=f"1#{n}",
+            MessageDeduplicationId=f"d{n}",
+        )
+    operations = Operations(target)
+    listed = operations.dead_letters()
+    assert [(m["group"], m["delivery_id"], m["event"]) for m in listed] == [
+        ("1#1", "d1", "issues.opened"),
+        ("1#2", "d2", "issues.opened"),
+    ]
+    assert len(operations.dead_letters()) == 2  # looking took nothing
+    assert operations.redrive() == 2
+    assert operations.dead_letters() == []
+    moved = sqs.receive_message(
+        QueueUrl=target.queue_url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"]
+    )
+    assert sorted(m["Attributes"]["MessageGroupId"] for m in moved["Messages"]) == ["1#1", "1#2"]
+
+
+TEMPLATE = {
+    "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+    "Outputs": {
+        "RegistryTableName": {"Value": "squadron-registry"},
+        "EventsQueueUrl": {"Value": "https://sqs.us-east-1.amazonaws.com/1/events.fifo"},
+        "EventsDeadLetterQueueUrl": {"Value": "https://sqs.us-east-1.amazonaws.com/1/events-dlq.fifo"},
+        "GitHubAppPrivateKeySecretName": {"Value": "squadron-dev/github-app-private-key"},
+        "GitHubAppId": {"Value": "123456"},
+    },
+}
+
+
+def test_a_deployed_stack_is_found_by_its_outputs() -> None:
+    with mock_aws():
+        cloudformation = boto3.client("cloudformation")
+        cloudformation.create_stack(StackName="Squadron-dev", TemplateBody=json.dumps(TEMPLATE))
+        partial = {**TEMPLATE, "Outputs": {"EventsQueueUrl": {"Value": "x"}}}
+        cloudformation.create_stack(StackName="Other", TemplateBody=json.dumps(partial))
+        target = stack_target("Squadron-dev")
+        assert (target.table_name, target.region, target.app_id) == ("squadron-registry", "us-east-1", 123456)
+        with pytest.raises(OperatorError, match="no stack Squadron-prod in us-east-1: deploy it"):
+            stack_target("Squadron-prod")
+        with pytest.raises(
+            OperatorError,
+            match="no output RegistryTableName, EventsDeadLetterQueueUrl, GitHubAppPrivateKeySecretName",
+        ):
+            stack_target("Other")
+
+
+def test_the_local_stack_must_be_running(tmp_path: Path) -> None:
+    with pytest.raises(OperatorError, match="no local stack is running with state in"):
+        local_target(tmp_path)
+    Target(table_name="t", queue_url="q", dead_letter_queue_url="d", endpoint="http://127.0.0.1:9").write(
+        tmp_path
+    )
+    with pytest.raises(OperatorError, match=re.escape("does not answer on http://127.0.0.1:9")):
+        local_target(tmp_path)
+
+
+@pytest.mark.parametrize("command", [["status"], ["agent", "show", "1-1-feat-dev"], ["dlq", "list"]])
+def test_every_operator_command_says_when_the_stack_is_not_there(tmp_path: Path, command: list[str]) -> None:
+    out = io.StringIO()
+    status = main([*command, "--local", "--state", str(tmp_path)], out=out)
+    assert status == 3
+    assert (
+        out.getvalue() == f"no local stack is running with state in {tmp_path} (start it with `make local`)\n"
+    )

@@ -1,0 +1,115 @@
+"""What `squadron status` and `squadron agent show` print, from registry records."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from squadron.domain.agents import AgentRecord, AgentStatus, BreakerCounters, InboxItem, RoleKind
+from squadron.operator_view import age, agent_detail, agent_row, dead_letter_table, status_table
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+NOW = T0 + timedelta(hours=3)
+
+
+def record(number: int | None, status: AgentStatus, role: str = "feat-dev", **changes: object) -> AgentRecord:
+    return AgentRecord.model_validate(
+        {
+            "agent_id": f"1-{number}-{role}" if number is not None else "1-pm",
+            "role": role,
+            "kind": RoleKind.PM if number is None else RoleKind.DEV,
+            "repo_id": 1,
+            "repo_full_name": "octo/shop",
+            "issue_number": number,
+            "status": status,
+            "created_at": T0,
+            "updated_at": T0,
+            **changes,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(0, "0s"), (59, "59s"), (60, "1m"), (3_599, "59m"), (3_600, "1h"), (172_800, "2d"), (-5, "0s")],
+)
+def test_age(seconds: int, said: str) -> None:
+    assert age(T0, T0 + timedelta(seconds=seconds)) == said
+
+
+def test_the_status_table_lists_live_agents_first_with_what_they_wait_for() -> None:
+    agents = [
+        record(7, AgentStatus.COMPLETED, pr_number=9),
+        record(2, AgentStatus.SLEEPING, blocked_by=frozenset({5, 3})),
+        record(None, AgentStatus.ACTIVE, role="pm"),
+        record(
+            4,
+            AgentStatus.ACTIVE,
+            task_arn="arn:task/1",
+            counters=BreakerCounters(tool_calls=12, turns=3, active_seconds=95),
+        ),
+    ]
+    lines = status_table(agents, NOW).splitlines()
+    assert lines[0].split() == [
+        "AGENT",
+        "REPOSITORY",
+        "ROLE",
+        "ISSUE",
+        "STATUS",
+        "BLOCKED",
+        "BY",
+        "PR",
+        "AGE",
+        "TOOLS",
+        "TURNS",
+        "ACTIVE",
+    ]
+    assert [line.split()[0] for line in lines[1:5]] == [
+        "1-pm",
+        "1-4-feat-dev",
+        "1-2-feat-dev",
+        "1-7-feat-dev",
+    ]
+    assert "ACTIVE (idle)" in lines[1] and "ACTIVE (running)" in lines[2]
+    assert "#3, #5" in lines[3] and "#9" in lines[4]
+    assert lines[2].split()[-3:] == ["12", "3", "95s"]
+    assert lines[-1] == "4 agents: 2 active, 1 sleeping, 1 completed"
+    assert status_table([], NOW) == "no agents\n"
+
+
+def test_a_row_for_json_carries_the_counters() -> None:
+    row = agent_row(record(2, AgentStatus.SLEEPING, blocked_by=frozenset({3})), NOW)
+    assert (row["status"], row["blocked_by"], row["age_seconds"]) == ("SLEEPING", [3], 10_800)
+    assert row["counters"]["recoveries"] == 0
+
+
+def test_one_agent_in_full_with_its_inbox() -> None:
+    agent = record(
+        2, AgentStatus.ESCALATED, escalation_reason="max_tool_calls 200 reached", branch="feat/issue-2"
+    )
+    inbox = [
+        InboxItem(
+            agent_id=agent.agent_id, delivery_id="d", received_at=T0, kind="comment", summary="alice: ping"
+        )
+    ]
+    text = agent_detail(agent, inbox, NOW)
+    assert "escalated because  max_tool_calls 200 reached" in text
+    assert "branch             feat/issue-2" in text
+    assert text.endswith("inbox (1 waiting):\n  - [comment] alice: ping\n")
+
+
+def test_the_dead_letters_in_lines() -> None:
+    assert dead_letter_table([]) == "the dead-letter queue is empty\n"
+    message = {
+        "message_id": "m1",
+        "group": "1#2",
+        "event": "issues.closed",
+        "delivery_id": "d",
+        "receive_count": 5,
+        "sent_at": "t",
+    }
+    assert (
+        dead_letter_table([message])
+        == "m1  group 1#2  issues.closed  delivery d  received 5x  sent t\n1 messages\n"
+    )

@@ -23,6 +23,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION
+from squadron.adapters.operations import resend_arguments
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -193,19 +194,7 @@ def _drain(endpoint: str, queue_url: str) -> list[dict[str, Any]]:
         if not messages:
             return out
         for message in messages:
-            attributes = message.get("Attributes", {})
-            out.append(
-                {
-                    "MessageBody": message["Body"],
-                    "MessageGroupId": attributes["MessageGroupId"],
-                    "MessageDeduplicationId": attributes["MessageDeduplicationId"],
-                    **(
-                        {"MessageAttributes": message["MessageAttributes"]}
-                        if message.get("MessageAttributes")
-                        else {}
-                    ),
-                }
-            )
+            out.append(resend_arguments(dict(message)))
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 

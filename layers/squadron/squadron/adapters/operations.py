@@ -189,20 +189,13 @@ class Operations:
             if not messages:
                 return moved
             for message in messages:
-                attributes = message.get("Attributes", {})
+                # The original deduplication id may still be inside SQS's 5-minute window.
+                again = f"{message['Attributes']['MessageDeduplicationId'][:60]}-redrive-{message['MessageId'][:8]}"
                 self._guard(
                     "sending to events.fifo",
                     self.sqs.send_message,
                     QueueUrl=self.target.queue_url,
-                    MessageBody=message["Body"],
-                    MessageGroupId=attributes["MessageGroupId"],
-                    # The original id may still be inside SQS's 5-minute deduplication window.
-                    MessageDeduplicationId=f"{attributes['MessageDeduplicationId'][:60]}-redrive-{message['MessageId'][:8]}",
-                    **(
-                        {"MessageAttributes": message["MessageAttributes"]}
-                        if message.get("MessageAttributes")
-                        else {}
-                    ),
+                    **resend_arguments(message, deduplication_id=again),
                 )
                 self._guard(
                     "deleting from the dead-letter queue",
@@ -237,6 +230,19 @@ class Operations:
             raise OperatorError(f"no delivery {delivery} among the App's newest {len(deliveries)} deliveries")
         self._guard("asking GitHub to redeliver", client.redeliver, int(found["id"]))
         return dict(found)
+
+
+def resend_arguments(message: dict[str, Any], *, deduplication_id: str | None = None) -> dict[str, Any]:
+    """SendMessage's arguments that put a received FIFO message back as it was (its body, group,
+    attributes; its deduplication id unless another is given). Receive it with
+    ``MessageSystemAttributeNames=["All"]`` and ``MessageAttributeNames=["All"]``."""
+    attributes = message.get("Attributes", {})
+    return {
+        "MessageBody": message["Body"],
+        "MessageGroupId": attributes["MessageGroupId"],
+        "MessageDeduplicationId": deduplication_id or attributes["MessageDeduplicationId"],
+        **({"MessageAttributes": message["MessageAttributes"]} if message.get("MessageAttributes") else {}),
+    }
 
 
 def _describe(message: dict[str, Any]) -> dict[str, Any]:

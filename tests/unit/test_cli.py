@@ -102,6 +102,7 @@ def test_subcommands_are_a_table() -> None:
         "agent",
         "dlq",
         "replay",
+        "app",
         "branch-protection",
     ]
 

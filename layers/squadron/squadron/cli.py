@@ -355,6 +355,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         operator_cli.run_replay,
     ),
     Subcommand(
+        "app",
+        "the GitHub App's manifest (permissions and events it needs), and the page that creates it",
+        operator_cli.configure_app,
+        operator_cli.run_app,
+    ),
+    Subcommand(
         "branch-protection",
         "set GitHub branch protection from the approval flows (GitHub as the hard backstop)",
         _configure_protection,

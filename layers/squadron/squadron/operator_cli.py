@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from squadron.adapters.operations import Operations
 
 EXIT_OK = 0
+EXIT_PROBLEMS = 1
 EXIT_UNAVAILABLE = 3
 
 
@@ -131,4 +132,48 @@ def run_dlq(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"{exc}\n")
         return EXIT_UNAVAILABLE
     out.write(json.dumps(messages, indent=2) + "\n" if args.json else dead_letter_table(messages))
+    return EXIT_OK
+
+
+def configure_app(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        choices=("manifest", "create"),
+        help="manifest: print it; create: write the page that creates the App",
+    )
+    parser.add_argument("--webhook-url", required=True, help="the stack's WebhookUrl output (https)")
+    parser.add_argument(
+        "--name", default="squadron", help="the App's name, unique on GitHub (default: squadron)"
+    )
+    parser.add_argument("--org", help="create it in this organization (default: your account)")
+    parser.add_argument("--homepage", default="https://github.com", help="the App's homepage URL")
+    parser.add_argument("--out", default="squadron-app.html", help="with create: where to write the page")
+
+
+def run_app(args: argparse.Namespace, out: TextIO) -> int:
+    from squadron.domain.app_manifest import creation_url, manifest, manifest_form  # noqa: PLC0415
+
+    if not args.webhook_url.startswith("https://"):
+        out.write(
+            f"--webhook-url {args.webhook_url}: GitHub delivers webhooks to an https URL (the stack's WebhookUrl)\n"
+        )
+        return EXIT_PROBLEMS
+    body = manifest(name=args.name, webhook_url=args.webhook_url, homepage=args.homepage)
+    if args.action == "manifest":
+        out.write(json.dumps(body, indent=2) + "\n")
+        return EXIT_OK
+    page = Path(args.out)
+    page.write_text(manifest_form(body, args.org), encoding="utf-8")
+    out.write(
+        f"wrote {page}: open it in a browser and press the button; GitHub ({creation_url(args.org)}) shows the\n"
+        "App's permissions and events before it creates it. Then, on the App's settings page:\n"
+        "  1. note the App ID and generate a private key (a .pem file downloads);\n"
+        "  2. set a webhook secret (e.g. `openssl rand -hex 32`);\n"
+        "  3. store both in the stack's secrets (names in its outputs):\n"
+        "       aws secretsmanager put-secret-value --secret-id <GitHubAppPrivateKeySecretName> "
+        "--secret-string file://app.pem\n"
+        "       aws secretsmanager put-secret-value --secret-id <WebhookSecretName> --secret-string <secret>\n"
+        "  4. deploy with the App's id: cdk deploy -c github_app_id=<App ID>\n"
+        "  5. install the App on each repository it should work in (Install App -> Only select repositories).\n"
+    )
     return EXIT_OK

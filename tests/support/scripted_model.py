@@ -8,14 +8,13 @@ example the earlier conversation after a resume). Non-streaming only.
 
 from __future__ import annotations
 
-import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from squadron.local.model import completion, serve_chat
 
 
 @dataclass(frozen=True)
@@ -69,27 +68,8 @@ class ScriptedModel:
             self.stalled.set()
             self.released.wait(turn.seconds)
             turn = Say(turn.content)
-        message: dict[str, Any] = {"role": "assistant", "content": None}
-        if isinstance(turn, ToolCall):
-            message["tool_calls"] = [
-                {
-                    "id": f"call_{number}",
-                    "type": "function",
-                    "function": {"name": turn.name, "arguments": json.dumps(turn.arguments)},
-                }
-            ]
-            finish = "tool_calls"
-        else:
-            message["content"] = turn.content
-            finish = "stop"
-        return {
-            "id": f"chatcmpl-{number}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": request.get("model", "scripted"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        said = (turn.name, turn.arguments) if isinstance(turn, ToolCall) else turn.content
+        return completion(number, said, str(request.get("model", "scripted")))
 
     def contents_seen(self, index: int = -1) -> list[str]:
         """The text of every message in request ``index`` (tool results included)."""
@@ -99,27 +79,8 @@ class ScriptedModel:
 
 @contextmanager
 def serve(model: ScriptedModel) -> Iterator[ScriptedModel]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length", "0"))
-            request = json.loads(self.rfile.read(length))
-            if not self.path.endswith("/chat/completions") or request.get("stream"):
-                self.send_error(400, f"scripted model serves non-streaming chat completions, not {self.path}")
-                return
-            data = json.dumps(model.answer(request)).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = serve_chat(model.answer)
     model.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
         yield model
     finally:

@@ -51,6 +51,59 @@ def quiet(request: Json) -> Turn:
     return "Nothing more to do."
 
 
+def completion(number: int, turn: Turn, model: str) -> Json:
+    """The chat completion answering with ``turn``: a tool call (name, arguments) or a message."""
+    message: Json = {"role": "assistant", "content": None}
+    if isinstance(turn, tuple):
+        name, arguments = turn
+        message["tool_calls"] = [
+            {
+                "id": f"call_{number}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+        ]
+        finish = "tool_calls"
+    else:
+        message["content"] = turn
+        finish = "stop"
+    return {
+        "id": f"chatcmpl-{number}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+
+def serve_chat(answer: Callable[[Json], Json]) -> ThreadingHTTPServer:
+    """``POST /v1/chat/completions`` (non-streaming) on 127.0.0.1, answered by ``answer``; serving."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+        def do_POST(self) -> None:
+            request = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+            if not self.path.endswith("/chat/completions") or request.get("stream"):
+                self.send_error(
+                    400, f"this model serves non-streaming chat completions only, not {self.path}"
+                )
+                return
+            data = json.dumps(answer(request)).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 class LocalModel:
     def __init__(self, policy: Policy | None = None) -> None:
         self.policy = policy
@@ -65,51 +118,10 @@ class LocalModel:
             self.requests.append(request)
             number = next(self._ids)
         turn = (self.policy(request) if self.policy else None) or quiet(request)
-        message: Json = {"role": "assistant", "content": None}
-        if isinstance(turn, tuple):
-            name, arguments = turn
-            message["tool_calls"] = [
-                {
-                    "id": f"call_{number}",
-                    "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(arguments)},
-                }
-            ]
-            finish = "tool_calls"
-        else:
-            message["content"] = turn
-            finish = "stop"
-        return {
-            "id": f"chatcmpl-{number}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": request.get("model", "local"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+        return completion(number, turn, str(request.get("model", "local")))
 
     def start(self) -> str:
-        model = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:
-                return
-
-            def do_POST(self) -> None:
-                request = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-                if not self.path.endswith("/chat/completions") or request.get("stream"):
-                    self.send_error(400, "the local model serves non-streaming chat completions only")
-                    return
-                data = json.dumps(model.answer(request)).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = serve_chat(self.answer)
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         return self.base_url
 

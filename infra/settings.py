@@ -15,6 +15,8 @@ from aws_cdk import aws_logs as logs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from squadron.domain.metrics import namespace
+
 # The retention periods CloudWatch Logs accepts, by number of days.
 RETENTION_BY_DAYS: dict[int, logs.RetentionDays] = {
     1: logs.RetentionDays.ONE_DAY,
@@ -105,6 +107,11 @@ class SquadronSettings(BaseModel):
             allowed = ", ".join(str(days) for days in RETENTION_BY_DAYS)
             raise ValueError(f"must be one of CloudWatch Logs' retention periods: {allowed}")
         return value
+
+    @property
+    def metrics_namespace(self) -> str:
+        """Where every component of this stage publishes its metrics (``Squadron/<stage>``)."""
+        return namespace(self.stage)
 
     @property
     def log_retention(self) -> logs.RetentionDays:

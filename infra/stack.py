@@ -8,6 +8,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from infra.constructs.agents import AgentCompute
+from infra.constructs.dashboard import OperationsDashboard, Watched
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.ingress import WebhookIngress
 from infra.constructs.layer import SharedLayer
@@ -20,7 +21,8 @@ from infra.settings import SquadronSettings
 
 
 class SquadronStack(cdk.Stack):
-    """GitHub webhook -> HTTP API -> ingress Lambda -> events.fifo (+ DLQ, alarms, secrets)."""
+    """GitHub webhook -> HTTP API -> ingress Lambda -> events.fifo -> router -> agent tasks (+ DLQ,
+    reconciler, token vendor, secrets, dashboard and alarms)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, settings: SquadronSettings, **kwargs: Any
@@ -57,6 +59,7 @@ class SquadronStack(cdk.Stack):
             private_key=self.secrets.private_key,
             github_app_id=settings.github_app_id,
             log_retention=settings.log_retention,
+            metrics_namespace=settings.metrics_namespace,
         )
         self.router = EventRouter(
             self,
@@ -68,6 +71,7 @@ class SquadronStack(cdk.Stack):
             github_app_id=settings.github_app_id,
             agents=self.agents.target,
             log_retention=settings.log_retention,
+            metrics_namespace=settings.metrics_namespace,
             log_level=settings.log_level,
         )
         self.reconciler = Reconciler(
@@ -80,8 +84,27 @@ class SquadronStack(cdk.Stack):
             github_app_id=settings.github_app_id,
             cluster=self.agents.target.cluster,
             log_retention=settings.log_retention,
+            metrics_namespace=settings.metrics_namespace,
             log_level=settings.log_level,
         )
+        self.operations = OperationsDashboard(
+            self,
+            "Operations",
+            stage=settings.stage,
+            watched=Watched(
+                namespace=settings.metrics_namespace,
+                api=self.ingress.api,
+                ingress=self.ingress.function,
+                router=self.router.function,
+                reconciler=self.reconciler.function,
+                token_vendor=self.agents.token_vendor,
+                queue=self.events.queue,
+                dead_letter_queue=self.events.dead_letter_queue,
+                table=self.registry.table,
+                alarms=self.events.alarms,
+            ),
+        )
+        self.observability.notify_on(*self.operations.alarms)
         self._build_outputs()
 
     def _build_outputs(self) -> None:
@@ -100,6 +123,11 @@ class SquadronStack(cdk.Stack):
             "EventsDeadLetterQueueUrl": (self.events.dead_letter_queue.queue_url, "events DLQ"),
             "AlarmTopicArn": (self.observability.alarm_topic.topic_arn, "SNS topic receiving alarms"),
             "GitHubAppId": (self.settings.github_app_id, "The GitHub App (squadron replay signs in as it)"),
+            "DashboardUrl": (
+                f"https://console.aws.amazon.com/cloudwatch/home?region={self.region}"
+                f"#dashboards:name={self.operations.dashboard.dashboard_name}",
+                "The CloudWatch dashboard: is it healthy, and what is it doing?",
+            ),
         }
         for output_id, (value, description) in outputs.items():
             cdk.CfnOutput(self, output_id, value=value, description=description)

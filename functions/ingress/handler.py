@@ -12,9 +12,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from squadron.adapters.metrics import EmfMetrics
+from squadron.domain.metrics import ingress_points
 from squadron.errors import ConfigurationError
 from squadron.shell.ingress import IngressOutcome, WebhookIngress, build_ingress
 
@@ -22,14 +23,7 @@ logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 app = APIGatewayHttpResolver()
-
-_OUTCOME_METRIC = {
-    "accepted": "WebhooksEnqueued",
-    "dropped": "WebhooksDropped",
-    "rejected": "WebhooksRejected",
-    "failed": "WebhooksFailed",
-    "pong": "WebhooksPinged",
-}
+published = EmfMetrics(metrics)
 
 
 @functools.cache
@@ -47,8 +41,7 @@ def _raw_body() -> bytes:
 
 
 def _answer(outcome: IngressOutcome) -> Response[Any]:
-    metrics.add_metric(name="WebhooksReceived", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name=_OUTCOME_METRIC[outcome.outcome], unit=MetricUnit.Count, value=1)
+    published.publish(ingress_points(outcome.outcome, outcome.code))
     log = logger.warning if outcome.status_code >= 400 else logger.info
     log(
         "webhook %s",

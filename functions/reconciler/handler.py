@@ -13,34 +13,42 @@ import functools
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from squadron.adapters.metrics import EmfMetrics
+from squadron.domain.metrics import github_points, reconcile_points
+from squadron.shell import wiring
 from squadron.shell.reconciler import ReconcilerService
-from squadron.shell.wiring import build_reconciler
 
 logger = Logger()
 metrics = Metrics()
+published = EmfMetrics(metrics)
 
 
 @functools.cache
 def service() -> ReconcilerService:
-    return build_reconciler()
+    return wiring.build_reconciler()
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = service().run()
-    metrics.add_metric(name="ReconcilerReplays", unit=MetricUnit.Count, value=len(report.replayed))
-    metrics.add_metric(name="ReconcilerRescues", unit=MetricUnit.Count, value=len(report.rescued))
-    metrics.add_metric(name="ReconcilerTimeouts", unit=MetricUnit.Count, value=len(report.timed_out))
-    metrics.add_metric(name="ReconcilerRedeliveries", unit=MetricUnit.Count, value=len(report.redelivered))
-    metrics.add_metric(name="ReconcilerProblems", unit=MetricUnit.Count, value=len(report.problems))
-    metrics.add_metric(name="ReconcilerGitHubReads", unit=MetricUnit.Count, value=report.reads)
+    try:
+        report = service().run()
+    finally:
+        published.publish(github_points(wiring.github_calls.drain()))
+    published.publish(
+        reconcile_points(
+            repairs=report.repairs(),
+            problems=len(report.problems),
+            by_status=report.by_status,
+            silent=len(report.relaunched),
+        )
+    )
     summary = {
         "repositories": report.repositories,
         "agents": report.agents,
+        "by_status": report.by_status,
         "reads": report.reads,
         "replayed": report.replayed,
         "rescued": report.rescued,

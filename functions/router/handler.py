@@ -10,15 +10,17 @@ start, and after ``maxReceiveCount`` receives the DLQ keeps it.
 from __future__ import annotations
 
 import functools
+import json
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from squadron.adapters.metrics import EmfMetrics
+from squadron.domain.metrics import github_points, point, routing_points
 from squadron.shell import wiring
 from squadron.shell.dispatch import Dispatcher
 
@@ -26,6 +28,7 @@ logger = Logger()
 metrics = Metrics()
 tracer = Tracer()
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+published = EmfMetrics(metrics)
 
 
 @functools.cache
@@ -38,21 +41,29 @@ def dispatcher() -> Dispatcher:
     return runtime().dispatcher
 
 
+def _delivery_id(record: SQSRecord) -> str | None:
+    try:
+        body = json.loads(record.body)
+    except ValueError:
+        return None  # the dispatcher names the problem
+    delivery = body.get("delivery_id") if isinstance(body, dict) else None
+    return delivery if isinstance(delivery, str) else None
+
+
 @tracer.capture_method
 def record_handler(record: SQSRecord) -> dict[str, Any]:
+    logger.set_correlation_id(_delivery_id(record))
     logger.append_keys(message_group=record.attributes.message_group_id, message_id=record.message_id)
     try:
         summary = dispatcher().handle(record.body, record.message_id)
     except Exception:
-        metrics.add_metric(name="DeliveriesFailed", unit=MetricUnit.Count, value=1)
+        published.publish([point("DeliveriesFailed")])
         logger.exception("routing failed; the record and the rest of its group go back to the queue")
         raise
-    metrics.add_metric(name="DeliveriesRouted", unit=MetricUnit.Count, value=1)
-    if summary["effects"] and all(name == "Discard" for name in summary["effects"]):
-        metrics.add_metric(name="DeliveriesDiscarded", unit=MetricUnit.Count, value=1)
-    for name in summary["effects"]:
-        if name == "LaunchAgent":
-            metrics.add_metric(name="AgentLaunches", unit=MetricUnit.Count, value=1)
+    if summary["duplicate"]:
+        published.publish([point("DeliveriesDuplicate")])
+    else:
+        published.publish(routing_points(summary))
     logger.info("routed", extra={"routing": summary})
     return summary
 
@@ -62,6 +73,9 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     runtime().register_lambda_context(context)
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    try:
+        return process_partial_response(
+            event=event, record_handler=record_handler, processor=processor, context=context
+        )
+    finally:
+        published.publish(github_points(wiring.github_calls.drain()))

@@ -62,6 +62,11 @@ _ECR_LOGIN_REASON = (
     "The task execution role's only Resource '*' is ecr:GetAuthorizationToken, which has no "
     "resource-level permissions; image pulls are limited to the asset repository."
 )
+_PUT_METRICS_REASON = (
+    "cloudwatch:PutMetricData has no resource-level permissions; the statement is conditioned on "
+    "cloudwatch:namespace, so a task publishes only to its stage's namespace (Fargate's awslogs "
+    "driver does not extract embedded metrics from a task's output)."
+)
 _RUNTIME_PIN_REASON = (
     "python3.12 on purpose: the shared layer's binary wheels (pydantic-core, cryptography) are "
     "installed for CPython 3.12; the runtime and the layer's pip target change together."
@@ -83,8 +88,10 @@ class AgentCompute(Construct):
         private_key: secretsmanager.ISecret,
         github_app_id: str,
         log_retention: logs.RetentionDays,
+        metrics_namespace: str,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.metrics_namespace = metrics_namespace
         self.flow_logs = logs.LogGroup(self, "FlowLogs", retention=log_retention)
         self.vpc = ec2.Vpc(
             self,
@@ -171,7 +178,7 @@ class AgentCompute(Construct):
                 "GITHUB_APP_ID": github_app_id,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
                 "POWERTOOLS_SERVICE_NAME": "tokens",
-                "POWERTOOLS_METRICS_NAMESPACE": "Squadron",
+                "POWERTOOLS_METRICS_NAMESPACE": self.metrics_namespace,
             },
         )
         cdk.Validations.of(function.node.default_child or function).acknowledge(
@@ -217,6 +224,7 @@ class AgentCompute(Construct):
                 "EVENTS_QUEUE_URL": queue.queue_url,
                 "TOKEN_VENDOR_FUNCTION": self.token_vendor.function_name,
                 "COPILOT_HOME": SESSIONS_PATH,
+                "SQUADRON_METRICS_NAMESPACE": self.metrics_namespace,
             },
             readonly_root_filesystem=False,
         )
@@ -228,6 +236,14 @@ class AgentCompute(Construct):
             iam.PolicyStatement(actions=list(REGISTRY_ACTIONS), resources=[table.table_arn])
         )
         queue.grant_send_messages(role)
+        # PutMetricData has no resources; the condition keeps the task to its stage's namespace.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": self.metrics_namespace}},
+            )
+        )
         self.token_vendor.grant_invoke(role)
         self.file_system.grant(role, "elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
         cdk.Validations.of(task.node.default_child or task).acknowledge(
@@ -235,7 +251,8 @@ class AgentCompute(Construct):
         )
         invoke_versions = as_nag_renders(self, f"{self.token_vendor.function_arn}:*")
         cdk.Validations.of(role).acknowledge(
-            cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{invoke_versions}]", reason=_INVOKE_REASON)
+            cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{invoke_versions}]", reason=_INVOKE_REASON),
+            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_PUT_METRICS_REASON),
         )
         if task.execution_role is not None:
             cdk.Validations.of(task.execution_role).acknowledge(

@@ -79,7 +79,6 @@ class WebhookIngress(Construct):
     TIMEOUT = cdk.Duration.seconds(10)  # GitHub gives up on a delivery after 10 s
     ROUTE_PATH = "/webhook"
     POWERTOOLS_SERVICE_NAME = "ingress"
-    METRICS_NAMESPACE = "Squadron"
 
     def __init__(
         self,
@@ -149,7 +148,7 @@ class WebhookIngress(Construct):
                 "GITHUB_APP_SLUG": settings.github_app_slug,
                 "MAX_BODY_BYTES": str(settings.webhook_max_body_bytes),
                 "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,
-                "POWERTOOLS_METRICS_NAMESPACE": self.METRICS_NAMESPACE,
+                "POWERTOOLS_METRICS_NAMESPACE": settings.metrics_namespace,
                 "LOG_LEVEL": settings.log_level,
             },
         )

@@ -39,7 +39,6 @@ class Reconciler(Construct):
     TIMEOUT = cdk.Duration.minutes(4)
     SCHEDULE = cdk.Duration.minutes(5)
     POWERTOOLS_SERVICE_NAME = "reconciler"
-    METRICS_NAMESPACE = "Squadron"
 
     def __init__(
         self,
@@ -53,6 +52,7 @@ class Reconciler(Construct):
         github_app_id: str,
         cluster: ecs.ICluster,
         log_retention: logs.RetentionDays,
+        metrics_namespace: str,
         log_level: str = "INFO",
     ) -> None:
         super().__init__(scope, construct_id)
@@ -119,7 +119,7 @@ class Reconciler(Construct):
                 "GITHUB_APP_ID": github_app_id,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
                 "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,
-                "POWERTOOLS_METRICS_NAMESPACE": self.METRICS_NAMESPACE,
+                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
                 "LOG_LEVEL": log_level,
             },
         )

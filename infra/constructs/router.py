@@ -68,7 +68,6 @@ class EventRouter(Construct):
     TIMEOUT = EventQueue.ROUTER_TIMEOUT
     BATCH_SIZE = 10
     POWERTOOLS_SERVICE_NAME = "router"
-    METRICS_NAMESPACE = "Squadron"
 
     def __init__(
         self,
@@ -82,6 +81,7 @@ class EventRouter(Construct):
         github_app_id: str,
         agents: AgentTarget,
         log_retention: logs.RetentionDays,
+        metrics_namespace: str,
         log_level: str = "INFO",
     ) -> None:
         super().__init__(scope, construct_id)
@@ -137,7 +137,7 @@ class EventRouter(Construct):
                 "GITHUB_APP_ID": github_app_id,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
                 "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,
-                "POWERTOOLS_METRICS_NAMESPACE": self.METRICS_NAMESPACE,
+                "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
                 "LOG_LEVEL": log_level,
             },
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,9 @@ from moto import mock_aws
 
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.metrics import CloudWatchMetrics
 from squadron.adapters.token_client import AgentTokenError, VendedTokens
+from squadron.agent.__main__ import configure_logging
 from squadron.agent.wiring import build_host
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
@@ -168,6 +171,33 @@ def test_the_pm_has_no_working_copy(registry: DynamoRegistry) -> None:
     env = {**ENV, "SQUADRON_AGENT_ID": "1-pm", "SQUADRON_LAUNCH_TOKEN": "1-pm-g1-l1"}
     host = build_host(env, http=GitHubHttp(transport=FakeGitHub().transport()), token=lambda: "t")
     assert host.working_copy is None
+
+
+def test_metrics_go_to_the_stages_namespace_and_logs_name_the_launch(registry: DynamoRegistry) -> None:
+    _route(registry, Events(full_name="octo/repo").assigned(38))
+    http = GitHubHttp(transport=FakeGitHub().transport())
+    assert build_host(ENV, http=http, token=lambda: "t").metrics is None  # not asked: not published
+    host = build_host({**ENV, "SQUADRON_METRICS_NAMESPACE": "Squadron/prod"}, http=http, token=lambda: "t")
+    assert isinstance(host.metrics, CloudWatchMetrics)
+    assert (host.metrics.namespace, host.metrics.service) == ("Squadron/prod", "agent")
+    agent = registry.get_agent(A38)
+    assert agent is not None and host.launch_cause == agent.launch_cause is not None
+
+
+def test_agent_logs_are_json_keyed_by_agent_issue_and_launch(capsys: pytest.CaptureFixture[str]) -> None:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        formatter = configure_logging(ENV)
+        formatter.append_keys(correlation_id="delivery-1")
+        logging.getLogger("squadron.agent.host").warning("lease lost")
+        (line,) = [json.loads(raw) for raw in capsys.readouterr().out.splitlines() if "lease lost" in raw]
+    finally:
+        root.handlers[:], _ = saved
+        root.setLevel(saved[1])
+    assert line["message"] == "lease lost" and line["level"] == "WARNING" and line["service"] == "agent"
+    assert (line["agent_id"], line["issue"], line["role"]) == (A38, 38, "feat-dev")
+    assert (line["launch"], line["correlation_id"]) == (f"{A38}-g1-l1", "delivery-1")
 
 
 def test_a_byok_role_gets_its_key_from_the_secret_store(

@@ -16,6 +16,7 @@ from moto import mock_aws
 
 from squadron.domain.events import EventEnvelope, routing_interest
 from squadron.domain.webhook import sign
+from tests.support.emf import published_metrics
 from tests.support.lambdas import FakeLambdaContext, http_api_event, load_handler
 from tests.support.webhook_examples import example, load_examples
 
@@ -241,12 +242,14 @@ def test_outcomes_are_counted_as_emf_metrics(stack: Stack, capsys: pytest.Captur
     stack.post(example("issues", "opened"), "issues")
     stack.post(example("star"), "star")
     stack.post(b"[]", "issues")
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
-    names = Counter(
-        metric["Name"]
-        for line in lines
-        for directive in line["_aws"]["CloudWatchMetrics"]
-        for metric in directive["Metrics"]
-    )
-    assert names["WebhooksReceived"] == 3
-    assert names["WebhooksEnqueued"] == names["WebhooksDropped"] == names["WebhooksRejected"] == 1
+    published = published_metrics(capsys.readouterr().out)
+    # Totals (service only) for the alarms and lines; each breakdown once, under its dimension.
+    assert published == {
+        ("WebhooksReceived", ("service",), ""): 3,
+        ("WebhooksEnqueued", ("service",), ""): 1,
+        ("WebhooksDropped", ("service",), ""): 1,
+        ("WebhooksRejected", ("service",), ""): 1,
+        ("WebhooksEnqueued", ("Event", "service"), "issues"): 1,
+        ("WebhooksDropped", ("Reason", "service"), "not_routed"): 1,
+        ("WebhooksRejected", ("Reason", "service"), "body_not_object"): 1,
+    }

@@ -246,6 +246,9 @@ def test_a_dead_task_is_relaunched_once_then_its_agent_escalated(stack: Stack) -
     stack.alive.clear()  # the task died (OOM, host failure) without a word
     report = stack.reconciler().run()
     assert report.rescued == [f"recover-{A38}-v{first.version}-relaunch"]
+    assert report.relaunched == report.rescued  # a silent agent: what the no-heartbeat alarm counts
+    assert report.repairs()["relaunch"] == 1 and report.repairs()["sleep_overdue"] == 0
+    assert report.by_status == {"CREATED": 1, "ACTIVE": 0, "SLEEPING": 0, "ESCALATED": 0}
     stack.route_queued()
     second = stack.registry.get_agent(A38)
     assert second is not None and second.counters.recoveries == 1
@@ -259,6 +262,7 @@ def test_a_dead_task_is_relaunched_once_then_its_agent_escalated(stack: Stack) -
     assert third is not None and third.status is AgentStatus.ESCALATED
     assert "relaunched 1 time(s) already" in (third.escalation_reason or "")
     assert len(stack.launcher.tasks_for(A38)) == 2  # no third task
+    assert stack.reconciler().run().by_status == {"CREATED": 0, "ACTIVE": 0, "SLEEPING": 0, "ESCALATED": 1}
     assert stack.router.github.created[0]["title"] == "needs-human: #38 (feat-dev-38)"  # type: ignore[attr-defined]
 
 
@@ -270,6 +274,8 @@ def test_a_sleeper_past_its_limit_is_escalated(stack: Stack) -> None:
     stack.now = NOW + timedelta(hours=25)  # default max_sleep_duration: 24 h
     report = stack.reconciler().run()
     assert len(report.rescued) == 1
+    assert (report.relaunched, report.repairs()["sleep_overdue"]) == ([], 1)  # overdue, not silent
+    assert report.by_status["SLEEPING"] == 1
     stack.route_queued()
     agent = stack.registry.get_agent(A38)
     assert agent is not None and agent.status is AgentStatus.ESCALATED

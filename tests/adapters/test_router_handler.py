@@ -20,6 +20,7 @@ from squadron.adapters.delivery_records import DeliveryRecords
 from squadron.domain.events import EventEnvelope
 from squadron.shell.dispatch import Dispatcher, InvalidRecordError, parse_record
 from squadron.shell.wiring import RouterRuntime
+from tests.support.emf import published_metrics, totals
 from tests.support.lambdas import FakeLambdaContext, load_handler, sqs_lambda_event
 from tests.support.world import World
 
@@ -111,13 +112,21 @@ def test_a_batch_routes_every_group(stack: Stack) -> None:
     assert [item.kind for item in stack.world.registry.inbox[A38].values()] == ["comment"]
 
 
-def test_a_failure_returns_its_record_and_the_rest_of_its_group_only(stack: Stack) -> None:
+def test_a_failure_returns_its_record_and_the_rest_of_its_group_only(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
     e = stack.world.events
     first, second, other = e.assigned(38), e.comment(38), e.assigned(39)
     stack.send(first, second, other)
     stack.world.launcher.fail_next = 1  # the first launch (issue 38) fails
+    capsys.readouterr()
     response, ids = stack.invoke()
     assert [item["itemIdentifier"] for item in response["batchItemFailures"]] == ids[:2]
+    published = published_metrics(capsys.readouterr().out)
+    # The failed record counts once; its group's rest was not tried; the other group was routed.
+    assert totals(published)["DeliveriesFailed"] == 1
+    assert totals(published)["DeliveriesRouted"] == totals(published)["AgentLaunches"] == 1
+    assert published[("DeliveriesRouted", ("Event", "service"), "issues.assigned")] == 1
     assert stack.world.agent(A39).task_arn is not None  # the other group went on
     assert A38 not in stack.world.registry.inbox  # the comment waited behind its group
 
@@ -128,7 +137,9 @@ def test_a_failure_returns_its_record_and_the_rest_of_its_group_only(stack: Stac
     assert sorted(agent for agent, _, _ in stack.world.launcher.launched.values()) == [A38, A39]
 
 
-def test_a_delivery_completes_once_even_when_replayed_much_later(stack: Stack) -> None:
+def test_a_delivery_completes_once_even_when_replayed_much_later(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
     e = stack.world.events
     assigned = e.assigned(38)
     review = e.review(101, "feat/issue-38", "changes_requested")  # happened after the assignment...
@@ -144,12 +155,14 @@ def test_a_delivery_completes_once_even_when_replayed_much_later(stack: Stack) -
         MessageGroupId=review.message_group_id,
         MessageDeduplicationId=review.delivery_id + "-redelivered",
     )
+    capsys.readouterr()
     response, _ = stack.invoke()
 
     assert response == {"batchItemFailures": []}
     # The routing core alone would now put the review in the agent's inbox; the delivery
     # record says it was processed already, so nothing changes.
     assert stack.world.registry.snapshot_state() == before
+    assert totals(published_metrics(capsys.readouterr().out)) == {"DeliveriesDuplicate": 1}
 
 
 def test_an_invalid_record_fails_alone(stack: Stack) -> None:

@@ -29,6 +29,7 @@ from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.git import GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.metrics import RecordedMetrics
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.copilot_runtime import CopilotRuntime
 from squadron.agent.host import AgentHost, HostResult
@@ -40,6 +41,7 @@ from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.events import EventEnvelope, RegisterBlocker
+from squadron.domain.metrics import totals
 from squadron.domain.permissions import Caller
 from squadron.shell.router import RouterService
 from tests.support.aws import drain, registry_and_queue
@@ -185,6 +187,11 @@ def _tool_results(model: ScriptedModel, index: int = -1) -> list[str]:
     return [str(m.get("content")) for m in model.requests[index]["messages"] if m.get("role") == "tool"]
 
 
+def _dimensions(published: RecordedMetrics, *names: str) -> list[tuple[str, str] | None]:
+    """The breakdowns published for ``names``, in order (what a task said about how it went)."""
+    return [p.dimension for p in published.points if p.name in names]
+
+
 def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -> None:
     e = stack.events
     stack.route(e.comment(38, "Please use the v2 schema"))  # before the assignment: nobody to tell yet
@@ -201,9 +208,15 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
             Say("Blocked on #42; sleeping."),
         ]
     )
+    published = RecordedMetrics()
     with serve(model):
-        first = run(stack.host(model))
+        first = run(stack.host(model, metrics=published))
     assert first.outcome == "sleeping", _tool_results(model)
+    assert _dimensions(published, "AgentTasks", "SessionStartSeconds") == [
+        ("Outcome", "sleeping"),
+        ("Mode", "create"),
+    ]
+    assert totals(published.points)["AgentToolCalls"] == 3
     assert "Created branch feat/issue-38 from main." in model.contents_seen(0)[-1]
     # The work in progress was committed and pushed before the task exited.
     assert stack.remote.log("feat/issue-38")[0] == "WIP: blocked by #42: needs the export endpoint"
@@ -233,9 +246,14 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
             Say("Back at work on #38: PR open."),
         ]
     )
+    published = RecordedMetrics()
     with serve(woken):
-        second = run(stack.host(woken))
+        second = run(stack.host(woken, metrics=published))
     assert second.outcome == "idle"
+    assert _dimensions(published, "AgentTasks", "SessionStartSeconds") == [
+        ("Outcome", "idle"),
+        ("Mode", "resume"),
+    ]
     assert second.detail == "Opened the PR for the export API."
     assert "Kept your working copy of feat/issue-38." in woken.contents_seen(0)[-1]
     # open_pr committed what the model changed with its host tools and pushed the branch first.
@@ -325,9 +343,11 @@ def test_a_replaced_task_does_nothing(stack: Stack) -> None:
     model = ScriptedModel([Say("should never be asked")])
     host = stack.host(model)
     host.launch_token = f"{A38}-g1-l0"
+    host.metrics = published = RecordedMetrics()
     with serve(model):
         result = run(host)
     assert result.outcome == "superseded"
+    assert _dimensions(published, "AgentTasks", "SessionStartSeconds") == [("Outcome", "superseded")]
     assert model.requests == []
     assert stack.agent().status is AgentStatus.CREATED
 
@@ -351,10 +371,16 @@ def test_a_looping_model_is_stopped_by_the_breaker_and_escalated(tmp_path: Path)
         model = ScriptedModel(
             [*script, Say("I could not stop."), Say("Summary: I looped on check_for_events.")]
         )
+        published = RecordedMetrics()
         with serve(model):
-            result = run(stack.host(model))
+            result = run(stack.host(model, metrics=published))
 
         assert result.outcome == "escalated"
+        assert _dimensions(published, "AgentTasks", "BreakerTrips") == [
+            ("Outcome", "escalated"),
+            ("Limit", "tool_calls"),
+        ]
+        assert totals(published.points)["AgentEscalations"] == 1
         denials = [r for r in _tool_results(model, 5) if "circuit breaker tripped" in r]
         assert len(denials) == 2  # the 4th and 5th calls never ran
         assert "tool_calls reached 4 of 3" in denials[0]

@@ -205,7 +205,8 @@ RESOURCE_COUNTS = [
     ("AWS::Lambda::Function", 5),
     ("AWS::Events::Rule", 1),  # the reconciler's tick
     ("AWS::Lambda::LayerVersion", 1),
-    ("AWS::CloudWatch::Alarm", 2),
+    ("AWS::CloudWatch::Alarm", 7),  # two on the queue, five behind the dashboard
+    ("AWS::CloudWatch::Dashboard", 1),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 2),
     ("AWS::Logs::LogGroup", 7),  # 4 functions, API access, VPC flow logs, agent tasks
@@ -246,7 +247,7 @@ def test_ingress_environment(synthesized: Synthesized) -> None:
         "GITHUB_APP_SLUG": "squadron-ci",
         "MAX_BODY_BYTES": "1048576",
         "POWERTOOLS_SERVICE_NAME": "ingress",
-        "POWERTOOLS_METRICS_NAMESPACE": "Squadron",
+        "POWERTOOLS_METRICS_NAMESPACE": "Squadron/ci",
         "LOG_LEVEL": "INFO",
     }
 

@@ -65,6 +65,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> assertions.Template:
         github_app_id="123456",
         agents=AgentTarget(cluster, task, "agent", vpc.private_subnets, group),
         log_retention=logs.RetentionDays.ONE_MONTH,
+        metrics_namespace="Squadron/test",
     )
     for scaffold in (vpc, cluster, task, group, queue, table, key):
         cdk.Validations.of(scaffold).acknowledge(

@@ -9,6 +9,7 @@ from typing import Protocol
 from squadron.domain.agents import AgentRecord, InboxItem, IssueState
 from squadron.domain.effects import AgentWrite, RecordReview
 from squadron.domain.events import EventEnvelope
+from squadron.domain.metrics import MetricPoint
 from squadron.domain.routing import IssueView
 
 
@@ -143,3 +144,9 @@ class MergeGatePort(Protocol):
         issue_number: int | None = None,
         cause: str = "",
     ) -> object: ...
+
+
+class MetricsSink(Protocol):
+    """Where metric points go (EMF in a Lambda, PutMetricData from an agent task)."""
+
+    def publish(self, points: Iterable[MetricPoint]) -> None: ...

@@ -158,6 +158,13 @@ class AgentSettings(BaseModel):
         validation_alias=AliasChoices("SQUADRON_MODEL_URL"),
         pattern=r"^http://(127\.0\.0\.1|localhost)(:\d+)?/",
     )
+    #: The CloudWatch namespace the task publishes its metrics to when it ends (None: it does not).
+    metrics_namespace: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("SQUADRON_METRICS_NAMESPACE"),
+        min_length=1,
+        max_length=255,
+    )
     #: Where working copies live (one directory per agent); next to the sessions, on EFS.
     workspace: str | None = Field(default=None, validation_alias=AliasChoices("SQUADRON_WORKSPACE"))
     #: The git remote of a repository; ``{repo}`` is owner/name.

@@ -19,6 +19,7 @@ from squadron.adapters.github.errors import (
     ValidationFailedError,
 )
 from squadron.adapters.github.http import GitHubHttp, Throttle
+from squadron.domain.metrics import GitHubTraffic
 from squadron.domain.permissions import Caller
 from tests.support.github_fake import FakeGitHub
 
@@ -309,3 +310,46 @@ def test_a_wait_longer_than_the_bound_fails_at_once() -> None:
     with pytest.raises(RateLimitedError, match=r"GitHub asks to wait 601 s, over 20 s"):
         http.request("GET", "/x", token="t", throttle_key="i")
     assert clock.sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("answers", "traffic"),
+    [
+        ([OK], GitHubTraffic(calls=1)),
+        (
+            [httpx.Response(200, json={}, headers={"x-ratelimit-remaining": "4999"})],
+            GitHubTraffic(calls=1, lowest_remaining=4999),
+        ),
+        ([r(502), r(503), OK], GitHubTraffic(calls=3, retries=2)),
+        ([r(429, {"retry-after": "7"}), OK], GitHubTraffic(calls=2, rate_limit_waits=1)),
+        (
+            [
+                r(403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 1)}),
+                httpx.Response(200, json={}, headers={"x-ratelimit-remaining": "5000"}),
+            ],
+            GitHubTraffic(calls=2, rate_limit_waits=1, lowest_remaining=0),
+        ),
+    ],
+    ids=["one call", "headroom", "5xx retried", "rate limited", "lowest remaining kept"],
+)
+def test_traffic_is_counted_for_the_metrics(answers: list[httpx.Response], traffic: GitHubTraffic) -> None:
+    fake, clock = FakeGitHub(script=list(answers)), Clock()
+    http = _http(fake, clock)
+    http.request("GET", "/x", token="t", throttle_key="i")
+    assert http.stats.drain() == traffic
+    assert http.stats.drain() == GitHubTraffic()  # drained: the next invocation starts from zero
+
+
+def test_network_failures_count_as_calls_and_retries() -> None:
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    clock = Clock()
+    http = GitHubHttp(
+        transport=httpx.MockTransport(broken),
+        sleep=clock.sleep,
+        throttle=Throttle(clock=clock, sleep=clock.sleep),
+    )
+    with pytest.raises(GitHubUnavailableError):
+        http.request("GET", "/x", token="t", throttle_key="i")
+    assert http.stats.drain() == GitHubTraffic(calls=4, retries=3)

@@ -1,20 +1,48 @@
-"""``python -m squadron.agent``: the entry point of an agent task (the container's command)."""
+"""``python -m squadron.agent``: the entry point of an agent task (the container's command).
+
+Logs are JSON lines (Powertools' formatter, as the Lambdas write them) carrying the agent's
+id, its issue and the launch: ``correlation_id`` is the delivery that launched the task, so
+one query over the stack's log groups follows a webhook from the ingress to the agent.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import os
 import sys
 
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
 from squadron.agent.wiring import build_host
+from squadron.domain.agents import RegistryError, parse_agent_id
+
+
+def configure_logging(environ: dict[str, str] | os._Environ[str]) -> LambdaPowertoolsFormatter:
+    """JSON logs on stdout for every logger of the task, keyed by agent, issue and launch."""
+    formatter = LambdaPowertoolsFormatter(service="agent")
+    agent_id = environ.get("SQUADRON_AGENT_ID", "")
+    keys: dict[str, object] = {"agent_id": agent_id, "launch": environ.get("SQUADRON_LAUNCH_TOKEN")}
+    try:
+        _, issue, role = parse_agent_id(agent_id)
+        keys.update(issue=issue, role=role)
+    except RegistryError:
+        pass  # the settings name the problem when the host is built
+    formatter.append_keys(**keys)
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(formatter)
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    for chatty in ("botocore", "boto3", "httpx", "urllib3"):  # a line per request or credential lookup
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    return formatter
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    formatter = configure_logging(os.environ)
     log = logging.getLogger("squadron.agent")
     try:
         host = build_host()
+        formatter.append_keys(correlation_id=host.launch_cause)
         result = asyncio.run(host.run())
     except Exception:
         log.exception("the agent task failed")
@@ -25,7 +53,7 @@ def main() -> int:
         "detail": result.detail,
         "saved": result.saved,
     }
-    log.info(json.dumps(outcome))
+    log.info("the agent task ended: %s", result.outcome, extra={"result": outcome})
     return 0
 
 

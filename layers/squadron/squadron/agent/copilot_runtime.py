@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -67,6 +68,9 @@ class CopilotRuntime:
         self.env = dict(env)
         #: For models served through Copilot (no BYOK provider): read when a session starts.
         self.github_token = github_token
+        #: How the latest session was opened (create, resume, or recreate when it was lost) and
+        #: the seconds from starting the CLI until the session was ready.
+        self.session_start: tuple[str, float] | None = None
 
     async def turn(
         self, request: SessionRequest, then: Callable[[], Awaitable[str | None]] | None = None
@@ -79,6 +83,7 @@ class CopilotRuntime:
             working_directory=request.working_directory,
             github_token=self.github_token() if self.github_token is not None else None,
         )
+        opening = time.perf_counter()
         await client.start()
         try:
             tools = [
@@ -114,7 +119,8 @@ class CopilotRuntime:
             # Append: the CLI keeps its own guardrails; the role definition comes after them. It is
             # not persisted with the session, so a resume supplies it again like tools and hooks.
             options["system_message"] = {"mode": "append", "content": request.system_prompt}
-            session, first = await _open(client, request, options)
+            session, first, mode = await _open(client, request, options)
+            self.session_start = (mode, time.perf_counter() - opening)
             unsubscribe = session.on(_turn_counter(request.on_turn)) if request.on_turn else None
             replies: list[str] = []
             prompt: str | None = first
@@ -137,11 +143,12 @@ _LOST_SESSION = ("Session not found", "Failed to load session events")
 
 async def _open(
     client: CopilotClient, request: SessionRequest, options: dict[str, Any]
-) -> tuple[CopilotSession, str]:
-    """The session to drive and its first prompt: resumed, or created (afresh when it was lost)."""
+) -> tuple[CopilotSession, str, str]:
+    """The session to drive, its first prompt, and how it was opened: resumed, or created (afresh
+    when it was lost)."""
     if request.resume:
         try:
-            return await client.resume_session(request.session_id, **options), request.prompt
+            return await client.resume_session(request.session_id, **options), request.prompt, "resume"
         except Exception as exc:  # the SDK raises its private JsonRpcError
             if request.lost_prompt is None or not any(sign in str(exc) for sign in _LOST_SESSION):
                 raise
@@ -149,8 +156,8 @@ async def _open(
             with contextlib.suppress(Exception):  # what is left of it (a directory without events)
                 await client.delete_session(request.session_id)
             session = await client.create_session(session_id=request.session_id, **options)
-            return session, request.lost_prompt
-    return await client.create_session(session_id=request.session_id, **options), request.prompt
+            return session, request.lost_prompt, "recreate"
+    return await client.create_session(session_id=request.session_id, **options), request.prompt, "create"
 
 
 async def _send(session: CopilotSession, prompt: str, request: SessionRequest) -> str:

@@ -32,9 +32,10 @@ from squadron.domain import breakers
 from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
 from squadron.domain.effects import AgentWrite
+from squadron.domain.metrics import agent_task_points
 from squadron.domain.routing import launch_token
 from squadron.domain.shell_policy import refuse_shell
-from squadron.ports import EventQueue
+from squadron.ports import EventQueue, MetricsSink
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,8 @@ class AgentHost:
         working_copy: WorkingCopy | None = None,
         watchdog_seconds: float | None = None,
         linger_seconds: float = 0,
+        metrics: MetricsSink | None = None,
+        launch_cause: str | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.launch_token = launch_token
@@ -138,6 +141,11 @@ class AgentHost:
         self.watchdog_seconds = watchdog_seconds
         #: How long the task waits for news once its work is done before it ends (the PM's batching).
         self.linger_seconds = linger_seconds
+        #: Where the task's metrics go when it ends (None: nowhere).
+        self.metrics = metrics
+        #: The delivery whose routing launched this task (the logs' correlation id).
+        self.launch_cause = launch_cause
+        self.active_seconds = 0.0
         self.usage = Usage()
         self.state = HostState()
         #: Warnings for the model that arrived outside a tool call (turns, the timer): the next
@@ -149,6 +157,34 @@ class AgentHost:
         self.denials = 0
 
     async def run(self) -> HostResult:
+        """Do the agent's work for this launch; its metrics are published when it ends."""
+        try:
+            result = await self._run()
+        except BaseException:
+            self._publish("failed")
+            raise
+        self._publish(result.outcome)
+        return result
+
+    def _publish(self, outcome: str) -> None:
+        if self.metrics is None:
+            return
+        mode, seconds = getattr(self.runtime, "session_start", None) or (None, None)
+        points = agent_task_points(
+            outcome=outcome,
+            tool_calls=self.usage.tool_calls,
+            turns=self.usage.turns,
+            active_seconds=self.active_seconds,
+            tripped=self.usage.tripped.value if self.usage.tripped is not None else None,
+            session_mode=mode,
+            session_seconds=seconds,
+        )
+        try:
+            self.metrics.publish(points)
+        except Exception as exc:  # metrics are not worth failing the task over: say so and go on
+            logger.warning("%s: metrics not published: %s", self.agent_id, exc)
+
+    async def _run(self) -> HostResult:
         agent = self.registry.get_agent(self.agent_id)
         if (
             agent is None
@@ -382,7 +418,8 @@ class AgentHost:
         limit is on tasks dying one after another, not on deaths weeks apart.
         """
         used = self.usage
-        seconds = max(0, int((self.clock() - started).total_seconds()))
+        self.active_seconds = max(0.0, (self.clock() - started).total_seconds())
+        seconds = int(self.active_seconds)
         for _ in range(3):
             agent = self.registry.get_agent(self.agent_id)
             if agent is None or launch_token(agent) != self.launch_token:

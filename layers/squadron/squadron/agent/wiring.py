@@ -12,6 +12,7 @@ from squadron.adapters.git import GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.for_router import RepositoryFilesOverGitHub
 from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.metrics import CloudWatchMetrics
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.adapters.token_client import VendedTokens
@@ -126,6 +127,10 @@ def build_host(
         timeout_seconds=settings.turn_timeout_seconds,
         working_copy=working_copy,
         linger_seconds=settings.pm_linger_seconds if agent.kind is RoleKind.PM else 0,
+        metrics=(
+            CloudWatchMetrics(settings.metrics_namespace, "agent") if settings.metrics_namespace else None
+        ),
+        launch_cause=agent.launch_cause,
     )
 
 

@@ -9,6 +9,7 @@ repeated launch a no-op on ECS).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -243,3 +244,28 @@ def apply_order(effects: list[Effect]) -> list[Effect]:
         return 1
 
     return sorted(effects, key=rank)
+
+
+def agent_writes(effects: Iterable[Effect]) -> Iterator[AgentWrite]:
+    """Every agent record the effects write, in order."""
+    for effect in effects:
+        if isinstance(effect, PutAgent):
+            yield effect.write
+        elif isinstance(effect, AddBlocker | RemoveBlocker | LinkPullRequest) and effect.agent is not None:
+            yield effect.agent
+
+
+def status_changes(before: Iterable[AgentRecord], effects: Iterable[Effect]) -> tuple[str, ...]:
+    """``"OLD>NEW"`` for each agent status the effects change (``NEW`` for an agent they create).
+
+    ``before`` are the records the decision was made on (the snapshot's agents).
+    """
+    status: dict[str, str] = {agent.agent_id: agent.status.value for agent in before}
+    changes: list[str] = []
+    for write in agent_writes(effects):
+        old = status.get(write.record.agent_id, "NEW")
+        new = write.record.status.value
+        if old != new:
+            changes.append(f"{old}>{new}")
+        status[write.record.agent_id] = new
+    return tuple(changes)

@@ -329,8 +329,12 @@ def rescues(
         elif agent.status in LIVE:
             dead = _dead(agent, now, rules.stale_after, running)
             if dead is not None:
-                out.append(_recover(agent, "relaunch", dead, now))
+                out.append(_recover(agent, RELAUNCH, dead, now))
     return out
+
+
+#: The action (and delivery id suffix) of a rescue that relaunches a silent agent's task.
+RELAUNCH: Literal["relaunch"] = "relaunch"
 
 
 def _recover(

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from squadron.domain.effects import Discard
+from squadron.domain.effects import Discard, LaunchAgent
 from squadron.domain.events import EventEnvelope
 from squadron.errors import SquadronError
 from squadron.shell.router import RouterService
@@ -45,16 +45,26 @@ class Dispatcher:
     def __init__(self, service: RouterService, *, once: Once | None = None) -> None:
         self.service = service
         self._route: Callable[..., dict[str, Any]] = once(self._route_once) if once else self._route_once
+        self._routed = False
 
     def handle(self, body: str, message_id: str | None = None) -> dict[str, Any]:
-        """Route the envelope in ``body``; returns a summary (also what a duplicate is answered with)."""
-        return self._route(envelope=parse_record(body, message_id))
+        """Route the envelope in ``body``; returns a summary (also what a duplicate is answered with).
+
+        The summary's ``duplicate`` says whether this delivery had been routed already (then
+        the rest is the first routing's summary, and nothing was done now).
+        """
+        self._routed = False
+        summary = self._route(envelope=parse_record(body, message_id))
+        return {**summary, "duplicate": not self._routed}
 
     def _route_once(self, envelope: EventEnvelope) -> dict[str, Any]:
         result = self.service.process(envelope)
+        self._routed = True
         return {
             "delivery_id": result.delivery_id,
             "event": f"{envelope.event}.{envelope.action}" if envelope.action else envelope.event,
             "effects": [type(effect).__name__ for effect in result.effects],
             "discarded": [effect.reason for effect in result.effects if isinstance(effect, Discard)],
+            "launches": [effect.purpose for effect in result.effects if isinstance(effect, LaunchAgent)],
+            "transitions": list(result.transitions),
         }

@@ -29,6 +29,7 @@ from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.domain.reconcile import (
+    RELAUNCH,
     Liveness,
     RepoState,
     conflicts,
@@ -94,6 +95,10 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+#: The statuses each run counts (finished agents are not: there is no end to them).
+COUNTED_STATUSES = (AgentStatus.CREATED, AgentStatus.ACTIVE, AgentStatus.SLEEPING, AgentStatus.ESCALATED)
+
+
 @dataclass
 class ReconcileReport:
     repositories: int = 0
@@ -107,6 +112,23 @@ class ReconcileReport:
     redelivered: list[int] = field(default_factory=list)
     #: What could not be read or done, in words (logged; the next run tries again).
     problems: list[str] = field(default_factory=list)
+    #: Agents per status (the live ones and those with humans), counted this run.
+    by_status: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def relaunched(self) -> list[str]:
+        """Rescues of agents whose task went silent (no heartbeat, task gone, launch lost)."""
+        return [delivery for delivery in self.rescued if delivery.endswith(f"-{RELAUNCH}")]
+
+    def repairs(self) -> dict[str, int]:
+        """What this run repaired, by kind."""
+        return {
+            "relaunch": len(self.relaunched),
+            "sleep_overdue": len(self.rescued) - len(self.relaunched),
+            "missed_event": len(self.replayed),
+            "review_timeout": len(self.timed_out),
+            "redelivery": len(self.redelivered),
+        }
 
 
 class ReconcilerService:
@@ -146,6 +168,10 @@ class ReconcilerService:
             for agent in self.registry.agents_with_status(status)
         ]
         report.agents = len(live)
+        escalated = self.registry.agents_with_status(AgentStatus.ESCALATED)
+        report.by_status = {status.value: 0 for status in COUNTED_STATUSES}
+        for agent in [*live, *escalated]:
+            report.by_status[agent.status.value] = report.by_status.get(agent.status.value, 0) + 1
         running = self._running(live, report)
         for envelope in rescues(live, now=now, liveness=self._liveness(report), running=running):
             self.queue.send(envelope)

@@ -34,6 +34,7 @@ from squadron.domain.effects import (
     SetIssueState,
     StopAgentTask,
     apply_order,
+    status_changes,
 )
 from squadron.domain.events import EventEnvelope, RegisterBlocker, command_envelope
 from squadron.domain.routing import RoutingPolicy, Snapshot, SnapshotRequest, route, snapshot_request
@@ -56,6 +57,8 @@ PolicySource = Callable[[EventEnvelope], RoutingPolicy]
 class RoutingResult:
     delivery_id: str
     effects: tuple[Effect, ...]
+    #: ``"OLD>NEW"`` per agent status the effects changed (what the metrics count).
+    transitions: tuple[str, ...] = ()
 
     @property
     def discarded(self) -> bool:
@@ -98,6 +101,7 @@ class RouterService:
         """
         policy = self.policies(event)
         applied: list[Effect] = []
+        transitions: tuple[str, ...] = ()
         for attempt in range(1, self.attempts + 1):
             snapshot = self.load(event, snapshot_request(event, policy), policy)
             effects = route(event, snapshot, policy)
@@ -111,8 +115,9 @@ class RouterService:
                 )
                 continue
             applied = effects
+            transitions = status_changes(snapshot.agents(), effects)
             break
-        return RoutingResult(event.delivery_id, tuple(applied))
+        return RoutingResult(event.delivery_id, tuple(applied), transitions)
 
     # --- reads ----------------------------------------------------------------------------
 

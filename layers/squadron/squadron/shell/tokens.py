@@ -42,7 +42,14 @@ class VendedToken:
 
 
 class TokenRefusedError(SquadronError):
-    """The requesting task may not have a token (no such agent, replaced task, no lease...)."""
+    """The requesting task may not have a token (no such agent, replaced task, no lease...).
+
+    ``code`` names the rule that refused it (a metric dimension: a small closed set).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
 
 
 class AgentReader(Protocol):
@@ -64,20 +71,24 @@ class TokenVendor:
     def vend(self, request: TokenRequest) -> VendedToken:
         agent = self.registry.get_agent(request.agent_id)
         if agent is None:
-            raise TokenRefusedError(f"no agent {request.agent_id}")
+            raise TokenRefusedError("unknown_agent", f"no agent {request.agent_id}")
         if agent.status not in LIVE:
             raise TokenRefusedError(
-                f"agent {agent.agent_id} is {agent.status}; only a working agent gets a token"
+                "not_working", f"agent {agent.agent_id} is {agent.status}; only a working agent gets a token"
             )
         if launch_token(agent) != request.launch_token:
-            raise TokenRefusedError(f"task {request.launch_token} was replaced by {launch_token(agent)}")
+            raise TokenRefusedError(
+                "replaced", f"task {request.launch_token} was replaced by {launch_token(agent)}"
+            )
         held_by_other = agent.lease_owner not in (None, request.launch_token) and agent.lease_is_live(
             self.clock()
         )
         if held_by_other:
-            raise TokenRefusedError(f"the lease of {agent.agent_id} is held by {agent.lease_owner}")
+            raise TokenRefusedError(
+                "lease_held", f"the lease of {agent.agent_id} is held by {agent.lease_owner}"
+            )
         if agent.installation_id is None:
-            raise TokenRefusedError(f"agent {agent.agent_id} has no installation")
+            raise TokenRefusedError("no_installation", f"agent {agent.agent_id} has no installation")
         permissions = INSTALLATION_PERMISSIONS[caller_kind(agent.kind)]
         token = self.app.installation_token(
             agent.installation_id, repositories=(agent.repo_full_name,), permissions=permissions

@@ -13,7 +13,7 @@ from squadron.adapters.ecs import EcsTaskLauncher, EcsTaskStatus
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.for_router import AppGitHub, app_repository_files
-from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.github.http import GitHubCallStats, GitHubHttp
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.config import ConfigLoader
@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
 
+#: Every GitHub request this process sends, for the handler to publish after each invocation
+#: (one transport per Lambda container, so one count).
+github_calls = GitHubCallStats()
+
+
 @dataclass(frozen=True)
 class RouterRuntime:
     dispatcher: Dispatcher
@@ -54,7 +59,7 @@ def _github_app(settings: GitHubAppSettings) -> GitHubApp:
     return GitHubApp.from_secret(
         app_id=settings.github_app_id,
         # Lambdas: never sleep past a rate limit longer than a fraction of the timeout.
-        http=GitHubHttp(base_url=settings.github_api_url, max_wait_seconds=20),
+        http=GitHubHttp(base_url=settings.github_api_url, max_wait_seconds=20, stats=github_calls),
         secrets=SecretsManagerSource(max_age=settings.secret_cache_seconds),
         secret_id=settings.github_private_key_secret_arn,
     )

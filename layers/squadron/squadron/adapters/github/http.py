@@ -28,6 +28,7 @@ from squadron.adapters.github.errors import (
     GitHubUnavailableError,
     RateLimitedError,
 )
+from squadron.domain.metrics import GitHubTraffic
 
 API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
@@ -82,6 +83,44 @@ class Throttle:
                 self._created.setdefault(key, deque()).append(now)
 
 
+class GitHubCallStats:
+    """What a transport sent since the last :meth:`drain` (for the metrics; thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.calls = 0
+        self.retries = 0
+        self.rate_limit_waits = 0
+        self.lowest_remaining: int | None = None
+
+    def sent(self, response: httpx.Response | None) -> None:
+        with self._lock:
+            self.calls += 1
+            remaining = response.headers.get("x-ratelimit-remaining", "") if response is not None else ""
+            if remaining.isdigit():
+                value = int(remaining)
+                if self.lowest_remaining is None or value < self.lowest_remaining:
+                    self.lowest_remaining = value
+
+    def retried(self) -> None:
+        with self._lock:
+            self.retries += 1
+
+    def waited(self) -> None:
+        with self._lock:
+            self.rate_limit_waits += 1
+
+    def drain(self) -> GitHubTraffic:
+        """The counts so far, then start again from zero."""
+        with self._lock:
+            traffic = GitHubTraffic(self.calls, self.retries, self.rate_limit_waits, self.lowest_remaining)
+            self._reset()
+            return traffic
+
+
 class GitHubHttp:
     def __init__(
         self,
@@ -95,7 +134,9 @@ class GitHubHttp:
         max_rate_limit_waits: int = 3,
         max_wait_seconds: float = 3600.0,
         timeout: float = 30.0,
+        stats: GitHubCallStats | None = None,
     ) -> None:
+        self.stats = stats or GitHubCallStats()
         self.sleep = sleep
         self.wall_clock = wall_clock
         self.throttle = throttle or Throttle(sleep=sleep)
@@ -139,13 +180,16 @@ class GitHubHttp:
                     headers={"Authorization": f"Bearer {token}"},
                 )
             except httpx.TransportError as exc:
+                self.stats.sent(None)
                 server_failures += 1
                 if server_failures > self.max_retries:
                     raise GitHubUnavailableError(
                         0, f"network failure: {exc}", method=method, path=path
                     ) from exc
+                self.stats.retried()
                 self.sleep(2.0**server_failures)
                 continue
+            self.stats.sent(response)
             if response.status_code < 400:
                 return response
             if response.status_code in (403, 429) and _is_rate_limited(response):
@@ -163,12 +207,14 @@ class GitHubHttp:
                         documentation_url=base.documentation_url,
                         errors=base.errors,
                     )
+                self.stats.waited()
                 self.sleep(wait)
                 continue
             if response.status_code >= 500:
                 server_failures += 1
                 if server_failures > self.max_retries:
                     raise _error(response, method, path, GitHubUnavailableError)
+                self.stats.retried()
                 self.sleep(2.0**server_failures)
                 continue
             raise _error(response, method, path, BY_STATUS.get(response.status_code, GitHubError))

@@ -1,5 +1,5 @@
 """What the operator CLI reads and changes in AWS (or the local stack's moto): the deployed
-stack's outputs, the registry's agents, the dead-letter queue.
+stack's outputs, the registry's agents, the dead-letter queue, the GitHub App's secrets.
 
 Where: a deployed stack, found by name through CloudFormation with boto3's default
 credentials and region; or the local stack, found through ``endpoints.json`` in its state
@@ -47,9 +47,14 @@ class Target:
     app_id: int | None = None
     private_key_secret: str | None = None
     github_api_url: str = "https://api.github.com"
+    #: The secret holding the App's webhook secret (squadron app create stores it there).
+    webhook_secret: str | None = None
 
     def dynamodb(self) -> Any:
         return boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=self.region)
+
+    def secretsmanager(self) -> Any:
+        return boto3.client("secretsmanager", endpoint_url=self.endpoint, region_name=self.region)
 
     def sqs(self) -> Any:
         return boto3.client("sqs", endpoint_url=self.endpoint, region_name=self.region)
@@ -117,6 +122,7 @@ def stack_target(stack_name: str, *, region: str | None = None) -> Target:
         region=cloudformation.meta.region_name,
         app_id=int(outputs.get("GitHubAppId") or 0) or None,
         private_key_secret=outputs["GitHubAppPrivateKeySecretName"],
+        webhook_secret=outputs.get("WebhookSecretName"),
     )
 
 
@@ -204,6 +210,30 @@ class Operations:
                     ReceiptHandle=message["ReceiptHandle"],
                 )
                 moved += 1
+
+    def store_app_credentials(self, *, private_key: str, webhook_secret: str | None) -> None:
+        """A new App's private key and webhook secret as the current values of the stack's secrets
+        (PutSecretValue only: the secrets are the stack's, created by ``cdk deploy``)."""
+        target = self.target
+        if target.private_key_secret is None or target.webhook_secret is None:
+            raise OperatorError(
+                "the stack does not name its GitHub App secrets (outputs GitHubAppPrivateKeySecretName "
+                "and WebhookSecretName): deploy the current version first"
+            )
+        secrets = target.secretsmanager()
+        self._guard(
+            f"storing the App's private key in {target.private_key_secret}",
+            secrets.put_secret_value,
+            SecretId=target.private_key_secret,
+            SecretString=private_key,
+        )
+        if webhook_secret is not None:
+            self._guard(
+                f"storing the App's webhook secret in {target.webhook_secret}",
+                secrets.put_secret_value,
+                SecretId=target.webhook_secret,
+                SecretString=webhook_secret,
+            )
 
     def replay(self, delivery: str) -> dict[str, Any]:
         """Ask GitHub to send a webhook delivery again (by its GUID or numeric id); the delivery."""

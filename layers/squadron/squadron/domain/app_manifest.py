@@ -4,16 +4,34 @@ Derived, not written by hand: the events are those the router routes; the permis
 the union of what each role's narrowed token gets and what the framework itself does (merge,
 delete branches, post ``squadron/*`` statuses, read CI's check runs). GitHub's manifest flow
 takes it as a form POST from the browser of the person creating the App.
+
+The flow's second half, as GitHub documents it: once the person confirms, GitHub sends the
+browser to the manifest's ``redirect_url`` with a temporary ``code`` (and the ``state`` the
+form's action carried); ``POST /app-manifests/{code}/conversions`` exchanges the code, within
+an hour, for the App's id, private key and webhook secret. What to make of a callback and what
+to say afterwards is decided here; the loopback server, the exchange and the storing are the
+shell's.
 """
 
 from __future__ import annotations
 
+import hmac
 import html
 import json
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
+
+from pydantic import BaseModel, ConfigDict, SecretStr
 
 from squadron.domain.events import ROUTED_EVENTS
 from squadron.domain.permissions import INSTALLATION_PERMISSIONS
+
+GITHUB_WEB_URL = "https://github.com"
+GITHUB_API_URL = "https://api.github.com"
+CALLBACK_PATH = "/callback"
+#: Longer than any code GitHub sends (40 hex digits); a longer one is not GitHub's.
+MAX_CODE_LENGTH = 256
 
 #: What the framework (router, merge gate, reconciler) does beyond the roles' tokens.
 FRAMEWORK_PERMISSIONS = {
@@ -58,20 +76,243 @@ def manifest(
     return body
 
 
-def creation_url(org: str | None) -> str:
-    if org:
-        return f"https://github.com/organizations/{org}/settings/apps/new"
-    return "https://github.com/settings/apps/new"
+def web_url_for(api_url: str) -> str:
+    """GitHub's web address for its REST API's: ``https://api.HOST`` (github.com, GHE.com)
+    is served from ``https://HOST``, GitHub Enterprise Server's ``https://HOST/api/v3`` from
+    ``https://HOST``; anything else (the local sandbox) serves both from one address."""
+    api = api_url.rstrip("/")
+    parts = urlsplit(api)
+    if parts.path.rstrip("/") == "/api/v3":
+        return api.removesuffix(parts.path)
+    if parts.netloc.startswith("api.") and not parts.path:
+        return f"{parts.scheme}://{parts.netloc.removeprefix('api.')}"
+    return api
 
 
-def manifest_form(app_manifest: dict[str, Any], org: str | None) -> str:
+def creation_url(org: str | None, *, web_url: str = GITHUB_WEB_URL, state: str | None = None) -> str:
+    """Where the manifest is posted: the account's or the organization's "new App" page; GitHub
+    hands ``state`` back on the redirect."""
+    base = f"{web_url.rstrip('/')}/organizations/{quote(org, safe='')}" if org else web_url.rstrip("/")
+    url = f"{base}/settings/apps/new"
+    return f"{url}?{urlencode({'state': state})}" if state else url
+
+
+def manifest_form(
+    app_manifest: dict[str, Any],
+    org: str | None,
+    *,
+    state: str | None = None,
+    web_url: str = GITHUB_WEB_URL,
+) -> str:
     """An HTML page that posts the manifest to GitHub when its button is pressed."""
     value = html.escape(json.dumps(app_manifest), quote=True)
+    action = html.escape(creation_url(org, web_url=web_url, state=state), quote=True)
+    after = (
+        "<p>Then GitHub sends this browser back to Squadron on this machine, which fetches the App's "
+        "private key and webhook secret.</p>\n"
+        if app_manifest.get("redirect_url")
+        else ""
+    )
     return (
         "<!doctype html>\n<html><head><meta charset='utf-8'><title>Create the Squadron GitHub App</title>"
         "</head><body>\n"
-        f"<form action='{html.escape(creation_url(org), quote=True)}' method='post'>\n"
+        f"<form action='{action}' method='post'>\n"
         f"<input type='hidden' name='manifest' value='{value}'>\n"
         "<p>GitHub will show the App's name, webhook, permissions and events before creating it.</p>\n"
+        f"{after}"
         "<button type='submit'>Create the GitHub App</button>\n</form>\n</body></html>\n"
     )
+
+
+# --- the callback ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodeReceived:
+    """GitHub's redirect, with this run's state: the code to exchange (once)."""
+
+    code: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class CallbackRefused:
+    """A request on the callback that is not (or no longer) to be acted on; the code is not used."""
+
+    reason: str
+    status: int = 400
+
+
+CallbackOutcome = CodeReceived | CallbackRefused
+
+
+def read_callback(query: str, *, expected_state: str, code_taken: bool) -> CallbackOutcome:
+    """What to make of a request to the callback with ``query`` (its query string).
+
+    Only the first redirect that carries this run's state and one code is acted on; the state
+    is compared in constant time, before the code is looked at.
+    """
+    if code_taken:
+        return CallbackRefused(
+            "Squadron already has the code of this run's App; this callback was ignored", 409
+        )
+    params = parse_qs(query, keep_blank_values=True)
+    states = params.get("state", [])
+    if (
+        not expected_state
+        or len(states) != 1
+        or not hmac.compare_digest(states[0].encode(), expected_state.encode())
+    ):
+        return CallbackRefused(
+            "the state does not match the page this run of `squadron app create` served (a page of "
+            "an earlier run, or not Squadron's): its code was not used",
+            403,
+        )
+    codes = params.get("code", [])
+    if len(codes) != 1 or not codes[0]:
+        return CallbackRefused("no code: GitHub sends ?code=... once it has created the App")
+    if len(codes[0]) > MAX_CODE_LENGTH:
+        return CallbackRefused("the code is longer than any GitHub sends: it was not used")
+    return CodeReceived(codes[0])
+
+
+def callback_page(outcome: CallbackOutcome) -> tuple[int, str]:
+    """The status and the HTML page the browser is answered with."""
+    if isinstance(outcome, CodeReceived):
+        status, title, text = (
+            200,
+            "GitHub created the App",
+            "Squadron is fetching its private key and webhook secret; the terminal says what comes "
+            "next. You can close this tab.",
+        )
+    else:
+        status, title, text = outcome.status, "Squadron did not use this callback", outcome.reason + "."
+    return status, (
+        "<!doctype html>\n<html><head><meta charset='utf-8'><title>Squadron</title></head><body>\n"
+        f"<h1>{html.escape(title)}</h1>\n<p>{html.escape(text)}</p>\n</body></html>\n"
+    )
+
+
+# --- the exchange's result --------------------------------------------------------------------
+
+
+class CreatedApp(BaseModel):
+    """GitHub's answer to the exchange (201 of ``apps/create-from-manifest``): the App and its
+    secrets, which print as ``**********``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    id: int
+    slug: str
+    name: str = ""
+    html_url: str
+    client_id: str
+    client_secret: SecretStr
+    webhook_secret: SecretStr | None
+    pem: SecretStr
+
+    @property
+    def install_url(self) -> str:
+        return f"{self.html_url.rstrip('/')}/installations/new"
+
+
+@dataclass(frozen=True)
+class SecretsStored:
+    """The private key and webhook secret went into the stack's Secrets Manager secrets."""
+
+    stack: str
+    private_key_secret: str
+    webhook_secret: str
+
+
+@dataclass(frozen=True)
+class FilesWritten:
+    """The private key and webhook secret went into files only their owner may read."""
+
+    private_key: str
+    webhook_secret: str | None
+    #: The YAML ``squadron local --github-app`` takes (with --local).
+    credentials: str | None = None
+    #: The secrets to store them in (their names when known: the stack refused them).
+    private_key_secret: str = "<GitHubAppPrivateKeySecretName>"  # noqa: S105 (a name, not a secret)
+    webhook_secret_name: str = "<WebhookSecretName>"  # noqa: S105
+    #: Why they are not in the stack's secrets, when they should have been.
+    stack_failure: str | None = None
+
+
+def local_credentials(
+    *, app_id: int, private_key_file: str, webhook_secret: str, api_url: str
+) -> dict[str, Any]:
+    """The credentials file of ``squadron local --github-app`` for the new App."""
+    values: dict[str, Any] = {
+        "app_id": app_id,
+        "private_key_file": private_key_file,
+        "webhook_secret": webhook_secret,
+    }
+    if api_url.rstrip("/") != GITHUB_API_URL:
+        values["api_url"] = api_url
+        values["git_remote_template"] = web_url_for(api_url) + "/{repo}.git"
+    return values
+
+
+def waiting_banner(*, page_url: str, posts_to: str, port: int, timeout_minutes: float) -> str:
+    return (
+        f"open {page_url} in a browser on this machine and press the button: GitHub ({posts_to}) shows\n"
+        "the App's permissions and events before it creates it, then sends the browser back here "
+        f"(waiting {timeout_minutes:g} min; Ctrl-C stops).\n"
+        f"Over ssh, forward the port first (ssh -L {port}:127.0.0.1:{port} ...), or run again later with "
+        "--code and the code GitHub's redirect carries.\n"
+    )
+
+
+def created_report(app: CreatedApp, where: SecretsStored | FilesWritten) -> str:
+    """What the terminal says once the App exists: never its private key or secrets."""
+    lines = [f"created the GitHub App {app.name or app.slug} ({app.slug}, id {app.id}): {app.html_url}"]
+    steps: list[str] = []
+    if isinstance(where, SecretsStored):
+        if app.webhook_secret is not None:
+            lines.append(
+                f"stored its private key in {where.private_key_secret} and its webhook secret in "
+                f"{where.webhook_secret} (stack {where.stack})"
+            )
+        else:
+            lines.append(f"stored its private key in {where.private_key_secret} (stack {where.stack})")
+            steps.append(
+                "GitHub gave no webhook secret: set one on the App's settings page and store it in "
+                f"{where.webhook_secret}"
+            )
+    else:
+        if where.stack_failure:
+            lines.append(f"could not store them in the stack's secrets: {where.stack_failure}")
+        written = f"wrote its private key to {where.private_key}"
+        if where.webhook_secret:
+            written += f", its webhook secret to {where.webhook_secret}"
+        if where.credentials:
+            written += f", the credentials of `squadron local --github-app` to {where.credentials}"
+        lines.append(written + " (readable only by you; keep them out of git)")
+        if where.webhook_secret is None:
+            steps.append("GitHub gave no webhook secret: set one on the App's settings page")
+        if where.credentials:
+            steps.append(
+                f"run the local stack as this App: squadron local --github-app {where.credentials} (GitHub "
+                "must reach the App's webhook URL: a tunnel to the local endpoint)"
+            )
+        else:
+            store = [
+                "store them in the stack's secrets (names in its outputs), then delete the files:",
+                f"     aws secretsmanager put-secret-value --secret-id {where.private_key_secret} "
+                f"--secret-string file://{where.private_key}",
+            ]
+            if where.webhook_secret:
+                store.append(
+                    f"     aws secretsmanager put-secret-value --secret-id {where.webhook_secret_name} "
+                    f"--secret-string file://{where.webhook_secret}"
+                )
+            steps.append("\n".join(store))
+    if not (isinstance(where, FilesWritten) and where.credentials):
+        steps.append(f"deploy the stack with the App's id: cdk deploy -c github_app_id={app.id}")
+    steps.append(
+        f"install the App on each repository it should work in (Only select repositories): {app.install_url}"
+    )
+    lines.append("next:")
+    lines += [f"  {number}. {step}" for number, step in enumerate(steps, 1)]
+    return "\n".join(lines) + "\n"

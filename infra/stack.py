@@ -57,6 +57,7 @@ class SquadronStack(cdk.Stack):
             table=self.registry.table,
             queue=self.events.queue,
             private_key=self.secrets.private_key,
+            copilot_token=self.secrets.copilot_token,
             github_app_id=settings.github_app_id,
             log_retention=settings.log_retention,
             metrics_namespace=settings.metrics_namespace,
@@ -122,6 +123,10 @@ class SquadronStack(cdk.Stack):
             "RegistryTableName": (self.registry.table.table_name, "The agent registry (DynamoDB)"),
             "EventsDeadLetterQueueUrl": (self.events.dead_letter_queue.queue_url, "events DLQ"),
             "AlarmTopicArn": (self.observability.alarm_topic.topic_arn, "SNS topic receiving alarms"),
+            "CopilotTokenSecretName": (
+                self.secrets.copilot_token.secret_name,
+                "Secret to store a GitHub token with a Copilot seat in (agents whose model Copilot serves)",
+            ),
             "GitHubAppId": (self.settings.github_app_id, "The GitHub App (squadron replay signs in as it)"),
             "DashboardUrl": (
                 f"https://console.aws.amazon.com/cloudwatch/home?region={self.region}"

@@ -24,6 +24,7 @@ from constructs import Construct
 
 from infra.constructs.layer import SharedLayer
 from infra.constructs.router import REGISTRY_ACTIONS, AgentTarget, as_nag_renders
+from squadron.config.constants import BYOK_SECRET_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SESSIONS_PATH = "/mnt/sessions"
@@ -67,6 +68,10 @@ _PUT_METRICS_REASON = (
     "cloudwatch:namespace, so a task publishes only to its stage's namespace (Fargate's awslogs "
     "driver does not extract embedded metrics from a task's output)."
 )
+_BYOK_REASON = (
+    "BYOK provider keys are named by each repository's configuration; the task may read only "
+    "secrets under the squadron/byok/ prefix (GetSecretValue, nothing else)."
+)
 _RUNTIME_PIN_REASON = (
     "python3.12 on purpose: the shared layer's binary wheels (pydantic-core, cryptography) are "
     "installed for CPython 3.12; the runtime and the layer's pip target change together."
@@ -86,12 +91,14 @@ class AgentCompute(Construct):
         table: dynamodb.ITable,
         queue: sqs.IQueue,
         private_key: secretsmanager.ISecret,
+        copilot_token: secretsmanager.ISecret,
         github_app_id: str,
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.metrics_namespace = metrics_namespace
+        self.copilot_token = copilot_token
         self.flow_logs = logs.LogGroup(self, "FlowLogs", retention=log_retention)
         self.vpc = ec2.Vpc(
             self,
@@ -225,6 +232,7 @@ class AgentCompute(Construct):
                 "TOKEN_VENDOR_FUNCTION": self.token_vendor.function_name,
                 "COPILOT_HOME": SESSIONS_PATH,
                 "SQUADRON_METRICS_NAMESPACE": self.metrics_namespace,
+                "COPILOT_GITHUB_TOKEN_SECRET": self.copilot_token.secret_arn,
             },
             readonly_root_filesystem=False,
         )
@@ -245,6 +253,18 @@ class AgentCompute(Construct):
             )
         )
         self.token_vendor.grant_invoke(role)
+        # The model's credentials: the Copilot token, and the keys of BYOK providers, which a
+        # repository's configuration names by secret id under BYOK_SECRET_PREFIX.
+        self.copilot_token.grant_read(role)
+        byok = cdk.Stack.of(self).format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{BYOK_SECRET_PREFIX}*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[byok])
+        )
         self.file_system.grant(role, "elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
         cdk.Validations.of(task.node.default_child or task).acknowledge(
             cdk.Acknowledgment(id="AwsSolutions-ECS2", reason=_ENV_REASON),
@@ -253,6 +273,9 @@ class AgentCompute(Construct):
         cdk.Validations.of(role).acknowledge(
             cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{invoke_versions}]", reason=_INVOKE_REASON),
             cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_PUT_METRICS_REASON),
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{as_nag_renders(self, byok)}]", reason=_BYOK_REASON
+            ),
         )
         if task.execution_role is not None:
             cdk.Validations.of(task.execution_role).acknowledge(

@@ -1,4 +1,4 @@
-"""The GitHub App's two secrets: the webhook secret and the App private key."""
+"""The secrets the operator fills: the App's webhook secret and private key, and the agents' Copilot token."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ class GitHubAppSecrets(Construct):
         super().__init__(scope, construct_id)
         self.webhook_secret = self._build_webhook_secret(stage)
         self.private_key = self._build_private_key(stage)
+        self.copilot_token = self._build_copilot_token(stage)
 
     def _build_webhook_secret(self, stage: str) -> secretsmanager.Secret:
         secret = secretsmanager.Secret(
@@ -47,6 +48,20 @@ class GitHubAppSecrets(Construct):
             "GitHubAppPrivateKey",
             secret_name=f"squadron/{stage}/github-app-private-key",
             description="Squadron: PEM private key of the GitHub App (placeholder until stored)",
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        _acknowledge_rotation(secret)
+        return secret
+
+    def _build_copilot_token(self, stage: str) -> secretsmanager.Secret:
+        secret = secretsmanager.Secret(
+            self,
+            "CopilotToken",
+            secret_name=f"squadron/{stage}/copilot-token",
+            description=(
+                "Squadron: GitHub token with a Copilot seat, for agents whose model is served by Copilot "
+                "(placeholder until stored; roles with a BYOK provider do not use it)"
+            ),
             removal_policy=cdk.RemovalPolicy.RETAIN,
         )
         _acknowledge_rotation(secret)

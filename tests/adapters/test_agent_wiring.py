@@ -180,6 +180,8 @@ def test_metrics_go_to_the_stages_namespace_and_logs_name_the_launch(registry: D
     host = build_host({**ENV, "SQUADRON_METRICS_NAMESPACE": "Squadron/prod"}, http=http, token=lambda: "t")
     assert isinstance(host.metrics, CloudWatchMetrics)
     assert (host.metrics.namespace, host.metrics.service) == ("Squadron/prod", "agent")
+    # Its GitHub traffic is counted from the start (reading the configuration and the issue).
+    assert host.github_traffic is not None and host.github_traffic().calls >= 2
     agent = registry.get_agent(A38)
     assert agent is not None and host.launch_cause == agent.launch_cause is not None
 
@@ -203,10 +205,10 @@ def test_agent_logs_are_json_keyed_by_agent_issue_and_launch(capsys: pytest.Capt
 def test_a_byok_role_gets_its_key_from_the_secret_store(
     registry: DynamoRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    boto3.client("secretsmanager").create_secret(Name="llm-key", SecretString="sk-test")
+    boto3.client("secretsmanager").create_secret(Name="squadron/byok/llm", SecretString="sk-test")
     config = (
         "version: 1\nroles:\n  feat-dev:\n    kind: dev\n    provider:\n      type: byok\n"
-        "      provider_type: openai\n      base_url: https://llm.example/v1\n      api_key_secret: llm-key\n"
+        "      provider_type: openai\n      base_url: https://llm.example/v1\n      api_key_secret: squadron/byok/llm\n"
     )
     monkeypatch.setitem(github_fake.FILES, ".squadron/config.yaml", config)
     host = build_host(

@@ -10,6 +10,7 @@ from aws_cdk.assertions import Match
 from constructs import Construct
 from pydantic import BaseModel
 
+from infra.constructs.router import REGISTRY_ACTIONS
 from infra.stack import SquadronStack
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, TTL_ATTRIBUTE
 from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_TOKEN_ENV
@@ -208,7 +209,7 @@ RESOURCE_COUNTS = [
     ("AWS::CloudWatch::Alarm", 7),  # two on the queue, five behind the dashboard
     ("AWS::CloudWatch::Dashboard", 1),
     ("AWS::SNS::Topic", 1),
-    ("AWS::SecretsManager::Secret", 2),
+    ("AWS::SecretsManager::Secret", 3),  # webhook secret, App key, Copilot token
     ("AWS::Logs::LogGroup", 7),  # 4 functions, API access, VPC flow logs, agent tasks
 ]
 
@@ -457,3 +458,39 @@ def test_the_reconciler_runs_every_five_minutes_one_run_at_a_time(synthesized: S
     }
     settings = load_settings(ReconcilerSettings, environment)  # the function's settings accept it
     assert settings.github_app_id == 123456
+
+
+def test_the_agent_task_role_has_only_the_granted_permissions(synthesized: Synthesized) -> None:
+    stack = synthesized.stack
+    role = stack.agents.task_definition.task_role
+    assert isinstance(role, Construct)
+    granted = {
+        tuple(sorted(_as_list(statement["Action"])))
+        for statement in _statements_of(synthesized, role)
+        if statement["Effect"] == "Allow"
+    }
+    assert granted == {
+        tuple(sorted(REGISTRY_ACTIONS)),  # the registry, item-level
+        ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),  # commands to the router
+        ("lambda:InvokeFunction",),  # the token vendor (its GitHub token; never the App key)
+        ("cloudwatch:PutMetricData",),  # its stage's namespace only
+        ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"),  # the Copilot token
+        ("secretsmanager:GetSecretValue",),  # BYOK keys, under squadron/byok/ only
+        ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"),  # its sessions
+    }
+    secrets = {
+        repr(statement["Resource"])
+        for statement in _statements_of(synthesized, role)
+        if "secretsmanager:GetSecretValue" in _as_list(statement["Action"])
+    }
+    assert repr({"Ref": synthesized.logical_id(stack.secrets.copilot_token)}) in secrets
+    assert any(":secret:squadron/byok/*" in resource for resource in secrets)
+    assert not any(synthesized.logical_id(stack.secrets.private_key) in resource for resource in secrets)
+
+
+def test_agent_tasks_find_the_copilot_token_secret(synthesized: Synthesized) -> None:
+    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    environment = {e["Name"]: e["Value"] for e in container["Environment"]}
+    token = synthesized.stack.secrets.copilot_token
+    assert environment["COPILOT_GITHUB_TOKEN_SECRET"] == {"Ref": synthesized.logical_id(token)}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -16,6 +18,7 @@ from squadron.adapters.metrics import CloudWatchMetrics, EmfMetrics, metric_data
 from squadron.domain.events import EventEnvelope
 from squadron.domain.metrics import (
     CATALOGUE,
+    GITHUB_METRICS,
     GitHubTraffic,
     MetricPoint,
     agent_task_points,
@@ -328,6 +331,7 @@ def test_cloudwatch_metrics_reach_cloudwatch() -> None:
 
 def test_emf_lines_carry_totals_and_breakdowns(capsys: pytest.CaptureFixture[str]) -> None:
     metrics = Metrics(namespace="Squadron/test", service="router")
+    metrics.clear_metrics()  # Metrics instances share one set: drop what other tests left in it
     EmfMetrics(metrics).publish([point("RoutingEffects", dimension="PutAgent"), point("DeliveriesFailed")])
     metrics.flush_metrics()
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -343,3 +347,20 @@ def test_emf_lines_carry_totals_and_breakdowns(capsys: pytest.CaptureFixture[str
         ("RoutingEffects", ("service",)),
     ]
     assert all(line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Squadron/test" for line in lines)
+
+
+def test_the_readme_lists_the_catalogue() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| ([^|]*) \| ([^|]+) \|$", readme, flags=re.MULTILINE)
+    listed = {
+        name: (publisher.strip(), dimension.strip(), text.strip())
+        for name, publisher, dimension, text in rows
+    }
+    assert listed == {
+        spec.name: (
+            "every component that calls GitHub" if spec.name in GITHUB_METRICS else spec.service,
+            spec.dimension or "",
+            spec.description,
+        )
+        for spec in CATALOGUE.values()
+    }

@@ -215,11 +215,20 @@ CONFIG_CASES = [
     ),
     pytest.param(
         "roles:\n  security-review:\n    provider: {type: byok, provider_type: openai, base_url: https://x.test,\n"
-        "      api_key_secret: s, api_key: sk-123}\n",
+        "      api_key_secret: squadron/byok/s, api_key: sk-123}\n",
         3,
         "roles.security-review.provider",
         "'api_key' is not allowed: never put a key in config; name its secret in api_key_secret",
         id="inline-api-key",
+    ),
+    pytest.param(
+        "roles:\n  security-review:\n    provider: {type: byok, provider_type: openai, base_url: https://x.test,\n"
+        "      api_key_secret: prod/openai-key}\n",
+        4,
+        "roles.security-review.provider.api_key_secret",
+        "'prod/openai-key' is not under squadron/byok/: agent tasks may read only the secrets there; "
+        "store the key as squadron/byok/<name> and name that (or its ARN)",
+        id="byok-key-outside-the-readable-prefix",
     ),
     pytest.param(
         "branch_naming:\n  roles:\n    feat-dev: feat/{issue}\n",

@@ -32,7 +32,7 @@ from squadron.domain import breakers
 from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
 from squadron.domain.effects import AgentWrite
-from squadron.domain.metrics import agent_task_points
+from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
 from squadron.domain.routing import launch_token
 from squadron.domain.shell_policy import refuse_shell
 from squadron.ports import EventQueue, MetricsSink
@@ -123,6 +123,7 @@ class AgentHost:
         linger_seconds: float = 0,
         metrics: MetricsSink | None = None,
         launch_cause: str | None = None,
+        github_traffic: Callable[[], GitHubTraffic] | None = None,
     ) -> None:
         self.agent_id = agent_id
         self.launch_token = launch_token
@@ -145,6 +146,8 @@ class AgentHost:
         self.metrics = metrics
         #: The delivery whose routing launched this task (the logs' correlation id).
         self.launch_cause = launch_cause
+        #: What the task's GitHub transport sent (drained into the metrics when it ends).
+        self.github_traffic = github_traffic
         self.active_seconds = 0.0
         self.usage = Usage()
         self.state = HostState()
@@ -179,6 +182,8 @@ class AgentHost:
             session_mode=mode,
             session_seconds=seconds,
         )
+        if self.github_traffic is not None:
+            points += github_points(self.github_traffic())
         try:
             self.metrics.publish(points)
         except Exception as exc:  # metrics are not worth failing the task over: say so and go on

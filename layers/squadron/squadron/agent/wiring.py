@@ -131,6 +131,7 @@ def build_host(
             CloudWatchMetrics(settings.metrics_namespace, "agent") if settings.metrics_namespace else None
         ),
         launch_cause=agent.launch_cause,
+        github_traffic=github_http.stats.drain,
     )
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+#: Where BYOK provider keys live in Secrets Manager: agent tasks may read secrets under this
+#: prefix only, so a provider's ``api_key_secret`` names one (``squadron/byok/<name>``, or its ARN).
+BYOK_SECRET_PREFIX = "squadron/byok/"  # noqa: S105 (a secret's name prefix, not a secret)
+
 #: The directory holding a repository's configuration, relative to its root.
 CONFIG_DIR = ".squadron"
 CONFIG_FILE = "config.yaml"

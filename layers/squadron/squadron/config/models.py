@@ -11,11 +11,13 @@ loader merges a repository's files over them.
 
 from __future__ import annotations
 
+import re
 from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from squadron.config.constants import BYOK_SECRET_PREFIX
 from squadron.config.types import (
     BranchTemplate,
     Duration,
@@ -31,6 +33,13 @@ from squadron.config.types import (
 Lifecycle = Literal["persistent", "ephemeral"]
 RoleKind = Literal["pm", "dev", "review"]
 MergeMethod = Literal["merge", "squash", "rebase"]
+
+#: A BYOK key's secret: its name under BYOK_SECRET_PREFIX, or that secret's ARN.
+_BYOK_SECRET = re.compile(
+    r"(arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:)?"
+    + re.escape(BYOK_SECRET_PREFIX)
+    + r"[\w/+=.@-]+"
+)
 
 
 class _Model(BaseModel):
@@ -109,10 +118,23 @@ class ByokProvider(_Model):
     provider_type: Literal["openai", "azure", "anthropic"] = Field(description="The provider's API flavour.")
     base_url: str = Field(pattern=r"^https?://\S+$", description="The provider's API base URL.")
     api_key_secret: str = Field(
-        min_length=1,
-        description="Id (name or ARN) of the secret holding the API key. The key itself never goes in config.",
+        json_schema_extra={"pattern": _BYOK_SECRET.pattern},
+        description=(
+            "Id (name or ARN) of the secret holding the API key, under squadron/byok/ (the only secrets "
+            "agent tasks may read). The key itself never goes in config."
+        ),
     )
     azure_api_version: str | None = Field(default=None, description="API version (Azure only).")
+
+    @field_validator("api_key_secret")
+    @classmethod
+    def _readable_by_agents(cls, value: str) -> str:
+        if not _BYOK_SECRET.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not under {BYOK_SECRET_PREFIX}: agent tasks may read only the secrets "
+                f"there; store the key as {BYOK_SECRET_PREFIX}<name> and name that (or its ARN)"
+            )
+        return value
 
     @model_validator(mode="before")
     @classmethod

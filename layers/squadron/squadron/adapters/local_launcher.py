@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -41,6 +42,8 @@ class LocalLauncher:
         self.exits: dict[str, int] = {}
         #: (agent id, launch purpose) of every process started, in order.
         self.launches: list[tuple[str, str]] = []
+        #: The same with the ``time.monotonic()`` its process started at (the benchmarks' latencies).
+        self.launch_times: list[tuple[str, str, float]] = []
         self._lock = threading.Lock()
         self._closing = False
         self._agent_of: dict[int, str] = {}
@@ -62,6 +65,7 @@ class LocalLauncher:
             log.close()
             self.processes[arn] = process
             self.launches.append((agent_id, purpose))
+            self.launch_times.append((agent_id, purpose, time.monotonic()))
             self._agent_of[process.pid] = agent_id
         threading.Thread(target=self._watch, args=(arn, agent_id, process), daemon=True).start()
         logger.info("agent %s: task %s started (%s)", agent_id, arn.rsplit("/", 1)[-1], purpose)

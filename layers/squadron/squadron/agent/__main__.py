@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import sys
+from pathlib import Path
 
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
@@ -53,7 +55,28 @@ def main() -> int:
         "detail": result.detail,
         "saved": result.saved,
     }
-    log.info("the agent task ended: %s", result.outcome, extra={"result": outcome})
+    # How long its session took to open, and the peak RSS of this host and of the largest child
+    # it reaped (the Copilot CLI, reaped when its client stopped), in MiB: read by the benchmarks.
+    # The host's own is VmHWM: ru_maxrss survives exec, so it would count the launcher's fork.
+    mode, seconds = getattr(host.runtime, "session_start", None) or (None, None)
+    try:
+        status = Path("/proc/self/status").read_text(encoding="utf-8")
+        host_kb = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError):
+        host_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = {
+        "host": round(host_kb / 1024, 1),
+        "cli": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+    }
+    log.info(
+        "the agent task ended: %s",
+        result.outcome,
+        extra={
+            "result": outcome,
+            "session_start": {"mode": mode, "seconds": seconds},
+            "peak_rss_mb": peak,
+        },
+    )
     return 0
 
 

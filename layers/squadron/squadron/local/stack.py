@@ -147,6 +147,8 @@ class LocalStack:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.routed: list[dict[str, Any]] = []
+        #: The ``time.monotonic()`` at which the ingress accepted each delivery id (first time).
+        self.accepted_at: dict[str, float] = {}
         self.errors: list[str] = []
         #: Cleared, the router's poller receives nothing (events pile up in events.fifo).
         self.routing = threading.Event()
@@ -373,7 +375,12 @@ class LocalStack:
 
     def _ingress(self, headers: dict[str, str], body: bytes) -> tuple[int, bytes, dict[str, str]]:
         response = self._handler("ingress").handler(http_api_event(body, headers), FakeLambdaContext())
-        return int(response["statusCode"]), str(response.get("body") or "").encode(), {}
+        status, answer = int(response["statusCode"]), str(response.get("body") or "")
+        if status == 202 and json.loads(answer or "{}").get("status") == "accepted":
+            delivery = {key.lower(): value for key, value in headers.items()}.get("x-github-delivery")
+            if delivery:
+                self.accepted_at.setdefault(delivery, time.monotonic())
+        return status, answer.encode(), {}
 
     def _invoke(self, name: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
         if name != TOKENS_FUNCTION:

@@ -1,0 +1,376 @@
+"""What routing one event costs in calls: DynamoDB, GitHub, SQS and ECS, per event type.
+
+The real router Lambda handler (functions/router/handler.py) wired from its environment by
+``squadron.shell.wiring.build_router`` (delivery records, the DynamoDB registry, events.fifo,
+the ECS launcher, GitHub through the App) on moto, with GitHub answered by the recording fake
+transport of the tests. One issue's lifecycle is sent one record per invocation, in order, and
+every call each record causes is counted (see :mod:`bench.aws_calls`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
+from typing import Any
+from unittest import mock
+
+import boto3
+import httpx
+from moto import mock_aws
+
+from bench.aws_calls import AwsCalls
+from bench.support import AWS_UNSET, FAKE_AWS, QUIET_LAMBDA, fresh_handler, scoped_env
+from squadron.adapters.dynamo_registry import TABLE_DEFINITION
+from squadron.adapters.github.http import GitHubHttp
+from squadron.domain.events import EventEnvelope
+from squadron.shell import wiring
+from tests.support.events import Events
+from tests.support.github_fake import FakeGitHub, app_private_key
+from tests.support.lambdas import FakeLambdaContext, sqs_lambda_event
+
+A38 = "1-38-feat-dev"
+BRANCH = "feat/issue-38"
+PR = 101
+BLOCKER = 42
+QUEUE = "events.fifo"
+TABLE = "registry"
+
+#: One issue's life, in the order GitHub (and the agents' commands) would send it:
+#: (event type, what happens, the envelope).
+Step = tuple[str, str, Callable[[Events], EventEnvelope]]
+LIFECYCLE: list[Step] = [
+    (
+        "issues.opened",
+        "a human opens #38: the PM batch (no PM agent yet, so one is created and launched)",
+        lambda e: e.opened(38),
+    ),
+    (
+        "issues.assigned",
+        "#38 assigned to squadron[bot]: its dev agent is created and launched",
+        lambda e: e.assigned(38),
+    ),
+    (
+        "squadron.register_blocker",
+        "the dev agent's report_blocked command (events.fifo): #38 waits on #42, the agent sleeps",
+        lambda e: e.register_blocker(38, BLOCKER, agent_id=A38, sleep=True),
+    ),
+    (
+        "issues.closed",
+        "the blocker #42 is closed by a human: the sleeping dev agent of #38 is woken (launched)",
+        lambda e: e.closed(BLOCKER),
+    ),
+    (
+        "issue_comment.created",
+        "a collaborator comments on #38: permission looked up, the comment goes to the agent's inbox",
+        lambda e: e.comment(38),
+    ),
+    (
+        "pull_request.opened",
+        "the dev agent opens PR #101 (Fixes #38): linked, a review agent launched, the merge gate run",
+        lambda e: e.pr(PR, BRANCH, "Fixes #38"),
+    ),
+    (
+        "pull_request_review.submitted",
+        "a human requests changes on PR #101: the dev agent hears of it, the merge gate runs",
+        lambda e: e.review(PR, BRANCH, "changes_requested"),
+    ),
+    (
+        "check_run.completed",
+        "one CI job of PR #101 completes (success): the merge gate runs",
+        lambda e: e.check(BRANCH, "success", prs=(PR,)),
+    ),
+    (
+        "check_suite.completed",
+        "PR #101's check suite completes (success): the merge gate runs",
+        lambda e: _check_suite(e, BRANCH, "success", (PR,)),
+    ),
+    (
+        "status",
+        "a commit status on the PR's branch (external CI; GitHub's status event has no action)",
+        lambda e: e.status((BRANCH,), "success"),
+    ),
+    (
+        "pull_request.closed",
+        "PR #101 merged: #38 closed through the API, its agents completed and their tasks stopped",
+        lambda e: e.pr_closed(PR, BRANCH, merged=True, body="Fixes #38"),
+    ),
+]
+
+
+def _check_suite(events: Events, branch: str, conclusion: str, prs: tuple[int, ...]) -> EventEnvelope:
+    check = {
+        "id": 7001,
+        "kind": "check_suite",
+        "status": "completed",
+        "conclusion": conclusion,
+        "head_sha": "abc1234def",
+        "head_branch": branch,
+        "pull_request_numbers": list(prs),
+    }
+    return events._base("check_suite", "completed", sender="github-actions[bot]", check=check)
+
+
+@dataclass
+class CountingGitHub:
+    """The tests' fake api.github.com, counting requests; tokens expire an hour from now."""
+
+    fake: FakeGitHub = field(default_factory=FakeGitHub)
+    routes: Counter[str] = field(default_factory=Counter)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        route = _route(request)
+        self.routes[route] += 1
+        if route == "POST /app/installations/{n}/access_tokens":
+            self.fake.requests.append(request)
+            expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return httpx.Response(201, json={"token": "ghs_bench", "expires_at": expires, "permissions": {}})
+        return self.fake.handle(request)
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+
+def _route(request: httpx.Request) -> str:
+    """``METHOD /path`` with the repository and numbers generalised."""
+    path = request.url.raw_path.decode().split("?")[0]
+    path = re.sub(r"^/repos/[^/]+/[^/]+", "/repos/{owner}/{repo}", path)
+    path = re.sub(r"/\d+(?=/|$)", "/{n}", path)
+    path = re.sub(r"/collaborators/[^/]+", "/collaborators/{login}", path)
+    path = re.sub(r"/contents/.+", "/contents/{path}", path)
+    path = re.sub(r"/[0-9a-f]{10,40}(?=/|$)", "/{sha}", path)
+    return f"{request.method} {path}"
+
+
+@dataclass
+class Harness:
+    module: ModuleType
+    queue_arn: str
+    aws: AwsCalls
+    github: CountingGitHub
+    events: Events = field(default_factory=Events)
+    summaries: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[BaseException] = field(default_factory=list)
+
+    def route(self, envelope: EventEnvelope) -> dict[str, Any]:
+        """One record through the Lambda handler; the routing summary (raises if it failed)."""
+        body = envelope.to_message()
+        message = {
+            "MessageId": str(uuid.uuid4()),
+            "ReceiptHandle": "bench",
+            "Body": body,
+            "MD5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
+            "Attributes": {
+                "ApproximateReceiveCount": "1",
+                "MessageGroupId": envelope.message_group_id,
+                "MessageDeduplicationId": envelope.delivery_id,
+                "SentTimestamp": "1795348800000",
+            },
+        }
+        self.summaries.clear()
+        self.failures.clear()
+        response = self.module.handler(sqs_lambda_event([message], self.queue_arn), FakeLambdaContext())
+        if response["batchItemFailures"] or self.failures:
+            raise RuntimeError(f"routing {envelope.event}.{envelope.action} failed") from (
+                self.failures[0] if self.failures else None
+            )
+        return self.summaries[-1]
+
+    def counted(self, envelope: EventEnvelope) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the calls routing ``envelope`` made, its routing summary)."""
+        self.aws.reset()
+        self.github.routes.clear()
+        summary = self.route(envelope)
+        dynamodb = self.aws.operations("dynamodb")
+        sqs = self.aws.operations("sqs")
+        ecs = self.aws.operations("ecs")
+        other = {
+            f"{service}.{operation}": n
+            for (service, operation), n in sorted(self.aws.calls.items())
+            if service not in ("dynamodb", "sqs", "ecs")
+        }
+        counts: dict[str, Any] = {
+            "dynamodb": dynamodb,
+            "dynamodb_total": sum(dynamodb.values()),
+            "github": sum(self.github.routes.values()),
+            "sqs_sent": sqs.get("SendMessage", 0) + sqs.get("SendMessageBatch", 0),
+            "ecs": sum(ecs.values()),
+            "ecs_by_operation": ecs,
+            "github_by_route": dict(sorted(self.github.routes.items())),
+            **{f"dynamodb_{key}": value for key, value in self.aws.dynamo.as_dict().items()},
+            "other_aws": other,
+        }
+        return counts, summary
+
+
+def _provision() -> dict[str, str]:
+    """The router's AWS resources on moto, as the CDK stack deploys them; its environment."""
+    dynamodb = boto3.client("dynamodb")
+    dynamodb.create_table(TableName=TABLE, **TABLE_DEFINITION)
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName=QUEUE, Attributes={"FifoQueue": "true"})["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    key = boto3.client("secretsmanager").create_secret(Name="app-key", SecretString=app_private_key()[0])[
+        "ARN"
+    ]
+    ec2 = boto3.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="agents", Description="agents", VpcId=vpc)["GroupId"]
+    ecs = boto3.client("ecs")
+    cluster = ecs.create_cluster(clusterName="squadron")["cluster"]["clusterArn"]
+    definition = ecs.register_task_definition(
+        family="agent",
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="1024",
+        memory="2048",
+        containerDefinitions=[{"name": "agent", "image": "agent:latest", "memory": 2048}],
+    )["taskDefinition"]["taskDefinitionArn"]
+    return {
+        "QUEUE_ARN": arn,
+        "REGISTRY_TABLE_NAME": TABLE,
+        "EVENTS_QUEUE_URL": url,
+        "AGENT_CLUSTER": cluster,
+        "AGENT_TASK_DEFINITION": definition,
+        "AGENT_CONTAINER_NAME": "agent",
+        "AGENT_SUBNETS": subnet,
+        "AGENT_SECURITY_GROUPS": group,
+        "GITHUB_APP_ID": "424242",
+        "GITHUB_PRIVATE_KEY_SECRET_ARN": key,
+    }
+
+
+@contextmanager
+def router_harness() -> Iterator[Harness]:
+    """The router Lambda on moto with a counting GitHub; everything undone on the way out."""
+    aws = AwsCalls()
+    github = CountingGitHub()
+    counting_http = functools.partial(GitHubHttp, transport=github.transport())
+    with (
+        scoped_env({**FAKE_AWS, **QUIET_LAMBDA}, unset=AWS_UNSET),
+        aws.installed(),
+        mock_aws(),
+    ):
+        environment = _provision()
+        queue_arn = environment.pop("QUEUE_ARN")
+        with (
+            scoped_env(environment),
+            mock.patch.object(wiring, "GitHubHttp", counting_http),
+            fresh_handler("router") as module,
+        ):
+            harness = Harness(module, queue_arn, aws, github)
+            record_handler = module.record_handler
+
+            def recording(record: Any) -> dict[str, Any]:
+                try:
+                    summary: dict[str, Any] = record_handler(record)
+                except Exception as exc:
+                    harness.failures.append(exc)
+                    raise
+                harness.summaries.append(summary)
+                return summary
+
+            with mock.patch.object(module, "record_handler", recording):
+                try:
+                    yield harness
+                finally:
+                    module.runtime.cache_clear()
+
+
+def _note(description: str, summary: dict[str, Any]) -> str:
+    effects = ", ".join(summary["effects"]) or "none"
+    return f"{description}; effects: {effects}"
+
+
+def bench_router_calls() -> dict[str, Any]:
+    """DynamoDB, GitHub, SQS and ECS calls per event type over one issue's lifecycle."""
+    with router_harness() as harness:
+        e = harness.events
+        # A fresh container's first event pays the App's installation token and the repository's
+        # configuration; a status on an unknown branch touches nothing else.
+        cold, _ = harness.counted(e.status(("nobody",), "failure"))
+        warm, _ = harness.counted(e.status(("nobody",), "failure"))
+        runtime = harness.module.runtime()
+        gate = runtime.dispatcher.service.merge_gate
+        policies = gate.config_for.__self__  # the PolicyCache (bound method of the gate's config)
+        policies._entries.clear()  # as when its TTL lapsed: the configuration is checked again
+        recheck, _ = harness.counted(e.status(("nobody",), "failure"))
+
+        events: dict[str, dict[str, Any]] = {}
+        for name, description, make in LIFECYCLE:
+            # Collaborator permissions are cached for minutes; an issue's events are further apart.
+            runtime.dispatcher.service.github._permissions.clear()
+            counts, summary = harness.counted(make(e))
+            events[name] = {**counts, "note": _note(description, summary)}
+    return {
+        "method": (
+            "the router Lambda handler (functions/router/handler.py) wired by build_router from its "
+            "environment, on moto in-process (DynamoDB registry and delivery records, events.fifo, "
+            "ECS, Secrets Manager), GitHub answered by tests/support/github_fake.py through the "
+            "App's real client; one record per invocation, one issue's lifecycle in order. Calls "
+            "counted with botocore before-parameter-build/after-call hooks on every session. "
+            "Caches as in a warm container: the installation token (1 h) and the repository's "
+            "configuration (60 s) cached by a first event; collaborator permissions (5 min) "
+            "cleared before every event. DynamoDB item sizes from moto's backend (its size "
+            "approximation); capacity is an on-demand estimate: a read 1 RRU per 4 KB strongly "
+            "consistent (0.5 eventually consistent; a query rounds the sum of its items once), a "
+            "write 1 WRU per 1 KB of the larger of the item before and after (x2 in a transaction; "
+            "a ConditionCheck estimated as a transactional write), wru_index: the status index "
+            "(GSI, projection ALL) rewritten for items carrying its key (x2 when the key moved). "
+            "The merge gate reads the PR, its files, reviews, statuses and check runs and posts "
+            "its verdict as a commit status; the fake's fixed answers never make the PR ready, so "
+            "it never merges here (a merge by the gate adds PUT merge, DELETE the branch and one "
+            "SQS send: the App's own merge is announced on events.fifo, its webhook being dropped)"
+        ),
+        "events": events,
+        "lifecycle_total": _total(events),
+        "lifecycle_events": len(events),
+        "container_costs": {
+            "note": (
+                "a status event on an unknown branch (1 DynamoDB read): first in a fresh container "
+                "(App token from Secrets Manager and GitHub, configuration read), again warm, and "
+                "again once the configuration cache lapsed (re-checked every POLICY_TTL_SECONDS)"
+            ),
+            "cold_first_event": cold,
+            "warm": warm,
+            "config_recheck": recheck,
+        },
+    }
+
+
+_BY_NAME = ("dynamodb", "ecs_by_operation", "github_by_route", "other_aws")
+
+
+def _total(events: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The events' figures summed key by key (the same keys, a note of its own)."""
+    total: dict[str, Any] = {}
+    for counts in events.values():
+        for key, value in counts.items():
+            if isinstance(value, dict):
+                summed: Counter[str] = total.setdefault(key, Counter())
+                summed.update(value)
+            elif isinstance(value, int | float):
+                total[key] = total.get(key, 0) + value
+    for key, value in total.items():
+        if isinstance(value, Counter):
+            names = sorted(value) if key in _BY_NAME else list(value)  # call names sorted, as above
+            total[key] = {name: round(value[name], 1) for name in names}
+    total["note"] = "summed over the events above: one issue from opened to its PR merged"
+    return total
+
+
+def summary(result: dict[str, Any]) -> str:
+    total = result["lifecycle_total"]
+    return (
+        f"one issue's lifecycle ({result['lifecycle_events']} events): {total['dynamodb_total']} DynamoDB, "
+        f"{total['github']} GitHub, {total['sqs_sent']} SQS sends, {total['ecs']} ECS calls"
+    )

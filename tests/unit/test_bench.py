@@ -1,0 +1,83 @@
+"""The benchmarks' parsing and bookkeeping (never their timings: a test never depends on speed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.imports import block_of, direct_imports, package_self_times, parse_importtime
+from bench.machine import PACKAGES, _cpuinfo, machine_info
+from bench.stats import distribution, percentile
+
+# Real `python -X importtime -c "import handler"` output (functions/router), shortened.
+IMPORTTIME = """\
+import time: self [us] | cumulative | imported package
+import time:       111 |        111 |   _io
+import time:       217 |        588 | _frozen_importlib_external
+import time:        99 |        118 |   abc
+import time:       868 |       2533 | site
+import time:       275 |        275 |   __future__
+import time:        82 |         82 |       itertools
+import time:       164 |        385 |       aws_xray_sdk.core.sampling.local.sampler
+import time:       259 |       1425 |     aws_xray_sdk.core.sampling.sampler
+import time:     85935 |      94580 |   aws_xray_sdk.core
+import time:      1513 |     268757 |   squadron.shell.wiring
+import time:      6445 |     598222 | handler
+"""
+
+
+def test_importtime_output_is_parsed_with_its_nesting() -> None:
+    records = parse_importtime(IMPORTTIME)
+    assert len(records) == 11  # the header is not a record
+    assert (records[0].name, records[0].self_us, records[0].cumulative_us, records[0].depth) == (
+        "_io",
+        111,
+        111,
+        1,
+    )
+    assert [r.depth for r in records[4:]] == [1, 3, 3, 2, 1, 1, 0]
+
+    block = block_of(records, "handler")
+    assert block[0].name == "__future__"  # after site, the previous top-level import
+    assert block[-1].cumulative_us == 598222
+    assert [r.name for r in direct_imports(block)] == [
+        "__future__",
+        "aws_xray_sdk.core",
+        "squadron.shell.wiring",
+    ]
+    totals = package_self_times(block)
+    assert totals["aws_xray_sdk"] == 164 + 259 + 85935
+    assert totals["handler"] == 6445
+    with pytest.raises(LookupError):
+        block_of(records, "not_imported")
+
+
+def test_the_machine_block_names_the_machine_the_versions_and_the_commit() -> None:
+    info = machine_info()
+    assert set(info) == {"machine", "versions", "commit"}
+    assert set(info["machine"]) == {
+        "python",
+        "implementation",
+        "platform",
+        "kernel",
+        "architecture",
+        "cpu_model",
+        "cpu_count",
+        "memory_mb",
+        "load_average",
+    }
+    assert set(info["versions"]) == {*PACKAGES, "copilot-cli"}
+    assert set(info["commit"]) == {"sha", "dirty"}
+    assert info["versions"]["boto3"]  # installed: the benchmarks import it
+
+
+def test_cpuinfo_gives_the_model_and_the_processor_count() -> None:
+    text = "processor\t: 0\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\nmodel name\t: AMD EPYC\n"
+    assert _cpuinfo(text) == ("AMD EPYC", 2)
+    assert _cpuinfo("") == (None, 0)
+
+
+def test_percentiles_interpolate_between_ranks() -> None:
+    assert percentile([4.0, 1.0, 3.0, 2.0], 50) == 2.5
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 90) == pytest.approx(4.6)
+    assert distribution([1.0, 2.0, 3.0], quantiles=(50,)) == {"count": 3, "p50": 2.0, "max": 3.0, "min": 1.0}
+    assert distribution([]) == {"count": 0}

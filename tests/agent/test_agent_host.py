@@ -525,6 +525,40 @@ def test_a_pm_lingers_for_news_so_a_burst_is_one_task_not_one_per_event(stack: S
     assert stack.registry.pending_inbox("1-pm") == []
 
 
+def test_each_batch_a_lingering_pm_takes_has_the_roles_whole_budget(tmp_path: Path) -> None:
+    # Three batches of three turns: nine in the task, never more than three in one batch.
+    config = _with_limits(load_directory(ROOT / ".squadron"), max_turns=4)
+    CLI_CACHE.mkdir(parents=True, exist_ok=True)
+    with stack_for(tmp_path, config) as stack:
+        e = stack.events
+        stack.route(e.opened(38))
+        batch: list[Turn] = [
+            ToolCall("check_for_events", {}),
+            ToolCall("report_complete", {"summary": "Triaged."}),
+            Say("Done."),
+        ]
+        model = ScriptedModel(batch * 3)
+
+        def news_while_lingering() -> None:
+            for number, after in ((39, 3), (40, 6)):
+                deadline = time.monotonic() + 60
+                while len(model.requests) < after and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                stack.route(e.opened(number))
+
+        published = RecordedMetrics()
+        with serve(model):
+            sender = threading.Thread(target=news_while_lingering)
+            sender.start()
+            result = run(stack.host(model, "1-pm", linger_seconds=3, metrics=published))
+            sender.join()
+        assert result.outcome == "idle", result.detail  # not escalated: "turns reached 5 of 4"
+        assert len(model.requests) == 9 and len(stack.launcher.tasks_for("1-pm")) == 1
+        assert stack.agent("1-pm").counters.turns == 9  # the totals still count every batch
+        assert totals(published.points)["AgentTurns"] == 9
+        assert stack.registry.pending_inbox("1-pm") == []
+
+
 def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_status(stack: Stack) -> None:
     head = stack.remote.commit("feat/issue-38", {"app.py": "print('v2')\n"}, "Export API")
     stack.remote.set_ref("refs/pull/101/head", head)

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import unquote
 
@@ -177,12 +178,18 @@ def _blob(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
     return _json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
 
 
+def _in_an_hour() -> str:
+    """A token's expiry as GitHub gives it: an hour from now (a fixed date would expire one day
+    and make every caller refresh its token on every call, quietly)."""
+    return (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 ROUTES: list[tuple[str, str, Responder]] = [
     (
         "POST",
         r"/app/installations/(?P<id>\d+)/access_tokens",
         lambda r, m: _json(
-            201, {"token": f"ghs_{m.group('id')}", "expires_at": "2026-11-23T13:00:00Z", "permissions": {}}
+            201, {"token": f"ghs_{m.group('id')}", "expires_at": _in_an_hour(), "permissions": {}}
         ),
     ),
     ("GET", r"/app$", lambda r, m: _json(200, {"id": 42, "slug": "squadron", "name": "Squadron"})),
@@ -304,6 +311,8 @@ class FakeGitHub:
 
     requests: list[httpx.Request] = field(default_factory=list)
     script: list[httpx.Response] = field(default_factory=list)
+    #: When its installation tokens expire (``YYYY-MM-DDTHH:MM:SSZ``); None: an hour from now.
+    token_expiry: str | None = None
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -316,5 +325,8 @@ class FakeGitHub:
         for method, pattern, respond in ROUTES:
             match = re.fullmatch(pattern, path)
             if method == request.method and match:
-                return respond(request, match)
+                answer = respond(request, match)
+                if self.token_expiry is not None and path.endswith("/access_tokens"):
+                    answer = _json(201, {**json.loads(answer.content), "expires_at": self.token_expiry})
+                return answer
         return _json(404, {"message": f"no fake route for {request.method} {path}"})

@@ -364,3 +364,16 @@ def test_the_readme_lists_the_catalogue() -> None:
         )
         for spec in CATALOGUE.values()
     }
+
+
+def test_disabled_metrics_are_not_kept(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    metrics = Metrics(namespace="Squadron/test", service="router")
+    metrics.clear_metrics()
+    sink = EmfMetrics(metrics)
+    for _ in range(150):  # past Powertools' 100 values, when it prints a set whatever the flag
+        sink.publish([point("RoutingEffects", dimension="PutAgent")])
+    assert metrics.metric_set == {}
+    assert '"_aws"' not in capsys.readouterr().out

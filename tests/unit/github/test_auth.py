@@ -13,7 +13,8 @@ from squadron.adapters.github.auth import GitHubApp, app_jwt
 from squadron.adapters.github.http import GitHubHttp
 from tests.support.github_fake import FakeGitHub, app_private_key
 
-T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)  # the fake's tokens expire at 13:00
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+EXPIRY = "2026-11-23T13:00:00Z"  # the tokens these tests get expire an hour after T0
 
 
 class Clock:
@@ -59,7 +60,7 @@ def test_app_jwt_claims_follow_github_rules() -> None:
 def test_installation_tokens_are_cached_until_five_minutes_before_expiry(
     later: timedelta, fetches: int
 ) -> None:
-    fake, clock = FakeGitHub(), Clock()
+    fake, clock = FakeGitHub(token_expiry=EXPIRY), Clock()
     app = _app(fake, clock)
     first = app.installation_token(7)
     clock.now = T0 + later
@@ -72,7 +73,7 @@ def test_installation_tokens_are_cached_until_five_minutes_before_expiry(
 
 
 def test_narrowed_tokens_are_separate_and_say_what_they_cover() -> None:
-    fake, clock = FakeGitHub(), Clock()
+    fake, clock = FakeGitHub(token_expiry=EXPIRY), Clock()
     app = _app(fake, clock)
     app.installation_token(7)
     narrowed = app.installation_token(7, repositories=("octo/app",), permissions={"issues": "write"})
@@ -87,7 +88,7 @@ def test_narrowed_tokens_are_separate_and_say_what_they_cover() -> None:
 
 
 def test_keys_and_tokens_never_print() -> None:
-    fake, clock = FakeGitHub(), Clock()
+    fake, clock = FakeGitHub(token_expiry=EXPIRY), Clock()
     app = _app(fake, clock)
     token = app.installation_token(7)
     private, _ = app_private_key()
@@ -113,7 +114,7 @@ class Secrets:
 
 def test_the_key_comes_from_the_secret_store_when_first_needed() -> None:
     private, public = app_private_key()
-    secrets, fake = Secrets({"squadron/app-key": private}), FakeGitHub()
+    secrets, fake = Secrets({"squadron/app-key": private}), FakeGitHub(token_expiry=EXPIRY)
     app = GitHubApp.from_secret(
         app_id=42,
         http=GitHubHttp(transport=fake.transport(), sleep=lambda s: None),
@@ -131,7 +132,7 @@ def test_the_key_comes_from_the_secret_store_when_first_needed() -> None:
 
 
 def test_an_unreadable_key_fails_before_any_request() -> None:
-    fake = FakeGitHub()
+    fake = FakeGitHub(token_expiry=EXPIRY)
     app = GitHubApp.from_secret(
         app_id=42,
         http=GitHubHttp(transport=fake.transport(), sleep=lambda s: None),
@@ -145,7 +146,7 @@ def test_an_unreadable_key_fails_before_any_request() -> None:
 
 
 def test_tokens_past_their_refresh_time_are_dropped_from_the_cache() -> None:
-    fake, clock = FakeGitHub(), Clock()
+    fake, clock = FakeGitHub(token_expiry=EXPIRY), Clock()
     app = _app(fake, clock)
     for repo in ("octo/a", "octo/b", "octo/c"):
         app.installation_token(7, repositories=(repo,))

@@ -20,6 +20,7 @@ from typing import Any
 
 import boto3
 from aws_lambda_powertools.metrics import EphemeralMetrics, Metrics, MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from squadron.domain.metrics import MetricPoint
 
@@ -36,6 +37,10 @@ class EmfMetrics:
         self.metrics = metrics
 
     def publish(self, points: Iterable[MetricPoint]) -> None:
+        if is_metrics_disabled():
+            # Powertools would still keep them and print a full set (100 values) in spite of the
+            # flag: a long-lived process (the local stack) would fill its terminal with them.
+            return
         points = list(points)
         for point in points:
             self.metrics.add_metric(name=point.name, unit=MetricUnit(point.unit), value=point.value)

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
@@ -149,7 +149,12 @@ class AgentHost:
         #: What the task's GitHub transport sent (drained into the metrics when it ends).
         self.github_traffic = github_traffic
         self.active_seconds = 0.0
+        #: What the current batch of work has used (what the breakers limit) ...
         self.usage = Usage()
+        #: ... and what earlier batches of this task used: a lingering PM's every batch of news
+        #: gets the role's whole budget (a runaway is one batch looping, not a busy repository).
+        self.spent = Usage()
+        self.batch_started: datetime | None = None
         self.state = HostState()
         #: Warnings for the model that arrived outside a tool call (turns, the timer): the next
         #: tool call carries them.
@@ -175,8 +180,8 @@ class AgentHost:
         mode, seconds = getattr(self.runtime, "session_start", None) or (None, None)
         points = agent_task_points(
             outcome=outcome,
-            tool_calls=self.usage.tool_calls,
-            turns=self.usage.turns,
+            tool_calls=self.total_usage.tool_calls,
+            turns=self.total_usage.turns,
             active_seconds=self.active_seconds,
             tripped=self.usage.tripped.value if self.usage.tripped is not None else None,
             session_mode=mode,
@@ -244,7 +249,11 @@ class AgentHost:
         def pre_tool_use(tool_name: str, args: Any) -> dict[str, Any] | None:
             command = args.get("command") if isinstance(args, dict) else None
             assessment = before_tool_call(
-                self.usage, role.limits, tool_name=tool_name, command=command, elapsed=self.clock() - started
+                self.usage,
+                role.limits,
+                tool_name=tool_name,
+                command=command,
+                elapsed=self.clock() - (self.batch_started or started),
             )
             self.usage = assessment.usage
             decision = assessment.decision
@@ -271,21 +280,8 @@ class AgentHost:
             self.usage = assessment.usage
             self._heed(assessment)
 
-        async def follow_up() -> str | None:
-            if self.lease_lost:
-                return None
-            if self.usage.tripped is not None and self.state.ending not in ("escalate", "sleep"):
-                self.state.ending = "escalate"
-                self.state.reason = self.usage.trip_reason or "circuit breaker"
-                self.stop.clear()  # the summary turn runs (tools stay denied)
-                return SUMMARY_PROMPT.format(reason=self.state.reason)
-            if self.state.ending in (None, "complete") and await self._news(agent.agent_id):
-                # News arrived while this task ran (the router only wakes agents without a task).
-                self.state.ending = None
-                return NEWS_PROMPT
-            return None
-
-        watchdog = asyncio.ensure_future(self._watchdog(role, started))
+        self.batch_started = started
+        watchdog = asyncio.ensure_future(self._watchdog(role))
         finished = False
         try:
             replies = await self.runtime.turn(
@@ -305,7 +301,7 @@ class AgentHost:
                     stop=self.stop,
                     lost_prompt=self._lost_prompt(agent, prompt) if resume else None,
                 ),
-                then=follow_up,
+                then=lambda: self._follow_up(agent),
             )
             finished = True
         finally:
@@ -371,12 +367,47 @@ class AgentHost:
         elif assessment.decision.allow and assessment.decision.message:
             self.pending_context.append(assessment.decision.message)
 
-    async def _watchdog(self, role: ResolvedRole, started: datetime) -> None:
+    async def _follow_up(self, agent: AgentRecord) -> str | None:
+        """The prompt after the model's turn ended: a summary when a breaker tripped, the news that
+        came meanwhile, or None to end the session."""
+        if self.lease_lost:
+            return None
+        if self.usage.tripped is not None and self.state.ending not in ("escalate", "sleep"):
+            self.state.ending = "escalate"
+            self.state.reason = self.usage.trip_reason or "circuit breaker"
+            self.stop.clear()  # the summary turn runs (tools stay denied)
+            return SUMMARY_PROMPT.format(reason=self.state.reason)
+        if self.state.ending in (None, "complete") and await self._news(agent.agent_id):
+            # News arrived while this task ran (the router only wakes agents without a task).
+            self.state.ending = None
+            if self.linger_seconds > 0:
+                self._new_batch()
+            return NEWS_PROMPT
+        return None
+
+    def _new_batch(self) -> None:
+        """Start a new batch of work: its own budget; what the last one used is kept in the totals."""
+        self.spent = self.total_usage
+        self.usage = Usage()
+        self.batch_started = self.clock()
+
+    @property
+    def total_usage(self) -> Usage:
+        """What the whole task used (every batch), with the current batch's trip if any."""
+        return replace(
+            self.usage,
+            tool_calls=self.spent.tool_calls + self.usage.tool_calls,
+            turns=self.spent.turns + self.usage.turns,
+            iterations=self.spent.iterations + self.usage.iterations,
+        )
+
+    async def _watchdog(self, role: ResolvedRole) -> None:
         """While the session works: renew the lease (the heartbeat) and check the active-time breaker."""
         interval = self.watchdog_seconds or float(self.config.config.runtime.heartbeat_interval)
         while True:
             await asyncio.sleep(interval)
             now = self.clock()
+            started = self.batch_started or now
             assessment = breakers.on_timer(self.usage, role.limits, elapsed=now - started)
             self.usage = assessment.usage
             self._heed(assessment)
@@ -422,7 +453,7 @@ class AgentHost:
         A task whose session ran to its end clears the count of relaunches: the reconciler's
         limit is on tasks dying one after another, not on deaths weeks apart.
         """
-        used = self.usage
+        used = self.total_usage
         self.active_seconds = max(0.0, (self.clock() - started).total_seconds())
         seconds = int(self.active_seconds)
         for _ in range(3):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from bench import cost
 from bench.imports import block_of, direct_imports, package_self_times, parse_importtime
 from bench.machine import PACKAGES, _cpuinfo, machine_info
 from bench.stats import distribution, percentile
@@ -81,3 +84,50 @@ def test_percentiles_interpolate_between_ranks() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 90) == pytest.approx(4.6)
     assert distribution([1.0, 2.0, 3.0], quantiles=(50,)) == {"count": 3, "p50": 2.0, "max": 3.0, "min": 1.0}
     assert distribution([]) == {"count": 0}
+
+
+LIFECYCLE = {
+    "dynamodb_total": 66,
+    "github": 33,
+    "sqs_sent": 0,
+    "dynamodb_capacity_estimate": {"rru": 2200.0, "wru": 6600.0, "wru_index": 0.0},
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "item", "factor"),
+    [
+        (
+            {"dynamodb_capacity_estimate": {"rru": 2200.0, "wru": 13200.0, "wru_index": 0.0}},
+            "DynamoDB writes (table and status index)",
+            2.0,
+        ),
+        (
+            {"dynamodb_capacity_estimate": {"rru": 4400.0, "wru": 6600.0, "wru_index": 0.0}},
+            "DynamoDB reads",
+            2.0,
+        ),
+        ({"github": 0}, "Lambda duration", None),
+    ],
+    ids=["twice the writes", "twice the reads", "no GitHub calls: shorter router runs"],
+)
+def test_the_cost_per_event_follows_the_measured_counts(
+    change: dict[str, Any], item: str, factor: float | None
+) -> None:
+    base = cost.per_thousand_events(LIFECYCLE, 11)
+    changed = cost.per_thousand_events({**LIFECYCLE, **change}, 11)
+    if factor is None:
+        assert changed[item] < base[item]
+    else:
+        assert changed[item] == pytest.approx(base[item] * factor, rel=0.05)
+    assert {k: v for k, v in changed.items() if k != item} == {k: v for k, v in base.items() if k != item}
+
+
+def test_the_cost_model_adds_up() -> None:
+    model = cost.cost_model({"commit": {"sha": "x"}, "lifecycle_total": LIFECYCLE, "lifecycle_events": 11})
+    assert model["idle_month_total_usd"] == pytest.approx(sum(model["idle_month_usd"].values()), abs=0.01)
+    assert model["per_1000_events_total_usd"] == pytest.approx(
+        sum(model["per_1000_events_usd"].values()), abs=1e-4
+    )
+    assert model["idle_month_usd"]["NAT gateway (agents' outbound HTTPS)"] == pytest.approx(32.85)
+    assert model["agent_task_hour_usd"] == pytest.approx(0.0583, abs=1e-4)  # 1 vCPU and 4 GB on Fargate

@@ -1,0 +1,168 @@
+"""What a deployment costs: at idle per month, and per 1,000 events, from measured call counts.
+
+The call counts are the router_calls benchmark's (one issue's whole lifecycle through the real
+router on DynamoDB under moto, every AWS and GitHub call counted); the prices are AWS's
+published on-demand list prices for us-east-1 (PRICES, with the date they were read). What
+cannot be measured on this machine is an assumption, named in ASSUMPTIONS and in the result:
+Lambda durations in AWS (from the calls an event makes), log volume, the SQS pollers of an
+idle event source mapping. Fargate time and the model are not per event: an agent task costs
+by the hour it works, reported apart; the model's tokens are billed by Copilot or the BYOK
+provider, not AWS.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+HOURS_PER_MONTH = 730
+
+#: us-east-1 on-demand list prices in USD (read 2026-11; check the pricing pages before relying).
+PRICES: dict[str, float] = {
+    "nat_gateway_hour": 0.045,
+    "nat_gateway_gb": 0.045,
+    "public_ipv4_hour": 0.005,
+    "secret_month": 0.40,
+    "kms_key_month": 1.00,
+    "dashboard_month": 3.00,
+    "alarm_metric_month": 0.10,
+    "custom_metric_month": 0.30,
+    "http_api_million_requests": 1.00,
+    "lambda_million_requests": 0.20,
+    "lambda_gb_second": 0.0000166667,
+    "sqs_fifo_million_requests": 0.50,
+    "dynamodb_million_rru": 0.125,
+    "dynamodb_million_wru": 0.625,
+    "logs_ingested_gb": 0.50,
+    "ecr_gb_month": 0.10,
+    "fargate_vcpu_hour": 0.04048,
+    "fargate_gb_hour": 0.004445,
+}
+
+#: What this machine cannot measure, stated so the figures can be redone with better numbers.
+ASSUMPTIONS: dict[str, float] = {
+    # Lambda durations in AWS: a base, plus the round trips an event makes (counted).
+    "ingress_ms": 60.0,  # secret cached; one SendMessage
+    "router_base_ms": 30.0,
+    "dynamodb_call_ms": 8.0,
+    "github_call_ms": 150.0,
+    "reconciler_run_ms": 1500.0,  # an idle run: the status index, nothing to read on GitHub
+    # Worst case for SQS: the router gets each event in a batch of its own.
+    "sqs_requests_per_event": 3.0,  # SendMessage, ReceiveMessage, DeleteMessage(Batch)
+    "log_kb_per_event": 6.0,  # the ingress's and the router's JSON lines
+    # An idle FIFO event source mapping long-polls (20 s) with a few pollers.
+    "idle_pollers": 5.0,
+    "agent_image_gb": 1.0,
+}
+
+#: Memory of each function (infra/constructs): GB-seconds follow from it.
+MEMORY_GB = {"ingress": 0.25, "router": 0.5, "reconciler": 0.5}
+#: The agent task's size (infra/constructs/agents.py).
+AGENT_VCPU, AGENT_GB = 1.0, 4.0
+#: Secrets the stack creates (webhook secret, App key, Copilot token); BYOK keys add their own.
+SECRETS = 3
+#: Alarm metrics: the queue's two, router error rate (4 in its expression), ingress 5xx, no
+#: heartbeat, reconciler not running, escalations (2).
+ALARM_METRICS = 2 + 4 + 1 + 1 + 1 + 2
+#: Metrics the reconciler publishes every run even when nothing happens: runs, problems, silent
+#: agents, and agents by status (the total and the four statuses).
+IDLE_METRICS = 3 + 1 + 4
+RECONCILER_RUNS_PER_MONTH = 12 * HOURS_PER_MONTH
+
+
+def idle_month() -> dict[str, float]:
+    """USD a month with no event at all, by item."""
+    p, a = PRICES, ASSUMPTIONS
+    reconciler_gb_s = RECONCILER_RUNS_PER_MONTH * a["reconciler_run_ms"] / 1000 * MEMORY_GB["reconciler"]
+    idle_polls = a["idle_pollers"] * 3 * 60 * HOURS_PER_MONTH  # three 20-s polls a minute each
+    items = {
+        "NAT gateway (agents' outbound HTTPS)": HOURS_PER_MONTH * p["nat_gateway_hour"],
+        "NAT gateway's public IPv4 address": HOURS_PER_MONTH * p["public_ipv4_hour"],
+        f"Secrets Manager ({SECRETS} secrets)": SECRETS * p["secret_month"],
+        "KMS key of the alarm topic": p["kms_key_month"],
+        "CloudWatch dashboard (free if among the account's first three)": p["dashboard_month"],
+        f"CloudWatch alarms ({ALARM_METRICS} alarm metrics)": ALARM_METRICS * p["alarm_metric_month"],
+        f"custom metrics the reconciler publishes every run ({IDLE_METRICS})": IDLE_METRICS
+        * p["custom_metric_month"],
+        "reconciler Lambda (every 5 minutes)": RECONCILER_RUNS_PER_MONTH / 1e6 * p["lambda_million_requests"]
+        + reconciler_gb_s * p["lambda_gb_second"],
+        "events.fifo long polls of the idle router": idle_polls / 1e6 * p["sqs_fifo_million_requests"],
+        "ECR (the agent image)": a["agent_image_gb"] * p["ecr_gb_month"],
+    }
+    return {name: round(value, 2) for name, value in items.items()}
+
+
+def per_thousand_events(lifecycle: dict[str, Any], events: int) -> dict[str, float]:
+    """USD per 1,000 events, by item, from one measured lifecycle of ``events`` events."""
+    p, a = PRICES, ASSUMPTIONS
+    dynamodb = lifecycle["dynamodb_total"] / events
+    github = lifecycle["github"] / events
+    capacity = lifecycle["dynamodb_capacity_estimate"]
+    rru = capacity["rru"] / events
+    wru = (capacity["wru"] + capacity.get("wru_index", 0.0)) / events
+    sqs = a["sqs_requests_per_event"] + lifecycle["sqs_sent"] / events
+    router_ms = a["router_base_ms"] + dynamodb * a["dynamodb_call_ms"] + github * a["github_call_ms"]
+    lambda_gb_s = a["ingress_ms"] / 1000 * MEMORY_GB["ingress"] + router_ms / 1000 * MEMORY_GB["router"]
+    thousand = 1000.0
+    items = {
+        "API Gateway (HTTP API)": thousand / 1e6 * p["http_api_million_requests"],
+        "Lambda requests (ingress, router)": 2 * thousand / 1e6 * p["lambda_million_requests"],
+        "Lambda duration": thousand * lambda_gb_s * p["lambda_gb_second"],
+        "SQS FIFO requests": thousand * sqs / 1e6 * p["sqs_fifo_million_requests"],
+        "DynamoDB reads": thousand * rru / 1e6 * p["dynamodb_million_rru"],
+        "DynamoDB writes (table and status index)": thousand * wru / 1e6 * p["dynamodb_million_wru"],
+        "CloudWatch Logs ingestion": thousand * a["log_kb_per_event"] / 1024 / 1024 * p["logs_ingested_gb"],
+    }
+    return {name: round(value, 4) for name, value in items.items()}
+
+
+def agent_hour() -> float:
+    """USD for one hour of one agent task (Fargate, x86; the model's tokens are not AWS's)."""
+    return round(AGENT_VCPU * PRICES["fargate_vcpu_hour"] + AGENT_GB * PRICES["fargate_gb_hour"], 4)
+
+
+def cost_model(router_calls: dict[str, Any]) -> dict[str, Any]:
+    lifecycle, events = router_calls["lifecycle_total"], int(router_calls["lifecycle_events"])
+    idle = idle_month()
+    per_event = per_thousand_events(lifecycle, events)
+    return {
+        "region": "us-east-1",
+        "prices_usd": PRICES,
+        "assumptions": ASSUMPTIONS,
+        "from": {
+            "router_calls": router_calls.get("commit"),
+            "lifecycle_events": events,
+            "dynamodb_calls_per_event": round(lifecycle["dynamodb_total"] / events, 2),
+            "github_calls_per_event": round(lifecycle["github"] / events, 2),
+        },
+        "idle_month_usd": idle,
+        "idle_month_total_usd": round(sum(idle.values()), 2),
+        "per_1000_events_usd": per_event,
+        "per_1000_events_total_usd": round(sum(per_event.values()), 4),
+        "agent_task_hour_usd": agent_hour(),
+        "not_counted": [
+            "the model's tokens (Copilot seats or the BYOK provider's bill)",
+            "NAT data processing of agent traffic (0.045 USD per GB: git clones, model calls)",
+            "Container Insights metrics while agent tasks run; EFS storage of sessions (0.30 USD per GB-month)",
+            "custom metrics while events flow: each series is billed by the hour it is published "
+            "(0.30 USD a metric-month); some 40 series in an hour with traffic is about 0.016 USD",
+            "GitHub (no charge for API calls)",
+        ],
+    }
+
+
+def bench_cost() -> dict[str, Any]:
+    source = RESULTS / "router_calls.json"
+    if not source.exists():
+        raise FileNotFoundError(f"{source} is missing: run `python -m bench router_calls` first")
+    return cost_model(json.loads(source.read_text(encoding="utf-8")))
+
+
+def summary(result: dict[str, Any]) -> str:
+    return (
+        f"idle {result['idle_month_total_usd']:.2f} USD/month, "
+        f"{result['per_1000_events_total_usd']:.4f} USD per 1,000 events, "
+        f"{result['agent_task_hour_usd']:.4f} USD per agent-task hour"
+    )

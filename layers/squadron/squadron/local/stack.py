@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -173,6 +174,9 @@ class LocalStack:
     # --- start ---------------------------------------------------------------------------------
 
     def start(self) -> None:
+        # Metrics are off here (POWERTOOLS_METRICS_DISABLED): the handlers publish nothing, and
+        # Powertools would say so on stderr after every invocation.
+        warnings.filterwarnings("ignore", message="No application metrics to publish")
         state = self.options.state_dir
         state.mkdir(parents=True, exist_ok=True)
         github = self.options.github

@@ -32,6 +32,7 @@ from squadron.adapters.dynamo_registry import TABLE_DEFINITION
 from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.events import EventEnvelope
 from squadron.shell import wiring
+from tests.support.aws import agent_compute
 from tests.support.events import Events
 from tests.support.github_fake import FakeGitHub, app_private_key
 from tests.support.lambdas import FakeLambdaContext, sqs_lambda_event
@@ -220,30 +221,16 @@ def _provision() -> dict[str, str]:
     key = boto3.client("secretsmanager").create_secret(Name="app-key", SecretString=app_private_key()[0])[
         "ARN"
     ]
-    ec2 = boto3.client("ec2")
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
-    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-    group = ec2.create_security_group(GroupName="agents", Description="agents", VpcId=vpc)["GroupId"]
-    ecs = boto3.client("ecs")
-    cluster = ecs.create_cluster(clusterName="squadron")["cluster"]["clusterArn"]
-    definition = ecs.register_task_definition(
-        family="agent",
-        requiresCompatibilities=["FARGATE"],
-        networkMode="awsvpc",
-        cpu="1024",
-        memory="2048",
-        containerDefinitions=[{"name": "agent", "image": "agent:latest", "memory": 2048}],
-    )["taskDefinition"]["taskDefinitionArn"]
+    compute = agent_compute()
     return {
         "QUEUE_ARN": arn,
         "REGISTRY_TABLE_NAME": TABLE,
         "EVENTS_QUEUE_URL": url,
-        "AGENT_CLUSTER": cluster,
-        "AGENT_TASK_DEFINITION": definition,
+        "AGENT_CLUSTER": compute.cluster_arn,
+        "AGENT_TASK_DEFINITION": compute.task_definition,
         "AGENT_CONTAINER_NAME": "agent",
-        "AGENT_SUBNETS": subnet,
-        "AGENT_SECURITY_GROUPS": group,
+        "AGENT_SUBNETS": compute.subnet,
+        "AGENT_SECURITY_GROUPS": compute.security_group,
         "GITHUB_APP_ID": "424242",
         "GITHUB_PRIVATE_KEY_SECRET_ARN": key,
     }

@@ -16,6 +16,7 @@ from squadron.adapters.ecs import (
     EcsTaskStatus,
     TaskLaunchError,
 )
+from tests.support.aws import agent_compute
 
 if TYPE_CHECKING:
     from mypy_boto3_ecs import ECSClient
@@ -24,29 +25,16 @@ if TYPE_CHECKING:
 @pytest.fixture
 def ecs() -> Iterator[tuple[ECSClient, dict[str, Any]]]:
     with mock_aws():
-        ec2 = boto3.client("ec2")
-        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
-        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-        group = ec2.create_security_group(GroupName="agents", Description="agents", VpcId=vpc)["GroupId"]
+        compute = agent_compute()
         client = boto3.client("ecs")
-        client.create_cluster(clusterName="squadron")
-        definition = client.register_task_definition(
-            family="agent",
-            requiresCompatibilities=["FARGATE"],
-            networkMode="awsvpc",
-            cpu="1024",
-            memory="2048",
-            containerDefinitions=[{"name": "agent", "image": "agent:latest", "memory": 2048}],
-        )["taskDefinition"]["taskDefinitionArn"]
         yield (
             client,
             {
                 "cluster": "squadron",
-                "task_definition": definition,
+                "task_definition": compute.task_definition,
                 "container_name": "agent",
-                "subnets": [subnet],
-                "security_groups": [group],
+                "subnets": [compute.subnet],
+                "security_groups": [compute.security_group],
             },
         )
 

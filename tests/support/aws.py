@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -23,6 +24,36 @@ def registry_and_queue() -> tuple[DynamoRegistry, SQSClient, str]:
         QueueName="events.fifo", Attributes={"FifoQueue": "true", "VisibilityTimeout": "0"}
     )["QueueUrl"]
     return DynamoRegistry("registry", client=dynamodb), sqs, url
+
+
+@dataclass(frozen=True)
+class AgentCompute:
+    """What the router's launcher needs on ECS: a cluster, the agent task definition, a network."""
+
+    cluster_arn: str
+    task_definition: str
+    subnet: str
+    security_group: str
+
+
+def agent_compute() -> AgentCompute:
+    """The ECS cluster, Fargate task definition, subnet and security group (call inside ``mock_aws``)."""
+    ec2 = boto3.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="agents", Description="agents", VpcId=vpc)["GroupId"]
+    ecs = boto3.client("ecs")
+    cluster = ecs.create_cluster(clusterName="squadron")["cluster"]["clusterArn"]
+    definition = ecs.register_task_definition(
+        family="agent",
+        requiresCompatibilities=["FARGATE"],
+        networkMode="awsvpc",
+        cpu="1024",
+        memory="2048",
+        containerDefinitions=[{"name": "agent", "image": "agent:latest", "memory": 2048}],
+    )["taskDefinition"]["taskDefinitionArn"]
+    return AgentCompute(cluster, definition, subnet, group)
 
 
 def drain(sqs: SQSClient, queue_url: str, route: Callable[[EventEnvelope], Any]) -> list[EventEnvelope]:

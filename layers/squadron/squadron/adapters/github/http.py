@@ -38,6 +38,20 @@ SECONDARY_BACKOFF_SECONDS = 60.0
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
 
 
+def rest_client(base_url: str, *, transport: httpx.BaseTransport | None, timeout: float) -> httpx.Client:
+    """An httpx client for GitHub's REST API: its media type, API version and our user agent."""
+    return httpx.Client(
+        base_url=base_url,
+        transport=transport,
+        timeout=timeout,
+        headers={
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": API_VERSION,
+            "User-Agent": USER_AGENT,
+        },
+    )
+
+
 class Throttle:
     """Spaces mutations and caps content creation, per installation (thread-safe)."""
 
@@ -145,16 +159,7 @@ class GitHubHttp:
         #: A rate-limit wait longer than this fails at once (a Lambda hands its record back to
         #: the queue rather than sleep into its timeout).
         self.max_wait_seconds = max_wait_seconds
-        self._client = httpx.Client(
-            base_url=base_url,
-            transport=transport,
-            timeout=timeout,
-            headers={
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": API_VERSION,
-                "User-Agent": USER_AGENT,
-            },
-        )
+        self._client = rest_client(base_url, transport=transport, timeout=timeout)
 
     def request(
         self,

@@ -16,7 +16,7 @@ import httpx
 from pydantic import ValidationError
 
 from squadron.adapters.github.errors import BY_STATUS, GitHubError, GitHubUnavailableError
-from squadron.adapters.github.http import API_URL, API_VERSION, USER_AGENT
+from squadron.adapters.github.http import API_URL, rest_client
 from squadron.domain.app_manifest import CreatedApp
 
 SHOWN_PATH = "/app-manifests/{code}/conversions"
@@ -36,16 +36,7 @@ class ManifestConversions:
     ) -> None:
         self.sleep = sleep
         self.connect_retries = connect_retries
-        self._client = httpx.Client(
-            base_url=base_url,
-            transport=transport,
-            timeout=timeout,
-            headers={
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": API_VERSION,
-                "User-Agent": USER_AGENT,
-            },
-        )
+        self._client = rest_client(base_url, transport=transport, timeout=timeout)
 
     def convert(self, code: str) -> CreatedApp:
         """The App ``code`` stands for, with its private key and secrets; a GitHubError otherwise."""

@@ -95,7 +95,7 @@ def metric_data(points: Iterable[MetricPoint], *, service: str, at: datetime) ->
 
 
 class RecordedMetrics:
-    """Keeps what is published (the local stack and tests read it)."""
+    """Keeps what is published, for whoever reads it back (the agent host tests)."""
 
     def __init__(self) -> None:
         self.points: list[MetricPoint] = []

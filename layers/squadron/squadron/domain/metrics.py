@@ -241,7 +241,7 @@ def github_points(traffic: GitHubTraffic) -> list[MetricPoint]:
 
 
 def totals(points: Iterable[MetricPoint]) -> dict[str, float]:
-    """The sum per metric name (tests and the local feed read points this way)."""
+    """The sum per metric name."""
     out: dict[str, float] = {}
     for point in points:
         out[point.name] = out.get(point.name, 0.0) + point.value

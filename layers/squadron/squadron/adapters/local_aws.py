@@ -23,7 +23,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION
-from squadron.adapters.operations import resend_arguments
+from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -183,13 +183,7 @@ def _drain(endpoint: str, queue_url: str) -> list[dict[str, Any]]:
     sqs = boto3.client("sqs", endpoint_url=endpoint)
     out: list[dict[str, Any]] = []
     while True:
-        answer = sqs.receive_message(
-            QueueUrl=queue_url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=60,
-            MessageSystemAttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        )
+        answer = sqs.receive_message(QueueUrl=queue_url, **RECEIVE_TO_RESEND)
         messages = answer.get("Messages", [])
         if not messages:
             return out

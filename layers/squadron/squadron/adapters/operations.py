@@ -186,10 +186,7 @@ class Operations:
                 "reading the dead-letter queue",
                 self.sqs.receive_message,
                 QueueUrl=self.target.dead_letter_queue_url,
-                MaxNumberOfMessages=10,
-                VisibilityTimeout=60,
-                MessageSystemAttributeNames=["All"],
-                MessageAttributeNames=["All"],
+                **RECEIVE_TO_RESEND,
             )
             messages = answer.get("Messages", [])
             if not messages:
@@ -260,6 +257,16 @@ class Operations:
             raise OperatorError(f"no delivery {delivery} among the App's newest {len(deliveries)} deliveries")
         self._guard("asking GitHub to redeliver", client.redeliver, int(found["id"]))
         return dict(found)
+
+
+#: ReceiveMessage's arguments for messages to send again: every attribute resend_arguments
+#: needs, ten at a time, hidden for a minute while they are moved.
+RECEIVE_TO_RESEND: dict[str, Any] = {
+    "MaxNumberOfMessages": 10,
+    "VisibilityTimeout": 60,
+    "MessageSystemAttributeNames": ["All"],
+    "MessageAttributeNames": ["All"],
+}
 
 
 def resend_arguments(message: dict[str, Any], *, deduplication_id: str | None = None) -> dict[str, Any]:

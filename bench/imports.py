@@ -19,7 +19,7 @@ from typing import Any
 from bench.machine import ROOT
 from bench.stats import median
 
-FUNCTIONS = ("ingress", "router", "reconciler", "tokens")
+FUNCTIONS = ("ingress", "router", "reconciler", "gateway")
 RUNS = 5
 HEAVIEST = 8
 _LINE = re.compile(r"^import time:\s*(\d+)\s*\|\s*(\d+)\s*\|( *)(\S.*)$")

@@ -22,7 +22,7 @@ from infra.settings import SquadronSettings
 
 class SquadronStack(cdk.Stack):
     """GitHub webhook -> HTTP API -> ingress Lambda -> events.fifo -> router -> agent tasks (+ DLQ,
-    reconciler, token vendor, secrets, dashboard and alarms)."""
+    reconciler, agent gateway, secrets, dashboard and alarms)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, settings: SquadronSettings, **kwargs: Any
@@ -59,6 +59,7 @@ class SquadronStack(cdk.Stack):
             private_key=self.secrets.private_key,
             copilot_token=self.secrets.copilot_token,
             github_app_id=settings.github_app_id,
+            github_app_slug=settings.github_app_slug,
             log_retention=settings.log_retention,
             metrics_namespace=settings.metrics_namespace,
         )
@@ -98,7 +99,7 @@ class SquadronStack(cdk.Stack):
                 ingress=self.ingress.function,
                 router=self.router.function,
                 reconciler=self.reconciler.function,
-                token_vendor=self.agents.token_vendor,
+                gateway=self.agents.gateway,
                 queue=self.events.queue,
                 dead_letter_queue=self.events.dead_letter_queue,
                 table=self.registry.table,

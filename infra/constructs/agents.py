@@ -1,5 +1,12 @@
-"""Where agent tasks run: VPC, ECS cluster, the agent task definition, EFS for session state,
-and the token vendor that gives each task its narrowed GitHub token.
+"""Where agent tasks run: VPC, ECS cluster, the agent task definition, EFS for agents' files,
+and the agent gateway: the one door of agent tasks to the framework.
+
+Containment (README "Threat model"): the task role may invoke the gateway and mount the
+agents' file system, nothing else. The gateway checks each call's launch secret and acts
+only on the calling agent's own record, inbox, token and key. On EFS every agent has a
+directory owned by its own POSIX user (mode 0700), so the access point enforces no user:
+the host (root in the container, with a reduced capability set) creates and hands over
+each directory, and the agent's processes run as its user.
 
 Cost note (also in the README): the VPC has one NAT gateway (about 32 USD a month plus
 data) because agent tasks need outbound HTTPS (GitHub, the model provider) and should not
@@ -23,12 +30,26 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.layer import SharedLayer
-from infra.constructs.router import REGISTRY_ACTIONS, AgentTarget, as_nag_renders
+from infra.constructs.router import AgentTarget, as_nag_renders
 from squadron.config.constants import BYOK_SECRET_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SESSIONS_PATH = "/mnt/sessions"
+AGENTS_PATH = "/mnt/agents"
+#: The Copilot CLI's package, unpacked at build time, read by every agent's user.
+CLI_CACHE_PATH = "/opt/copilot-cache"
 CONTAINER_NAME = "agent"
+#: Capabilities the host keeps (Docker's default set minus these): it creates agents'
+#: directories and hands them over (CHOWN, FOWNER, DAC_OVERRIDE), starts and stops the agent's
+#: processes as the agent's user (SETUID, SETGID, SETPCAP to drop their bounding set, KILL).
+DROPPED_CAPABILITIES = (
+    ecs.Capability.AUDIT_WRITE,
+    ecs.Capability.FSETID,
+    ecs.Capability.MKNOD,
+    ecs.Capability.NET_BIND_SERVICE,
+    ecs.Capability.NET_RAW,
+    ecs.Capability.SETFCAP,
+    ecs.Capability.SYS_CHROOT,
+)
 #: Only what the image build reads (keeps the asset small and the synth fast).
 IMAGE_EXCLUDES = [
     ".git",
@@ -40,7 +61,7 @@ IMAGE_EXCLUDES = [
     "infra",
     "functions/ingress",
     "functions/router",
-    "functions/tokens",
+    "functions/gateway",
     "functions/reconciler",
     ".squadron-local",
     "**/__pycache__",
@@ -52,25 +73,37 @@ IMAGE_EXCLUDES = [
 ]
 
 _ENV_REASON = (
-    "The container environment holds names only (table, queue, function, paths); secrets are "
-    "read at run time from Secrets Manager or the token vendor, never passed as variables."
+    "The container environment holds names only (the gateway function, paths); the launch secret "
+    "comes per task as a RunTask override, every other secret through the gateway at run time."
+)
+#: What the gateway does to the registry table: an agent's record, lease and uid claim
+#: (GetItem, UpdateItem, PutItem; a put of a dev agent's record is a transaction with its branch
+#: link), its inbox (Query, DeleteItem). No Scan, no batch, no table admin.
+GATEWAY_REGISTRY_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+)
+#: What a task needs of EFS: mount, write, and act as root (the host hands directories over).
+EFS_CLIENT_ACTIONS = (
+    "elasticfilesystem:ClientMount",
+    "elasticfilesystem:ClientWrite",
+    "elasticfilesystem:ClientRootAccess",
 )
 _INVOKE_REASON = (
-    "The task may invoke the token vendor function and its versions ('<arn>:*', added by "
-    "grant_invoke); that one function only, which itself checks the caller's launch token."
+    "The task may invoke the agent gateway and its versions ('<arn>:*', added by grant_invoke); "
+    "that one function only, which itself checks the caller's launch secret."
 )
 _ECR_LOGIN_REASON = (
     "The task execution role's only Resource '*' is ecr:GetAuthorizationToken, which has no "
     "resource-level permissions; image pulls are limited to the asset repository."
 )
-_PUT_METRICS_REASON = (
-    "cloudwatch:PutMetricData has no resource-level permissions; the statement is conditioned on "
-    "cloudwatch:namespace, so a task publishes only to its stage's namespace (Fargate's awslogs "
-    "driver does not extract embedded metrics from a task's output)."
-)
 _BYOK_REASON = (
-    "BYOK provider keys are named by each repository's configuration; the task may read only "
-    "secrets under the squadron/byok/ prefix (GetSecretValue, nothing else)."
+    "BYOK provider keys are named by each repository's configuration; the gateway may read only "
+    "secrets under the squadron/byok/ prefix (GetSecretValue), and hands a task only the key its "
+    "own role's configuration names."
 )
 _RUNTIME_PIN_REASON = (
     "python3.12 on purpose: the shared layer's binary wheels (pydantic-core, cryptography) are "
@@ -93,6 +126,7 @@ class AgentCompute(Construct):
         private_key: secretsmanager.ISecret,
         copilot_token: secretsmanager.ISecret,
         github_app_id: str,
+        github_app_slug: str,
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
     ) -> None:
@@ -131,71 +165,109 @@ class AgentCompute(Construct):
             encrypted=True,
             removal_policy=cdk.RemovalPolicy.RETAIN,
             enable_automatic_backups=True,
+            # Git working copies live here: bursting credits run out under many small writes.
+            throughput_mode=efs.ThroughputMode.ELASTIC,
         )
         self.file_system.connections.allow_default_port_from(
-            self.security_group, "agent tasks mount sessions"
+            self.security_group, "agent tasks mount the agents' file system"
         )
+        # No POSIX user is enforced: every agent's directory belongs to the agent's own uid, and
+        # the access point's root is only passable (0711), never listable, by agents' users.
         self.access_point = self.file_system.add_access_point(
-            "SessionsAccessPoint",
-            path="/sessions",
-            posix_user=efs.PosixUser(uid="1000", gid="1000"),
-            create_acl=efs.Acl(owner_uid="1000", owner_gid="1000", permissions="750"),
+            "AgentsAccessPoint",
+            path="/agents",
+            create_acl=efs.Acl(owner_uid="0", owner_gid="0", permissions="711"),
         )
         self.cluster = ecs.Cluster(
             self, "Cluster", vpc=self.vpc, container_insights_v2=ecs.ContainerInsights.ENABLED
         )
-        self.token_vendor = self._token_vendor(layer, table, private_key, github_app_id, log_retention)
-        self.task_definition = self._task_definition(table, queue, log_retention)
+        self.gateway = self._gateway(
+            layer,
+            table,
+            queue,
+            private_key,
+            app=(github_app_id, github_app_slug),
+            log_retention=log_retention,
+        )
+        self.task_definition = self._task_definition(log_retention)
 
-    def _token_vendor(
+    def _gateway(
         self,
         layer: lambda_.ILayerVersion,
         table: dynamodb.ITable,
+        queue: sqs.IQueue,
         private_key: secretsmanager.ISecret,
-        github_app_id: str,
+        *,
+        app: tuple[str, str],
         log_retention: logs.RetentionDays,
     ) -> lambda_.Function:
-        log_group = logs.LogGroup(self, "TokenVendorLogs", retention=log_retention)
+        github_app_id, github_app_slug = app
+        log_group = logs.LogGroup(self, "GatewayLogs", retention=log_retention)
         role = iam.Role(
             self,
-            "TokenVendorRole",
+            "GatewayRole",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description="Squadron token vendor: read agents, use the App key",
+            description="Squadron agent gateway: an agent task's own record, inbox, token, key and commands",
         )
         log_group.grant_write(role)
         role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
+            iam.PolicyStatement(actions=list(GATEWAY_REGISTRY_ACTIONS), resources=[table.table_arn])
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
         )
         private_key.grant_read(role)
+        self.copilot_token.grant_read(role)
+        byok = self.byok_secrets_arn
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[byok])
+        )
         function = lambda_.Function(
             self,
-            "TokenVendor",
-            description="Squadron: narrowed GitHub tokens for agent tasks",
+            "Gateway",
+            description="Squadron: the agent gateway, agent tasks' one door to the framework",
             runtime=SharedLayer.RUNTIME,
             architecture=SharedLayer.ARCHITECTURE,
             handler="handler.handler",
-            code=lambda_.Code.from_asset(str(REPO_ROOT / "functions" / "tokens"), exclude=["**/__pycache__"]),
+            code=lambda_.Code.from_asset(
+                str(REPO_ROOT / "functions" / "gateway"), exclude=["**/__pycache__"]
+            ),
             layers=[layer],
             memory_size=256,
-            timeout=cdk.Duration.seconds(15),
+            timeout=cdk.Duration.seconds(30),
             role=role,
             log_group=log_group,
             environment={
                 "REGISTRY_TABLE_NAME": table.table_name,
+                "EVENTS_QUEUE_URL": queue.queue_url,
                 "GITHUB_APP_ID": github_app_id,
+                "GITHUB_APP_SLUG": github_app_slug,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
-                "POWERTOOLS_SERVICE_NAME": "tokens",
+                "COPILOT_GITHUB_TOKEN_SECRET": self.copilot_token.secret_arn,
+                "POWERTOOLS_SERVICE_NAME": "gateway",
                 "POWERTOOLS_METRICS_NAMESPACE": self.metrics_namespace,
             },
         )
         cdk.Validations.of(function.node.default_child or function).acknowledge(
             cdk.Acknowledgment(id="AwsSolutions-L1", reason=_RUNTIME_PIN_REASON)
         )
+        cdk.Validations.of(role).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{as_nag_renders(self, byok)}]", reason=_BYOK_REASON
+            )
+        )
         return function
 
-    def _task_definition(
-        self, table: dynamodb.ITable, queue: sqs.IQueue, log_retention: logs.RetentionDays
-    ) -> ecs.FargateTaskDefinition:
+    @property
+    def byok_secrets_arn(self) -> str:
+        return cdk.Stack.of(self).format_arn(
+            service="secretsmanager",
+            resource="secret",
+            resource_name=f"{BYOK_SECRET_PREFIX}*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+
+    def _task_definition(self, log_retention: logs.RetentionDays) -> ecs.FargateTaskDefinition:
         task = ecs.FargateTaskDefinition(
             self,
             "AgentTask",
@@ -207,7 +279,7 @@ class AgentCompute(Construct):
             ),
             volumes=[
                 ecs.Volume(
-                    name="sessions",
+                    name="agents",
                     efs_volume_configuration=ecs.EfsVolumeConfiguration(
                         file_system_id=self.file_system.file_system_id,
                         transit_encryption="ENABLED",
@@ -227,55 +299,42 @@ class AgentCompute(Construct):
                 stream_prefix="agent", log_group=logs.LogGroup(self, "AgentLogs", retention=log_retention)
             ),
             environment={
-                "REGISTRY_TABLE_NAME": table.table_name,
-                "EVENTS_QUEUE_URL": queue.queue_url,
-                "TOKEN_VENDOR_FUNCTION": self.token_vendor.function_name,
-                "COPILOT_HOME": SESSIONS_PATH,
-                "SQUADRON_METRICS_NAMESPACE": self.metrics_namespace,
-                "COPILOT_GITHUB_TOKEN_SECRET": self.copilot_token.secret_arn,
+                "AGENT_GATEWAY_FUNCTION": self.gateway.function_name,
+                "SQUADRON_AGENTS_ROOT": AGENTS_PATH,
+                "XDG_CACHE_HOME": CLI_CACHE_PATH,
             },
+            # The host runs as root with a reduced capability set: it hands each agent its own
+            # directory and runs the agent's CLI, shell and git as the agent's own user.
+            user="0",
+            linux_parameters=ecs.LinuxParameters(self, "AgentLinux", init_process_enabled=True),
             readonly_root_filesystem=False,
         )
+        assert container.linux_parameters is not None
+        container.linux_parameters.drop_capabilities(*DROPPED_CAPABILITIES)
         container.add_mount_points(
-            ecs.MountPoint(container_path=SESSIONS_PATH, source_volume="sessions", read_only=False)
+            ecs.MountPoint(container_path=AGENTS_PATH, source_volume="agents", read_only=False)
         )
         role = task.task_role
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=list(REGISTRY_ACTIONS), resources=[table.table_arn])
-        )
-        queue.grant_send_messages(role)
-        # PutMetricData has no resources; the condition keeps the task to its stage's namespace.
+        # The task role: the gateway, and the agents' file system through its access point. Nothing
+        # on the registry, the queue, secrets or metrics: a task reaches those only through the
+        # gateway, which checks its launch secret.
+        self.gateway.grant_invoke(role)
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": self.metrics_namespace}},
+                actions=list(EFS_CLIENT_ACTIONS),
+                resources=[self.file_system.file_system_arn],
+                conditions={
+                    "StringEquals": {"elasticfilesystem:AccessPointArn": self.access_point.access_point_arn},
+                    "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"},
+                },
             )
         )
-        self.token_vendor.grant_invoke(role)
-        # The model's credentials: the Copilot token, and the keys of BYOK providers, which a
-        # repository's configuration names by secret id under BYOK_SECRET_PREFIX.
-        self.copilot_token.grant_read(role)
-        byok = cdk.Stack.of(self).format_arn(
-            service="secretsmanager",
-            resource="secret",
-            resource_name=f"{BYOK_SECRET_PREFIX}*",
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[byok])
-        )
-        self.file_system.grant(role, "elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite")
         cdk.Validations.of(task.node.default_child or task).acknowledge(
             cdk.Acknowledgment(id="AwsSolutions-ECS2", reason=_ENV_REASON),
         )
-        invoke_versions = as_nag_renders(self, f"{self.token_vendor.function_arn}:*")
+        invoke_versions = as_nag_renders(self, f"{self.gateway.function_arn}:*")
         cdk.Validations.of(role).acknowledge(
             cdk.Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{invoke_versions}]", reason=_INVOKE_REASON),
-            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_PUT_METRICS_REASON),
-            cdk.Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{as_nag_renders(self, byok)}]", reason=_BYOK_REASON
-            ),
         )
         if task.execution_role is not None:
             cdk.Validations.of(task.execution_role).acknowledge(

@@ -33,7 +33,7 @@ class Watched:
     ingress: lambda_.IFunction
     router: lambda_.IFunction
     reconciler: lambda_.IFunction
-    token_vendor: lambda_.IFunction
+    gateway: lambda_.IFunction
     queue: sqs.IQueue
     dead_letter_queue: sqs.IQueue
     table: dynamodb.ITable
@@ -375,10 +375,14 @@ class OperationsDashboard(Construct):
                         ("ingress", w.ingress),
                         ("router", w.router),
                         ("reconciler", w.reconciler),
-                        ("token vendor", w.token_vendor),
+                        ("agent gateway", w.gateway),
                     )
                 ],
-                right=[self.custom("TokensVended"), self.breakdown("TokensRefused")],
+                right=[
+                    self.custom("TokensVended"),
+                    self.breakdown("GatewayCalls"),
+                    self.breakdown("GatewayRefusals"),
+                ],
             ),
             self._graph(
                 "Cost drivers: registry and sessions",

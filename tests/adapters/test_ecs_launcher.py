@@ -15,7 +15,9 @@ from squadron.adapters.ecs import (
     EcsTaskLauncher,
     EcsTaskStatus,
     TaskLaunchError,
+    client_token,
 )
+from squadron.domain.launches import SECRET_ENV, secret_digest
 from tests.support.aws import agent_compute
 
 if TYPE_CHECKING:
@@ -39,11 +41,20 @@ def ecs() -> Iterator[tuple[ECSClient, dict[str, Any]]]:
         )
 
 
-def test_launch_runs_one_tagged_task_that_knows_its_agent(ecs: tuple[ECSClient, dict[str, Any]]) -> None:
+SECRET = "s3cret-" + "x" * 40
+
+
+def test_launch_runs_one_tagged_task_that_knows_its_agent_and_alone_its_secret(
+    ecs: tuple[ECSClient, dict[str, Any]],
+) -> None:
     client, settings = ecs
     launcher = EcsTaskLauncher(client=client, **settings)
+    requests: list[dict[str, Any]] = []
+    client.meta.events.register(
+        "provide-client-params.ecs.RunTask", lambda params, **_: requests.append(params)
+    )
 
-    arn = launcher.launch("1-38-feat-dev", "start", "1-38-feat-dev-g1-l1")
+    arn = launcher.launch("1-38-feat-dev", "start", "1-38-feat-dev-g1-l1", SECRET)
 
     task = client.describe_tasks(cluster="squadron", tasks=[arn], include=["TAGS"])["tasks"][0]
     assert task["startedBy"] == "1-38-feat-dev"
@@ -52,12 +63,25 @@ def test_launch_runs_one_tagged_task_that_knows_its_agent(ecs: tuple[ECSClient, 
     env = {e["name"]: e["value"] for e in task["overrides"]["containerOverrides"][0]["environment"]}
     assert env[AGENT_ID_ENV] == "1-38-feat-dev"
     assert env[LAUNCH_TOKEN_ENV] == "1-38-feat-dev-g1-l1"
+    assert env[SECRET_ENV] == SECRET  # the task's own environment, and nowhere else in the request
+    (request,) = requests
+    outside = {k: v for k, v in request.items() if k != "overrides"}
+    assert SECRET not in repr(outside) and secret_digest(SECRET) not in repr(outside)
+    assert request["clientToken"] == client_token("1-38-feat-dev-g1-l1", SECRET)
+
+
+def test_a_launch_armed_again_with_a_new_secret_has_a_new_client_token(
+    ecs: tuple[ECSClient, dict[str, Any]],
+) -> None:
+    tokens = {client_token("1-38-feat-dev-g1-l1", s) for s in (SECRET, SECRET + "2")}
+    assert len(tokens) == 2 and all(len(t) <= 64 for t in tokens)
+    assert len(client_token("x" * 64, SECRET)) == 64
 
 
 def test_stop_is_idempotent(ecs: tuple[ECSClient, dict[str, Any]]) -> None:
     client, settings = ecs
     launcher = EcsTaskLauncher(client=client, **settings)
-    arn = launcher.launch("1-38-feat-dev", "start", "t1")
+    arn = launcher.launch("1-38-feat-dev", "start", "t1", SECRET)
     launcher.stop(arn, "issue closed")
     launcher.stop(arn, "issue closed")  # again: no error
     task = client.describe_tasks(cluster="squadron", tasks=[arn])["tasks"][0]
@@ -78,7 +102,7 @@ def test_launch_failures_are_named_errors(
     client, settings = ecs
     launcher = EcsTaskLauncher(client=client, **{**settings, **change})
     with pytest.raises(TaskLaunchError, match=message):
-        launcher.launch("1-38-feat-dev", "start", "t1")
+        launcher.launch("1-38-feat-dev", "start", "t1", SECRET)
 
 
 def test_a_response_without_tasks_is_a_failure() -> None:
@@ -95,7 +119,7 @@ def test_a_response_without_tasks_is_a_failure() -> None:
         security_groups=["g"],
     )
     with pytest.raises(TaskLaunchError, match="RESOURCE:ENI"):
-        launcher.launch("1-38-feat-dev", "start", "t1")
+        launcher.launch("1-38-feat-dev", "start", "t1", SECRET)
 
 
 def test_network_is_required() -> None:
@@ -110,8 +134,8 @@ def test_task_status_tells_running_from_stopped_and_unknown_tasks(
 ) -> None:
     client, settings = ecs
     launcher = EcsTaskLauncher(client=client, **settings)
-    alive = launcher.launch("1-38-feat-dev", "start", "t1")
-    stopped = launcher.launch("1-39-feat-dev", "start", "t2")
+    alive = launcher.launch("1-38-feat-dev", "start", "t1", SECRET)
+    stopped = launcher.launch("1-39-feat-dev", "start", "t2", SECRET)
     launcher.stop(stopped, "issue closed")
     unknown = alive.rsplit("/", 1)[0] + "/0123456789abcdef"
     status = EcsTaskStatus(cluster="squadron", client=client)

@@ -1,8 +1,15 @@
-"""The agent's working copy against a real bare repository: prepare, commit, push, review checkouts."""
+"""The agent's working copy and the framework's clone against a real bare repository.
+
+prepare, commit, push and review checkouts work as an agent expects; and framework git never runs
+what the agent controls: hooks, ``core.fsmonitor``, ``url.*.insteadOf``, ``remote.*.pushurl``,
+credential helpers, ``core.sshCommand`` and includes written into the agent's ``.git`` get no token
+and send nothing anywhere but the agent's own branch of the real remote.
+"""
 
 from __future__ import annotations
 
 import base64
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -10,12 +17,17 @@ from typing import Any
 
 import pytest
 
-from squadron.adapters.git import GitError, GitRemote, WorkingCopy
+from squadron.adapters.confinement import AgentDirs, AgentUser, prepare
+from squadron.adapters.git import FrameworkClone, GitError, GitRemote, WorkingCopy
 from squadron.domain.permissions import Caller, CallerKind, PermissionDeniedError
-from tests.support.git_remote import BareRemote, git
+from tests.support.git_remote import BareRemote, git, let_others_pass
 
 DEV = Caller(CallerKind.DEV, "feat-dev-38", "feat-dev", "feat/issue-38")
 BRANCH = "feat/issue-38"
+TOKEN = "ghs_narrowed_token_value"
+AS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0, reason="switching to an agent's own user needs root (CI runs as root)"
+)
 
 
 @pytest.fixture
@@ -23,12 +35,28 @@ def remote(tmp_path: Path) -> BareRemote:
     return BareRemote.create(tmp_path / "github", {"README.md": "# octo\n", "app.py": "print('v1')\n"})
 
 
-def copy(remote: BareRemote, tmp_path: Path, token: str | None = None) -> WorkingCopy:
+def copy(
+    remote: BareRemote,
+    tmp_path: Path,
+    *,
+    token: str | None = None,
+    user: AgentUser | None = None,
+    run: Any = subprocess.run,
+) -> WorkingCopy:
+    dirs = AgentDirs(tmp_path / "agents-root", "1-38-feat-dev")
+    user = user or AgentUser()
+    prepare(dirs, user)
     return WorkingCopy(
-        tmp_path / "work" / "1-38-feat-dev",
-        GitRemote(remote.url, (lambda: token) if token else None),
+        dirs.work,
+        FrameworkClone(
+            dirs.framework_clone, GitRemote(remote.url, (lambda: token) if token else None), run=run
+        ),
         author_name="feat-dev-38 (squadron)",
         author_email="squadron[bot]@users.noreply.github.com",
+        user=user,
+        home=dirs.home,
+        transfers=dirs.transfers,
+        run=run,
     )
 
 
@@ -49,6 +77,7 @@ def test_a_fresh_working_copy_starts_from_the_branch_or_the_base(
     assert wc.current_branch() == BRANCH
     assert (wc.path / "spec.md").exists() is remote_has_branch
     assert (wc.path / "app.py").read_text() == "print('v1')\n"
+    assert git(wc.path, "rev-parse", "origin/main") == remote.sha("main")  # origin/* for merging
 
 
 def test_a_missing_base_branch_is_a_clear_error(remote: BareRemote, tmp_path: Path) -> None:
@@ -96,11 +125,17 @@ def test_a_human_push_is_fast_forwarded_or_reported_never_overwritten(
     remote.commit(BRANCH, {"human2.txt": "more\n"}, "a human helped again")
     (wc.path / "b.txt").write_text("agent again\n")
     wc.commit_all("more agent work")
-    assert "the remote has 1 commit(s) you do not have and you have 1" in wc.prepare(BRANCH, "main")
     rejected = wc.push(DEV, BRANCH)
     assert rejected.pushed is False
     assert rejected.detail.startswith("rejected: feat/issue-38 on the remote has commits you do not have")
     assert remote.log(BRANCH)[0] == "a human helped again"  # nothing was overwritten
+    # The commits it lacks are in origin/<branch> now: merge them and push again.
+    git(wc.path, "merge", "--quiet", "--no-edit", f"origin/{BRANCH}")
+    assert wc.push(DEV, BRANCH).pushed
+    assert remote.log(BRANCH)[1:3] == [
+        "more agent work",
+        "a human helped again",
+    ] or "more agent work" in remote.log(BRANCH)
 
 
 @pytest.mark.parametrize(
@@ -176,29 +211,137 @@ def test_a_review_checkout_is_the_pull_requests_head(remote: BareRemote, tmp_pat
     assert (wc.path / "app.py").read_text() == "print('v3')\n"
 
 
-def test_the_token_goes_to_git_per_command_and_is_never_stored(remote: BareRemote, tmp_path: Path) -> None:
+def test_the_token_reaches_only_the_framework_clones_network_commands(
+    remote: BareRemote, tmp_path: Path
+) -> None:
     calls: list[dict[str, Any]] = []
 
-    def recording(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        calls.append({"args": args, "env": kwargs["env"]})
+    def recording(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+        calls.append(
+            {"args": args, "env": kwargs["env"], "cwd": str(kwargs.get("cwd")), "user": kwargs.get("user")}
+        )
         return subprocess.run(args, **kwargs)  # noqa: PLW1510 (check is in kwargs)
 
-    wc = WorkingCopy(
-        tmp_path / "work" / "a",
-        GitRemote(remote.url, lambda: "ghs_narrowed"),
-        author_name="a",
-        author_email="a@example.com",
-        run=recording,
-    )
+    wc = copy(remote, tmp_path, token=TOKEN, run=recording)
     wc.prepare(BRANCH, "main")
-    header = "AUTHORIZATION: basic " + base64.b64encode(b"x-access-token:ghs_narrowed").decode()
-    fetch = next(c for c in calls if c["args"][1] == "fetch")
-    assert header in fetch["env"].values()
-    local = next(c for c in calls if c["args"][1] == "checkout")
-    assert header not in local["env"].values()  # only commands that reach the remote get it
-    assert all("ghs_narrowed" not in " ".join(c["args"]) for c in calls)  # never in argv
-    assert "ghs_narrowed" not in (wc.path / ".git" / "config").read_text()
-    assert (
-        base64.b64encode(b"x-access-token:ghs_narrowed").decode()
-        not in (wc.path / ".git" / "config").read_text()
+    (wc.path / "x.txt").write_text("x\n")
+    wc.commit_all("x")
+    wc.push(DEV, BRANCH)
+    header = "AUTHORIZATION: basic " + base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    with_token = [c for c in calls if header in c["env"].values()]
+    assert {c["args"][3] for c in with_token} == {"fetch", "push"}  # git --git-dir <clone> fetch|push
+    assert all(c["cwd"] == str(wc.clone.path) for c in with_token)  # never in the agent's directory
+    in_agent_dir = [c for c in calls if c["cwd"] == str(wc.path)]
+    assert in_agent_dir and all(header not in c["env"].values() for c in in_agent_dir)
+    assert all(TOKEN not in " ".join(c["args"]) for c in calls)  # never in argv
+    stored = [p for p in tmp_path.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+    assert stored == []  # never in a file
+
+
+# --- the agent plants configuration in its own .git --------------------------------------------
+
+
+EVIDENCE = "evidence"
+
+
+def _script(path: Path, evidence: Path) -> str:
+    """A script that records who ran it and its whole environment (what an attacker would steal)."""
+    path.write_text(f"#!/bin/sh\n{{ id -u; env; }} >> {evidence} 2>&1\nexit 0\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+PLANTS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("a pre-push hook", [("core.hooksPath", "{hooks}")]),
+    ("a pushurl to another remote", [("remote.origin.pushurl", "{evil}")]),
+    (
+        "url.insteadOf the real remote",
+        [("url.{evil}.insteadOf", "{real}"), ("url.{evil}.pushInsteadOf", "{real}")],
+    ),
+    ("core.fsmonitor", [("core.fsmonitor", "{script}")]),
+    ("a credential helper", [("credential.helper", "!{script}")]),
+    ("core.sshCommand", [("core.sshCommand", "{script}")]),
+    ("an include of all of them", [("include.path", "{include}")]),
+]
+
+
+@pytest.mark.parametrize("plants", [p[1] for p in PLANTS], ids=[p[0] for p in PLANTS])
+def test_configuration_the_agent_plants_never_gets_the_token_or_the_push(
+    remote: BareRemote, tmp_path: Path, plants: list[tuple[str, str]]
+) -> None:
+    wc = copy(remote, tmp_path, token=TOKEN)
+    wc.prepare(BRANCH, "main")
+    attack = tmp_path / "attack"
+    attack.mkdir()
+    evidence = attack / EVIDENCE
+    evil = BareRemote.create(tmp_path / "evil", {"README.md": "evil\n"})
+    hooks = attack / "hooks"
+    hooks.mkdir()
+    for name in ("pre-push", "pre-commit", "post-checkout", "reference-transaction", "pre-auto-gc"):
+        _script(hooks / name, evidence)
+    values = {
+        "hooks": str(hooks),
+        "evil": evil.url,
+        "real": remote.url,
+        "script": _script(attack / "steal.sh", evidence),
+        "include": str(attack / "included.cfg"),
+    }
+    (attack / "included.cfg").write_text(
+        f"[core]\n\thooksPath = {hooks}\n\tfsmonitor = {values['script']}\n"
+        f'[remote "origin"]\n\tpushurl = {evil.url}\n[credential]\n\thelper = !{values["script"]}\n'
     )
+    for key, value in plants:
+        git(wc.path, "config", key.format(**values), value.format(**values))
+    (wc.path / "feature.py").write_text("ok = 1\n")
+    evil_before = evil.sha("main")
+
+    said = wc.save(DEV, BRANCH, "WIP")
+    assert "pushed" in said, said
+    assert remote.show(BRANCH, "feature.py") == "ok = 1"  # the real remote, the agent's branch
+    assert evil.sha(BRANCH) is None and evil.sha("main") == evil_before  # nothing went elsewhere
+    leaked = evidence.read_text() if evidence.exists() else ""
+    basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    assert TOKEN not in leaked and basic not in leaked
+    assert "GIT_CONFIG_VALUE" not in leaked or basic not in leaked
+
+
+@AS_ROOT
+def test_the_agents_git_runs_as_its_own_user_and_cannot_read_the_framework_clone(
+    remote: BareRemote, tmp_path: Path
+) -> None:
+    let_others_pass(tmp_path)  # the agent's user passes through the test's directories, as in ECS
+    user = AgentUser(1 << 24 | 4242, 1 << 24 | 4242)
+    wc = copy(remote, tmp_path, token=TOKEN, user=user)
+    wc.prepare(BRANCH, "main")
+    assert os.stat(wc.path / "app.py").st_uid == user.uid
+    evidence = wc.path.parent / "home" / EVIDENCE
+    hooks = wc.path.parent / "home" / "hooks"
+    hooks.mkdir()
+    for name in ("pre-push", "pre-commit", "reference-transaction"):
+        _script(hooks / name, evidence)
+    git_as = [
+        "setpriv",
+        f"--reuid={user.uid}",
+        f"--regid={user.gid}",
+        "--clear-groups",
+        "git",
+        "-C",
+        str(wc.path),
+    ]
+    subprocess.run(
+        [*git_as, "config", "core.hooksPath", str(hooks)], check=True, env={"HOME": "/nonexistent"}
+    )
+    (wc.path / "feature.py").write_text("ok = 1\n")
+    assert user.uid is not None and user.gid is not None
+    os.chown(wc.path / "feature.py", user.uid, user.gid)
+    assert "pushed" in wc.save(DEV, BRANCH, "WIP")
+    ran_as = {line for line in evidence.read_text().splitlines() if line.isdigit()}
+    assert ran_as == {str(user.uid)}  # its hooks ran as itself, never as the host
+    assert TOKEN not in evidence.read_text()
+    peek = subprocess.run(
+        ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "ls", str(wc.clone.path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert peek.returncode != 0 and "Permission denied" in peek.stderr

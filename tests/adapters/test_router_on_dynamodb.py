@@ -70,8 +70,8 @@ Under = Callable[[Events], EventEnvelope]
 
 # (event type, setup, event under test, the most DynamoDB calls it may take)
 BOUNDS: list[tuple[str, Step, Under, int]] = [
-    ("issues.opened (PM batch)", lambda e: [], lambda e: e.opened(38), 6),
-    ("issues.assigned (new agent)", lambda e: [], lambda e: e.assigned(38), 5),
+    ("issues.opened (PM batch)", lambda e: [], lambda e: e.opened(38), 7),  # + arming the launch
+    ("issues.assigned (new agent)", lambda e: [], lambda e: e.assigned(38), 6),  # + arming the launch
     ("issue_comment.created (inbox)", lambda e: [e.assigned(38)], lambda e: e.comment(38), 2),
     (
         "register_blocker (sleep)",
@@ -83,13 +83,13 @@ BOUNDS: list[tuple[str, Step, Under, int]] = [
         "issues.closed (wake the blocked)",
         lambda e: [e.assigned(38), e.register_blocker(38, 42, agent_id=A38, sleep=True)],
         lambda e: e.closed(42),
-        7,
+        8,  # + arming the launch with its secret
     ),
     (
         "pull_request.opened",
         lambda e: [e.assigned(38)],
         lambda e: e.pr(101, "feat/issue-38", "Fixes #38"),
-        6,
+        7,  # + arming the launch with its secret
     ),
     (
         "pull_request_review.submitted",

@@ -1,11 +1,12 @@
 """The agent host end to end: the real Copilot CLI and SDK, a scripted model on 127.0.0.1,
-the DynamoDB registry and events.fifo under moto, and a recording GitHub.
+the agent gateway over the DynamoDB registry and events.fifo under moto, and a recording GitHub.
 
 A dev agent starts, calls framework tools, reports blocked and its host exits;
 the router puts it to sleep and wakes it when the blocker closes; a new host
 resumes the same session (the model sees the earlier conversation) and drains
 its inbox. A model that loops on tools is stopped by the circuit breaker and
-the issue is handed to humans.
+the router hands the issue to humans. Run as root (CI), the CLI and the agent's
+git run as the agent's own user, as in ECS.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from moto import mock_aws
 
+from squadron.adapters.confinement import AgentDirs, AgentUser
 from squadron.adapters.dynamo_registry import DynamoRegistry
-from squadron.adapters.git import GitRemote, WorkingCopy
+from squadron.adapters.git import FrameworkClone, GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.metrics import RecordedMetrics
@@ -39,15 +41,18 @@ from squadron.agent.wiring import agent_caller
 from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
-from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
-from squadron.domain.events import EventEnvelope, RegisterBlocker
+from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded
 from squadron.domain.metrics import totals
 from squadron.domain.permissions import Caller
+from squadron.local.copilot_cli import unpack_cli
+from squadron.shell.gateway import AgentGateway
 from squadron.shell.router import RouterService
 from tests.support.aws import drain, registry_and_queue
 from tests.support.events import T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
-from tests.support.git_remote import BareRemote
+from tests.support.gateway import door_of, gateway_for
+from tests.support.git_remote import BareRemote, let_others_pass
 from tests.support.github_fake import FakeGitHub
 from tests.support.scripted_model import Say, ScriptedModel, Stall, ToolCall, Turn, serve
 
@@ -75,9 +80,15 @@ class Stack:
     github: FakeGitHub
     events: Events
     config: SquadronConfig
-    home: Path
     remote: BareRemote
-    work: Path
+    #: Where every agent's directory lives (the EFS volume's stand-in).
+    root: Path
+    gateway: AgentGateway
+    #: What tasks published through the gateway.
+    metrics: RecordedMetrics
+
+    def work(self, agent_id: str = A38) -> Path:
+        return AgentDirs(self.root, agent_id).work
 
     def route(self, event: EventEnvelope) -> None:
         self.router.process(event)
@@ -94,15 +105,18 @@ class Stack:
     def host(self, model: ScriptedModel, agent_id: str = A38, **options: Any) -> AgentHost:
         agent = self.agent(agent_id)
         assert agent.pending_launch is None  # the launcher confirmed the task
-        token = f"{agent.agent_id}-g{agent.generation}-l{agent.counters.launches}"
         http = GitHubHttp(transport=self.github.transport(), sleep=lambda s: None)
-        working_copy = None
-        if agent.kind is not RoleKind.PM:
-            working_copy = WorkingCopy(
-                self.work / agent.agent_id,
-                GitRemote(self.remote.url, lambda: "ghs_narrow"),
+        door = door_of(self.gateway, self.launcher, agent, **options.pop("door", {}))
+
+        def workspace(user: AgentUser, dirs: AgentDirs) -> WorkingCopy:
+            return WorkingCopy(
+                dirs.work,
+                FrameworkClone(dirs.framework_clone, GitRemote(self.remote.url, lambda: "ghs_narrow")),
                 author_name=f"{agent.display_name} (squadron)",
                 author_email="squadron[bot]@users.noreply.github.com",
+                user=user,
+                home=dirs.home,
+                transfers=dirs.transfers,
             )
 
         def client(caller: Caller) -> GitHubClient:
@@ -111,22 +125,18 @@ class Stack:
             )
 
         return AgentHost(
-            agent_id=agent_id,
-            launch_token=token,
-            registry=self.registry,
-            queue=SqsEventQueue(self.queue_url, client=self.sqs),
+            door=door,
             config=self.config,
             runtime=CopilotRuntime(
                 cli_path=str(CLI),
-                home=str(self.home),
+                home=str(self.root),
                 env={
                     "PATH": os.environ.get("PATH", ""),
-                    "HOME": str(self.home),
+                    "HOME": str(self.root),
                     "XDG_CACHE_HOME": str(CLI_CACHE),
                 },
             ),
             agent_github=lambda a: client(agent_caller(a)),
-            framework_github=lambda a: client(Caller.framework()),
             provider=model.provider(),
             facts=options.pop(
                 "facts",
@@ -137,7 +147,8 @@ class Stack:
                 ),
             ),
             timeout_seconds=60,
-            working_copy=working_copy,
+            agents_root=self.root,
+            workspace=workspace,
             **options,
         )
 
@@ -148,13 +159,14 @@ def run(host: AgentHost) -> HostResult:
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
-    if not CLI.exists():
-        raise RuntimeError(f"{CLI} is missing: run `make test` (npm ci installs @github/copilot)")
-    CLI_CACHE.mkdir(parents=True, exist_ok=True)
     yield from _stack(tmp_path, load_directory(ROOT / ".squadron"))
 
 
 def _stack(tmp_path: Path, config: SquadronConfig) -> Iterator[Stack]:
+    unpack_cli(CLI, CLI_CACHE)
+    root = tmp_path / "agents-root"
+    root.mkdir()
+    let_others_pass(root)  # agents' users reach their own directories through it, as on EFS
     with mock_aws():
         registry, sqs, url = registry_and_queue()
         launcher = FakeLauncher()
@@ -165,18 +177,29 @@ def _stack(tmp_path: Path, config: SquadronConfig) -> Iterator[Stack]:
             policies=lambda _event: routing_policy(config),
             clock=lambda: T0 + timedelta(hours=1),
         )
+        github = FakeGitHub()
+        metrics = RecordedMetrics()
+        gateway = gateway_for(
+            registry,
+            SqsEventQueue(url, client=sqs),
+            FakeGitHub(),  # the App's own: the tests' GitHub records only what tasks send
+            clock=lambda: T0 + timedelta(hours=1),
+            config=config,
+            metrics=metrics,
+        )
         yield Stack(
             registry,
             sqs,
             url,
             router,
             launcher,
-            FakeGitHub(),
+            github,
             Events(full_name="octo/repo"),
             config,
-            tmp_path / "copilot-home",
             BareRemote.create(tmp_path / "github", {"README.md": "# octo/repo\n", "app.py": "print('v1')\n"}),
-            tmp_path / "work",
+            root,
+            gateway,
+            metrics,
         )
 
 
@@ -199,7 +222,7 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     stack.route(e.comment(38, "Remember the v2 schema"))
     assert stack.agent().status is AgentStatus.CREATED
 
-    work = stack.work / A38
+    work = stack.work()
     model = ScriptedModel(
         [
             ToolCall("check_for_events", {}),
@@ -208,9 +231,9 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
             Say("Blocked on #42; sleeping."),
         ]
     )
-    published = RecordedMetrics()
+    published = stack.metrics
     with serve(model):
-        first = run(stack.host(model, metrics=published))
+        first = run(stack.host(model))
     assert first.outcome == "sleeping", _tool_results(model)
     assert _dimensions(published, "AgentTasks", "SessionStartSeconds") == [
         ("Outcome", "sleeping"),
@@ -227,8 +250,10 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     agent = stack.agent()
     assert (agent.status, agent.lease_owner) == (AgentStatus.ACTIVE, None)  # lease released on exit
 
-    (command,) = stack.route_queued()
+    command, ended = stack.route_queued()
     assert isinstance(command.command, RegisterBlocker) and command.command.launch_token == f"{A38}-g1-l1"
+    assert isinstance(ended.command, TaskEnded) and ended.command.outcome == "sleeping"
+    assert stack.agent().counters.tool_calls == 3
     agent = stack.agent()
     assert (agent.status, agent.blocked_by) == (AgentStatus.SLEEPING, frozenset({42}))
 
@@ -246,9 +271,9 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
             Say("Back at work on #38: PR open."),
         ]
     )
-    published = RecordedMetrics()
+    published.points.clear()
     with serve(woken):
-        second = run(stack.host(woken, metrics=published))
+        second = run(stack.host(woken))
     assert second.outcome == "idle"
     assert _dimensions(published, "AgentTasks", "SessionStartSeconds") == [
         ("Outcome", "idle"),
@@ -272,13 +297,20 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     assert "woken because: blocker #42 was closed" in seen.replace("\n", " ")
     assert "blocker #42 of #38 was closed" in _tool_results(woken, 1)[-1]
     assert stack.registry.pending_inbox(A38) == []
-    agent = stack.agent()
-    assert (agent.status, agent.task_arn, agent.lease_owner) == (AgentStatus.ACTIVE, None, None)  # idle
     pull = next(r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/pulls"))
     assert json.loads(pull.content)["head"] == "feat/issue-38"
 
-    (echo,) = stack.route_queued()  # the App's own PR, told to the router by the host
-    assert (echo.event, echo.action, echo.origin) == ("pull_request", "opened", "squadron")
+    echo, ended = stack.route_queued()  # the App's own PR, told to the router by the host
+    assert (echo.event, echo.action, echo.origin, echo.source_agent) == (
+        "pull_request",
+        "opened",
+        "agent",
+        A38,
+    )
+    assert isinstance(ended.command, TaskEnded) and ended.command.outcome == "idle"
+    agent = stack.agent()
+    assert (agent.status, agent.task_arn, agent.lease_owner) == (AgentStatus.ACTIVE, None, None)  # idle
+    assert agent.launch_secret_hash is None  # the launch ended: its secret opens nothing now
     assert stack.registry.issue_view(1, 101).linked_issue == 38
     assert stack.registry.get_agent("1-101-pr-review") is not None  # the reviewer starts
 
@@ -341,15 +373,15 @@ def test_a_dev_agent_that_tries_to_merge_is_denied_and_github_sees_nothing(stack
 def test_a_replaced_task_does_nothing(stack: Stack) -> None:
     stack.route(stack.events.assigned(38))
     model = ScriptedModel([Say("should never be asked")])
-    host = stack.host(model)
-    host.launch_token = f"{A38}-g1-l0"
-    host.metrics = published = RecordedMetrics()
+    host = stack.host(model, door={"launch_token": f"{A38}-g1-l0"})
     with serve(model):
         result = run(host)
     assert result.outcome == "superseded"
-    assert _dimensions(published, "AgentTasks", "SessionStartSeconds") == [("Outcome", "superseded")]
+    assert "replaced by 1-38-feat-dev-g1-l1" in result.detail
+    assert stack.metrics.points == []  # a replaced launch's task may not even publish
     assert model.requests == []
     assert stack.agent().status is AgentStatus.CREATED
+    assert stack.route_queued() == []  # it said nothing
 
 
 def _with_limits(config: SquadronConfig, **limits: Any) -> SquadronConfig:
@@ -364,16 +396,15 @@ def _with_limits(config: SquadronConfig, **limits: Any) -> SquadronConfig:
 def test_a_looping_model_is_stopped_by_the_breaker_and_escalated(tmp_path: Path) -> None:
     config = _with_limits(load_directory(ROOT / ".squadron"), max_tool_calls=3)
     assert config.role("feat-dev").limits.max_tool_calls == 3
-    CLI_CACHE.mkdir(parents=True, exist_ok=True)
     with stack_for(tmp_path, config) as stack:
         stack.route(stack.events.assigned(38))
         script: list[Turn] = [ToolCall("check_for_events", {})] * 5
         model = ScriptedModel(
             [*script, Say("I could not stop."), Say("Summary: I looped on check_for_events.")]
         )
-        published = RecordedMetrics()
+        published = stack.metrics
         with serve(model):
-            result = run(stack.host(model, metrics=published))
+            result = run(stack.host(model))
 
         assert result.outcome == "escalated"
         assert _dimensions(published, "AgentTasks", "BreakerTrips") == [
@@ -384,20 +415,21 @@ def test_a_looping_model_is_stopped_by_the_breaker_and_escalated(tmp_path: Path)
         denials = [r for r in _tool_results(model, 5) if "circuit breaker tripped" in r]
         assert len(denials) == 2  # the 4th and 5th calls never ran
         assert "tool_calls reached 4 of 3" in denials[0]
+        (ended,) = stack.route_queued()  # the router hands the issue to humans
+        assert isinstance(ended.command, TaskEnded) and ended.command.outcome == "escalated"
         agent = stack.agent()
         assert agent.status is AgentStatus.ESCALATED
         assert agent.escalation_reason is not None and "tool_calls" in agent.escalation_reason
         assert agent.lease_owner is None
-        written = [
-            (r.method, r.url.path, json.loads(r.content) if r.content else None)
-            for r in stack.github.requests
-        ]
-        assert ("POST", "/repos/octo/repo/issues/38/labels", {"labels": ["needs-human"]}) in written
-        assert any(m == "POST" and p == "/repos/octo/repo/issues" for m, p, _ in written)  # needs-human issue
-        comment = next(body for m, p, body in written if p.endswith("/38/comments"))
-        assert comment is not None
-        assert comment["body"].startswith("[squadron:framework] feat-dev-38 needs a human")
-        assert "Summary: I looped" in comment["body"]
+        humans = stack.router.github
+        assert isinstance(humans, FakeRouterGitHub)
+        assert ("octo/repo", 38, ("needs-human",)) in humans.labelled
+        assert [c["title"] for c in humans.created] == ["needs-human: #38 (feat-dev-38)"]
+        comment = _escalation_comment(stack)
+        assert comment.startswith(
+            f"feat-dev-38 ({A38}) needs a human: circuit breaker tripped: tool_calls reached 4 of 3"
+        )
+        assert "Summary: I looped" in comment
 
 
 def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> None:
@@ -432,7 +464,11 @@ def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> Non
     assert said == ["[squadron:feat-dev-38] Blocked by #99: the export UI calls it"]
 
     routed = stack.route_queued()
-    assert [(e.event, e.action) for e in routed] == [("issues", "opened"), ("squadron", "register_blocker")]
+    assert [(e.event, e.action) for e in routed] == [
+        ("issues", "opened"),
+        ("squadron", "register_blocker"),
+        ("squadron", "task_ended"),
+    ]
     agent = stack.agent()
     assert (agent.status, agent.blocked_by) == (AgentStatus.SLEEPING, frozenset({99}))
     pm = stack.agent("1-pm")
@@ -478,7 +514,11 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
     assert json.loads(assigned.content) == {"assignees": ["squadron[bot]"]}
 
     routed = stack.route_queued()
-    assert [(r.event, r.action) for r in routed] == [("squadron", "register_blocker"), ("issues", "assigned")]
+    assert [(r.event, r.action) for r in routed] == [
+        ("squadron", "register_blocker"),
+        ("issues", "assigned"),
+        ("squadron", "task_ended"),
+    ]
     # The label routed the assignment to bug-fix; its agent waits asleep for the blocker.
     dev = stack.agent("1-38-bug-fix")
     assert (dev.branch, dev.status, dev.blocked_by) == ("fix/issue-38", AgentStatus.SLEEPING, frozenset({12}))
@@ -520,6 +560,7 @@ def test_a_pm_lingers_for_news_so_a_burst_is_one_task_not_one_per_event(stack: S
         sender.join()
     assert result.outcome == "idle"
     assert len(stack.launcher.tasks_for("1-pm")) == 1  # one task for both events
+    stack.route_queued()
     answers = _tool_results(model)  # the last request: the whole batch, one session
     assert "#38 opened by alice" in answers[0] and "#39 opened by alice: Issue 39" in answers[2]
     assert stack.registry.pending_inbox("1-pm") == []
@@ -528,7 +569,6 @@ def test_a_pm_lingers_for_news_so_a_burst_is_one_task_not_one_per_event(stack: S
 def test_each_batch_a_lingering_pm_takes_has_the_roles_whole_budget(tmp_path: Path) -> None:
     # Three batches of three turns: nine in the task, never more than three in one batch.
     config = _with_limits(load_directory(ROOT / ".squadron"), max_turns=4)
-    CLI_CACHE.mkdir(parents=True, exist_ok=True)
     with stack_for(tmp_path, config) as stack:
         e = stack.events
         stack.route(e.opened(38))
@@ -546,12 +586,13 @@ def test_each_batch_a_lingering_pm_takes_has_the_roles_whole_budget(tmp_path: Pa
                     time.sleep(0.05)
                 stack.route(e.opened(number))
 
-        published = RecordedMetrics()
+        published = stack.metrics
         with serve(model):
             sender = threading.Thread(target=news_while_lingering)
             sender.start()
-            result = run(stack.host(model, "1-pm", linger_seconds=3, metrics=published))
+            result = run(stack.host(model, "1-pm", linger_seconds=3))
             sender.join()
+        stack.route_queued()
         assert result.outcome == "idle", result.detail  # not escalated: "turns reached 5 of 4"
         assert len(model.requests) == 9 and len(stack.launcher.tasks_for("1-pm")) == 1
         assert stack.agent("1-pm").counters.turns == 9  # the totals still count every batch
@@ -569,8 +610,8 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     model = ScriptedModel(
         [
             ToolCall("read_pull_request", {}),
-            ToolCall("view", {"path": str(stack.work / reviewer / "app.py")}),
-            ToolCall("create", {"path": str(stack.work / reviewer / "evil.py"), "file_text": "x"}),
+            ToolCall("view", {"path": str(stack.work(reviewer) / "app.py")}),
+            ToolCall("create", {"path": str(stack.work(reviewer) / "evil.py"), "file_text": "x"}),
             ToolCall("submit_review", {"event": "APPROVE", "body": "Looks right."}),
             ToolCall("post_status", {"state": "success", "description": "Reviewed: approved"}),
             ToolCall("report_complete", {"summary": "Approved."}),
@@ -583,7 +624,7 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     answers = _tool_results(model)
     assert "--- app.py (modified, +1 -1)" in answers[0] and "+print('v2')" in answers[0]
     assert "print('v2')" in answers[1]  # the reviewer's checkout is the PR's head
-    assert "evil.py" not in " ".join(p.name for p in (stack.work / reviewer).iterdir())  # no write tools
+    assert "evil.py" not in " ".join(p.name for p in stack.work(reviewer).iterdir())  # no write tools
     review = next(r for r in stack.github.requests if r.url.path.endswith("/pulls/101/reviews"))
     # The PR is the App's own: GitHub refuses a self-approval, so the verdict is a comment-review.
     assert json.loads(review.content)["event"] == "COMMENT"
@@ -594,7 +635,11 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     assert "The pull request's head" in model.contents_seen(0)[-1]
     # The App's own review and status produce no webhook: the host told the router itself.
     echoes = stack.route_queued()
-    assert [(e.event, e.action) for e in echoes] == [("pull_request_review", "submitted"), ("status", None)]
+    assert [(e.event, e.action) for e in echoes] == [
+        ("pull_request_review", "submitted"),
+        ("status", None),
+        ("squadron", "task_ended"),
+    ]
     assert stack.registry.reviews_of(1, 101)["squadron[bot]"].state == "approved"
 
 
@@ -603,8 +648,7 @@ def test_every_documented_framework_tool_is_implemented(stack: Stack) -> None:
     tools = FrameworkTools(
         agent=stack.agent(),
         launch_token="t",
-        inbox=stack.registry,
-        queue=SqsEventQueue(stack.queue_url, client=stack.sqs),
+        door=door_of(stack.gateway, stack.launcher, stack.agent()),
         github=GitHubClient(
             http=GitHubHttp(transport=stack.github.transport()),
             token=lambda: "t",
@@ -619,18 +663,16 @@ def test_every_documented_framework_tool_is_implemented(stack: Stack) -> None:
 
 
 def _escalation_comment(stack: Stack) -> str:
-    bodies = [
-        json.loads(r.content)["body"]
-        for r in stack.github.requests
-        if r.method == "POST" and r.url.path.endswith("/38/comments")
-    ]
-    (body,) = [b for b in bodies if "needs a human" in b]
-    return str(body)
+    """The router's comment handing #38 to humans (after routing what the task reported)."""
+    stack.route_queued()
+    humans = stack.router.github
+    assert isinstance(humans, FakeRouterGitHub)
+    (body,) = [body for _, number, body, _ in humans.comments if number == 38 and "needs a human" in body]
+    return body
 
 
 def test_too_many_turns_stop_the_turn_in_flight_and_escalate(tmp_path: Path) -> None:
     config = _with_limits(load_directory(ROOT / ".squadron"), max_turns=2)
-    CLI_CACHE.mkdir(parents=True, exist_ok=True)
     with stack_for(tmp_path, config) as stack:
         stack.route(stack.events.assigned(38))
         model = ScriptedModel(
@@ -641,8 +683,8 @@ def test_too_many_turns_stop_the_turn_in_flight_and_escalate(tmp_path: Path) -> 
             result = run(stack.host(model))
         assert result.outcome == "escalated"
         assert "turns reached 3 of 2" in result.detail
-        assert stack.agent().status is AgentStatus.ESCALATED
         assert "Summary: I kept reading the issue." in _escalation_comment(stack)
+        assert stack.agent().status is AgentStatus.ESCALATED
         assert stack.agent().counters.turns == 2  # usage is kept on the agent (the third never ran)
 
 
@@ -650,7 +692,6 @@ def test_the_active_time_breaker_aborts_a_slow_model_and_the_heartbeat_renews_th
     tmp_path: Path,
 ) -> None:
     config = _with_limits(load_directory(ROOT / ".squadron"), max_active_duration=3600)
-    CLI_CACHE.mkdir(parents=True, exist_ok=True)
     with stack_for(tmp_path, config) as stack:
         stack.route(stack.events.assigned(38))
         model = ScriptedModel(
@@ -662,12 +703,21 @@ def test_the_active_time_breaker_aborts_a_slow_model_and_the_heartbeat_renews_th
             # Time stands still until the model stalls, then two hours have passed.
             return start + (timedelta(hours=2) if model.stalled.is_set() else timedelta(0))
 
+        beats: list[str] = []
         with serve(model):
-            result = run(stack.host(model, clock=clock, watchdog_seconds=0.05))
+            host = stack.host(model, clock=clock, watchdog_seconds=0.05)
+            renew = host.door.heartbeat
+
+            def counted() -> str:
+                beats.append(renew())
+                return beats[-1]
+
+            host.door.heartbeat = counted  # type: ignore[method-assign]
+            result = run(host)
         assert result.outcome == "escalated"
         assert "active_duration reached 7200 of 3600" in result.detail
         assert "Summary: the model was slow." in _escalation_comment(stack)
         agent = stack.agent()
         assert (agent.status, agent.lease_owner) == (AgentStatus.ESCALATED, None)
-        assert agent.heartbeat_at == start + timedelta(hours=2)  # the watchdog's beat
+        assert beats and set(beats) == {"ACTIVE"}  # the watchdog renewed the lease through the gateway
         assert agent.counters.active_seconds == 7200

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from squadron.adapters.confinement import AgentDirs
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.local.model import Json, Turn, calls_since_prompt
 from squadron.local.sandbox import Delivery, Fault
@@ -230,7 +231,8 @@ def test_an_agent_killed_mid_turn_is_relaunched_by_the_reconciler_and_resumes(
     assert stack.launcher is not None
     Human(stack).open_issue("Export API", assign=True)
     eventually(holding.is_set, "the dev agent's second model call")
-    events = tmp_path / "state" / "sessions" / "session-state" / "1-1-feat-dev-g1" / "events.jsonl"
+    copilot_home = AgentDirs(tmp_path / "state" / "agents", "1-1-feat-dev").copilot_home
+    events = copilot_home / "session-state" / "1-1-feat-dev-g1" / "events.jsonl"
     if saved:  # the CLI writes the conversation a little after it happens
         eventually(lambda: events.exists() and "check_for_events" in events.read_text(), "the session saved")
     stack.launcher.kill("1-1-feat-dev")
@@ -239,7 +241,8 @@ def test_an_agent_killed_mid_turn_is_relaunched_by_the_reconciler_and_resumes(
     release.set()
     eventually(lambda: stack.launcher is not None and stack.launcher.exits, "the ECS task to stop")
     summary = stack.reconcile()
-    assert summary["rescued"] == ["recover-1-1-feat-dev-v4-relaunch"], summary
+    (rescued,) = summary["rescued"]
+    assert re.fullmatch(r"recover-1-1-feat-dev-v\d+-relaunch", rescued), summary
     eventually(lambda: idle(stack, "1-1-feat-dev"), "the relaunched agent to finish")
     assert launches(stack, "1-1-feat-dev") == ["start", "wake"]
     resumed = script.of(1)[-1]

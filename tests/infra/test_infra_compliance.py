@@ -30,14 +30,14 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions-APIG4": {"AWS::ApiGatewayV2::Route"},  # authenticated by its HMAC signature
     "AwsSolutions-L1": {"AWS::Lambda::Function"},  # runtime pinned to the layer's CPython 3.12
     "AwsSolutions-ECS2": {"AWS::ECS::TaskDefinition"},  # names in the environment, no secrets
-    # X-Ray, ecr:GetAuthorizationToken and cloudwatch:PutMetricData (conditioned on the stage's
-    # namespace), which have no resource-level permissions
+    # X-Ray and ecr:GetAuthorizationToken, which have no resource-level permissions
     "AwsSolutions-IAM5[Resource::*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     # the router: RunTask on the agent task definition family, StopTask on the agent cluster's tasks
     "AwsSolutions-IAM5[Resource::<agent task definition family>:*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     "AwsSolutions-IAM5[Resource::<agent cluster tasks>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
-    # the agent task: invoke the token vendor (and its versions); read the BYOK keys under their prefix
-    "AwsSolutions-IAM5[Resource::<token vendor>:*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
+    # the agent task: invoke the agent gateway (and its versions); the gateway: read the BYOK keys
+    # under their prefix
+    "AwsSolutions-IAM5[Resource::<agent gateway>:*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     "AwsSolutions-IAM5[Resource::<BYOK keys>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
 }
 
@@ -48,7 +48,7 @@ _GENERATED = [
         "Resource::<agent task definition family>:*]",
     ),
     (re.compile(r"Resource::arn:[^\]]*:task/<\w*Cluster\w*>/\*\]$"), "Resource::<agent cluster tasks>/*]"),
-    (re.compile(r"Resource::<\w*TokenVendor\w*\.Arn>:\*\]$"), "Resource::<token vendor>:*]"),
+    (re.compile(r"Resource::<\w*Gateway\w*\.Arn>:\*\]$"), "Resource::<agent gateway>:*]"),
     (
         re.compile(r"Resource::arn:[^\]]*:secretsmanager:[^\]]*:secret:squadron/byok/\*\]$"),
         "Resource::<BYOK keys>/*]",

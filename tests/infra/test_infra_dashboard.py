@@ -111,7 +111,7 @@ def test_expression_alarms_read_the_catalogued_metrics(
     assert used == metrics
 
 
-def test_agent_tasks_publish_to_their_stage_namespace_only(synthesized: Synthesized) -> None:
+def test_agent_tasks_publish_through_the_gateway_to_their_stage_namespace(synthesized: Synthesized) -> None:
     role = synthesized.stack.agents.task_definition.task_role
     assert isinstance(role, iam.Role)
     task_role = synthesized.logical_id(role)
@@ -121,12 +121,11 @@ def test_agent_tasks_publish_to_their_stage_namespace_only(synthesized: Synthesi
         if {"Ref": task_role} in body["Properties"]["Roles"]
     ]
     statements = [s for policy in policies for s in policy["PolicyDocument"]["Statement"]]
-    (put,) = [s for s in statements if s["Action"] == "cloudwatch:PutMetricData"]
-    assert put["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Squadron/ci"}}
-    (task,) = _resources(synthesized, "AWS::ECS::TaskDefinition").values()
-    (container,) = task["Properties"]["ContainerDefinitions"]
-    environment = {item["Name"]: item["Value"] for item in container["Environment"]}
-    assert environment["SQUADRON_METRICS_NAMESPACE"] == "Squadron/ci"
+    assert not [s for s in statements if "cloudwatch" in repr(s["Action"])]  # no metric rights of its own
+    gateway = _resources(synthesized, "AWS::Lambda::Function")[
+        synthesized.logical_id(synthesized.stack.agents.gateway)
+    ]
+    assert gateway["Properties"]["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "Squadron/ci"
 
 
 def test_every_lambda_publishes_to_the_stage_namespace(synthesized: Synthesized) -> None:

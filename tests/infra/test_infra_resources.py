@@ -10,16 +10,17 @@ from aws_cdk.assertions import Match
 from constructs import Construct
 from pydantic import BaseModel
 
-from infra.constructs.router import REGISTRY_ACTIONS
+from infra.constructs.agents import AGENTS_PATH, DROPPED_CAPABILITIES, GATEWAY_REGISTRY_ACTIONS
 from infra.stack import SquadronStack
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, TTL_ATTRIBUTE
 from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_TOKEN_ENV
+from squadron.domain.launches import SECRET_ENV
 from squadron.settings import (
     AgentSettings,
+    GatewaySettings,
     IngressSettings,
     ReconcilerSettings,
     RouterSettings,
-    TokenVendorSettings,
     load_settings,
 )
 from tests.infra.synth import Synthesized
@@ -202,7 +203,7 @@ RESOURCE_COUNTS = [
     ("AWS::ApiGatewayV2::Api", 1),
     ("AWS::ApiGatewayV2::Route", 1),  # POST /webhook and nothing else
     ("AWS::ApiGatewayV2::Authorizer", 0),
-    # ingress, router, token vendor, reconciler, the VPC's default-SG custom resource
+    # ingress, router, agent gateway, reconciler, the VPC's default-SG custom resource
     ("AWS::Lambda::Function", 5),
     ("AWS::Events::Rule", 1),  # the reconciler's tick
     ("AWS::Lambda::LayerVersion", 1),
@@ -362,8 +363,8 @@ def _resolved(variables: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("construct", "settings"),
-    [(lambda s: s.router.function, RouterSettings), (lambda s: s.agents.token_vendor, TokenVendorSettings)],
-    ids=["router", "token vendor"],
+    [(lambda s: s.router.function, RouterSettings), (lambda s: s.agents.gateway, GatewaySettings)],
+    ids=["router", "agent gateway"],
 )
 def test_function_environments_satisfy_their_settings(
     synthesized: Synthesized, construct: Callable[[SquadronStack], Construct], settings: type[BaseModel]
@@ -381,18 +382,47 @@ def test_agent_task_environment_plus_launch_overrides_satisfy_the_agent_settings
     (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
     (container,) = task["Properties"]["ContainerDefinitions"]
     environment = _resolved({e["Name"]: e["Value"] for e in container["Environment"]})
+    # Names only: nothing in the task definition is a secret (the launch's comes per RunTask).
+    assert set(environment) == {"AGENT_GATEWAY_FUNCTION", "SQUADRON_AGENTS_ROOT", "XDG_CACHE_HOME"}
+    assert "Secrets" not in container
     launch = {
         AGENT_ID_ENV: "1-38-feat-dev",
         LAUNCH_TOKEN_ENV: "1-38-feat-dev-g1-l1",
+        SECRET_ENV: "x" * 43,
         "COPILOT_CLI_PATH": "/opt/copilot",
     }
     settings = load_settings(AgentSettings, {**environment, **launch})
-    assert settings.copilot_home == "/mnt/sessions"
+    assert settings.agents_root == AGENTS_PATH
     (mount,) = container["MountPoints"]
-    assert mount["ContainerPath"] == "/mnt/sessions"
+    assert mount["ContainerPath"] == AGENTS_PATH
     (volume,) = task["Properties"]["Volumes"]
     assert volume["EFSVolumeConfiguration"]["TransitEncryption"] == "ENABLED"
     assert volume["EFSVolumeConfiguration"]["AuthorizationConfig"]["IAM"] == "ENABLED"
+
+
+def test_the_agent_host_runs_as_root_with_only_the_capabilities_it_needs(synthesized: Synthesized) -> None:
+    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
+    (container,) = task["Properties"]["ContainerDefinitions"]
+    # Root, so that it can hand each agent its own directory and run its CLI as the agent's user.
+    assert container["User"] == "0"
+    linux = container["LinuxParameters"]
+    assert linux["InitProcessEnabled"] is True
+    assert sorted(linux["Capabilities"]["Drop"]) == sorted(str(c.value) for c in DROPPED_CAPABILITIES)
+    assert "Add" not in linux["Capabilities"]
+
+
+def test_agents_files_belong_to_their_own_users_on_an_elastic_file_system(synthesized: Synthesized) -> None:
+    (access_point,) = synthesized.resources("AWS::EFS::AccessPoint").values()
+    properties = access_point["Properties"]
+    assert "PosixUser" not in properties  # no shared user: every agent's directory is its own uid's
+    assert properties["RootDirectory"]["CreationInfo"] == {
+        "OwnerUid": "0",
+        "OwnerGid": "0",
+        "Permissions": "711",
+    }
+    (file_system,) = synthesized.resources("AWS::EFS::FileSystem").values()
+    assert file_system["Properties"]["ThroughputMode"] == "elastic"
+    assert file_system["Properties"]["Encrypted"] is True
 
 
 def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesized: Synthesized) -> None:
@@ -460,37 +490,93 @@ def test_the_reconciler_runs_every_five_minutes_one_run_at_a_time(synthesized: S
     assert settings.github_app_id == 123456
 
 
-def test_the_agent_task_role_has_only_the_granted_permissions(synthesized: Synthesized) -> None:
+def _grants(synthesized: Synthesized, role: Construct) -> list[tuple[tuple[str, ...], str, str]]:
+    """(actions, resource, condition) of every Allow statement of ``role``'s policies."""
+    return sorted(
+        (
+            tuple(sorted(_as_list(statement["Action"]))),
+            repr(statement["Resource"]),
+            repr(statement.get("Condition")),
+        )
+        for statement in _statements_of(synthesized, role)
+        if statement["Effect"] == "Allow"
+    )
+
+
+def test_the_agent_task_role_may_invoke_the_gateway_and_mount_its_file_system_and_nothing_else(
+    synthesized: Synthesized,
+) -> None:
     stack = synthesized.stack
     role = stack.agents.task_definition.task_role
     assert isinstance(role, Construct)
-    granted = {
-        tuple(sorted(_as_list(statement["Action"])))
-        for statement in _statements_of(synthesized, role)
-        if statement["Effect"] == "Allow"
-    }
-    assert granted == {
-        tuple(sorted(REGISTRY_ACTIONS)),  # the registry, item-level
-        ("sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"),  # commands to the router
-        ("lambda:InvokeFunction",),  # the token vendor (its GitHub token; never the App key)
-        ("cloudwatch:PutMetricData",),  # its stage's namespace only
-        ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"),  # the Copilot token
-        ("secretsmanager:GetSecretValue",),  # BYOK keys, under squadron/byok/ only
-        ("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"),  # its sessions
-    }
-    secrets = {
-        repr(statement["Resource"])
-        for statement in _statements_of(synthesized, role)
+    gateway = {"Fn::GetAtt": [synthesized.logical_id(stack.agents.gateway), "Arn"]}
+    file_system = stack.resolve(stack.agents.file_system.file_system_arn)
+    access_point = stack.resolve(stack.agents.access_point.access_point_arn)
+    # The whole grant table: the gateway (which checks the launch secret) and the agents' file
+    # system through its one access point. No registry, queue, secret or metric rights: a shell
+    # that reaches the task's credentials reaches nothing that is not behind the secret.
+    assert _grants(synthesized, role) == sorted(
+        [
+            (
+                ("lambda:InvokeFunction",),
+                repr([gateway, {"Fn::Join": ["", [gateway, ":*"]]}]),
+                "None",
+            ),
+            (
+                (
+                    "elasticfilesystem:ClientMount",
+                    "elasticfilesystem:ClientRootAccess",
+                    "elasticfilesystem:ClientWrite",
+                ),
+                repr(file_system),
+                repr(
+                    {
+                        "StringEquals": {"elasticfilesystem:AccessPointArn": access_point},
+                        "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"},
+                    }
+                ),
+            ),
+        ]
+    )
+    text = repr(_statements_of(synthesized, role))
+    for other in (
+        stack.registry.table,
+        stack.events.queue,
+        stack.secrets.private_key,
+        stack.secrets.copilot_token,
+    ):
+        assert synthesized.logical_id(other) not in text  # no statement names another agent's items
+
+
+def test_the_gateway_role_holds_what_tasks_may_reach_through_it(synthesized: Synthesized) -> None:
+    stack = synthesized.stack
+    gateway = stack.agents.gateway
+    assert isinstance(gateway.role, Construct)
+    table = {"Fn::GetAtt": [synthesized.logical_id(stack.registry.table), "Arn"]}
+    queue = {"Fn::GetAtt": [synthesized.logical_id(stack.events.queue), "Arn"]}
+    grants = _grants(synthesized, gateway.role)
+    actions = {g[0] for g in grants}
+    assert (tuple(sorted(GATEWAY_REGISTRY_ACTIONS)), repr(table), "None") in grants  # item-level only
+    assert (("sqs:SendMessage",), repr(queue), "None") in grants
+    assert "dynamodb:Scan" not in repr(actions) and "dynamodb:DeleteTable" not in repr(actions)
+    secrets = sorted(
+        repr(resource)
+        for statement in _statements_of(synthesized, gateway.role)
         if "secretsmanager:GetSecretValue" in _as_list(statement["Action"])
-    }
-    assert repr({"Ref": synthesized.logical_id(stack.secrets.copilot_token)}) in secrets
-    assert any(":secret:squadron/byok/*" in resource for resource in secrets)
-    assert not any(synthesized.logical_id(stack.secrets.private_key) in resource for resource in secrets)
+        for resource in (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        )
+    )
+    byok = [secret for secret in secrets if ":secret:squadron/byok/*" in secret]
+    assert len(secrets) == 3 and len(byok) == 1  # BYOK keys by their prefix only
+    assert [secret for secret in secrets if secret not in byok] == sorted(
+        repr({"Ref": synthesized.logical_id(secret)})
+        for secret in (stack.secrets.private_key, stack.secrets.copilot_token)
+    )
 
 
-def test_agent_tasks_find_the_copilot_token_secret(synthesized: Synthesized) -> None:
-    (task,) = synthesized.resources("AWS::ECS::TaskDefinition").values()
-    (container,) = task["Properties"]["ContainerDefinitions"]
-    environment = {e["Name"]: e["Value"] for e in container["Environment"]}
+def test_the_gateway_finds_the_copilot_token_secret(synthesized: Synthesized) -> None:
+    function = _function(synthesized, synthesized.stack.agents.gateway)
+    environment = function["Properties"]["Environment"]["Variables"]
     token = synthesized.stack.secrets.copilot_token
     assert environment["COPILOT_GITHUB_TOKEN_SECRET"] == {"Ref": synthesized.logical_id(token)}

@@ -18,7 +18,9 @@ from squadron.domain.agents import (
     ConflictError,
     InboxItem,
     IssueState,
+    RegistryError,
     RoleKind,
+    candidate_uid,
     parse_agent_id,
 )
 from squadron.domain.effects import AgentWrite, RecordReview
@@ -38,6 +40,8 @@ class FakeRegistry:
         self.inbox: dict[str, dict[tuple[str, str], InboxItem]] = {}
         self.reviews: dict[tuple[int, int, str], RecordReview] = {}
         self.calls: Counter[str] = Counter()
+        #: uid -> the agent that claimed it
+        self.uids: dict[int, str] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -218,6 +222,39 @@ class FakeRegistry:
             }
         )
 
+    def arm_launch(
+        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
+    ) -> bool:
+        self.calls["arm_launch"] += 1
+        agent = self.agents.get(agent_id)
+        if agent is None or agent.pending_launch != token:
+            return False
+        self.agents[agent_id] = agent.model_copy(
+            update={
+                "launch_secret_hash": secret_hash,
+                "launch_secret_expires_at": expires_at,
+                "version": agent.version + 1,
+                "updated_at": at,
+            }
+        )
+        return True
+
+    def claim_uid(self, agent_id: str, at: datetime) -> int:
+        agent = self.agents.get(agent_id)
+        if agent is None:
+            raise ConflictError(f"agent {agent_id}", "does not exist")
+        if agent.uid is not None:
+            return agent.uid
+        for attempt in range(16):
+            uid = candidate_uid(agent_id, attempt)
+            if self.uids.setdefault(uid, agent_id) != agent_id:
+                continue
+            self.agents[agent_id] = agent.model_copy(
+                update={"uid": uid, "version": agent.version + 1, "updated_at": at}
+            )
+            return uid
+        raise RegistryError(f"no free uid for {agent_id}")
+
     # --- reads beyond the router's (agent host, reconciler) ------------------------------
 
     def pending_inbox(self, agent_id: str) -> list[InboxItem]:
@@ -274,24 +311,29 @@ class FakeRegistry:
 
 
 class FakeLauncher:
-    """Records launches; a token seen before returns the same task (like ECS clientToken)."""
+    """Records launches; a (token, secret) seen before returns the same task (like ECS clientToken).
+
+    ``launched`` is keyed by launch token (the latest task of each launch); ``secrets`` keeps the
+    secret each launch's latest task was given, as a task would find it in its environment.
+    """
 
     def __init__(self) -> None:
         self.launched: dict[str, tuple[str, str, str]] = {}
+        self.secrets: dict[str, str] = {}
         self.stopped: list[tuple[str, str]] = []
         self.fail_next = 0
+        self._tasks: dict[tuple[str, str], str] = {}
 
-    def launch(self, agent_id: str, purpose: str, token: str) -> str:
+    def launch(self, agent_id: str, purpose: str, token: str, secret: str) -> str:
         if self.fail_next:
             self.fail_next -= 1
             raise RuntimeError("RunTask failed (injected)")
-        if token not in self.launched:
-            self.launched[token] = (
-                agent_id,
-                purpose,
-                f"arn:aws:ecs:us-east-1:123456789012:task/squadron/{len(self.launched) + 1}",
-            )
-        return self.launched[token][2]
+        key = (token, secret)
+        if key not in self._tasks:
+            self._tasks[key] = f"arn:aws:ecs:us-east-1:123456789012:task/squadron/{len(self._tasks) + 1}"
+            self.launched[token] = (agent_id, purpose, self._tasks[key])
+            self.secrets[token] = secret
+        return self._tasks[key]
 
     def stop(self, task_arn: str, reason: str) -> None:
         self.stopped.append((task_arn, reason))

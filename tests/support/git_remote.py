@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,14 @@ IDENTITY = {
     "GIT_CONFIG_GLOBAL": "/dev/null",
     "PATH": "/usr/local/bin:/usr/bin:/bin",
 }
+
+
+def let_others_pass(path: Path) -> None:
+    """Let other users traverse (never list) every directory down to ``path`` (pytest's are 0700)."""
+    for directory in [*reversed(path.parents), path]:
+        mode = directory.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            directory.chmod(mode | stat.S_IXOTH)
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -25,7 +25,7 @@ def conflict(world: World, sha: str = "c" * 40, n: int = 1) -> list[str]:
 def test_a_working_agent_hears_of_the_conflict_without_a_second_task() -> None:
     world = World()
     world.send(world.events.assigned(38))
-    assert conflict(world) == [f"inbox {A38} merge_conflict", f"put {A38} CREATED (v2)"]
+    assert conflict(world) == [f"inbox {A38} merge_conflict", f"put {A38} CREATED (v3)"]
     assert conflict(world, n=2) == ["discard"]  # same head, still working on it
     assert len(world.launcher.tasks_for(A38)) == 1
 

@@ -22,13 +22,13 @@ from squadron.domain.metrics import (
     GitHubTraffic,
     MetricPoint,
     agent_task_points,
+    gateway_points,
     github_points,
     ingress_points,
     namespace,
     point,
     reconcile_points,
     routing_points,
-    token_points,
     totals,
 )
 from squadron.shell.dispatch import Dispatcher
@@ -230,11 +230,19 @@ def test_reconcile_points(
 
 
 @pytest.mark.parametrize(
-    ("refused", "expected"),
-    [(None, [("TokensVended", None)]), ("replaced", [("TokensRefused", ("Reason", "replaced"))])],
+    ("op", "refused", "expected"),
+    [
+        ("github_token", None, [("GatewayCalls", ("Op", "github_token")), ("TokensVended", None)]),
+        ("inbox", None, [("GatewayCalls", ("Op", "inbox"))]),
+        ("begin", "wrong_secret", [("GatewayRefusals", ("Reason", "wrong_secret"))]),
+        ("github_token", "replaced", [("GatewayRefusals", ("Reason", "replaced"))]),
+    ],
+    ids=["token", "inbox", "wrong-secret", "replaced"],
 )
-def test_token_points(refused: str | None, expected: list[tuple[str, tuple[str, str] | None]]) -> None:
-    assert [(p.name, p.dimension) for p in token_points(refused)] == expected
+def test_gateway_points(
+    op: str, refused: str | None, expected: list[tuple[str, tuple[str, str] | None]]
+) -> None:
+    assert [(p.name, p.dimension) for p in gateway_points(op, refused)] == expected
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ CASES: list[tuple[str, Callable[[World], None], str, Action, list[str]]] = [
         running,
         A38,
         "relaunch",
-        [f"put {A38} CREATED (v2)", f"stop {A38}", f"launch {A38} start"],
+        [f"put {A38} CREATED (v3)", f"stop {A38}", f"launch {A38} start"],
     ),
     (
         "a second death escalates: humans get the issue, a needs-human issue names the agent",
@@ -53,7 +53,7 @@ CASES: list[tuple[str, Callable[[World], None], str, Action, list[str]]] = [
             "label #38 needs-human",
             "comment #38",
             "create issue 'needs-human: #38 (feat-dev-38)'",
-            f"put {A38} ESCALATED (v4)",
+            f"put {A38} ESCALATED (v6)",
             f"stop {A38}",
         ],
     ),
@@ -66,7 +66,7 @@ CASES: list[tuple[str, Callable[[World], None], str, Action, list[str]]] = [
             "label #38 needs-human",
             "comment #38",
             "create issue 'needs-human: #38 (feat-dev-38)'",
-            f"put {A38} ESCALATED (v3)",
+            f"put {A38} ESCALATED (v4)",
         ],
     ),
     (
@@ -74,14 +74,14 @@ CASES: list[tuple[str, Callable[[World], None], str, Action, list[str]]] = [
         with_a_pm,
         PM,
         "relaunch",
-        [f"put {PM} CREATED (v2)", f"stop {PM}", f"launch {PM} start"],
+        [f"put {PM} CREATED (v3)", f"stop {PM}", f"launch {PM} start"],
     ),
     (
         "an escalated PM has no issue of its own: only the needs-human issue",
         with_a_pm,
         PM,
         "escalate",
-        ["create issue 'needs-human: the PM (pm)'", f"put {PM} ESCALATED (v2)", f"stop {PM}"],
+        ["create issue 'needs-human: the PM (pm)'", f"put {PM} ESCALATED (v3)", f"stop {PM}"],
     ),
 ]
 

@@ -81,13 +81,13 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "re-assigned after cancel restarts as a new generation",
         lambda e: [e.assigned(38), e.unassigned(38)],
         lambda e: e.assigned(38),
-        ["assigned #38", f"put {A38} CREATED (v3)", f"launch {A38} start"],
+        ["assigned #38", f"put {A38} CREATED (v4)", f"launch {A38} start"],
     ),
     (
         "unassigned from the App cancels the agent and stops its task",
         lambda e: [e.assigned(38)],
         lambda e: e.unassigned(38),
-        ["unassigned #38", f"put {A38} CANCELLED (v2)", f"stop {A38}"],
+        ["unassigned #38", f"put {A38} CANCELLED (v3)", f"stop {A38}"],
     ),
     ("unassigned with no agent is remembered", lambda e: [], lambda e: e.unassigned(38), ["unassigned #38"]),
     (
@@ -100,13 +100,13 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "issue closed completes its agent",
         lambda e: [e.assigned(38)],
         lambda e: e.closed(38),
-        ["state #38 closed", f"put {A38} COMPLETED (v2)", f"stop {A38}"],
+        ["state #38 closed", f"put {A38} COMPLETED (v3)", f"stop {A38}"],
     ),
     (
         "issue closed as not planned cancels its agent",
         lambda e: [e.assigned(38)],
         lambda e: e.closed(38, reason="not_planned"),
-        ["state #38 closed", f"put {A38} CANCELLED (v2)", f"stop {A38}"],
+        ["state #38 closed", f"put {A38} CANCELLED (v3)", f"stop {A38}"],
     ),
     (
         "last blocker closed wakes the sleeper",
@@ -145,7 +145,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "cycle is rejected and the agent told why, relaunched",
         lambda e: [e.assigned(38), e.register_blocker(42, 38)],
         lambda e: e.register_blocker(38, 42, agent_id=A38, sleep=True),
-        [f"inbox {A38} blocker_rejected", f"put {A38} CREATED (v2)", f"launch {A38} start"],
+        [f"inbox {A38} blocker_rejected", f"put {A38} CREATED (v3)", f"launch {A38} start"],
     ),
     (
         "a command from a generation since restarted is discarded",
@@ -187,7 +187,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "writer's comment wakes a sleeping agent",
         lambda e: [e.assigned(38), e.register_blocker(38, 42, agent_id=A38, sleep=True)],
         lambda e: e.comment(38),
-        [f"inbox {A38} comment", f"put {A38} ACTIVE (v3)", f"launch {A38} wake"],
+        [f"inbox {A38} comment", f"put {A38} ACTIVE (v4)", f"launch {A38} wake"],
     ),
     (
         "comment mentioning the PM goes to the PM",
@@ -254,8 +254,8 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         lambda e: e.pr_closed(50, "feat/issue-38", merged=True),
         [
             "close #38",
-            "put 1-50-pr-review COMPLETED (v2)",
-            f"put {A38} COMPLETED (v3)",
+            "put 1-50-pr-review COMPLETED (v3)",
+            f"put {A38} COMPLETED (v4)",
             "stop 1-50-pr-review",
             f"stop {A38}",
         ],
@@ -264,7 +264,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "PR closed unmerged: reviewers cancelled, dev told",
         lambda e: [e.assigned(38), e.pr(50, "feat/issue-38")],
         lambda e: e.pr_closed(50, "feat/issue-38", merged=False),
-        ["put 1-50-pr-review CANCELLED (v2)", f"inbox {A38} pull_request_closed", "stop 1-50-pr-review"],
+        ["put 1-50-pr-review CANCELLED (v3)", f"inbox {A38} pull_request_closed", "stop 1-50-pr-review"],
     ),
     (
         "changes requested wakes the dev agent",
@@ -277,7 +277,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         [
             "review PR #50 bob changes_requested",
             f"inbox {A38} changes_requested",
-            f"put {A38} ACTIVE (v4)",
+            f"put {A38} ACTIVE (v5)",
             f"launch {A38} wake",
             "gate PR #50",
         ],
@@ -292,13 +292,13 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "failed check on the agent's branch reaches it",
         lambda e: [e.assigned(38)],
         lambda e: e.check("feat/issue-38", "failure"),
-        [f"inbox {A38} check_failed", f"put {A38} CREATED (v2)"],  # one CI round counted
+        [f"inbox {A38} check_failed", f"put {A38} CREATED (v3)"],  # one CI round counted
     ),
     (
         "failed check mapped through its pull request",
         lambda e: [e.assigned(38), e.pr(50, "renamed", "Closes #38")],
         lambda e: e.check(None, "timed_out", prs=(50,)),
-        [f"inbox {A38} check_failed", f"put {A38} CREATED (v3)", "gate PR #50"],
+        [f"inbox {A38} check_failed", f"put {A38} CREATED (v4)", "gate PR #50"],
     ),
     (
         "a passing check on a pull request re-judges it",
@@ -316,7 +316,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "failed status on the agent's branch reaches it",
         lambda e: [e.assigned(38)],
         lambda e: e.status(("main", "feat/issue-38"), "failure"),
-        [f"inbox {A38} check_failed", f"put {A38} CREATED (v2)"],
+        [f"inbox {A38} check_failed", f"put {A38} CREATED (v3)"],
     ),
     ("status on an unknown branch", lambda e: [], lambda e: e.status(("main",), "error"), ["discard"]),
     (
@@ -329,7 +329,7 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         "a failing status on an agent PR's branch tells the agent and re-judges the PR",
         lambda e: [e.assigned(38), e.pr(50, "feat/issue-38")],
         lambda e: e.status(("feat/issue-38",), "failure"),
-        [f"inbox {A38} check_failed", f"put {A38} CREATED (v3)", "gate PR #50"],
+        [f"inbox {A38} check_failed", f"put {A38} CREATED (v4)", "gate PR #50"],
     ),
     (
         "edited issue informs its agent without waking it",
@@ -442,13 +442,13 @@ def _idle(world: World, agent_id: str) -> None:
 @pytest.mark.parametrize(
     ("event", "expected"),
     [
-        (lambda e: e.comment(38), [f"inbox {A38} comment", f"put {A38} ACTIVE (v4)", f"launch {A38} wake"]),
+        (lambda e: e.comment(38), [f"inbox {A38} comment", f"put {A38} ACTIVE (v5)", f"launch {A38} wake"]),
         (
             lambda e: e.review(101, "feat/issue-38", "changes_requested"),
             [
                 "review PR #101 bob changes_requested",
                 f"inbox {A38} changes_requested",
-                f"put {A38} ACTIVE (v4)",
+                f"put {A38} ACTIVE (v5)",
                 f"launch {A38} wake",
                 "gate PR #101",
             ],
@@ -476,7 +476,7 @@ def test_an_idle_pm_starts_a_new_batch() -> None:
     assert world.say(world.events.opened(38)) == [
         "state #38 open",
         "inbox 1-pm issue_opened",
-        "put 1-pm ACTIVE (v4)",
+        "put 1-pm ACTIVE (v5)",
         "launch 1-pm wake",
     ]
 

@@ -87,12 +87,26 @@ class Registry(Protocol):
         """Record the task of a pending launch; a no-op if ``token`` is no longer pending."""
         ...
 
+    def arm_launch(
+        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
+    ) -> bool:
+        """Store the hash of the pending launch's secret; False when ``token`` is no longer pending."""
+        ...
+
+    def pending_inbox(self, agent_id: str) -> list[InboxItem]:
+        """The agent's undelivered inbox items, oldest first."""
+        ...
+
 
 class TaskLauncher(Protocol):
     """Starts and stops agent tasks (ECS Fargate on AWS, local processes in the local stack)."""
 
-    def launch(self, agent_id: str, purpose: str, token: str) -> str:
-        """Start a task for ``agent_id``; return its id. The same ``token`` never starts a second task."""
+    def launch(self, agent_id: str, purpose: str, token: str, secret: str) -> str:
+        """Start a task for ``agent_id`` holding the launch's ``secret``; return its id.
+
+        The same (``token``, ``secret``) never starts a second task; a retried launch armed with
+        a new secret may (the earlier task's secret is refused, so it does nothing and exits).
+        """
         ...
 
     def stop(self, task_arn: str, reason: str) -> None: ...

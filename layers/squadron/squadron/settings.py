@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, TypeVar
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
 from squadron.errors import ConfigurationError
 
@@ -118,10 +118,27 @@ class ReconcilerSettings(GitHubAppSettings):
     )
 
 
-class TokenVendorSettings(GitHubAppSettings):
-    """Environment of the token vendor Lambda."""
+class GatewaySettings(GitHubAppSettings):
+    """Environment of the agent gateway Lambda (the one door of agent tasks)."""
 
     registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
+    events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
+    github_app_slug: str = Field(
+        default="squadron",
+        validation_alias=AliasChoices("GITHUB_APP_SLUG"),
+        pattern=r"^[a-z0-9][a-z0-9-]{0,33}$",
+    )
+    #: The Copilot token's secret, for roles whose model is served through Copilot.
+    copilot_token_secret: str | None = Field(
+        default=None, validation_alias=AliasChoices("COPILOT_GITHUB_TOKEN_SECRET")
+    )
+    config_ttl_seconds: int = Field(
+        default=300, validation_alias=AliasChoices("CONFIG_TTL_SECONDS"), ge=0, le=3600
+    )
+
+    @property
+    def bot_login(self) -> str:
+        return f"{self.github_app_slug}[bot]"
 
 
 class AgentSettings(BaseModel):
@@ -131,14 +148,15 @@ class AgentSettings(BaseModel):
 
     agent_id: str = Field(validation_alias="SQUADRON_AGENT_ID", min_length=1)
     launch_token: str = Field(validation_alias="SQUADRON_LAUNCH_TOKEN", min_length=1, max_length=64)
-    registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
-    events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
-    token_vendor_function: str = Field(validation_alias="TOKEN_VENDOR_FUNCTION", min_length=1)
-    copilot_home: str = Field(validation_alias="COPILOT_HOME", min_length=1)
+    #: The launch's secret (a RunTask override): what every call to the gateway presents.
+    launch_secret: SecretStr = Field(validation_alias="SQUADRON_LAUNCH_SECRET", min_length=16)
+    gateway_function: str = Field(validation_alias="AGENT_GATEWAY_FUNCTION", min_length=1)
+    #: Where agents' directories live (the EFS mount in ECS): one directory per agent, owned by
+    #: the agent's own POSIX user, and the framework's clones beside them.
+    agents_root: str = Field(validation_alias="SQUADRON_AGENTS_ROOT", min_length=1)
     copilot_cli_path: str = Field(validation_alias="COPILOT_CLI_PATH", min_length=1)
-    copilot_token_secret: str | None = Field(
-        default=None, validation_alias=AliasChoices("COPILOT_GITHUB_TOKEN_SECRET")
-    )
+    #: The Copilot CLI's unpacked package, shared read-only by every agent's CLI.
+    copilot_cache: str | None = Field(default=None, validation_alias=AliasChoices("XDG_CACHE_HOME"))
     github_api_url: str = Field(
         default="https://api.github.com",
         validation_alias=AliasChoices("GITHUB_API_URL"),
@@ -158,22 +176,9 @@ class AgentSettings(BaseModel):
         validation_alias=AliasChoices("SQUADRON_MODEL_URL"),
         pattern=r"^http://(127\.0\.0\.1|localhost)(:\d+)?/",
     )
-    #: The CloudWatch namespace the task publishes its metrics to when it ends (None: it does not).
-    metrics_namespace: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("SQUADRON_METRICS_NAMESPACE"),
-        min_length=1,
-        max_length=255,
-    )
-    #: Where working copies live (one directory per agent); next to the sessions, on EFS.
-    workspace: str | None = Field(default=None, validation_alias=AliasChoices("SQUADRON_WORKSPACE"))
     #: The git remote of a repository; ``{repo}`` is owner/name.
     git_remote_template: str = Field(
         default="https://github.com/{repo}.git",
         validation_alias=AliasChoices("GIT_REMOTE_TEMPLATE"),
         pattern=r"\{repo\}",
     )
-
-    @property
-    def workspace_root(self) -> str:
-        return self.workspace or f"{self.copilot_home.rstrip('/')}/work"

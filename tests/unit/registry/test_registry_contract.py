@@ -54,6 +54,10 @@ class ContractRegistry(Protocol):
     def deliver(self, item: InboxItem) -> None: ...
     def record_review(self, review: RecordReview, at: datetime) -> None: ...
     def confirm_launch(self, agent_id: str, token: str, task_arn: str, at: datetime) -> None: ...
+    def arm_launch(
+        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
+    ) -> bool: ...
+    def claim_uid(self, agent_id: str, at: datetime) -> int: ...
     def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
     def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]: ...
     def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
@@ -327,6 +331,60 @@ def test_a_launch_is_confirmed_only_while_pending(
     else:
         assert stored == record
     registry.confirm_launch("1-99-feat-dev", token, "arn:task/2", T0)  # unknown agent: nothing
+
+
+@pytest.mark.parametrize(("token", "armed"), [("tok-2", True), ("tok-1", False)], ids=["pending", "stale"])
+def test_a_launch_is_armed_with_its_secret_hash_only_while_pending(
+    registry: ContractRegistry, token: str, armed: bool
+) -> None:
+    record = created(registry, agent(pending_launch="tok-2"))
+    expires = T0 + timedelta(hours=12)
+    assert registry.arm_launch(record.agent_id, token, "ab" * 32, expires, T0) is armed
+    stored = registry.get_agent(record.agent_id)
+    assert stored is not None
+    if armed:
+        assert (stored.launch_secret_hash, stored.launch_secret_expires_at, stored.version) == (
+            "ab" * 32,
+            expires,
+            record.version + 1,  # a router decision made before it loses its write
+        )
+        assert registry.arm_launch(record.agent_id, token, "cd" * 32, expires, T0)  # re-armed: replaced
+        rearmed = registry.get_agent(record.agent_id)
+        assert rearmed is not None and rearmed.launch_secret_hash == "cd" * 32
+    else:
+        assert stored == record
+    assert registry.arm_launch("1-99-feat-dev", token, "ab" * 32, expires, T0) is False
+
+
+def test_every_agent_claims_a_uid_of_its_own_and_keeps_it(registry: ContractRegistry) -> None:
+    first = created(registry, agent(38))
+    second = created(registry, agent(39))
+    uid = registry.claim_uid(first.agent_id, T0)
+    assert uid >= 1 << 24
+    assert registry.claim_uid(first.agent_id, T0) == uid
+    assert registry.claim_uid(second.agent_id, T0) not in (uid, None)
+    stored = registry.get_agent(first.agent_id)
+    assert stored is not None and (stored.uid, stored.version) == (uid, first.version + 1)
+    with pytest.raises(ConflictError):
+        registry.claim_uid("1-99-feat-dev", T0)
+
+
+def test_a_uid_another_agent_holds_is_never_handed_out(
+    registry: ContractRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import squadron.adapters.dynamo_registry as dynamo  # noqa: PLC0415
+    import tests.support.fake_registry as fake  # noqa: PLC0415
+
+    # Two agents whose first candidates collide: the second takes its next one.
+    def colliding(agent_id: str, attempt: int) -> int:
+        return (1 << 24) + attempt
+
+    monkeypatch.setattr(dynamo, "candidate_uid", colliding)
+    monkeypatch.setattr(fake, "candidate_uid", colliding)
+    first = created(registry, agent(38))
+    second = created(registry, agent(39))
+    assert registry.claim_uid(first.agent_id, T0) == 1 << 24
+    assert registry.claim_uid(second.agent_id, T0) == (1 << 24) + 1
 
 
 def test_agents_by_status(registry: ContractRegistry) -> None:

@@ -17,6 +17,7 @@ branch → issue                         ``BRANCH#<r>#<branch>`` / ``BRANCH``   
 reviews of a PR, latest per reviewer   ``ISSUE#<r>#<pr>`` / ``REVIEW#<login>``    Query on PK
 an agent's inbox, oldest first         ``INBOX#<agent>`` / ``<time>#<delivery>#<kind>``  Query on PK
 agents by status (reconciler)          GSI ``by-status``: ``STATUS#<s>`` / ``<updated>#<agent>``  Query on GSI
+who owns a POSIX uid (agent gateway)   ``UID#<uid>`` / ``UID``                    PutItem (claim)
 =====================================  =========================================  ==============
 
 So everything the router needs about one number is one Query on its
@@ -50,7 +51,9 @@ from squadron.domain.agents import (
     ConflictError,
     InboxItem,
     IssueState,
+    RegistryError,
     RoleKind,
+    candidate_uid,
     parse_agent_id,
 )
 from squadron.domain.effects import AgentWrite, RecordReview
@@ -591,6 +594,84 @@ class DynamoRegistry:
             )
         except ClientError:
             return  # that launch is no longer pending
+
+    def arm_launch(
+        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
+    ) -> bool:
+        """Store the secret hash of the pending launch ``token``; False if that launch is not pending.
+
+        Armed again (a retried launch), the new hash replaces the old: a task started by an
+        earlier attempt holds a secret that is no longer accepted.
+        """
+        try:
+            self._call(
+                "update_item",
+                TableName=self.table_name,
+                Key=_dump(_agent_key(agent_id)),
+                UpdateExpression=(
+                    "SET launch_secret_hash = :hash, launch_secret_expires_at = :exp, "
+                    "version = version + :one, updated_at = :at, GSI1SK = :gsi"
+                ),
+                ConditionExpression="pending_launch = :token",
+                ExpressionAttributeValues=_dump(
+                    {
+                        ":hash": secret_hash,
+                        ":exp": _iso(expires_at),
+                        ":one": 1,
+                        ":at": _iso(at),
+                        ":gsi": f"{_iso(at)}#{agent_id}",
+                        ":token": token,
+                    }
+                ),
+            )
+        except ClientError:
+            return False
+        return True
+
+    #: Candidates an agent tries before giving up on a uid of its own (each a 2^-30 collision).
+    UID_ATTEMPTS = 16
+
+    def claim_uid(self, agent_id: str, at: datetime) -> int:
+        """The agent's POSIX uid, claimed on first use: no other agent ever holds the same one.
+
+        A claim is a ``UID#<n>`` item owned by the agent (put only if absent or already its own),
+        then the agent's ``uid`` (set only if unset, so two concurrent claims agree on one).
+        """
+        agent = self.get_agent(agent_id)
+        if agent is None:
+            raise ConflictError(f"agent {agent_id}", "does not exist")
+        if agent.uid is not None:
+            return agent.uid
+        for attempt in range(self.UID_ATTEMPTS):
+            uid = candidate_uid(agent_id, attempt)
+            try:
+                self._call(
+                    "put_item",
+                    TableName=self.table_name,
+                    Item=_dump({"PK": f"UID#{uid}", "SK": "UID", "entity": "uid", "owner": agent_id}),
+                    ConditionExpression="attribute_not_exists(PK) OR #owner = :agent",
+                    ExpressionAttributeNames={"#owner": "owner"},
+                    ExpressionAttributeValues=_dump({":agent": agent_id}),
+                )
+            except ClientError:
+                continue  # another agent's uid: try the next candidate
+            try:
+                self._call(
+                    "update_item",
+                    TableName=self.table_name,
+                    Key=_dump(_agent_key(agent_id)),
+                    UpdateExpression="SET #uid = :uid, version = version + :one, updated_at = :at",
+                    ConditionExpression="attribute_exists(PK) AND (attribute_not_exists(#uid) OR #uid = :none)",
+                    ExpressionAttributeNames={"#uid": "uid"},
+                    ExpressionAttributeValues=_dump({":uid": uid, ":one": 1, ":at": _iso(at), ":none": None}),
+                )
+            except ClientError:
+                current = self.get_agent(agent_id)  # a concurrent claim set it first: that one holds
+                if current is None or current.uid is None:
+                    raise
+                return current.uid
+            return uid
+        raise RegistryError(f"no free uid for {agent_id} after {self.UID_ATTEMPTS} candidates")
 
     # --- leases (one live task per agent) ----------------------------------------------------
 

@@ -1,9 +1,12 @@
 """Agent tasks on ECS Fargate: the :class:`~squadron.ports.TaskLauncher` port.
 
-``RunTask`` is called with the launch token as ``clientToken``: ECS makes a
-retried call with the same token return the task it already started instead of
-starting a second one, which is what lets the router retry a half-failed
-dispatch safely. The task learns who it is from environment overrides.
+``RunTask`` is called with a client token made of the launch token and a digest
+of the launch's secret: ECS makes a retried call with the same client token
+return the task it already started instead of starting a second one. A launch
+armed again with a new secret (the router retried after losing the first
+secret) gets a new task; the earlier one holds a refused secret and exits. The
+task learns who it is from environment overrides, and its secret the same way:
+never in a tag, ``startedBy`` or the client token.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from squadron.adapters.errors import AdapterError
+from squadron.domain.launches import SECRET_ENV, secret_digest
 
 if TYPE_CHECKING:
     from mypy_boto3_ecs import ECSClient
 
 #: ECS limits: startedBy ≤ 36 characters, clientToken ≤ 64, stop reason ≤ 255.
 _STARTED_BY_MAX = 36
+_CLIENT_TOKEN_MAX = 64
 _REASON_MAX = 255
 
 AGENT_ID_ENV = "SQUADRON_AGENT_ID"
@@ -58,18 +63,19 @@ class EcsTaskLauncher:
             self._client = boto3.client("ecs")
         return self._client
 
-    def launch(self, agent_id: str, purpose: str, token: str) -> str:
+    def launch(self, agent_id: str, purpose: str, token: str, secret: str) -> str:
         environment = [
             {"name": AGENT_ID_ENV, "value": agent_id},
             {"name": LAUNCH_PURPOSE_ENV, "value": purpose},
             {"name": LAUNCH_TOKEN_ENV, "value": token},
+            {"name": SECRET_ENV, "value": secret},
         ]
         request: dict[str, Any] = {
             "cluster": self.cluster,
             "taskDefinition": self.task_definition,
             "launchType": "FARGATE",
             "count": 1,
-            "clientToken": token,
+            "clientToken": client_token(token, secret),
             "startedBy": agent_id[-_STARTED_BY_MAX:],
             "networkConfiguration": {
                 "awsvpcConfiguration": {
@@ -113,6 +119,11 @@ class EcsTaskLauncher:
             ) from exc
         except BotoCoreError as exc:
             raise TaskLaunchError(f"StopTask {task_arn} failed: {exc}") from exc
+
+
+def client_token(token: str, secret: str) -> str:
+    """RunTask's idempotency token: the launch and which secret it was armed with (≤ 64 chars)."""
+    return f"{token[-(_CLIENT_TOKEN_MAX - 9) :]}-{secret_digest(secret)[:8]}"
 
 
 def _already_gone(error: Any) -> bool:

@@ -1,28 +1,49 @@
-"""The agent's working copy: a git checkout on the session volume, pushed only by the framework.
+"""Git for an agent task, split so that framework git never runs anything the agent controls.
 
-The working copy lives next to the Copilot session state (EFS in ECS), so a
-woken agent finds its files as it left them. The model edits files and may run
-git locally through its host tools, but it holds no credentials: fetching and
-pushing are done here, with the task's narrowed installation token handed to
-git per command through ``GIT_CONFIG_*`` environment variables (never in argv,
-never written to ``.git/config``). Only the agent's own branch is ever pushed,
-and never with force: a rejected push is reported, not overwritten.
+Two repositories per agent:
+
+- :class:`FrameworkClone` — a bare clone the host owns (root, 0700, beside the
+  agent's directory). Every network operation happens here and only here, with the
+  installation token handed to git per command through ``GIT_CONFIG_*``
+  environment variables of a process the agent's user cannot read (never in argv,
+  never in a file). Its configuration and hooks are the framework's own: nothing
+  the agent wrote is ever read by a git that holds a token.
+- :class:`WorkingCopy` — the agent's checkout in its own directory. Git there runs
+  as the agent's user (:class:`~squadron.adapters.confinement.AgentUser`) with no
+  credentials at all, so whatever the agent put in its ``.git`` (hooks,
+  ``core.fsmonitor``, ``url.*.insteadOf``, ``remote.*.pushurl``, credential
+  helpers, includes) runs with nothing worth taking.
+
+Between them travel git bundles, which are data: the framework's refs go to the
+agent as a bundle the agent's git fetches; the agent's branch comes back as a
+bundle its git writes to a pipe, which the framework clone imports (objects
+checked with ``transfer.fsckObjects``) and pushes — only to the agent's own
+branch, never with force.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import re
+import secrets
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from squadron.adapters.confinement import AgentUser
 from squadron.domain.permissions import Action, Caller, check
 from squadron.errors import SquadronError
 
 #: A git command must not hang a task: network operations get this long.
 GIT_TIMEOUT_SECONDS = 300
+#: The most a branch's new history may weigh when it crosses from the agent to the framework.
+MAX_BUNDLE_BYTES = 512 * 1024 * 1024
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+#: Branch names the framework moves between the repositories (git's own rules are stricter).
+_BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.])$")
 
 
 class GitError(SquadronError):
@@ -44,54 +65,66 @@ class PushResult:
     detail: str
 
 
-Runner = Callable[..., "subprocess.CompletedProcess[str]"]
+Runner = Callable[..., "subprocess.CompletedProcess[Any]"]
 
 
-class WorkingCopy:
-    def __init__(
-        self,
-        path: Path,
-        remote: GitRemote,
-        *,
-        author_name: str,
-        author_email: str,
-        run: Runner = subprocess.run,
-    ) -> None:
+def _base_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": home,
+        "GIT_TERMINAL_PROMPT": "0",
+        # No system or global config: the task's behaviour does not depend on the image.
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "LC_ALL": "C",
+    }
+    config = dict(extra or {})
+    env["GIT_CONFIG_COUNT"] = str(len(config))
+    for index, (key, value) in enumerate(config.items()):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    return env
+
+
+def _words(done: subprocess.CompletedProcess[Any]) -> str:
+    out = done.stderr if isinstance(done.stderr, str) else (done.stderr or b"").decode("utf-8", "replace")
+    std = done.stdout if isinstance(done.stdout, str) else ""
+    return (out + "\n" + std).strip()[-2000:]
+
+
+def check_branch(branch: str) -> str:
+    if not _BRANCH.fullmatch(branch):
+        raise GitError(f"{branch!r} is not a branch name the framework moves")
+    return branch
+
+
+class FrameworkClone:
+    """The host's bare clone of the agent's repository: the only git that talks to GitHub."""
+
+    def __init__(self, path: Path, remote: GitRemote, *, run: Runner = subprocess.run) -> None:
         self.path = path
         self.remote = remote
-        self.author_name = author_name
-        self.author_email = author_email
         self._run = run
 
-    # --- plumbing --------------------------------------------------------------------------------
-
     def _env(self, *, authenticated: bool) -> dict[str, str]:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.path.parent),
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_AUTHOR_NAME": self.author_name,
-            "GIT_AUTHOR_EMAIL": self.author_email,
-            "GIT_COMMITTER_NAME": self.author_name,
-            "GIT_COMMITTER_EMAIL": self.author_email,
-            # No system or global config: the task's behaviour does not depend on the image.
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
+        config = {
+            "safe.directory": str(self.path),
+            # Objects that come from the agent are checked like a server checks a push.
+            "transfer.fsckObjects": "true",
+            "core.hooksPath": os.devnull,
+            "protocol.allow": "never",
+            "protocol.https.allow": "always",
+            "protocol.file.allow": "always",
         }
-        config: dict[str, str] = {"safe.directory": str(self.path)}
         if authenticated and self.remote.token is not None:
             basic = base64.b64encode(f"x-access-token:{self.remote.token()}".encode()).decode()
             config["http.extraHeader"] = f"AUTHORIZATION: basic {basic}"
-        env["GIT_CONFIG_COUNT"] = str(len(config))
-        for index, (key, value) in enumerate(config.items()):
-            env[f"GIT_CONFIG_KEY_{index}"] = key
-            env[f"GIT_CONFIG_VALUE_{index}"] = value
-        return env
+        return _base_env(str(self.path), config)
 
-    def _exec(self, args: tuple[str, ...], *, authenticated: bool) -> subprocess.CompletedProcess[str]:
+    def git(self, *args: str, authenticated: bool = False, check_ok: bool = True) -> str:
         try:
-            return self._run(
-                ["git", *args],
+            done = self._run(
+                ["git", "--git-dir", str(self.path), *args],
                 cwd=self.path,
                 env=self._env(authenticated=authenticated),
                 capture_output=True,
@@ -101,18 +134,155 @@ class WorkingCopy:
             )
         except subprocess.TimeoutExpired as exc:
             raise GitError(f"git {args[0]} took longer than {GIT_TIMEOUT_SECONDS} s") from exc
-
-    def git(self, *args: str, authenticated: bool = False, check_ok: bool = True) -> str:
-        """Run ``git args`` in the working copy; its stdout, or GitError with git's stderr."""
-        done = self._exec(args, authenticated=authenticated)
         if check_ok and done.returncode != 0:
-            words = (done.stderr or done.stdout).strip()
-            raise GitError(f"git {' '.join(args[:2])} failed: {words[-2000:]}")
-        return done.stdout.strip()
+            raise GitError(f"git {' '.join(args[:2])} failed: {_words(done)}")
+        return str(done.stdout).strip()
 
-    def _remote_has(self, branch: str) -> bool:
-        out = self.git("ls-remote", "--heads", "origin", f"refs/heads/{branch}", authenticated=True)
-        return bool(out)
+    def ensure(self) -> None:
+        if not (self.path / "HEAD").exists():
+            self.path.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.path, 0o700)
+            self.git("init", "--quiet", "--bare")
+        self.git("config", "remote.origin.url", self.remote.url)
+
+    def fetch(self, *refspecs: str) -> None:
+        """Fetch from GitHub (the token is used here only)."""
+        self.ensure()
+        self.git("fetch", "--quiet", "--prune", "--no-tags", self.remote.url, *refspecs, authenticated=True)
+
+    def fetch_branches(self) -> None:
+        self.fetch("+refs/heads/*:refs/heads/*")
+
+    def sha(self, ref: str) -> str | None:
+        out = self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check_ok=False)
+        return out if _SHA.fullmatch(out) else None
+
+    def bundle(self, refs: Sequence[str], out: Path) -> None:
+        self.git("bundle", "create", "--quiet", str(out), *refs)
+
+    def import_bundle(self, bundle: Path, source_ref: str, target_ref: str) -> str:
+        """Fetch ``source_ref`` of an agent's bundle into ``target_ref``; the commit it names."""
+        self.git("bundle", "verify", "--quiet", str(bundle))
+        self.git("fetch", "--quiet", "--no-tags", str(bundle), f"+{source_ref}:{target_ref}")
+        sha = self.sha(target_ref)
+        if sha is None:
+            raise GitError(f"the agent's bundle has no commit for {source_ref}")
+        return sha
+
+    def push(self, sha: str, branch: str) -> subprocess.CompletedProcess[str]:
+        """Push ``sha`` to the remote's ``branch`` (fast-forward only): git's own answer."""
+        try:
+            done: subprocess.CompletedProcess[str] = self._run(
+                [
+                    "git",
+                    "--git-dir",
+                    str(self.path),
+                    "push",
+                    "--porcelain",
+                    "--no-verify",
+                    self.remote.url,
+                    f"{sha}:refs/heads/{check_branch(branch)}",
+                ],
+                cwd=self.path,
+                env=self._env(authenticated=True),
+                capture_output=True,
+                text=True,
+                timeout=GIT_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise GitError(f"git push took longer than {GIT_TIMEOUT_SECONDS} s") from exc
+        return done
+
+
+class WorkingCopy:
+    """The agent's checkout: git here runs as the agent's user, without credentials."""
+
+    def __init__(
+        self,
+        path: Path,
+        clone: FrameworkClone,
+        *,
+        author_name: str,
+        author_email: str,
+        user: AgentUser | None = None,
+        home: Path | None = None,
+        transfers: Path | None = None,
+        run: Runner = subprocess.run,
+    ) -> None:
+        self.path = path
+        self.clone = clone
+        self.author_name = author_name
+        self.author_email = author_email
+        self.user = user or AgentUser()
+        self.home = home or path.parent
+        self.transfers = transfers or path.parent
+        self._run = run
+        #: The base branch the working copy was prepared from (an untouched branch is not pushed).
+        self._base = "main"
+
+    # --- plumbing --------------------------------------------------------------------------------
+
+    def _env(self) -> dict[str, str]:
+        env = _base_env(str(self.home), {"safe.directory": str(self.path)})
+        env.update(
+            {
+                "GIT_AUTHOR_NAME": self.author_name,
+                "GIT_AUTHOR_EMAIL": self.author_email,
+                "GIT_COMMITTER_NAME": self.author_name,
+                "GIT_COMMITTER_EMAIL": self.author_email,
+            }
+        )
+        return env
+
+    def _exec(self, args: Sequence[str], *, text: bool = True) -> subprocess.CompletedProcess[Any]:
+        """``git args`` in the working copy, as the agent's user (its config and hooks are its own)."""
+        try:
+            done: subprocess.CompletedProcess[Any] = self._run(
+                ["git", *args],
+                cwd=self.path,
+                env=self._env(),
+                capture_output=True,
+                text=text,
+                timeout=GIT_TIMEOUT_SECONDS,
+                check=False,
+                **self.user.run_options(),
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise GitError(f"git {args[0]} took longer than {GIT_TIMEOUT_SECONDS} s") from exc
+        return done
+
+    def git(self, *args: str, check_ok: bool = True) -> str:
+        """Run ``git args`` in the working copy; its stdout, or GitError with git's stderr."""
+        done = self._exec(args)
+        if check_ok and done.returncode != 0:
+            raise GitError(f"git {' '.join(args[:2])} failed: {_words(done)}")
+        return str(done.stdout).strip()
+
+    def _transfer_path(self) -> Path:
+        self.transfers.mkdir(parents=True, exist_ok=True)
+        return self.transfers / f"{secrets.token_hex(16)}.bundle"
+
+    def _receive(self, refs: Sequence[str], refspecs: Sequence[str]) -> None:
+        """The framework's ``refs`` into the working copy (as a bundle the agent's git fetches)."""
+        bundle = self._transfer_path()
+        try:
+            self.clone.bundle(refs, bundle)
+            os.chmod(bundle, 0o644)  # readable by the agent's user, found by its random name only
+            self.git("fetch", "--quiet", "--no-tags", str(bundle), *refspecs)
+        finally:
+            bundle.unlink(missing_ok=True)
+
+    def _init(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        if not (self.path / ".git").exists():
+            self.git("init", "--quiet")
+            # The real URL, without credentials: fetching from the shell fails on a private
+            # repository (the framework brings new commits at every push).
+            self.git("remote", "add", "origin", self.clone.remote.url)
+
+    def _has_ref(self, ref: str) -> bool:
+        return bool(self.git("rev-parse", "--verify", "--quiet", ref, check_ok=False))
 
     # --- what the host does ----------------------------------------------------------------------
 
@@ -123,20 +293,19 @@ class WorkingCopy:
         uncommitted files stay; it is fast-forwarded to what others pushed when it can be.
         Returns a sentence for the agent's prompt about what it found.
         """
+        check_branch(branch)
+        self._base = check_branch(base)
+        self.clone.fetch_branches()
+        remote_branch = self.clone.sha(f"refs/heads/{branch}") is not None
+        if not remote_branch and self.clone.sha(f"refs/heads/{base}") is None:
+            raise GitError(f"neither {branch} nor the base branch {base} exists on the remote")
         fresh = not (self.path / ".git").exists()
-        if fresh:
-            self.path.mkdir(parents=True, exist_ok=True)
-            self.git("init", "--quiet")
-            self.git("remote", "add", "origin", self.remote.url)
-        else:
-            self.git("remote", "set-url", "origin", self.remote.url)
-        self.git("fetch", "--quiet", "--prune", "origin", authenticated=True)
-        remote_branch = self._has_ref(f"refs/remotes/origin/{branch}")
-        local_branch = self._has_ref(f"refs/heads/{branch}")
+        self._init()
+        refs = [f"refs/heads/{name}" for name in (branch, base) if self.clone.sha(f"refs/heads/{name}")]
+        self._receive(refs, ["+refs/heads/*:refs/remotes/origin/*"])
+        local_branch = not fresh and self._has_ref(f"refs/heads/{branch}")
         if not local_branch:
             start = f"origin/{branch}" if remote_branch else f"origin/{base}"
-            if not self._has_ref(f"refs/remotes/origin/{base}") and not remote_branch:
-                raise GitError(f"neither {branch} nor the base branch {base} exists on the remote")
             self.git("checkout", "--quiet", "-B", branch, start)
             if not remote_branch:
                 return f"Created branch {branch} from {base}."
@@ -159,18 +328,13 @@ class WorkingCopy:
 
     def prepare_review(self, ref: str, sha: str) -> str:
         """A detached checkout of a pull request's head (``ref`` is fetched, ``sha`` checked out)."""
-        if not (self.path / ".git").exists():
-            self.path.mkdir(parents=True, exist_ok=True)
-            self.git("init", "--quiet")
-            self.git("remote", "add", "origin", self.remote.url)
-        self.git("fetch", "--quiet", "origin", f"+{ref}:refs/review/head", authenticated=True)
-        target = sha or "refs/review/head"
+        self.clone.fetch(f"+{ref}:refs/review/head")
+        self._init()
+        self._receive(["refs/review/head"], ["+refs/review/head:refs/review/head"])
+        target = sha if sha and _SHA.fullmatch(sha) else "refs/review/head"
         self.git("checkout", "--quiet", "--force", "--detach", target)
         self.git("clean", "-fdq")
         return f"The pull request's head {self.head()[:7]} is checked out (read-only)."
-
-    def _has_ref(self, ref: str) -> bool:
-        return bool(self.git("rev-parse", "--verify", "--quiet", ref, check_ok=False))
 
     def _divergence(self, branch: str) -> tuple[int, int]:
         out = self.git("rev-list", "--left-right", "--count", f"{branch}...origin/{branch}")
@@ -194,29 +358,77 @@ class WorkingCopy:
         self.git("commit", "--quiet", "--no-verify", "-m", message)
         return self.head()
 
+    def _send(self, branch: str) -> Path:
+        """The agent's ``branch`` as a bundle file the host owns (written by the agent's git to a pipe)."""
+        known = [
+            f"^{ref}"
+            for ref in (f"refs/remotes/origin/{branch}",)
+            if self.clone.sha(f"refs/heads/{branch}") and self._has_ref(ref)
+        ]
+        for attempt in (known, []):
+            done = self._exec(
+                ["bundle", "create", "--quiet", "-", f"refs/heads/{branch}", *attempt], text=False
+            )
+            if done.returncode != 0:
+                raise GitError(f"git bundle failed: {_words(done)}")
+            data = done.stdout or b""
+            if len(data) > MAX_BUNDLE_BYTES:
+                raise GitError(
+                    f"{branch}'s new history is {len(data) // (1024 * 1024)} MiB, over the "
+                    f"{MAX_BUNDLE_BYTES // (1024 * 1024)} MiB a push may carry"
+                )
+            path = self._transfer_path()
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            try:
+                self.clone.git("bundle", "verify", "--quiet", str(path))
+            except GitError:
+                path.unlink(missing_ok=True)
+                if attempt:
+                    continue  # its origin ref named a commit the framework lacks: send it whole
+                raise
+            return path
+        raise GitError("unreachable")  # pragma: no cover
+
     def push(self, caller: Caller, branch: str) -> PushResult:
         """Push ``branch`` (the caller's own, checked first) to origin, fast-forward only."""
         check(caller, Action.PUSH, branch=branch)
+        check_branch(branch)
         if not self._has_ref(f"refs/heads/{branch}"):
             raise GitError(f"there is no local branch {branch} to push")
-        sha = self.git("rev-parse", f"refs/heads/{branch}")
-        done = self._exec(
-            ("push", "--porcelain", "origin", f"refs/heads/{branch}:refs/heads/{branch}"), authenticated=True
-        )
+        local = self.git("rev-parse", f"refs/heads/{branch}")
+        if _SHA.fullmatch(local) and self.clone.sha(f"refs/heads/{branch}") == local:
+            return PushResult(False, local, "already up to date")
+        bundle = self._send(branch)
+        try:
+            sha = self.clone.import_bundle(bundle, f"refs/heads/{branch}", f"refs/squadron/push/{branch}")
+        finally:
+            bundle.unlink(missing_ok=True)
+        if self.clone.sha(f"refs/heads/{branch}") == sha:
+            return PushResult(False, sha, "already up to date")
+        done = self.clone.push(sha, branch)
         if done.returncode == 0:
             up_to_date = "[up to date]" in done.stdout
+            self.clone.git("update-ref", f"refs/heads/{branch}", sha)
+            self.git("update-ref", f"refs/remotes/origin/{branch}", sha)
             return PushResult(
                 not up_to_date, sha, "already up to date" if up_to_date else f"pushed {sha[:7]}"
             )
-        words = (done.stderr + "\n" + done.stdout).strip()
+        words = _words(done)
         if "rejected" in words or "non-fast-forward" in words or "fetch first" in words:
+            self.clone.fetch_branches()
+            if self.clone.sha(f"refs/heads/{branch}"):
+                self._receive(
+                    [f"refs/heads/{branch}"], [f"+refs/heads/{branch}:refs/remotes/origin/{branch}"]
+                )
             return PushResult(
                 False,
                 sha,
-                f"rejected: {branch} on the remote has commits you do not have. Fetch origin and merge "
-                f"origin/{branch} into your branch (never force), then push again.",
+                f"rejected: {branch} on the remote has commits you do not have. They are in "
+                f"origin/{branch} now: merge origin/{branch} into your branch (never force), then push again.",
             )
-        raise GitError(f"git push failed: {words[-2000:]}")
+        raise GitError(f"git push failed: {words}")
 
     def save(self, caller: Caller, branch: str, message: str) -> str:
         """Commit and push work in progress (before sleeping or handing over); what happened, in words."""
@@ -224,7 +436,9 @@ class WorkingCopy:
             if self.current_branch() != branch:
                 self.git("checkout", "--quiet", branch)
             sha = self.commit_all(message)
-            if sha is None and not self.git("rev-list", "-n", "1", branch, "--not", "--remotes"):
+            local = self.git("rev-parse", f"refs/heads/{branch}")
+            remote = self.clone.sha(f"refs/heads/{branch}") or self.clone.sha(f"refs/heads/{self._base}")
+            if sha is None and remote == local:
                 return "nothing to save: no commits the remote lacks"
             result = self.push(caller, branch)
         except (GitError, SquadronError) as exc:

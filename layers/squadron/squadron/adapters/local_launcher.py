@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_PURPOSE_ENV, LAUNCH_TOKEN_ENV, EcsTaskLauncher
+from squadron.domain.launches import SECRET_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,8 @@ class LocalLauncher:
         self._closing = False
         self._agent_of: dict[int, str] = {}
 
-    def launch(self, agent_id: str, purpose: str, token: str) -> str:
-        arn = self.ecs.launch(agent_id, purpose, token)
+    def launch(self, agent_id: str, purpose: str, token: str, secret: str) -> str:
+        arn = self.ecs.launch(agent_id, purpose, token, secret)
         with self._lock:
             if self._closing:
                 raise RuntimeError("the local stack is shutting down")
@@ -58,7 +59,13 @@ class LocalLauncher:
                 return arn  # a retried launch with the same token: the same task
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = (self.log_dir / f"{agent_id}.log").open("ab")
-            env = {**self.env, AGENT_ID_ENV: agent_id, LAUNCH_PURPOSE_ENV: purpose, LAUNCH_TOKEN_ENV: token}
+            env = {
+                **self.env,
+                AGENT_ID_ENV: agent_id,
+                LAUNCH_PURPOSE_ENV: purpose,
+                LAUNCH_TOKEN_ENV: token,
+                SECRET_ENV: secret,
+            }
             process = subprocess.Popen(  # noqa: S603 (our own agent command, fixed at construction)
                 self.command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )

@@ -5,9 +5,10 @@ Lambdas write the embedded metric format with Powertools: totals go to the handl
 ``EphemeralMetrics`` flushed at once (its dimension set is its own). Both respect
 ``POWERTOOLS_METRICS_DISABLED``.
 
-The agent host runs on Fargate, whose ``awslogs`` driver does not extract EMF from a task's
-output (that takes the CloudWatch agent as a sidecar): it calls PutMetricData once, when its
-task ends, with the same total-plus-breakdown shape.
+Agent tasks hold no CloudWatch rights (containment): a task hands its points to the agent
+gateway when it ends, which writes them as EMF under the ``agent`` service
+(:class:`ServiceEmfMetrics`). :class:`CloudWatchMetrics` (PutMetricData, the same
+total-plus-breakdown shape) is for processes outside Lambda that may publish themselves.
 """
 
 from __future__ import annotations
@@ -47,6 +48,36 @@ class EmfMetrics:
         broken_down = sorted((p for p in points if p.dimension is not None), key=_dimension_key)
         for dimension, group in groupby(broken_down, key=_dimension_key):
             emf = EphemeralMetrics(namespace=self.metrics.namespace, service=self.metrics.service)
+            for point in group:
+                emf.add_metric(name=point.name, unit=MetricUnit(point.unit), value=point.value)
+            emf.add_dimension(name=dimension[0], value=dimension[1])
+            emf.flush_metrics()
+
+
+class ServiceEmfMetrics:
+    """Points published as EMF under another service than the handler's own (flushed at once).
+
+    The agent gateway publishes what agent tasks report under ``service=agent``, so the agents'
+    metrics stay where the dashboard and alarms look for them.
+    """
+
+    def __init__(self, namespace: str | None, service: str) -> None:
+        self.namespace = namespace
+        self.service = service
+
+    def publish(self, points: Iterable[MetricPoint]) -> None:
+        if is_metrics_disabled():
+            return
+        points = list(points)
+        if not points:
+            return
+        totals = EphemeralMetrics(namespace=self.namespace, service=self.service)
+        for point in points:
+            totals.add_metric(name=point.name, unit=MetricUnit(point.unit), value=point.value)
+        totals.flush_metrics()
+        broken_down = sorted((p for p in points if p.dimension is not None), key=_dimension_key)
+        for dimension, group in groupby(broken_down, key=_dimension_key):
+            emf = EphemeralMetrics(namespace=self.namespace, service=self.service)
             for point in group:
                 emf.add_metric(name=point.name, unit=MetricUnit(point.unit), value=point.value)
             emf.add_dimension(name=dimension[0], value=dimension[1])

@@ -18,6 +18,7 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 from squadron.agent.wiring import build_host
 from squadron.domain.agents import RegistryError, parse_agent_id
+from squadron.domain.launches import SECRET_ENV, LaunchRefusedError
 
 
 def configure_logging(environ: dict[str, str] | os._Environ[str]) -> LambdaPowertoolsFormatter:
@@ -42,8 +43,19 @@ def configure_logging(environ: dict[str, str] | os._Environ[str]) -> LambdaPower
 def main() -> int:
     formatter = configure_logging(os.environ)
     log = logging.getLogger("squadron.agent")
+    environ = dict(os.environ)
+    # Only the host's own copy keeps the launch secret: no process it starts inherits it.
+    os.environ.pop(SECRET_ENV, None)
     try:
-        host = build_host()
+        host = build_host(environ)
+    except LaunchRefusedError as exc:
+        # Replaced, ended or expired before it began: another task (or nobody) does the work.
+        log.info("the agent task ended before it began: %s", exc, extra={"code": exc.code})
+        return 0
+    except Exception:
+        log.exception("the agent task failed")
+        return 1
+    try:
         formatter.append_keys(correlation_id=host.launch_cause)
         result = asyncio.run(host.run())
     except Exception:

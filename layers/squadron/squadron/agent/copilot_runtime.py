@@ -1,7 +1,10 @@
 """The Copilot SDK adapter: one session turn on the Copilot CLI, created or resumed by id.
 
-Session state lives under ``home`` (``COPILOT_HOME``; EFS in ECS), so a session
-created by one task is resumed by the next. Resuming re-supplies everything the
+Session state lives under ``home`` (``COPILOT_HOME``: the agent's own directory on
+EFS in ECS), so a session created by one task is resumed by the next. The CLI runs
+as the agent's own user (:class:`~squadron.adapters.confinement.AgentUser`, through
+setpriv), with an environment of exactly PATH, HOME, the CLI's read-only package
+cache and its own home: nothing in it, or readable by it, holds a framework secret. Resuming re-supplies everything the
 CLI does not persist: provider, tools, hooks, permission handler, and the
 appended system message (the role's definition). The model is
 always offered an explicit ``available_tools`` list. A session whose task died
@@ -23,6 +26,7 @@ from copilot import CopilotClient, PermissionHandler, RuntimeConnection, define_
 from copilot.generated.session_events import SessionEventType
 from copilot.session import CopilotSession, PreToolUseHookInput, PreToolUseHookOutput, SessionHooks
 
+from squadron.adapters.confinement import AgentDirs, AgentUser
 from squadron.agent.tools import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -71,13 +75,22 @@ class CopilotRuntime:
         #: How the latest session was opened (create, resume, or recreate when it was lost) and
         #: the seconds from starting the CLI until the session was ready.
         self.session_start: tuple[str, float] | None = None
+        #: Who the CLI runs as (the host's own user until :meth:`confine`).
+        self.user = AgentUser()
+
+    def confine(self, user: AgentUser, dirs: AgentDirs) -> None:
+        """Run the CLI as the agent's user, with its home and sessions in the agent's directory."""
+        self.user = user
+        self.home = str(dirs.copilot_home)
+        self.env["HOME"] = str(dirs.home)
 
     async def turn(
         self, request: SessionRequest, then: Callable[[], Awaitable[str | None]] | None = None
     ) -> list[str]:
         """Send ``request.prompt`` (and, while ``then`` returns one, follow-up prompts); the replies."""
+        program, args = self.user.command(self.cli_path)
         client = CopilotClient(
-            connection=RuntimeConnection.for_stdio(path=self.cli_path),
+            connection=RuntimeConnection.for_stdio(path=program, args=args),
             base_directory=self.home,
             env={**self.env, "COPILOT_HOME": self.home},
             working_directory=request.working_directory,

@@ -1,14 +1,19 @@
 """The agent host: what one ECS task does for one agent, from lease to exit.
 
-1. Read the agent from the registry; a task whose launch token is no longer the
-   agent's latest (it was replaced) exits without touching anything.
-2. Take the agent's lease (one live task per agent).
+1. Through the agent gateway (its one door, every call carrying the launch's
+   secret), take the agent's lease; a task whose launch was replaced, ended or
+   expired exits without touching anything.
+2. Set up the agent's confinement: its own directory on the shared volume,
+   owned by its own POSIX user, which the Copilot CLI, the model's shell and
+   the agent's git run as (:mod:`squadron.adapters.confinement`).
 3. Start the role's Copilot session, or resume it by its id when waking, with
    the framework tools the role allows and the circuit breakers in the
-   pre-tool-use hook (enforced outside the model: a breaker never fails open).
-4. After the turn: a blocked agent's command is on the queue (the router puts
-   it to sleep); a tripped breaker or an escalation marks the agent ESCALATED
-   and hands the issue to humans; then the lease is released and the task exits.
+   pre-tool-use hook and in every framework tool (enforced outside the model:
+   a breaker never fails open).
+4. After the turn: save the work in progress (the framework pushes it), give up
+   the lease and report how the task ended as a command (the router, the
+   registry's only writer, puts it to sleep, lets it idle or hands it to
+   humans), then publish the task's metrics through the gateway and exit.
 """
 
 from __future__ import annotations
@@ -16,30 +21,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, Protocol
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
 
+from squadron.adapters import confinement
+from squadron.adapters.confinement import AgentDirs, AgentUser
 from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.agent.copilot_runtime import CopilotRuntime, SessionRequest
+from squadron.agent.door import Door
 from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, system_prompt, wake_prompt
-from squadron.agent.tools import FrameworkTools, HostState, Inbox
+from squadron.agent.tools import FrameworkTools, HostState
 from squadron.config.parse import ResolvedRole, SquadronConfig
 from squadron.domain import breakers
-from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind
+from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
-from squadron.domain.effects import AgentWrite
+from squadron.domain.events import TaskUsage
+from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
-from squadron.domain.routing import launch_token
 from squadron.domain.shell_policy import refuse_shell
-from squadron.ports import EventQueue, MetricsSink
 
 logger = logging.getLogger(__name__)
 
-LEASE_TTL = timedelta(minutes=15)
 SUMMARY_PROMPT = (
     "A circuit breaker stopped you: {reason}\nTools are no longer available. Reply with a summary for "
     "the humans taking over: what is done, what is left, and what they should decide."
@@ -54,22 +60,18 @@ LOST_SESSION_NOTE = (
     "Your earlier conversation on this assignment was lost: the task that held it ended before it "
     "was saved. Start again from the issue; your branch has whatever work was pushed."
 )
+#: How often a lingering task looks for news: quickly at first, then less and less often.
+NEWS_POLL_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class HostRegistry(Inbox, Protocol):
-    def get_agent(self, agent_id: str) -> AgentRecord | None: ...
-    def put_agent(self, write: AgentWrite) -> None: ...
-    def acquire_lease(self, agent_id: str, owner: str, now: datetime, ttl: timedelta) -> AgentRecord: ...
-    def release_lease(self, agent_id: str, owner: str, now: datetime) -> None: ...
-
-
-#: superseded: a newer task replaced this one; busy: another task holds the lease; sleeping:
-#: blocked, the router puts it to sleep; escalated: handed to humans; idle: the turn ended
-#: (report_complete), the agent waits ACTIVE without a task for the next event.
+#: superseded: the gateway refused its launch (replaced, ended, expired); busy: another task holds
+#: the lease; sleeping: blocked, the router puts it to sleep; escalated: handed to humans; idle:
+#: the turn ended (report_complete), the agent waits ACTIVE without a task for the next event;
+#: failed: the host crashed (reported, so the reconciler relaunches it).
 Outcome = Literal["superseded", "busy", "sleeping", "escalated", "idle"]
 
 
@@ -82,13 +84,11 @@ class HostResult:
     saved: str = ""
 
 
-_BLOCKER_CLOSED = re.compile(r"blocker #(\d+) ")
-
-
 def resolved_blockers(items: Iterable[InboxItem]) -> list[int]:
     """The blockers whose closing the inbox reports (the router's ``blocker_closed`` items)."""
-    found = (_BLOCKER_CLOSED.match(item.summary) for item in items if item.kind == "blocker_closed")
-    return sorted({int(match.group(1)) for match in found if match})
+    return sorted(
+        {item.subject for item in items if item.kind == "blocker_closed" and item.subject is not None}
+    )
 
 
 def session_of(agent: AgentRecord, lifecycle: str) -> tuple[str, bool]:
@@ -102,48 +102,58 @@ def session_of(agent: AgentRecord, lifecycle: str) -> tuple[str, bool]:
     return agent.session_id, agent.counters.launches > 1
 
 
+#: How a task's outcome is reported to the router (anything else: it goes idle).
+_REPORTED: dict[str, Literal["idle", "sleeping", "escalated"]] = {
+    "sleeping": "sleeping",
+    "escalated": "escalated",
+}
+
+#: Builds the agent's working copy once its user and directories are known (None: no checkout).
+WorkspaceFactory = Callable[[AgentUser, AgentDirs], WorkingCopy]
+
+
 class AgentHost:
     def __init__(
         self,
         *,
-        agent_id: str,
-        launch_token: str,
-        registry: HostRegistry,
-        queue: EventQueue,
+        door: Door,
         config: SquadronConfig,
         runtime: CopilotRuntime,
         agent_github: Callable[[AgentRecord], GitHubClient],
-        framework_github: Callable[[AgentRecord], GitHubClient],
-        provider: Mapping[str, Any] | None,
+        provider: dict[str, Any] | None,
         facts: IssueFacts,
+        agents_root: Path,
+        workspace: WorkspaceFactory | None = None,
+        separate_users: bool | None = None,
         clock: Callable[[], datetime] = _now,
         timeout_seconds: float = 600,
-        working_copy: WorkingCopy | None = None,
         watchdog_seconds: float | None = None,
         linger_seconds: float = 0,
-        metrics: MetricsSink | None = None,
         launch_cause: str | None = None,
         github_traffic: Callable[[], GitHubTraffic] | None = None,
     ) -> None:
-        self.agent_id = agent_id
-        self.launch_token = launch_token
-        self.registry = registry
-        self.queue = queue
+        self.door = door
+        self.agent_id = door.agent_id
+        self.launch_token = door.launch_token
         self.config = config
         self.runtime = runtime
         self.agent_github = agent_github
-        self.framework_github = framework_github
         self.provider = provider
         self.facts = facts
+        #: Where every agent's directory lives (the shared volume).
+        self.agents_root = agents_root
+        self.workspace = workspace
+        #: Whether the CLI and the agent's git run as the agent's own user (None: when root).
+        self.separate_users = separate_users
         self.clock = clock
         self.timeout_seconds = timeout_seconds
-        self.working_copy = working_copy
+        self.working_copy: WorkingCopy | None = None
+        #: The user the agent's processes run as, once its launch began.
+        self.user: AgentUser | None = None
         #: How often the watchdog beats and checks the clock; the config's heartbeat_interval by default.
         self.watchdog_seconds = watchdog_seconds
         #: How long the task waits for news once its work is done before it ends (the PM's batching).
         self.linger_seconds = linger_seconds
-        #: Where the task's metrics go when it ends (None: nowhere).
-        self.metrics = metrics
         #: The delivery whose routing launched this task (the logs' correlation id).
         self.launch_cause = launch_cause
         #: What the task's GitHub transport sent (drained into the metrics when it ends).
@@ -175,8 +185,6 @@ class AgentHost:
         return result
 
     def _publish(self, outcome: str) -> None:
-        if self.metrics is None:
-            return
         mode, seconds = getattr(self.runtime, "session_start", None) or (None, None)
         points = agent_task_points(
             outcome=outcome,
@@ -190,54 +198,97 @@ class AgentHost:
         if self.github_traffic is not None:
             points += github_points(self.github_traffic())
         try:
-            self.metrics.publish(points)
+            self.door.publish(points)
         except Exception as exc:  # metrics are not worth failing the task over: say so and go on
             logger.warning("%s: metrics not published: %s", self.agent_id, exc)
 
     async def _run(self) -> HostResult:
-        agent = self.registry.get_agent(self.agent_id)
-        if (
-            agent is None
-            or launch_token(agent) != self.launch_token
-            or (agent.status is not AgentStatus.ACTIVE and agent.status is not AgentStatus.CREATED)
-        ):
-            why = "no such agent" if agent is None else f"{agent.status}, latest task {launch_token(agent)}"
-            return HostResult("superseded", why)
         try:
-            agent = self.registry.acquire_lease(self.agent_id, self.launch_token, self.clock(), LEASE_TTL)
-        except ConflictError as exc:
-            return HostResult("busy", str(exc))
+            agent, uid = await asyncio.to_thread(self.door.begin)
+        except LaunchRefusedError as exc:
+            return HostResult("busy" if exc.code == "lease_held" else "superseded", str(exc))
+        result: HostResult | None = None
         try:
-            if agent.status is AgentStatus.CREATED:
-                active = agent.transition(AgentStatus.ACTIVE, now=self.clock())
-                self.registry.put_agent(AgentWrite(active, agent.version))
-                agent = active
-            return await self._work(agent)
+            self._confine(agent, uid)
+            result = await self._work(agent)
+            return result
         finally:
-            self.registry.release_lease(self.agent_id, self.launch_token, self.clock())
+            await self._end(agent, result)
+
+    def _confine(self, agent: AgentRecord, uid: int) -> None:
+        """The agent's own directory and user; its working copy and Copilot home inside it."""
+        self.user = AgentUser.for_uid(uid, separate=self.separate_users)
+        dirs = AgentDirs(self.agents_root, agent.agent_id)
+        confinement.prepare(dirs, self.user)
+        self.runtime.confine(self.user, dirs)
+        if self.workspace is not None and agent.kind is not RoleKind.PM:
+            self.working_copy = self.workspace(self.user, dirs)
+
+    async def _end(self, agent: AgentRecord, result: HostResult | None) -> None:
+        """Give up the lease and tell the router how the task ended (also when it crashed)."""
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.door.release)
+        if result is not None and result.outcome in ("superseded", "busy"):
+            return
+        used = self.total_usage
+        usage = TaskUsage(
+            tool_calls=used.tool_calls,
+            turns=used.turns,
+            iterations=used.iterations,
+            active_seconds=int(self.active_seconds),
+        )
+        try:
+            if result is None:
+                await asyncio.to_thread(
+                    self.door.task_ended,
+                    "failed",
+                    usage=usage,
+                    reason="the agent task failed",
+                    finished=False,
+                )
+            else:
+                outcome = _REPORTED.get(result.outcome, "idle")
+                await asyncio.to_thread(
+                    self.door.task_ended,
+                    outcome,
+                    usage=usage,
+                    reason=result.detail,
+                    summary=result.replies[-1] if result.replies else "",
+                    saved=result.saved,
+                    finished=True,
+                )
+        except Exception as exc:  # the reconciler notices a task that ended without a word
+            logger.error("%s: the end of the task was not reported: %s", self.agent_id, exc)
 
     def _stop(self) -> None:
         """Abort the prompt in flight (safe from any thread: SDK callbacks may run off the loop)."""
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self.stop.set)
 
+    def _tripped(self) -> str | None:
+        """Why framework tools are refused now (a tripped breaker), checked in the tools themselves:
+        a CLI that skipped the pre-tool-use hook still meets it."""
+        if self.usage.tripped is None:
+            return None
+        return f"circuit breaker tripped: {self.usage.trip_reason or self.usage.tripped.value}"
+
     async def _work(self, agent: AgentRecord) -> HostResult:
         self._loop = asyncio.get_running_loop()
         role = self.config.role(agent.role)
         values = prompt_values(self.config, role, agent, self.facts)
         started = self.clock()
-        found = self._prepare_working_copy(agent)
+        found = await asyncio.to_thread(self._prepare_working_copy, agent)
         tools = FrameworkTools(
             agent=agent,
             launch_token=self.launch_token,
-            inbox=self.registry,
-            queue=self.queue,
+            door=self.door,
             github=self.agent_github(agent),
             state=self.state,
             clock=self.clock,
             default_branch=self.facts.default_branch,
             working_copy=self.working_copy,
             repo_config=self.config.config,
+            stopped=self._tripped,
         )
         offered = [spec for name, spec in tools.specs().items() if name in role.agent.tools]
         missing = sorted(set(role.agent.tools) - {spec.name for spec in offered})
@@ -282,7 +333,6 @@ class AgentHost:
 
         self.batch_started = started
         watchdog = asyncio.ensure_future(self._watchdog(role))
-        finished = False
         try:
             replies = await self.runtime.turn(
                 SessionRequest(
@@ -303,19 +353,18 @@ class AgentHost:
                 ),
                 then=lambda: self._follow_up(agent),
             )
-            finished = True
         finally:
             watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watchdog
-            self._record_usage(started, finished=finished)
-        return self._finish(agent, replies)
+            self.active_seconds = max(0.0, (self.clock() - started).total_seconds())
+        return await asyncio.to_thread(self._finish, agent, replies)
 
     def _first_prompt(
         self, agent: AgentRecord, role: ResolvedRole, values: dict[str, Any], *, resume: bool, found: str
     ) -> str:
         if agent.wake_reason is not None and resume:
-            pending = self.registry.pending_inbox(agent.agent_id)
+            pending = self.door.pending_inbox()
             prompt = wake_prompt(
                 role,
                 values,
@@ -327,17 +376,24 @@ class AgentHost:
             prompt = start_prompt(agent, self.facts)
         return f"{prompt}\n\nYour working copy (the current directory): {found}" if found else prompt
 
-    async def _news(self, agent_id: str) -> bool:
-        """Whether news waits in the inbox, lingering up to ``linger_seconds`` for some to come."""
+    async def _news(self) -> bool:
+        """Whether news waits in the inbox, lingering up to ``linger_seconds`` for some to come.
+
+        It looks quickly at first, then less and less often (a lingering PM is a few gateway
+        calls a minute, not one a second).
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.linger_seconds
+        polls = 0
         while True:
-            if self.registry.pending_inbox(agent_id):
+            if await asyncio.to_thread(self.door.pending_inbox):
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0 or self.stop.is_set() or self.lease_lost:
                 return False
-            await asyncio.sleep(min(1.0, remaining))
+            pause = NEWS_POLL_SECONDS[min(polls, len(NEWS_POLL_SECONDS) - 1)]
+            polls += 1
+            await asyncio.sleep(min(pause, remaining))
 
     def _lost_prompt(self, agent: AgentRecord, first: str) -> str:
         """The first prompt of a fresh session when the one to resume was never saved."""
@@ -354,9 +410,7 @@ class AgentHost:
             return HostResult("sleeping", self.state.reason, tuple(replies), saved)
         if self.state.ending == "escalate":
             saved = self._save_work(agent, f"WIP: handed to humans: {self.state.reason}")
-            self._escalate(self.state.reason, replies[-1] if replies else "", saved)
             return HostResult("escalated", self.state.reason, tuple(replies), saved)
-        self._settle_idle()
         detail = self.state.reason if self.state.ending == "complete" else "the turn ended without a report"
         return HostResult("idle", detail, tuple(replies))
 
@@ -377,7 +431,7 @@ class AgentHost:
             self.state.reason = self.usage.trip_reason or "circuit breaker"
             self.stop.clear()  # the summary turn runs (tools stay denied)
             return SUMMARY_PROMPT.format(reason=self.state.reason)
-        if self.state.ending in (None, "complete") and await self._news(agent.agent_id):
+        if self.state.ending in (None, "complete") and await self._news():
             # News arrived while this task ran (the router only wakes agents without a task).
             self.state.ending = None
             if self.linger_seconds > 0:
@@ -412,12 +466,11 @@ class AgentHost:
             self.usage = assessment.usage
             self._heed(assessment)
             try:
-                await asyncio.to_thread(
-                    self.registry.acquire_lease, self.agent_id, self.launch_token, now, LEASE_TTL
-                )
-            except ConflictError:
-                # Another task holds the agent now (this one was presumed dead): stop touching it.
-                logger.error("%s: lease lost to another task; stopping", self.agent_id)
+                await asyncio.to_thread(self.door.heartbeat)
+            except LaunchRefusedError as exc:
+                # Another task holds the agent now (this one was presumed dead), or the launch
+                # was replaced or ended: stop touching it.
+                logger.error("%s: %s; stopping", self.agent_id, exc)
                 self.lease_lost = True
                 self.stop.set()
                 return
@@ -446,86 +499,3 @@ class AgentHost:
         saved = self.working_copy.save(self.agent_github(agent).caller, agent.branch, message[:200])
         logger.info("%s: %s", agent.agent_id, saved)
         return saved
-
-    def _record_usage(self, started: datetime, *, finished: bool) -> None:
-        """Add this task's usage to the agent's life-long counters (what `squadron status` shows).
-
-        A task whose session ran to its end clears the count of relaunches: the reconciler's
-        limit is on tasks dying one after another, not on deaths weeks apart.
-        """
-        used = self.total_usage
-        self.active_seconds = max(0.0, (self.clock() - started).total_seconds())
-        seconds = int(self.active_seconds)
-        for _ in range(3):
-            agent = self.registry.get_agent(self.agent_id)
-            if agent is None or launch_token(agent) != self.launch_token:
-                return
-            counters = agent.counters.model_copy(
-                update={
-                    "tool_calls": agent.counters.tool_calls + used.tool_calls,
-                    "turns": agent.counters.turns + used.turns,
-                    "iterations": agent.counters.iterations + used.iterations,
-                    "active_seconds": agent.counters.active_seconds + seconds,
-                    "recoveries": 0 if finished else agent.counters.recoveries,
-                }
-            )
-            try:
-                self.registry.put_agent(
-                    AgentWrite(agent.updated(now=self.clock(), counters=counters), agent.version)
-                )
-                return
-            except ConflictError:
-                continue
-
-    def _settle_idle(self) -> None:
-        """The task ends; the agent stays ACTIVE without a task, so the next event for it wakes it."""
-        for _ in range(3):
-            agent = self.registry.get_agent(self.agent_id)
-            if (
-                agent is None
-                or agent.status is not AgentStatus.ACTIVE
-                or launch_token(agent) != self.launch_token
-            ):
-                return  # replaced, slept or ended meanwhile: nothing of ours to settle
-            try:
-                self.registry.put_agent(
-                    AgentWrite(agent.updated(now=self.clock(), task_arn=None), agent.version)
-                )
-                return
-            except ConflictError:
-                continue
-
-    def _escalate(self, reason: str, summary: str, saved: str = "") -> None:
-        """Mark the agent ESCALATED and hand its issue to humans (label, comment, needs-human issue)."""
-        for _ in range(3):
-            agent = self.registry.get_agent(self.agent_id)
-            if agent is None or agent.status in (
-                AgentStatus.ESCALATED,
-                AgentStatus.COMPLETED,
-                AgentStatus.CANCELLED,
-            ):
-                break
-            escalated = agent.transition(
-                AgentStatus.ESCALATED, now=self.clock(), escalation_reason=reason[:1000]
-            )
-            try:
-                self.registry.put_agent(AgentWrite(escalated, agent.version))
-                break
-            except ConflictError:
-                continue
-        agent = self.registry.get_agent(self.agent_id)
-        if agent is None or agent.issue_number is None:
-            return
-        escalation = self.config.config.escalation
-        github = self.framework_github(agent)
-        work = f"\n\nWork in progress on `{agent.branch}`: {saved}" if saved else ""
-        body = f"{agent.display_name} needs a human: {reason}\n\n{summary}{work}".strip()
-        github.add_labels(agent.issue_number, [escalation.label])
-        github.comment(agent.issue_number, body)
-        if escalation.create_issue:
-            github.create_issue(
-                f"needs-human: #{agent.issue_number} ({agent.display_name})",
-                f"#{agent.issue_number} was handed to humans.\n\n{body}",
-                labels=[escalation.label],
-                assignees=escalation.assign,
-            )

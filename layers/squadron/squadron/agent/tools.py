@@ -5,12 +5,14 @@ it into the JSON schema the model sees), goes through the role-enforcing
 GitHub client, and answers the model in words: a refused action or a GitHub
 error becomes a clear message to the model, never a crash of the task.
 Tools that end the task (report_blocked, escalate_to_human) tell the host
-through :class:`HostState`.
+through :class:`HostState`. What the router must hear (a blocker, the App's own
+pull request or review, whose webhooks GitHub's ingress drops) goes through the
+agent gateway (:class:`~squadron.agent.door.Door`), which stamps who sent it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -22,9 +24,8 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.config.models import RepoConfig
 from squadron.domain.agents import AgentRecord, InboxItem
-from squadron.domain.events import EventEnvelope, RegisterBlocker, build_envelope, command_envelope
+from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, CallerKind, PermissionDeniedError, check
-from squadron.ports import EventQueue
 
 #: The review state a verdict stands for (what the router records and tells the dev agent).
 _REVIEW_STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
@@ -33,9 +34,13 @@ _REVIEW_STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED",
 PATCH_BUDGET = 60_000
 
 
-class Inbox(Protocol):
-    def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
-    def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
+class FrameworkDoor(Protocol):
+    """What the tools ask of the agent gateway (:class:`squadron.agent.door.Door`)."""
+
+    def pending_inbox(self) -> list[InboxItem]: ...
+    def ack_inbox(self, agent_id: str | None, items: list[InboxItem]) -> None: ...
+    def echo(self, event: str, action: str | None, parts: Mapping[str, Any], what: str) -> str: ...
+    def register_blocker(self, issue: int, blocker: int, *, sleep: bool, note: str, what: str) -> str: ...
 
 
 class _Params(BaseModel):
@@ -155,28 +160,29 @@ class FrameworkTools:
         *,
         agent: AgentRecord,
         launch_token: str,
-        inbox: Inbox,
-        queue: EventQueue,
+        door: FrameworkDoor,
         github: GitHubClient,
         state: HostState,
         clock: Callable[[], datetime],
         default_branch: str = "main",
         working_copy: WorkingCopy | None = None,
         repo_config: RepoConfig | None = None,
+        stopped: Callable[[], str | None] | None = None,
     ) -> None:
         self.working_copy = working_copy
         self.repo_config = repo_config or RepoConfig()
         self.agent = agent
         self.launch_token = launch_token
-        self.inbox = inbox
-        self.queue = queue
+        self.door = door
+        #: Why no framework tool may run now (a tripped breaker), checked in every tool.
+        self.stopped = stopped or (lambda: None)
         self.github = github
         self.state = state
         self.clock = clock
         self.default_branch = default_branch
 
     def specs(self) -> dict[str, ToolSpec]:
-        """Every framework tool, its handler guarded (refusals and GitHub errors become text)."""
+        """Every framework tool, its handler guarded (refusals, breakers and errors become text)."""
         return {
             spec.name: replace(spec, handler=self.guarded(spec.handler))
             for spec in (
@@ -270,11 +276,14 @@ class FrameworkTools:
             )
         }
 
-    @staticmethod
-    def guarded(handler: Callable[[Any], str]) -> Callable[[Any], str]:
-        """Refusals and GitHub errors reach the model as text, never as a crash."""
+    def guarded(self, handler: Callable[[Any], str]) -> Callable[[Any], str]:
+        """Refusals and GitHub errors reach the model as text, never as a crash; a tripped
+        breaker refuses every tool here too, whether or not the pre-tool-use hook ran."""
 
         def run(params: Any) -> str:
+            stopped = self.stopped()
+            if stopped is not None:
+                return f"denied: {stopped}"
             try:
                 return handler(params)
             except PermissionDeniedError as exc:
@@ -283,16 +292,18 @@ class FrameworkTools:
                 return f"GitHub refused: {exc}"
             except GitError as exc:
                 return f"git failed: {exc}"
+            except LaunchRefusedError as exc:
+                return f"Squadron refused: {exc}"
 
         return run
 
     # --- tools ---------------------------------------------------------------------------------
 
     def check_for_events(self, params: NoParams) -> str:
-        items = self.inbox.pending_inbox(self.agent.agent_id)
+        items = self.door.pending_inbox()
         if not items:
             return "No new events."
-        self.inbox.ack_inbox(self.agent.agent_id, items)
+        self.door.ack_inbox(self.agent.agent_id, items)
         return "\n".join(
             f"- [{item.kind}] {item.summary}" + (f"\n  {item.body}" if item.body else "") for item in items
         )
@@ -334,7 +345,7 @@ class FrameworkTools:
         number = int(issue["number"])
         # The App's own issues.opened webhook is dropped at the ingress: tell the router, so
         # the PM triages the new issue like any other.
-        self.queue.send(self._echo("issues", "opened", {"issue": issue}, f"issue-{number}"))
+        self.door.echo("issues", "opened", {"issue": issue}, f"issue-{number}")
         return f"Filed #{number}. " + self._sleep_on(number, params.reason)
 
     def _sleep_on(self, blocker: int, reason: str) -> str:
@@ -342,15 +353,7 @@ class FrameworkTools:
         assert own is not None
         check(self.github.caller, Action.REGISTER_BLOCKER)
         self.github.comment(own, f"Blocked by #{blocker}: {reason}")
-        command = RegisterBlocker(
-            issue_number=own,
-            blocker_number=blocker,
-            agent_id=self.agent.agent_id,
-            launch_token=self.launch_token,
-            sleep=True,
-            note=reason,
-        )
-        self.queue.send(self._command(command, f"blocked-{blocker}"))
+        self.door.register_blocker(own, blocker, sleep=True, note=reason, what=f"blocked-{blocker}")
         self.state.ending = "sleep"
         self.state.reason = f"blocked by #{blocker}: {reason}"
         self.state.commands.append(f"register_blocker #{blocker}")
@@ -363,10 +366,13 @@ class FrameworkTools:
         check(self.github.caller, Action.REGISTER_BLOCKER)
         if params.issue == params.blocked_by:
             return f"#{params.issue} cannot block itself."
-        command = RegisterBlocker(
-            issue_number=params.issue, blocker_number=params.blocked_by, note=params.reason
+        self.door.register_blocker(
+            params.issue,
+            params.blocked_by,
+            sleep=False,
+            note=params.reason,
+            what=f"blocker-{params.issue}-{params.blocked_by}",
         )
-        self.queue.send(self._command(command, f"blocker-{params.issue}-{params.blocked_by}"))
         return (
             f"Sent: #{params.issue} is blocked by #{params.blocked_by}. Squadron refuses it if "
             f"#{params.blocked_by} is closed, would close a cycle or is too deep; the issue's agent, if "
@@ -396,9 +402,7 @@ class FrameworkTools:
             # New commits on an open PR: the App's own synchronize webhook is dropped at the
             # ingress, so tell the router (the reviewers re-run).
             pr = self.github.get_pull(self.agent.pr_number)
-            self.queue.send(
-                self._echo("pull_request", "synchronize", {"pull_request": pr}, f"push-{result.sha[:12]}")
-            )
+            self.door.echo("pull_request", "synchronize", {"pull_request": pr}, f"push-{result.sha[:12]}")
         on_remote = result.pushed or result.detail == "already up to date"
         return on_remote, f"{committed}{result.detail[:1].upper()}{result.detail[1:]} ({branch})."
 
@@ -420,7 +424,7 @@ class FrameworkTools:
         )
         # The App's own webhooks are dropped at the ingress: tell the router ourselves, so the
         # PR is linked to the issue and its reviewers start.
-        self.queue.send(self._echo("pull_request", "opened", {"pull_request": pr}, f"pr-{pr['number']}"))
+        self.door.echo("pull_request", "opened", {"pull_request": pr}, f"pr-{pr['number']}")
         return f"{pushed}Opened PR #{pr['number']} from {branch}."
 
     def read_pull_request(self, params: NoParams) -> str:
@@ -502,10 +506,8 @@ class FrameworkTools:
         issue = {**assigned, "labels": issue.get("labels", assigned.get("labels", []))}
         # The App's own issues.assigned webhook is dropped at the ingress: tell the router.
         assignee = {"login": bot, "id": 0, "type": "Bot"}
-        self.queue.send(
-            self._echo(
-                "issues", "assigned", {"issue": issue, "assignee": assignee}, f"assign-{params.number}"
-            )
+        self.door.echo(
+            "issues", "assigned", {"issue": issue, "assignee": assignee}, f"assign-{params.number}"
         )
         return f"Assigned #{params.number} to {params.role}: its agent starts."
 
@@ -537,13 +539,11 @@ class FrameworkTools:
         review = self.github.create_review(int(pr["number"]), event, body, commit_id=sha)
         # The App's own review webhook is dropped at the ingress: tell the router (the dev agent
         # hears of requested changes, and the merge gate judges the PR again).
-        self.queue.send(
-            self._echo(
-                "pull_request_review",
-                "submitted",
-                {"review": {**review, "state": _REVIEW_STATES[params.event]}, "pull_request": pr},
-                f"review-{review.get('id')}",
-            )
+        self.door.echo(
+            "pull_request_review",
+            "submitted",
+            {"review": {**review, "state": _REVIEW_STATES[params.event]}, "pull_request": pr},
+            f"review-{review.get('id')}",
         )
         return f"Review {review.get('id')} submitted on PR #{pr['number']} ({params.event}){note}."
 
@@ -566,7 +566,7 @@ class FrameworkTools:
             "updated_at": self.clock().isoformat(),
         }
         # Dropped at the ingress as the App's own: tell the router, so the merge gate judges the PR.
-        self.queue.send(self._echo("status", None, status, f"status-{sha[:12]}-{params.state}"))
+        self.door.echo("status", None, status, f"status-{sha[:12]}-{params.state}")
         return f"Posted {context} = {params.state} on {sha[:7]}."
 
     def report_complete(self, params: ReportComplete) -> str:
@@ -581,38 +581,3 @@ class FrameworkTools:
         self.state.ending = "escalate"
         self.state.reason = params.reason
         return "Escalated: humans will take it from here. End your turn with a short summary."
-
-    def _echo(self, event: str, action: str | None, parts: dict[str, Any], what: str) -> EventEnvelope:
-        """The webhook GitHub would have sent for the App's own action, as a framework envelope."""
-        payload = {
-            **({"action": action} if action is not None else {}),
-            **parts,
-            "repository": {
-                "id": self.agent.repo_id,
-                "full_name": self.agent.repo_full_name,
-                "default_branch": self.default_branch,
-            },
-            "sender": {"login": "squadron[bot]", "id": 0, "type": "Bot"},
-            "installation": {"id": self.agent.installation_id} if self.agent.installation_id else None,
-        }
-        envelope = build_envelope(
-            event=event,
-            delivery_id=f"echo-{self.launch_token}-{what}"[-128:],
-            payload=payload,
-            received_at=self.clock(),
-        )
-        return envelope.model_copy(update={"origin": "squadron"})
-
-    def _command(self, command: RegisterBlocker, what: str) -> EventEnvelope:
-        # One delivery per (task, command): a retried send is deduplicated by the queue.
-        return command_envelope(
-            command,
-            repository={
-                "id": self.agent.repo_id,
-                "full_name": self.agent.repo_full_name,
-                "default_branch": self.default_branch,
-            },
-            installation_id=self.agent.installation_id,
-            delivery_id=f"cmd-{self.launch_token}-{what}",
-            now=self.clock(),
-        )

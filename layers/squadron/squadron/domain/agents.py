@@ -9,6 +9,7 @@ decision can never overwrite a newer one.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -110,6 +111,22 @@ def agent_id_for(repo_id: int, role: str, issue_number: int | None) -> str:
     return f"{repo_id}-{issue_number}-{role}"
 
 
+#: Agents' POSIX users: a range no image or distribution uses (systemd's dynamic users stop at
+#: 65519, container user namespaces usually map 65536 or 100000-165535), 2^30 wide.
+UID_BASE = 1 << 24
+UID_SPAN = 1 << 30
+
+
+def candidate_uid(agent_id: str, attempt: int) -> int:
+    """The ``attempt``-th uid an agent tries to claim: deterministic, spread over the range.
+
+    Two agents that hash to the same uid are told apart by the registry's claim (the second
+    moves on to its next candidate), so every agent's uid is its own.
+    """
+    digest = hashlib.sha256(f"{agent_id}#{attempt}".encode()).digest()
+    return UID_BASE + int.from_bytes(digest[:8], "big") % UID_SPAN
+
+
 def parse_agent_id(agent_id: str) -> tuple[int, int | None, str]:
     """(repository id, issue number or None for the PM, role) of an agent id."""
     match = _AGENT_ID_RE.fullmatch(agent_id)
@@ -179,12 +196,27 @@ class AgentRecord(BaseModel):
     last_rejection: str | None = None
     #: The PR head commit whose merge conflict the agent was last woken for (AD-005).
     last_conflict: str | None = None
+    #: SHA-256 of the secret handed to the task of the latest launch (never the secret itself),
+    #: and when it stops being accepted. Cleared when that task reports its end.
+    launch_secret_hash: str | None = None
+    launch_secret_expires_at: datetime | None = None
+    #: The POSIX user the agent's Copilot CLI, shell and git run as inside its task: unique per
+    #: agent, so no agent can read another's working copy or session (claimed on first start).
+    uid: int | None = None
     version: int = 1
 
     @property
     def session_id(self) -> str:
         """Copilot session id: stable across sleeps, new for each generation (restart)."""
         return f"{self.agent_id}-g{self.generation}"
+
+    @property
+    def launch_token(self) -> str:
+        """The id of the latest launch decision: ECS's RunTask client token, never a credential.
+
+        At most 64 characters; unique per launch decision of the agent.
+        """
+        return f"{self.agent_id}-g{self.generation}-l{self.counters.launches}"[-64:]
 
     @property
     def display_name(self) -> str:
@@ -239,6 +271,9 @@ class InboxItem(BaseModel):
     actor: str | None = None
     url: str | None = None
     body: str = ""
+    #: The issue or pull request the item is about (a closed blocker's number, ...): what code
+    #: reads, so nothing parses the summary, which is words for the model.
+    subject: int | None = None
 
 
 DEFAULT_LEASE = timedelta(minutes=5)

@@ -260,7 +260,47 @@ class ReportConflict(_Model):
     base: str = Field(min_length=1, max_length=255)
 
 
-SquadronCommand = Annotated[RegisterBlocker | RecoverAgent | ReportConflict, Field(discriminator="type")]
+class TaskUsage(_Model):
+    """What one agent task used (added to the agent's life-long counters)."""
+
+    tool_calls: int = Field(default=0, ge=0, le=1_000_000)
+    turns: int = Field(default=0, ge=0, le=1_000_000)
+    iterations: int = Field(default=0, ge=0, le=1_000_000)
+    active_seconds: int = Field(default=0, ge=0, le=7 * 24 * 3600)
+
+
+class TaskEnded(_Model):
+    """Agent command: how an agent's task ended (sent by its host through the agent gateway).
+
+    The router, the registry's single writer, does what the ending implies: it adds the
+    task's usage to the agent's counters, lets an idle agent wait for its next event (or
+    wakes it at once if news came meanwhile), hands an escalated agent to humans, and ends
+    the launch's secret. ``agent_id`` and ``launch_token`` are stamped by the gateway from
+    the verified caller, never taken from the task.
+    """
+
+    type: Literal["task_ended"] = "task_ended"
+    agent_id: str = Field(min_length=1, max_length=200)
+    launch_token: str = Field(min_length=1, max_length=64)
+    #: The agent's issue (its message group); None for a repository's PM.
+    issue_number: int | None = Field(default=None, gt=0)
+    #: idle: the turn ended (report_complete or nothing left), the agent waits for its next event;
+    #: sleeping: it reported a blocker (its register_blocker command came first); escalated: a
+    #: breaker tripped or it asked for humans; failed: the host crashed (the reconciler relaunches).
+    outcome: Literal["idle", "sleeping", "escalated", "failed"]
+    reason: str = Field(default="", max_length=4_000)
+    #: The model's last words (for an escalation: its summary for the humans).
+    summary: str = Field(default="", max_length=8_000)
+    #: What happened to the work in progress (committed and pushed, or why not).
+    saved: str = Field(default="", max_length=2_000)
+    usage: TaskUsage = Field(default_factory=TaskUsage)
+    #: The session ran to its end (a relaunch after a death in a row is counted from here).
+    finished: bool = True
+
+
+SquadronCommand = Annotated[
+    RegisterBlocker | RecoverAgent | ReportConflict | TaskEnded, Field(discriminator="type")
+]
 
 #: The event name of framework commands. Never in :data:`ROUTED_EVENTS`, so a
 #: webhook can never claim to be one.
@@ -273,11 +313,16 @@ class EventEnvelope(_Model):
     ``origin`` is ``github`` for webhooks; the framework puts ``squadron``
     envelopes on the same queue for the effects of its own actions, because
     the App's own webhooks are dropped at the ingress; ``reconciler`` marks a
-    webhook rebuilt from GitHub's current state because the original was missed.
+    webhook rebuilt from GitHub's current state because the original was missed;
+    ``agent`` marks what an agent's task sent through the agent gateway, which
+    stamps ``source_agent`` from the verified caller. Only the ingress, the
+    router, the reconciler and the gateway may put envelopes on the queue.
     """
 
     schema_version: Literal[1] = ENVELOPE_SCHEMA_VERSION
-    origin: Literal["github", "squadron", "reconciler"] = "github"
+    origin: Literal["github", "squadron", "reconciler", "agent"] = "github"
+    #: The agent whose task sent this (origin ``agent`` only), as the gateway verified it.
+    source_agent: str | None = Field(default=None, max_length=200)
     delivery_id: str = Field(min_length=1, max_length=128)
     event: str
     action: str | None = None
@@ -581,7 +626,7 @@ def command_envelope(
     installation_id: int | None,
     delivery_id: str,
     now: datetime,
-    origin: Literal["squadron", "reconciler"] = "squadron",
+    origin: Literal["squadron", "reconciler", "agent"] = "squadron",
 ) -> EventEnvelope:
     """A framework command as an envelope for events.fifo (in its issue's message group)."""
     return EventEnvelope.model_validate(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Unit = Literal["Count", "Seconds", "Milliseconds", "Megabytes"]
-Service = Literal["ingress", "router", "reconciler", "tokens", "agent"]
+Service = Literal["ingress", "router", "reconciler", "gateway", "agent"]
 
 #: The CloudWatch namespace of a stage: one installation's metrics never mix with another's.
 NAMESPACE_PREFIX = "Squadron"
@@ -75,9 +75,16 @@ _SPECS = (
     MetricSpec("ReconcilerProblems", "reconciler", "Count", "things a run could not read or do"),
     MetricSpec("AgentsByStatus", "reconciler", "Count", "agents in each live status, each run", "Status"),
     MetricSpec("SilentAgents", "reconciler", "Count", "live agents whose task stopped heartbeating"),
-    # --- token vendor ----------------------------------------------------------------------
-    MetricSpec("TokensVended", "tokens", "Count", "narrowed installation tokens given to agent tasks"),
-    MetricSpec("TokensRefused", "tokens", "Count", "token requests refused (stale launch, lease)", "Reason"),
+    # --- agent gateway ---------------------------------------------------------------------
+    MetricSpec("GatewayCalls", "gateway", "Count", "agent tasks' calls answered, by operation", "Op"),
+    MetricSpec(
+        "GatewayRefusals",
+        "gateway",
+        "Count",
+        "agent tasks' calls refused (wrong, replaced or expired secret, lease, role)",
+        "Reason",
+    ),
+    MetricSpec("TokensVended", "gateway", "Count", "narrowed installation tokens given to agent tasks"),
     # --- agent host ------------------------------------------------------------------------
     MetricSpec("AgentTasks", "agent", "Count", "agent tasks that ended, by how", "Outcome"),
     MetricSpec("AgentEscalations", "agent", "Count", "agents that handed their issue to humans"),
@@ -176,11 +183,17 @@ def reconcile_points(
     return points
 
 
-# --- token vendor -----------------------------------------------------------------------------
+# --- agent gateway ----------------------------------------------------------------------------
 
 
-def token_points(refused: str | None) -> list[MetricPoint]:
-    return [point("TokensVended")] if refused is None else [point("TokensRefused", dimension=refused)]
+def gateway_points(op: str, refused: str | None) -> list[MetricPoint]:
+    """One call of an agent task to the gateway: answered (and a token vended), or refused why."""
+    if refused is not None:
+        return [point("GatewayRefusals", dimension=refused)]
+    points = [point("GatewayCalls", dimension=op)]
+    if op == "github_token":
+        points.append(point("TokensVended"))
+    return points
 
 
 # --- agent host -------------------------------------------------------------------------------

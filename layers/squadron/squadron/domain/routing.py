@@ -28,8 +28,10 @@ from squadron.domain.agents import (
     BreakerCounters,
     InboxItem,
     IssueState,
+    RegistryError,
     RoleKind,
     agent_id_for,
+    parse_agent_id,
 )
 from squadron.domain.blockers import BlockerError, BlockerGraph, check_new_blocker, height_of
 from squadron.domain.effects import (
@@ -62,6 +64,7 @@ from squadron.domain.events import (
     RecoverAgent,
     RegisterBlocker,
     ReportConflict,
+    TaskEnded,
 )
 
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
@@ -247,6 +250,8 @@ class Snapshot:
     branch_links: Mapping[str, int] = field(default_factory=dict)
     graph: BlockerGraph = field(default_factory=dict)
     actor_permission: str | None = None
+    #: The pending inbox of :attr:`SnapshotRequest.inbox_of`.
+    inbox: tuple[InboxItem, ...] = ()
 
     def view(self, number: int) -> IssueView:
         return self.issues.get(number) or IssueView(number)
@@ -273,6 +278,8 @@ class SnapshotRequest:
     graph_from: frozenset[int] = frozenset()
     #: Load the views of issues these numbers block / are linked to (a second round).
     follow_links: bool = True
+    #: Load this agent's pending inbox (does news wait for an agent whose task just ended?).
+    inbox_of: str | None = None
 
 
 # --- normalized comment-like events -----------------------------------------------------------
@@ -364,7 +371,7 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
         graph_from.update({event.command.issue_number, event.command.blocker_number})
     elif isinstance(event.command, ReportConflict):
         issues.add(event.command.issue_number)
-    elif isinstance(event.command, RecoverAgent):
+    elif isinstance(event.command, RecoverAgent | TaskEnded):
         if event.command.issue_number is None:
             pm = True
         else:
@@ -379,6 +386,11 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
         pm=pm,
         permission_of=permission_of,
         graph_from=frozenset(graph_from),
+        inbox_of=(
+            event.command.agent_id
+            if isinstance(event.command, TaskEnded) and event.command.outcome == "idle"
+            else None
+        ),
     )
 
 
@@ -386,8 +398,8 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
 
 
 def launch_token(agent: AgentRecord) -> str:
-    # ≤ 64 characters (ECS clientToken); unique per launch decision.
-    return f"{agent.agent_id}-g{agent.generation}-l{agent.counters.launches}"[-64:]
+    """The id of ``agent``'s latest launch (see :attr:`AgentRecord.launch_token`)."""
+    return agent.launch_token
 
 
 def _with_launch(agent: AgentRecord, cause: str) -> AgentRecord:
@@ -444,6 +456,7 @@ def _inbox(
     *,
     body: str = "",
     url: str | None = None,
+    subject: int | None = None,
 ) -> DeliverInbox:
     return DeliverInbox(
         InboxItem(
@@ -455,6 +468,7 @@ def _inbox(
             actor=event.sender.login,
             url=url,
             body=body,
+            subject=subject,
         )
     )
 
@@ -529,6 +543,8 @@ def _new_generation(existing: AgentRecord, fresh: AgentRecord, snap: Snapshot) -
         heartbeat_at=None,
         task_arn=None,
         pending_launch=None,
+        launch_secret_hash=None,
+        launch_secret_expires_at=None,
     )
 
 
@@ -729,7 +745,13 @@ def _unblock(event: EventEnvelope, snap: Snapshot, blocker: int) -> list[Effect]
             effects.append(RemoveBlocker(event.repository.id, issue, blocker, write))
             if agent is not None and write is not None:
                 effects.append(
-                    _inbox(agent, event, "blocker_closed", f"blocker #{blocker} of #{issue} was closed")
+                    _inbox(
+                        agent,
+                        event,
+                        "blocker_closed",
+                        f"blocker #{blocker} of #{issue} was closed",
+                        subject=blocker,
+                    )
                 )
         if launch is not None:
             effects.append(launch)
@@ -1164,11 +1186,13 @@ def _escalate(
     reason: str,
     *,
     rule: EscalationRule | None = None,
+    details: str = "",
 ) -> list[Effect]:
     """Hand ``agent``'s issue to humans: ESCALATED, its task stopped, the issue labelled and explained.
 
     ``rule`` (an approval flow's escalation rule) overrides the repository's label, adds
-    whom it notifies and assigns.
+    whom it notifies and assigns. ``details`` (the agent's own summary, what happened to its
+    work) follow the explanation.
     """
     escalated = agent.transition(
         AgentStatus.ESCALATED,
@@ -1190,7 +1214,9 @@ def _escalate(
     )
     assignees = tuple(dict.fromkeys([*policy.escalation_assignees, *(rule.assign if rule else ())]))
     notify = f" {' '.join(mentions)}" if mentions else ""
-    body = f"{agent.display_name} ({agent.agent_id}) needs a human: {reason}.{waiting}{notify}"
+    body = f"{agent.display_name} ({agent.agent_id}) needs a human: {reason.rstrip('.')}.{waiting}{notify}"
+    if details:
+        body = f"{body}\n\n{details}"
     if agent.issue_number is not None:
         effects += [
             AddLabels(repo, inst, agent.issue_number, (label,)),
@@ -1261,6 +1287,110 @@ def _on_report_conflict(event: EventEnvelope, snap: Snapshot, policy: RoutingPol
     ]
 
 
+def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """An agent's task reports how it ended: count its usage, then idle, escalate or leave it be.
+
+    The launch's secret ends here (nothing the task sends later is accepted). An idle agent
+    whose inbox got news while its task was winding down is woken at once: events for it
+    that arrived before this report found its task still running and only filled its inbox.
+    """
+    command = event.command
+    assert isinstance(command, TaskEnded)
+    agent = next((a for a in snap.agents() if a.agent_id == command.agent_id), None)
+    if agent is None:
+        return [Discard(f"{command.agent_id} is gone; its task's end changes nothing")]
+    if agent.launch_token != command.launch_token:
+        return [
+            Discard(f"task {command.launch_token} of {agent.agent_id} was replaced by {agent.launch_token}")
+        ]
+    if agent.launch_secret_hash is None:
+        # Its launch ended already: this report was routed before (a replay counts nothing twice).
+        return [Discard(f"the end of task {command.launch_token} of {agent.agent_id} was reported already")]
+    used = command.usage
+    counters = agent.counters.model_copy(
+        update={
+            "tool_calls": agent.counters.tool_calls + used.tool_calls,
+            "turns": agent.counters.turns + used.turns,
+            "iterations": agent.counters.iterations + used.iterations,
+            "active_seconds": agent.counters.active_seconds + used.active_seconds,
+            "recoveries": 0 if command.finished else agent.counters.recoveries,
+        }
+    )
+    base = agent.model_copy(
+        update={"counters": counters, "launch_secret_hash": None, "launch_secret_expires_at": None}
+    )
+    if command.outcome == "escalated" and agent.status not in (*TERMINAL, AgentStatus.ESCALATED):
+        details = "\n\n".join(
+            part
+            for part in (
+                command.summary.strip(),
+                f"Work in progress on `{agent.branch}`: {command.saved}" if command.saved else "",
+            )
+            if part
+        )
+        effects = _escalate(
+            base, event, snap, policy, command.reason or "it asked for humans", details=details
+        )
+        # Its task has ended by itself: nothing to stop.
+        return [e for e in effects if not isinstance(e, StopAgentTask)]
+    if command.outcome == "idle" and agent.status is AgentStatus.ACTIVE and agent.pending_launch is None:
+        if snap.inbox:
+            kinds = ", ".join(sorted({item.kind for item in snap.inbox}))
+            reason = f"news arrived as its task ended ({kinds})"
+            woken = _with_launch(
+                base.updated(now=snap.now, wake_reason=reason, task_arn=None), event.delivery_id
+            )
+            return [PutAgent(AgentWrite(woken, agent.version)), _launch(woken, reason)]
+        return [PutAgent(AgentWrite(base.updated(now=snap.now, task_arn=None), agent.version))]
+    # Sleeping (its blocker command came first), failed (the reconciler sees the dead task and
+    # relaunches it once, or escalates), or already ended otherwise: the usage is what is left.
+    return [PutAgent(AgentWrite(base.updated(now=snap.now), agent.version))]
+
+
+#: The commands an agent's task may send (through the gateway), about itself only.
+AGENT_COMMANDS = (RegisterBlocker, TaskEnded)
+#: The App's own webhooks an agent's task may report (the gateway checks them per role).
+AGENT_ECHOES = frozenset(
+    {
+        ("issues", "opened"),
+        ("issues", "assigned"),
+        ("pull_request", "opened"),
+        ("pull_request", "synchronize"),
+        ("pull_request_review", "submitted"),
+        ("status", None),
+    }
+)
+
+
+def agent_envelope_problem(event: EventEnvelope) -> str | None:
+    """Why an envelope an agent's task sent may not be routed (None: it may).
+
+    The gateway already stamps and checks these; the router checks again, because nothing
+    an agent's task sends is trusted twice over: it speaks only of itself, in its repository.
+    """
+    if event.origin != "agent":
+        return None
+    source = event.source_agent
+    if source is None:
+        return "an agent's envelope without its verified source"
+    try:
+        repo_id, _, _ = parse_agent_id(source)
+    except RegistryError:
+        return f"{source!r} is not an agent id"
+    if event.repository.id != repo_id:
+        return f"{source} may not speak for repository {event.repository.id}"
+    command = event.command
+    if command is not None:
+        if not isinstance(command, AGENT_COMMANDS):
+            return f"an agent may not send {command.type}"
+        if command.agent_id not in (None, source):
+            return f"{source} may not speak for {command.agent_id}"
+        return None
+    if (event.event, event.action) not in AGENT_ECHOES:
+        return f"an agent may not report {event.event}.{event.action}"
+    return None
+
+
 ROUTES: Mapping[tuple[str, str | None], Handler] = {
     ("issues", "opened"): _on_issue_opened,
     ("issues", "reopened"): _on_issue_opened,
@@ -1289,6 +1419,7 @@ ROUTES: Mapping[tuple[str, str | None], Handler] = {
     (SQUADRON_EVENT, "register_blocker"): _on_register_blocker,
     (SQUADRON_EVENT, "recover_agent"): _on_recover_agent,
     (SQUADRON_EVENT, "report_conflict"): _on_report_conflict,
+    (SQUADRON_EVENT, "task_ended"): _on_task_ended,
 }
 
 
@@ -1310,6 +1441,9 @@ def _heal_pending_launches(snap: Snapshot, effects: list[Effect]) -> list[Effect
 
 def route(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     """Every effect of ``event`` given ``snap``; at least one (a Discard says why nothing happens)."""
+    refused = agent_envelope_problem(event)
+    if refused is not None:
+        return [Discard(f"refused: {refused}")]
     handler = ROUTES.get((event.event, event.action)) or ROUTES.get((event.event, None))
     if handler is None:
         return [Discard(f"no route for {event.event}.{event.action}")]

@@ -9,10 +9,15 @@
   batch failures honoured; a failed record comes back after its visibility
   timeout and goes to the DLQ after five receives).
 - Reconciler: its Lambda handler on a timer.
-- Token vendor: its Lambda handler behind the Lambda Invoke API on loopback,
-  which agent processes reach through ``AWS_ENDPOINT_URL_LAMBDA``.
+- Agent gateway: its Lambda handler behind the Lambda Invoke API on loopback,
+  which agent processes reach through ``AWS_ENDPOINT_URL_LAMBDA`` (their only
+  AWS endpoint, as the task role's only right in AWS).
 - Agents: local processes (``python -m squadron.agent``) started by the local
-  launcher, with the real Copilot CLI talking to the scripted model.
+  launcher, with the real Copilot CLI talking to the scripted model. Run as
+  root (CI), each agent's CLI, shell and git run as its own user, as in ECS;
+  run as anyone else, as that one user (stated when the stack starts).
+  The moto server has no IAM: it is no containment boundary here (in AWS the
+  task role holds no rights on the registry or the queue).
 - GitHub: the sandbox (:mod:`squadron.local.sandbox`), whose webhooks go to
   the ingress endpoint.
 
@@ -31,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import sys
 import threading
 import time
@@ -41,6 +47,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TextIO
 
+from squadron.adapters.confinement import traversable
 from squadron.adapters.ecs import EcsTaskLauncher
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
@@ -57,6 +64,7 @@ from squadron.adapters.local_aws import (
 from squadron.adapters.local_launcher import LocalLauncher
 from squadron.adapters.operations import ENDPOINTS_FILE, Target
 from squadron.domain.permissions import Caller
+from squadron.local.copilot_cli import cli_paths, unpack_cli
 from squadron.local.credentials import CredentialsError, GitHubAppCredentials
 from squadron.local.examples import first_examples
 from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
@@ -69,7 +77,7 @@ APP_ID = 424242
 APP_SLUG = "squadron"
 INSTALLATION_ID = 77
 WEBHOOK_SECRET = "squadron-local-webhook-secret"  # noqa: S105 (the local sandbox's, on loopback)
-TOKENS_FUNCTION = "squadron-local-tokens"
+GATEWAY_FUNCTION = "squadron-local-gateway"
 COPILOT_TOKEN_SECRET = "squadron-local/copilot-token"  # noqa: S105 (a secret's name)
 LAMBDA_SERVICE = "squadron-local"  # the Powertools service name of the in-process Lambdas
 HUMANS = {"octo-human": "admin", "octo-maintainer": "admin", "alice": "write"}
@@ -212,11 +220,12 @@ class LocalStack:
         self._set_env(self._lambda_env(github_url))
         if self.aws_state.exists():
             self.restored = restore_state(self.resources, self.aws_state)
-        for name in ("ingress", "router", "tokens", "reconciler"):
+        for name in ("ingress", "router", "gateway", "reconciler"):
             # Imported once here, not by whichever thread needs one first: importing the same
             # package from two threads at once can see it half-initialised.
             self._handler(name)
         self._log_to(state / "logs" / "lambdas.log")
+        self._prepare_agents_root()
         self.launcher = LocalLauncher(
             ecs=EcsTaskLauncher(
                 cluster=self.resources.cluster_arn,
@@ -241,6 +250,34 @@ class LocalStack:
             private_key_secret=self.resources.private_key_arn,
             github_api_url=github_url,
         ).write(state)
+
+    @property
+    def agents_root(self) -> Path:
+        """Every agent's directory and the framework's clones (the EFS volume's stand-in)."""
+        return self.options.state_dir / "agents"
+
+    @property
+    def separate_users(self) -> bool:
+        """Whether agents' processes run as their own users (the stack runs as root)."""
+        return os.geteuid() == 0
+
+    def _prepare_agents_root(self) -> None:
+        """As in ECS, agents' users must reach their own directory: every directory above the
+        agents' root lets others pass (never list). The CLI's package is unpacked once, by the
+        stack, so agents' users only ever read it."""
+        root = self.agents_root
+        root.mkdir(parents=True, exist_ok=True)
+        if not self.separate_users:
+            logger.warning(
+                "not running as root: agents' Copilot CLI, shell and git run as this user "
+                "(no per-agent users; the containment tests need root)"
+            )
+            return
+        blocked = traversable(root)
+        while blocked is not None:
+            os.chmod(blocked, os.stat(blocked).st_mode | stat.S_IXOTH)
+            blocked = traversable(root)
+        unpack_cli(*cli_paths(self.options.root))
 
     def _start_sandbox(self) -> str:
         state = self.options.state_dir
@@ -310,37 +347,33 @@ class LocalStack:
             "POWERTOOLS_METRICS_NAMESPACE": "SquadronLocal",
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_DISABLED": "true",
+            **({"COPILOT_GITHUB_TOKEN_SECRET": COPILOT_TOKEN_SECRET} if self.options.copilot_token else {}),
         }
 
     def _agent_env(self, github_url: str, model_url: str | None, remote: str) -> dict[str, str]:
         assert self.resources is not None
-        root, state = self.options.root, self.options.state_dir
-        # The local model serves every role; with a Copilot token, each role's configured model.
-        model = (
-            {"SQUADRON_MODEL_URL": model_url + "/"}
-            if model_url is not None
-            else {"COPILOT_GITHUB_TOKEN_SECRET": COPILOT_TOKEN_SECRET}
-        )
+        state = self.options.state_dir
+        # The local model serves every role; with a Copilot token, each role's configured model
+        # (whose key the gateway hands out).
+        model = {"SQUADRON_MODEL_URL": model_url + "/"} if model_url is not None else {}
+        cli, cache = cli_paths(self.options.root)
         return {
             **model,
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(state / "home"),
             "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            # The task role's one right: invoking the gateway (no registry, queue or secrets).
             "AWS_ACCESS_KEY_ID": "local",
             "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": self.resources.endpoint,
             "AWS_ENDPOINT_URL_LAMBDA": self.endpoint,
-            "REGISTRY_TABLE_NAME": self.resources.table_name,
-            "EVENTS_QUEUE_URL": self.resources.queue_url,
-            "TOKEN_VENDOR_FUNCTION": TOKENS_FUNCTION,
-            "COPILOT_HOME": str(state / "sessions"),
+            "AGENT_GATEWAY_FUNCTION": GATEWAY_FUNCTION,
+            "SQUADRON_AGENTS_ROOT": str(self.agents_root),
             "SQUADRON_PM_LINGER_SECONDS": str(self.options.pm_linger_seconds),
-            "COPILOT_CLI_PATH": str(root / "node_modules" / "@github" / "copilot-linux-x64" / "copilot"),
-            "XDG_CACHE_HOME": str(root / "tests" / ".cache" / "copilot-xdg"),
+            "COPILOT_CLI_PATH": str(cli),
+            "XDG_CACHE_HOME": str(cache),
             "GITHUB_API_URL": github_url,
             "GIT_REMOTE_TEMPLATE": remote,
-            "SQUADRON_WORKSPACE": str(state / "work"),
             "TURN_TIMEOUT_SECONDS": "300",
         }
 
@@ -387,10 +420,10 @@ class LocalStack:
         return status, answer.encode(), {}
 
     def _invoke(self, name: str, body: bytes) -> tuple[int, bytes, dict[str, str]]:
-        if name != TOKENS_FUNCTION:
+        if name != GATEWAY_FUNCTION:
             return 404, json.dumps({"Message": f"Function not found: {name}"}).encode(), {}
         try:
-            answer = self._handler("tokens").handler(json.loads(body or b"{}"), FakeLambdaContext())
+            answer = self._handler("gateway").handler(json.loads(body or b"{}"), FakeLambdaContext())
         except Exception as exc:  # as Lambda reports an unhandled error
             return 200, json.dumps({"errorMessage": str(exc)}).encode(), {"x-amz-function-error": "Unhandled"}
         return 200, json.dumps(answer).encode(), {}
@@ -510,5 +543,5 @@ class LocalStack:
         self._redirected.clear()
         if self._log_file is not None:
             self._log_file.close()
-        for name in ("ingress", "router", "tokens", "reconciler"):
+        for name in ("ingress", "router", "gateway", "reconciler"):
             sys.modules.pop(f"{name}_handler", None)  # wired to this stack: the next one loads its own

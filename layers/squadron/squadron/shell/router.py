@@ -9,6 +9,7 @@ applied are not decided again.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from squadron.domain.effects import (
     status_changes,
 )
 from squadron.domain.events import EventEnvelope, RegisterBlocker, command_envelope
+from squadron.domain.launches import SECRET_BYTES, SECRET_TTL, secret_digest
 from squadron.domain.routing import RoutingPolicy, Snapshot, SnapshotRequest, route, snapshot_request
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
 
@@ -150,6 +152,7 @@ class RouterService:
             branch_links=links,
             graph=graph,
             actor_permission=self._permission(event, request),
+            inbox=tuple(self.registry.pending_inbox(request.inbox_of)) if request.inbox_of else (),
         )
 
     def _permission(self, event: EventEnvelope, request: SnapshotRequest) -> str | None:
@@ -197,6 +200,20 @@ class RouterService:
             )
         )
 
+    def _launch(self, agent_id: str, purpose: str, token: str, now: datetime) -> None:
+        """Arm the launch with a fresh secret (only its hash is stored), start the task, confirm it.
+
+        The decision (the pending launch) is committed before; the secret is drawn here because
+        it must be random and must never be stored. A retry after a crash draws another: the
+        task an earlier attempt may have started holds a secret that is no longer accepted.
+        """
+        secret = secrets.token_urlsafe(SECRET_BYTES)
+        if not self.registry.arm_launch(agent_id, token, secret_digest(secret), now + SECRET_TTL, now):
+            logger.info("launch %s of %s is no longer pending; not started", token, agent_id)
+            return
+        task_arn = self.launcher.launch(agent_id, purpose, token, secret)
+        self.registry.confirm_launch(agent_id, token, task_arn, now)
+
     def _apply_one(self, event: EventEnvelope, effect: Effect, now: datetime) -> None:
         registry = self.registry
         match effect:
@@ -236,8 +253,7 @@ class RouterService:
             case RecordReview():
                 registry.record_review(effect, now)
             case LaunchAgent(agent_id=agent_id, purpose=purpose, token=token):
-                task_arn = self.launcher.launch(agent_id, purpose, token)
-                registry.confirm_launch(agent_id, token, task_arn, now)
+                self._launch(agent_id, purpose, token, now)
             case StopAgentTask(task_arn=task_arn, reason=reason):
                 self.launcher.stop(task_arn, reason)
             case EvaluateMerge(repo_full_name=repo, installation_id=inst, pr_number=pr, author_role=role):

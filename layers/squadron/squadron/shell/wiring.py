@@ -14,27 +14,29 @@ from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.for_router import AppGitHub, app_repository_files
 from squadron.adapters.github.http import GitHubCallStats, GitHubHttp
+from squadron.adapters.metrics import ServiceEmfMetrics
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.config import ConfigLoader
+from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
 from squadron.domain.routing import RoutingPolicy
 from squadron.settings import (
+    GatewaySettings,
     GitHubAppSettings,
     ReconcilerSettings,
     RouterSettings,
-    TokenVendorSettings,
     load_settings,
 )
 from squadron.shell.dispatch import Dispatcher
+from squadron.shell.gateway import AgentGateway
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.policies import PolicyCache
 from squadron.shell.reconciler import ReconcilerService, liveness_of
 from squadron.shell.router import RouterService
-from squadron.shell.tokens import TokenVendor
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -65,11 +67,30 @@ def _github_app(settings: GitHubAppSettings) -> GitHubApp:
     )
 
 
-def build_token_vendor(environ: Mapping[str, str] | None = None) -> TokenVendor:
-    """The token vendor wired from its environment (see TokenVendorSettings)."""
-    settings = load_settings(TokenVendorSettings, environ)
+def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | None = None) -> AgentGateway:
+    """The agent gateway wired from its environment (see GatewaySettings)."""
+    settings = load_settings(GatewaySettings, environ)
     app = _github_app(settings)
-    return TokenVendor(registry=DynamoRegistry(settings.registry_table_name), app=app)
+    github = AppGitHub(app)
+    cache = PolicyCache(
+        ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.config_ttl_seconds)
+    )
+    registry = DynamoRegistry(settings.registry_table_name)
+
+    def config_for(agent: AgentRecord) -> SquadronConfig:
+        github.remember(agent.repo_full_name, agent.installation_id)
+        return cache.config_for(agent.repo_full_name)
+
+    return AgentGateway(
+        registry=registry,
+        app=app,
+        queue=SqsEventQueue(settings.events_queue_url),
+        secrets=SecretsManagerSource(max_age=settings.secret_cache_seconds),
+        config_for=config_for,
+        agent_metrics=ServiceEmfMetrics(namespace, "agent"),
+        bot_login=settings.bot_login,
+        copilot_token_secret=settings.copilot_token_secret,
+    )
 
 
 def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerService:

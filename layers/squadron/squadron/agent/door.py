@@ -1,0 +1,160 @@
+"""The agent host's side of the agent gateway: everything the task asks the framework.
+
+The host holds its launch's secret (from its environment, read once) and presents it
+on every call; nothing else in the task can (the Copilot CLI and the shell run as
+another user, with an environment that never holds it). A refusal is raised as
+:class:`~squadron.domain.launches.LaunchRefusedError` with the gateway's code.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, cast
+
+from squadron.domain.agents import AgentRecord, InboxItem
+from squadron.domain.events import TaskUsage
+from squadron.domain.launches import REFUSAL_CODES, LaunchRefusedError, RefusalCode
+from squadron.domain.metrics import MetricPoint
+
+Transport = Callable[[dict[str, Any]], Mapping[str, Any]]
+
+#: A vended GitHub token is used until this long before it expires, then asked for again.
+TOKEN_REFRESH_MARGIN = timedelta(minutes=5)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Door:
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        agent_id: str,
+        launch_token: str,
+        secret: str,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self._transport = transport
+        self.agent_id = agent_id
+        self.launch_token = launch_token
+        self._secret = secret
+        self.clock = clock
+        self._token: tuple[str, datetime] | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never the secret
+        return f"Door({self.agent_id}, launch {self.launch_token})"
+
+    def call(self, op: str, **fields: Any) -> Mapping[str, Any]:
+        answer = self._transport(
+            {
+                "op": op,
+                "agent_id": self.agent_id,
+                "launch_token": self.launch_token,
+                "secret": self._secret,
+                **fields,
+            }
+        )
+        if "error" in answer:
+            code = str(answer.get("code") or "invalid_request")
+            refused = cast(RefusalCode, code if code in REFUSAL_CODES else "invalid_request")
+            raise LaunchRefusedError(refused, str(answer["error"]))
+        return answer
+
+    # --- who the task is ---------------------------------------------------------------------
+
+    def whoami(self) -> AgentRecord:
+        return AgentRecord.model_validate(self.call("whoami")["agent"])
+
+    def begin(self) -> tuple[AgentRecord, int]:
+        """Take the agent's lease (CREATED becomes ACTIVE): its record and its POSIX uid."""
+        answer = self.call("begin")
+        return AgentRecord.model_validate(answer["agent"]), int(answer["uid"])
+
+    def heartbeat(self) -> str:
+        """Renew the lease; the agent's status (LaunchRefusedError ``lease_lost`` once it is gone)."""
+        return str(self.call("heartbeat").get("status", ""))
+
+    def release(self) -> None:
+        self.call("release")
+
+    # --- its inbox ---------------------------------------------------------------------------
+
+    def pending_inbox(self, agent_id: str | None = None) -> list[InboxItem]:
+        return [InboxItem.model_validate(item) for item in self.call("inbox")["items"]]
+
+    def ack_inbox(self, agent_id: str | None, items: list[InboxItem]) -> None:
+        if items:
+            self.call("ack", items=[item.model_dump(mode="json") for item in items])
+
+    # --- credentials ---------------------------------------------------------------------------
+
+    def github_token(self) -> str:
+        """An installation token for the agent's repository and role (reused until near expiry)."""
+        with self._lock:
+            if self._token is not None and self._token[1] - self.clock() > TOKEN_REFRESH_MARGIN:
+                return self._token[0]
+            answer = self.call("github_token")
+            expires = datetime.fromisoformat(str(answer["expires_at"]))
+            self._token = (str(answer["token"]), expires)
+            return self._token[0]
+
+    def model_key(self) -> tuple[Literal["byok", "copilot", "none"], str | None]:
+        """The provider key the agent's role names: BYOK, the Copilot token, or none configured."""
+        answer = self.call("model_key")
+        kind = str(answer.get("kind"))
+        if kind not in ("byok", "copilot", "none"):
+            raise LaunchRefusedError("invalid_request", f"the gateway answered a key of kind {kind!r}")
+        key = answer.get("key")
+        return cast(Literal["byok", "copilot", "none"], kind), (str(key) if key is not None else None)
+
+    # --- what it tells the router ------------------------------------------------------------
+
+    def echo(self, event: str, action: str | None, parts: Mapping[str, Any], what: str) -> str:
+        """Report the webhook the App's own action would have caused (dropped at the ingress)."""
+        message = {"kind": "echo", "event": event, "action": action, "parts": dict(parts), "what": what}
+        return str(self.call("send", message=message)["delivery_id"])
+
+    def register_blocker(self, issue: int, blocker: int, *, sleep: bool, note: str, what: str) -> str:
+        message = {
+            "kind": "register_blocker",
+            "issue_number": issue,
+            "blocker_number": blocker,
+            "sleep": sleep,
+            "note": note,
+            "what": what,
+        }
+        return str(self.call("send", message=message)["delivery_id"])
+
+    def task_ended(
+        self,
+        outcome: Literal["idle", "sleeping", "escalated", "failed"],
+        *,
+        usage: TaskUsage,
+        reason: str = "",
+        summary: str = "",
+        saved: str = "",
+        finished: bool = True,
+    ) -> str:
+        message = {
+            "kind": "task_ended",
+            "outcome": outcome,
+            "reason": reason[:4_000],
+            "summary": summary[:8_000],
+            "saved": saved[:2_000],
+            "usage": usage.model_dump(),
+            "finished": finished,
+        }
+        return str(self.call("send", message=message)["delivery_id"])
+
+    def publish(self, points: Iterable[MetricPoint]) -> None:
+        given = [
+            {"name": p.name, "value": p.value, "dimension": p.dimension[1] if p.dimension else None}
+            for p in points
+        ]
+        for start in range(0, len(given), 50):
+            self.call("metrics", points=given[start : start + 50])

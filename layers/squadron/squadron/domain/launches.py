@@ -1,0 +1,105 @@
+"""Per-launch secrets: how an agent task proves it is the task the router launched — pure.
+
+A launch token (``<agent>-g<generation>-l<launches>``) is built from public facts:
+it names a launch, it proves nothing. So for every launch the router draws a
+secret of :data:`SECRET_BYTES` random bytes, stores only its SHA-256 in the
+agent's record, and hands the secret itself to that one task (a RunTask
+environment override, never a tag, a log line or a metric). Every call the task
+makes to the framework presents it, and :func:`verify_launch` decides: the
+agent exists, the launch is its latest, the secret is that launch's, it has not
+expired, and the agent is still working (a few wind-down calls — releasing the
+lease, reporting the end — are allowed after the router put it to sleep).
+
+A refusal is a :class:`LaunchRefusedError` whose ``code`` is one of
+:data:`REFUSAL_CODES` (a metric dimension: a small closed set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from datetime import datetime, timedelta
+from typing import Final, Literal
+
+from squadron.domain.agents import LIVE, AgentRecord
+from squadron.errors import SquadronError
+
+#: 256 bits from :mod:`secrets`; the issue asks for at least 128.
+SECRET_BYTES: Final = 32
+#: How long a launch's secret is accepted at most: longer than any task may run (the turn
+#: timeout is at most four hours, the breakers' active time less), short enough that a
+#: secret found in an old place is worthless.
+SECRET_TTL: Final = timedelta(hours=12)
+#: The environment variable that carries the secret into the task (a RunTask override).
+SECRET_ENV: Final = "SQUADRON_LAUNCH_SECRET"  # noqa: S105 - a variable name, not a secret
+
+RefusalCode = Literal[
+    "invalid_request",
+    "unknown_agent",
+    "replaced",
+    "ended",
+    "wrong_secret",
+    "expired",
+    "not_working",
+    "lease_held",
+    "lease_lost",
+    "forbidden",
+]
+REFUSAL_CODES: Final[tuple[str, ...]] = RefusalCode.__args__  # type: ignore[attr-defined]
+
+
+class LaunchRefusedError(SquadronError):
+    """A task's call to the framework is refused; ``code`` names the rule."""
+
+    def __init__(self, code: RefusalCode, message: str) -> None:
+        self.code: RefusalCode = code
+        super().__init__(message)
+
+
+def secret_digest(secret: str) -> str:
+    """What the registry keeps of a launch secret: its SHA-256, hex."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def verify_launch(
+    agent: AgentRecord | None,
+    *,
+    agent_id: str,
+    launch_token: str,
+    secret: str,
+    now: datetime,
+    winding_down: bool = False,
+) -> AgentRecord:
+    """``agent`` when the caller holds the secret of its latest, unexpired launch; else refused.
+
+    ``winding_down`` admits a task whose agent is no longer working (the router put it to
+    sleep or handed it to humans while the task saved its work): it may still release its
+    lease and report how it ended, nothing else.
+    """
+    if agent is None:
+        raise LaunchRefusedError("unknown_agent", f"no agent {agent_id}")
+    if agent.launch_token != launch_token:
+        raise LaunchRefusedError(
+            "replaced", f"launch {launch_token} of {agent_id} was replaced by {agent.launch_token}"
+        )
+    if agent.launch_secret_hash is None:
+        raise LaunchRefusedError("ended", f"launch {launch_token} of {agent_id} has ended")
+    # Constant time: the comparison says nothing about how much of a guess was right.
+    if not hmac.compare_digest(secret_digest(secret), agent.launch_secret_hash):
+        raise LaunchRefusedError("wrong_secret", f"wrong secret for launch {launch_token} of {agent_id}")
+    expires = agent.launch_secret_expires_at
+    if expires is None or expires <= now:
+        raise LaunchRefusedError("expired", f"the secret of launch {launch_token} of {agent_id} expired")
+    if not winding_down and agent.status not in LIVE:
+        raise LaunchRefusedError(
+            "not_working", f"agent {agent_id} is {agent.status}; only a working agent's task may act"
+        )
+    return agent
+
+
+def check_lease(agent: AgentRecord, launch_token: str, now: datetime) -> None:
+    """Refuse a task while another task of the agent holds its live lease."""
+    if agent.lease_owner not in (None, launch_token) and agent.lease_is_live(now):
+        raise LaunchRefusedError(
+            "lease_held", f"the lease of {agent.agent_id} is held by {agent.lease_owner}"
+        )

@@ -1,0 +1,568 @@
+"""The agent gateway: the one narrow door between an agent task and the framework.
+
+An agent task's AWS role may invoke this function and nothing else that matters:
+it holds no rights on the registry, the events queue, Secrets Manager or
+CloudWatch. Every call carries the agent id, the launch token and the launch's
+secret (:mod:`squadron.domain.launches`); the gateway verifies them first and
+then acts only on that agent's own things:
+
+=================  ==============================================================
+op                 what the verified task gets
+=================  ==============================================================
+``whoami``         its own record (what the task needs to set itself up)
+``begin``          its lease, its record (CREATED becomes ACTIVE), its own POSIX uid
+``heartbeat``      its lease renewed (refused once another task holds it)
+``release``        its lease given up (also while winding down)
+``inbox``/``ack``  its own inbox items
+``github_token``   an installation token for its repository, narrowed to its role
+``model_key``      the provider key its own role's configuration names (BYOK, or the
+                   Copilot token), nothing else
+``send``           an envelope on events.fifo: an echo of its own GitHub action or a
+                   command about itself, checked against its role; the repository,
+                   installation, sender and the command's agent are stamped here from
+                   the verified record, never taken from the task
+``metrics``        its task's metric points published (catalogue names only)
+=================  ==============================================================
+
+A refusal is ``{"error", "code"}`` with a code from
+:data:`squadron.domain.launches.REFUSAL_CODES`, counted by the handler.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, Protocol, assert_never
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from squadron.adapters.github.auth import GitHubApp
+from squadron.config.constants import BYOK_SECRET_PREFIX
+from squadron.config.models import ByokProvider
+from squadron.config.parse import SquadronConfig
+from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind
+from squadron.domain.effects import AgentWrite
+from squadron.domain.events import (
+    Actor,
+    EventEnvelope,
+    RegisterBlocker,
+    TaskEnded,
+    TaskUsage,
+    build_envelope,
+    command_envelope,
+)
+from squadron.domain.launches import LaunchRefusedError, check_lease, verify_launch
+from squadron.domain.metrics import CATALOGUE, MetricPoint, point
+from squadron.domain.permissions import INSTALLATION_PERMISSIONS, caller_kind
+from squadron.ports import EventQueue, MetricsSink, SecretSource
+
+logger = logging.getLogger(__name__)
+
+#: How long a lease lasts without a heartbeat (the host beats every heartbeat_interval).
+LEASE_TTL = timedelta(minutes=15)
+#: A dedup key an agent names its message with: short and plain (it ends up in a delivery id).
+_WHAT = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
+
+#: The webhooks the App's own actions would have caused (GitHub drops them at the ingress as
+#: the App's), which an agent of each role kind may tell the router about.
+ECHOES: dict[RoleKind, frozenset[tuple[str, str | None]]] = {
+    RoleKind.PM: frozenset({("issues", "assigned")}),
+    RoleKind.DEV: frozenset(
+        {("issues", "opened"), ("pull_request", "opened"), ("pull_request", "synchronize")}
+    ),
+    RoleKind.REVIEW: frozenset({("pull_request_review", "submitted"), ("status", None)}),
+}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agent_id: str = Field(min_length=1, max_length=200)
+    launch_token: str = Field(min_length=1, max_length=64)
+    secret: SecretStr = Field(min_length=16, max_length=256)
+
+
+class WhoAmI(_Request):
+    op: Literal["whoami"]
+
+
+class Begin(_Request):
+    op: Literal["begin"]
+
+
+class Heartbeat(_Request):
+    op: Literal["heartbeat"]
+
+
+class Release(_Request):
+    op: Literal["release"]
+
+
+class ReadInbox(_Request):
+    op: Literal["inbox"]
+
+
+class AckInbox(_Request):
+    op: Literal["ack"]
+    items: list[InboxItem] = Field(max_length=200)
+
+
+class GitHubToken(_Request):
+    op: Literal["github_token"]
+
+
+class ModelKey(_Request):
+    op: Literal["model_key"]
+
+
+class Echo(BaseModel):
+    """The webhook GitHub would have sent for the App's own action (its parts, no repository)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["echo"] = "echo"
+    event: str = Field(min_length=1, max_length=64)
+    action: str | None = Field(default=None, max_length=64)
+    parts: dict[str, Any]
+    what: str = Field(pattern=_WHAT)
+
+
+class Blocker(BaseModel):
+    """``issue_number`` waits for ``blocker_number`` (``sleep``: the sending agent sleeps on it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["register_blocker"] = "register_blocker"
+    issue_number: int = Field(gt=0)
+    blocker_number: int = Field(gt=0)
+    sleep: bool = False
+    note: str = Field(default="", max_length=2_000)
+    what: str = Field(pattern=_WHAT)
+
+
+class Ended(BaseModel):
+    """How the task ended (see :class:`~squadron.domain.events.TaskEnded`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["task_ended"] = "task_ended"
+    outcome: Literal["idle", "sleeping", "escalated", "failed"]
+    reason: str = Field(default="", max_length=4_000)
+    summary: str = Field(default="", max_length=8_000)
+    saved: str = Field(default="", max_length=2_000)
+    usage: TaskUsage = Field(default_factory=TaskUsage)
+    finished: bool = True
+
+
+AgentMessage = Annotated[Echo | Blocker | Ended, Field(discriminator="kind")]
+
+
+class Send(_Request):
+    op: Literal["send"]
+    message: AgentMessage
+
+
+class PointIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(max_length=64)
+    value: float = Field(ge=0, le=1e9)
+    dimension: str | None = Field(default=None, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+
+
+class PublishMetrics(_Request):
+    op: Literal["metrics"]
+    points: list[PointIn] = Field(max_length=50)
+
+
+GatewayRequest = Annotated[
+    WhoAmI
+    | Begin
+    | Heartbeat
+    | Release
+    | ReadInbox
+    | AckInbox
+    | GitHubToken
+    | ModelKey
+    | Send
+    | PublishMetrics,
+    Field(discriminator="op"),
+]
+
+
+class _Envelope(BaseModel):
+    request: GatewayRequest
+
+
+Request = (
+    WhoAmI
+    | Begin
+    | Heartbeat
+    | Release
+    | ReadInbox
+    | AckInbox
+    | GitHubToken
+    | ModelKey
+    | Send
+    | PublishMetrics
+)
+
+
+def parse_request(event: Any) -> Request:
+    """The request, or LaunchRefusedError("invalid_request") naming the first problem."""
+    try:
+        return _Envelope.model_validate({"request": event}).request
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"][1:]) or "request"
+        raise LaunchRefusedError("invalid_request", f"invalid request: {where}: {first['msg']}") from exc
+
+
+# --- ports --------------------------------------------------------------------------------------
+
+
+class GatewayRegistry(Protocol):
+    def get_agent(self, agent_id: str) -> AgentRecord | None: ...
+    def put_agent(self, write: AgentWrite) -> None: ...
+    def acquire_lease(self, agent_id: str, owner: str, now: datetime, ttl: timedelta) -> AgentRecord: ...
+    def release_lease(self, agent_id: str, owner: str, now: datetime) -> None: ...
+    def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
+    def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
+    def claim_uid(self, agent_id: str, at: datetime) -> int: ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the gateway answers (JSON-able); ``secret`` marks answers never to be logged."""
+
+    body: dict[str, Any]
+    secret: bool = False
+
+
+@dataclass(frozen=True)
+class Served:
+    """One call, answered: the body for the caller, and what the handler logs and counts."""
+
+    body: dict[str, Any]
+    op: str
+    agent_id: str | None = None
+    launch_token: str | None = None
+    #: The refusal's code (None: answered).
+    refused: str | None = None
+    #: The body holds a secret (a token, a key): never logged.
+    secret: bool = False
+
+
+def public_record(agent: AgentRecord) -> dict[str, Any]:
+    """The agent's record as its task may see it (without the launch secret's hash)."""
+    return agent.model_dump(mode="json", exclude={"launch_secret_hash"})
+
+
+# --- the service --------------------------------------------------------------------------------
+
+
+class AgentGateway:
+    def __init__(
+        self,
+        *,
+        registry: GatewayRegistry,
+        app: GitHubApp,
+        queue: EventQueue,
+        secrets: SecretSource,
+        config_for: Callable[[AgentRecord], SquadronConfig],
+        agent_metrics: MetricsSink,
+        bot_login: str = "squadron[bot]",
+        copilot_token_secret: str | None = None,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.registry = registry
+        self.app = app
+        self.queue = queue
+        self.secrets = secrets
+        self.config_for = config_for
+        self.agent_metrics = agent_metrics
+        self.bot_login = bot_login
+        self.copilot_token_secret = copilot_token_secret
+        self.clock = clock
+
+    def serve(self, event: Any) -> Served:
+        """Parse, verify and answer one invocation; a refusal is an answer too (never raised)."""
+        op = str(event.get("op"))[:32] if isinstance(event, dict) else "?"
+        request: Request | None = None
+        try:
+            request = parse_request(event)
+            answer = self.handle(request)
+        except LaunchRefusedError as exc:
+            return Served(
+                {"error": str(exc), "code": exc.code},
+                op,
+                request.agent_id if request else None,
+                request.launch_token if request else None,
+                refused=exc.code,
+            )
+        return Served(answer.body, request.op, request.agent_id, request.launch_token, secret=answer.secret)
+
+    def handle(self, request: Request) -> Answer:
+        """Verify the caller, then do what it asked; LaunchRefusedError when refused."""
+        match request:
+            case WhoAmI():
+                return Answer({"agent": public_record(self._verified(request))})
+            case Begin():
+                return self._begin(request)
+            case Heartbeat():
+                return self._heartbeat(request)
+            case Release():
+                self._verified(request, winding_down=True)
+                self.registry.release_lease(request.agent_id, request.launch_token, self.clock())
+                return Answer({"released": True})
+            case ReadInbox():
+                self._verified(request)
+                items = self.registry.pending_inbox(request.agent_id)
+                return Answer({"items": [item.model_dump(mode="json") for item in items]})
+            case AckInbox():
+                return self._ack(request)
+            case GitHubToken():
+                return self._github_token(request)
+            case ModelKey():
+                return self._model_key(request)
+            case Send():
+                return self._send(request)
+            case PublishMetrics():
+                return self._metrics(request)
+            case _:
+                assert_never(request)
+
+    # --- verification ----------------------------------------------------------------------
+
+    def _verified(self, request: _Request, *, winding_down: bool = False) -> AgentRecord:
+        return verify_launch(
+            self.registry.get_agent(request.agent_id),
+            agent_id=request.agent_id,
+            launch_token=request.launch_token,
+            secret=request.secret.get_secret_value(),
+            now=self.clock(),
+            winding_down=winding_down,
+        )
+
+    # --- ops ---------------------------------------------------------------------------------
+
+    def _begin(self, request: Begin) -> Answer:
+        agent = self._verified(request)
+        now = self.clock()
+        check_lease(agent, request.launch_token, now)
+        try:
+            agent = self.registry.acquire_lease(agent.agent_id, request.launch_token, now, LEASE_TTL)
+        except ConflictError as exc:
+            raise LaunchRefusedError("lease_held", f"the lease of {agent.agent_id} is held: {exc}") from exc
+        for _ in range(3):
+            if agent.status is not AgentStatus.CREATED:
+                break
+            try:
+                active = agent.transition(AgentStatus.ACTIVE, now=now)
+                self.registry.put_agent(AgentWrite(active, agent.version))
+                agent = active
+            except ConflictError:
+                reread = self.registry.get_agent(agent.agent_id)
+                if reread is None:
+                    raise LaunchRefusedError("unknown_agent", f"{agent.agent_id} vanished") from None
+                agent = reread
+        uid = self.registry.claim_uid(agent.agent_id, now)
+        agent = self.registry.get_agent(agent.agent_id) or agent
+        return Answer({"agent": public_record(agent), "uid": uid})
+
+    def _heartbeat(self, request: Heartbeat) -> Answer:
+        agent = self._verified(request, winding_down=True)
+        if agent.status not in (AgentStatus.ACTIVE, AgentStatus.CREATED):
+            return Answer({"status": agent.status.value})  # the task winds down; nothing to renew
+        try:
+            renewed = self.registry.acquire_lease(
+                agent.agent_id, request.launch_token, self.clock(), LEASE_TTL
+            )
+        except ConflictError as exc:
+            raise LaunchRefusedError(
+                "lease_lost", f"the lease of {agent.agent_id} is another task's"
+            ) from exc
+        return Answer({"status": renewed.status.value})
+
+    def _ack(self, request: AckInbox) -> Answer:
+        agent = self._verified(request)
+        foreign = [item for item in request.items if item.agent_id != agent.agent_id]
+        if foreign:
+            raise LaunchRefusedError("forbidden", f"{agent.agent_id} may acknowledge only its own inbox")
+        self.registry.ack_inbox(agent.agent_id, list(request.items))
+        return Answer({"acknowledged": len(request.items)})
+
+    def _github_token(self, request: GitHubToken) -> Answer:
+        agent = self._verified(request)
+        check_lease(agent, request.launch_token, self.clock())
+        if agent.installation_id is None:
+            raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
+        permissions = INSTALLATION_PERMISSIONS[caller_kind(agent.kind)]
+        token = self.app.installation_token(
+            agent.installation_id, repositories=(agent.repo_full_name,), permissions=permissions
+        )
+        return Answer(
+            {
+                "token": token.token,
+                "expires_at": token.expires_at.isoformat(),
+                "repository": agent.repo_full_name,
+                "permissions": dict(permissions),
+            },
+            secret=True,
+        )
+
+    def _model_key(self, request: ModelKey) -> Answer:
+        agent = self._verified(request)
+        check_lease(agent, request.launch_token, self.clock())
+        provider = self.config_for(agent).role(agent.role).provider
+        if isinstance(provider, ByokProvider):
+            secret_id = provider.api_key_secret
+            # The configuration was validated already; this is the door, so check again.
+            if not secret_id.split(":secret:", 1)[-1].startswith(BYOK_SECRET_PREFIX):
+                raise LaunchRefusedError("forbidden", f"{secret_id} is not under {BYOK_SECRET_PREFIX}")
+            return Answer({"kind": "byok", "key": self.secrets.get(secret_id)}, secret=True)
+        if self.copilot_token_secret is None:
+            return Answer({"kind": "none"})
+        return Answer({"kind": "copilot", "key": self.secrets.get(self.copilot_token_secret)}, secret=True)
+
+    def _send(self, request: Send) -> Answer:
+        message = request.message
+        agent = self._verified(request, winding_down=isinstance(message, Ended))
+        envelope = self.envelope(agent, request.launch_token, message)
+        message_id = self.queue.send(envelope)
+        return Answer({"message_id": message_id, "delivery_id": envelope.delivery_id})
+
+    def envelope(
+        self, agent: AgentRecord, launch_token: str, message: Echo | Blocker | Ended
+    ) -> EventEnvelope:
+        """The envelope ``agent``'s task may put on events.fifo for ``message``, or refused."""
+        repository = {
+            "id": agent.repo_id,
+            "full_name": agent.repo_full_name,
+            "default_branch": None,
+        }
+        now = self.clock()
+        match message:
+            case Echo():
+                return self._echo(agent, launch_token, message, repository, now)
+            case Blocker():
+                kind = agent.kind
+                if kind is RoleKind.REVIEW:
+                    raise LaunchRefusedError("forbidden", f"a {kind} agent does not register blockers")
+                own = agent.issue_number
+                if kind is RoleKind.DEV and message.issue_number != own:
+                    raise LaunchRefusedError(
+                        "forbidden", f"{agent.agent_id} registers blockers of its own issue (#{own}) only"
+                    )
+                if message.sleep and kind is not RoleKind.DEV:
+                    raise LaunchRefusedError("forbidden", "only a dev agent sleeps on a blocker")
+                command: RegisterBlocker | TaskEnded = RegisterBlocker(
+                    issue_number=message.issue_number,
+                    blocker_number=message.blocker_number,
+                    agent_id=agent.agent_id if kind is RoleKind.DEV else None,
+                    launch_token=launch_token if kind is RoleKind.DEV else None,
+                    sleep=message.sleep,
+                    note=message.note,
+                )
+                what = message.what
+            case Ended():
+                command = TaskEnded(
+                    agent_id=agent.agent_id,
+                    launch_token=launch_token,
+                    issue_number=agent.issue_number,
+                    outcome=message.outcome,
+                    reason=message.reason,
+                    summary=message.summary,
+                    saved=message.saved,
+                    usage=message.usage,
+                    finished=message.finished,
+                )
+                what = "ended"
+        envelope = command_envelope(
+            command,
+            repository=repository,
+            installation_id=agent.installation_id,
+            delivery_id=f"cmd-{launch_token}-{what}",
+            now=now,
+            origin="agent",
+        )
+        return envelope.model_copy(
+            update={"source_agent": agent.agent_id, "sender": Actor(login=self.bot_login, id=0, type="Bot")}
+        )
+
+    def _echo(
+        self, agent: AgentRecord, launch_token: str, echo: Echo, repository: dict[str, Any], now: datetime
+    ) -> EventEnvelope:
+        if (echo.event, echo.action) not in ECHOES[agent.kind]:
+            raise LaunchRefusedError(
+                "forbidden", f"a {agent.kind} agent does not report {echo.event}.{echo.action}"
+            )
+        forbidden = {"repository", "sender", "installation", "action"} & echo.parts.keys()
+        if forbidden:
+            raise LaunchRefusedError("forbidden", f"an echo does not name its {', '.join(sorted(forbidden))}")
+        self._check_subject(agent, echo)
+        payload = {
+            **({"action": echo.action} if echo.action is not None else {}),
+            **echo.parts,
+            "repository": repository,
+            "sender": {"login": self.bot_login, "id": 0, "type": "Bot"},
+            "installation": {"id": agent.installation_id} if agent.installation_id else None,
+        }
+        try:
+            envelope = build_envelope(
+                event=echo.event,
+                delivery_id=f"echo-{launch_token}-{echo.what}"[-128:],
+                payload=payload,
+                received_at=now,
+            )
+        except Exception as exc:  # the envelope's own validation: a malformed echo
+            raise LaunchRefusedError("invalid_request", f"not a usable {echo.event} echo: {exc}") from exc
+        return envelope.model_copy(update={"origin": "agent", "source_agent": agent.agent_id})
+
+    @staticmethod
+    def _check_subject(agent: AgentRecord, echo: Echo) -> None:
+        """An echo is about the agent's own pull request, branch or issue."""
+        pull = echo.parts.get("pull_request")
+        if agent.kind is RoleKind.DEV and echo.event == "pull_request":
+            head = pull.get("head", {}).get("ref") if isinstance(pull, dict) else None
+            if head != agent.branch:
+                raise LaunchRefusedError(
+                    "forbidden", f"{agent.agent_id} reports PRs from {agent.branch} only"
+                )
+        if agent.kind is RoleKind.REVIEW and echo.event == "pull_request_review":
+            number = pull.get("number") if isinstance(pull, dict) else None
+            if number != agent.pr_number:
+                raise LaunchRefusedError(
+                    "forbidden", f"{agent.agent_id} reports on its own PR #{agent.pr_number} only"
+                )
+
+    def _metrics(self, request: PublishMetrics) -> Answer:
+        self._verified(request, winding_down=True)
+        points: list[MetricPoint] = []
+        for given in request.points:
+            spec = CATALOGUE.get(given.name)
+            if spec is None or (spec.service != "agent" and not given.name.startswith("GitHub")):
+                raise LaunchRefusedError("forbidden", f"{given.name} is not an agent task's metric")
+            try:
+                points.append(point(given.name, given.value, given.dimension))
+            except ValueError as exc:
+                raise LaunchRefusedError("invalid_request", str(exc)) from exc
+        self.agent_metrics.publish(points)
+        return Answer({"published": len(points)})
+
+
+def sanitized(event: Any) -> dict[str, Any]:
+    """A request as it may be logged: the secret replaced."""
+    if not isinstance(event, dict):
+        return {"request": type(event).__name__}
+    shown = {k: v for k, v in event.items() if k not in ("secret", "message", "points", "items")}
+    return {**shown, "secret": "***" if "secret" in event else None}

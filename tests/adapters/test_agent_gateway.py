@@ -1,0 +1,456 @@
+"""The agent gateway on DynamoDB and SQS (moto): each task reaches its own things and nothing else.
+
+The attacker here is a prompt-injected agent task (or its shell) that knows every public fact:
+agent ids, launch tokens, repository ids. What it gets is asserted: a token, a key, a record, an
+envelope on the queue — never on log lines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from moto import mock_aws
+
+from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.metrics import RecordedMetrics
+from squadron.adapters.sqs import SqsEventQueue
+from squadron.agent.door import Door
+from squadron.config import load_directory
+from squadron.config.models import ByokProvider
+from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
+from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded, TaskUsage
+from squadron.domain.launches import LaunchRefusedError, secret_digest
+from squadron.domain.routing import RoutingPolicy
+from squadron.errors import ConfigurationError
+from squadron.shell.gateway import AgentGateway
+from squadron.shell.router import RouterService
+from squadron.shell.wiring import build_gateway
+from tests.support.aws import drain, registry_and_queue
+from tests.support.events import T0, Events, recover
+from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
+from tests.support.gateway import ROOT, DictSecrets, door_of, gateway_for, in_process
+from tests.support.github_fake import FakeGitHub
+from tests.support.lambdas import FakeLambdaContext, load_handler
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+
+A38 = "1-38-feat-dev"
+A39 = "1-39-feat-dev"
+R101 = "1-101-pr-review"
+NOW = T0 + timedelta(hours=1)
+
+
+@dataclass
+class World:
+    registry: DynamoRegistry
+    sqs: SQSClient
+    queue_url: str
+    router: RouterService
+    launcher: FakeLauncher
+    github: FakeGitHub
+    gateway: AgentGateway
+    secrets: DictSecrets
+    metrics: RecordedMetrics
+    events: Events
+    clock: list[datetime]
+
+    def agent(self, agent_id: str) -> AgentRecord:
+        record = self.registry.get_agent(agent_id)
+        assert record is not None
+        return record
+
+    def door(self, agent_id: str, **options: Any) -> Door:
+        return door_of(self.gateway, self.launcher, self.agent(agent_id), **options)
+
+    def queued(self) -> list[EventEnvelope]:
+        """What tasks put on events.fifo (taken off, not routed)."""
+        messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
+        for message in messages:
+            self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return [EventEnvelope.from_message(m["Body"]) for m in messages]
+
+    def route_queued(self) -> list[EventEnvelope]:
+        return drain(self.sqs, self.queue_url, self.router.process)
+
+    def vended(self) -> int:
+        return len([r for r in self.github.requests if r.url.path.endswith("/access_tokens")])
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    with mock_aws():
+        registry, sqs, url = registry_and_queue()
+        clock = [NOW]
+        launcher = FakeLauncher()
+        github = FakeGitHub()
+        secrets = DictSecrets({"squadron/byok/llm": "sk-byok", "copilot-token": "gho_copilot"})
+        metrics = RecordedMetrics()
+        gateway = gateway_for(
+            registry,
+            SqsEventQueue(url, client=sqs),
+            github,
+            clock=lambda: clock[0],
+            secrets=secrets,
+            copilot_token_secret="copilot-token",
+            metrics=metrics,
+        )
+        router = RouterService(
+            registry=registry,
+            launcher=launcher,
+            github=FakeRouterGitHub({"alice": "write"}),
+            policies=lambda _e: RoutingPolicy(),
+            clock=lambda: clock[0],
+        )
+        events = Events(full_name="octo/repo")
+        for event in (events.assigned(38), events.assigned(39), events.pr(101, "feat/issue-38", "Fixes #38")):
+            router.process(event)
+        yield World(registry, sqs, url, router, launcher, github, gateway, secrets, metrics, events, clock)
+
+
+# --- what the current task gets --------------------------------------------------------------------
+
+
+def test_only_a_hash_of_the_launch_secret_is_stored_and_the_task_holds_the_secret(world: World) -> None:
+    agent = world.agent(A38)
+    secret = world.launcher.secrets[agent.launch_token]
+    assert len(secret) >= 32 and secret not in json.dumps(agent.model_dump(mode="json"))
+    assert agent.launch_secret_hash == secret_digest(secret)
+    assert agent.launch_secret_expires_at is not None and agent.launch_secret_expires_at > NOW
+
+
+def test_the_current_task_begins_takes_its_lease_and_gets_its_own_uid(world: World) -> None:
+    door = world.door(A38)
+    assert door.whoami().status is AgentStatus.CREATED
+    agent, uid = door.begin()
+    assert (agent.status, agent.lease_owner, agent.uid) == (AgentStatus.ACTIVE, agent.launch_token, uid)
+    assert agent.launch_secret_hash is None  # never shown to the task
+    _, uid_39 = world.door(A39).begin()
+    assert uid != uid_39  # every agent has a user of its own
+    assert world.door(A38).begin()[1] == uid  # and keeps it
+    assert door.heartbeat() == "ACTIVE"
+    door.release()
+    assert world.agent(A38).lease_owner is None
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "permissions"),
+    [
+        (A38, {"contents": "write", "pull_requests": "write", "issues": "write", "metadata": "read"}),
+        (
+            R101,
+            {
+                "contents": "read",
+                "pull_requests": "write",
+                "statuses": "write",
+                "issues": "read",
+                "metadata": "read",
+            },
+        ),
+    ],
+    ids=["dev", "review"],
+)
+def test_a_token_is_narrowed_to_the_agents_repository_and_role(
+    world: World, agent_id: str, permissions: dict[str, str]
+) -> None:
+    door = world.door(agent_id)
+    door.begin()
+    assert door.github_token() == "ghs_77"
+    (request,) = [r for r in world.github.requests if r.url.path.endswith("/access_tokens")]
+    assert json.loads(request.content) == {
+        "repositories": ["repo"],
+        "permissions": dict(sorted(permissions.items())),
+    }
+    assert door.github_token() == "ghs_77" and world.vended() == 1  # reused until near expiry
+    assert "ghs_" not in repr(door) and world.launcher.secrets[
+        world.agent(agent_id).launch_token
+    ] not in repr(door)
+
+
+def _byok(role: str) -> Any:
+    config = load_directory(ROOT / ".squadron")
+    provider = {
+        "type": "byok",
+        "provider_type": "openai",
+        "base_url": "https://llm.example/v1",
+        "api_key_secret": "squadron/byok/llm",
+    }
+    roles = dict(config.config.roles)
+    existing = roles[role]
+    assert existing is not None
+    roles[role] = existing.model_copy(update={"provider": ByokProvider.model_validate(provider)})
+    return config.model_copy(update={"config": config.config.model_copy(update={"roles": roles})})
+
+
+def test_a_task_gets_the_key_its_own_role_names_and_no_other(world: World) -> None:
+    byok = _byok("feat-dev")
+    world.gateway.config_for = lambda agent: byok
+    dev, review = world.door(A38), world.door(R101)
+    dev.begin()
+    review.begin()
+    assert dev.model_key() == ("byok", "sk-byok")
+    assert review.model_key() == ("copilot", "gho_copilot")  # pr-review's model is Copilot's
+    assert world.secrets.asked == ["squadron/byok/llm", "copilot-token"]
+
+
+# --- everyone else is refused ---------------------------------------------------------------------
+
+
+def _relaunch(world: World) -> str:
+    """A38's task is replaced (the reconciler relaunches it): the old launch's secret."""
+    old = world.launcher.secrets[world.agent(A38).launch_token]
+    world.router.process(recover(world.events, world.agent(A38), "relaunch"))
+    return old
+
+
+@pytest.mark.parametrize(
+    ("attack", "code"),
+    [
+        ("a guessed secret", "wrong_secret"),
+        ("another agent's secret for this agent", "wrong_secret"),
+        ("this agent's id with a replaced launch's secret", "replaced"),
+        ("an unknown agent", "unknown_agent"),
+        ("the secret after the task reported its end", "ended"),
+        ("the secret after it expired", "expired"),
+        ("a token for an agent put to sleep", "not_working"),
+        ("a token while another task holds the lease", "lease_held"),
+    ],
+)
+def test_everyone_else_is_refused_and_gets_nothing(world: World, attack: str, code: str) -> None:
+    agent = world.agent(A38)
+    secret = world.launcher.secrets[agent.launch_token]
+    door = Door(in_process(world.gateway), agent_id=A38, launch_token=agent.launch_token, secret=secret)
+    if attack == "a guessed secret":
+        door = Door(in_process(world.gateway), agent_id=A38, launch_token=agent.launch_token, secret="x" * 43)
+    elif attack == "another agent's secret for this agent":
+        other = world.launcher.secrets[world.agent(A39).launch_token]
+        door = Door(in_process(world.gateway), agent_id=A38, launch_token=agent.launch_token, secret=other)
+    elif attack == "this agent's id with a replaced launch's secret":
+        door = Door(in_process(world.gateway), agent_id=A38, launch_token=agent.launch_token, secret=secret)
+        _relaunch(world)
+    elif attack == "an unknown agent":
+        door = Door(in_process(world.gateway), agent_id="1-40-feat-dev", launch_token="x", secret=secret)
+    elif attack == "the secret after the task reported its end":
+        door.begin()
+        door.task_ended("idle", usage=TaskUsage())
+        world.route_queued()
+    elif attack == "the secret after it expired":
+        world.clock[0] = NOW + timedelta(hours=13)
+    elif attack == "a token for an agent put to sleep":
+        door.begin()
+        door.register_blocker(38, 12, sleep=True, note="waits", what="blocked-12")
+        world.route_queued()
+        assert world.agent(A38).status is AgentStatus.SLEEPING
+    elif attack == "a token while another task holds the lease":
+        world.registry.acquire_lease(A38, "someone-else", NOW, timedelta(minutes=15))
+    with pytest.raises(LaunchRefusedError) as refused:
+        door.github_token()
+    assert refused.value.code == code
+    assert world.vended() == 0  # GitHub was never asked for a token
+
+
+def test_a_wrong_secret_gets_no_record_no_inbox_and_cannot_queue_or_renew(world: World) -> None:
+    world.router.process(world.events.comment(38, "the maintainer says: use v2"))
+    assert world.registry.pending_inbox(A38)
+    agent = world.agent(A38)
+    forged = Door(in_process(world.gateway), agent_id=A38, launch_token=agent.launch_token, secret="y" * 43)
+    for attempt in (
+        forged.whoami,
+        forged.begin,
+        forged.heartbeat,
+        forged.pending_inbox,
+        lambda: forged.echo("issues", "opened", {"issue": {"number": 5}}, "x"),
+        lambda: forged.register_blocker(38, 12, sleep=True, note="n", what="w"),
+        lambda: forged.task_ended("escalated", usage=TaskUsage()),
+        forged.model_key,
+    ):
+        with pytest.raises(LaunchRefusedError, match="wrong secret"):
+            attempt()
+    assert world.queued() == [] and world.secrets.asked == []
+    assert world.agent(A38).version == agent.version  # nothing written
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"op": "github_token", "agent_id": A38, "launch_token": "t"},
+        {"op": "github_token", "agent_id": A38, "launch_token": "t", "secret": "short"},
+        {"op": "github_token", "agent_id": A38, "launch_token": "t", "secret": "s" * 40, "admin": True},
+        {"op": "delete_table", "agent_id": A38, "launch_token": "t", "secret": "s" * 40},
+        ["not", "an", "object"],
+    ],
+    ids=["no secret", "short secret", "unknown field", "unknown op", "not an object"],
+)
+def test_a_malformed_request_is_refused_with_its_problem(world: World, request_: Any) -> None:
+    served = world.gateway.serve(request_)
+    assert served.refused == "invalid_request" and served.body["error"].startswith("invalid request")
+
+
+# --- what a task may say, and about whom ----------------------------------------------------------
+
+
+def test_a_task_speaks_only_for_itself_in_its_own_repository(world: World) -> None:
+    dev = world.door(A38)
+    dev.begin()
+    dev.register_blocker(38, 12, sleep=True, note="needs the parser", what="blocked-12")
+    dev.echo("pull_request", "opened", {"pull_request": world_pr(38, "feat/issue-38")}, "pr-101")
+    dev.task_ended("sleeping", usage=TaskUsage(tool_calls=3), reason="blocked by #12")
+    blocker, echo, ended = world.queued()
+    assert (blocker.origin, blocker.source_agent, blocker.repository.id) == ("agent", A38, 1)
+    assert isinstance(blocker.command, RegisterBlocker)
+    assert (blocker.command.agent_id, blocker.command.launch_token) == (A38, world.agent(A38).launch_token)
+    assert (echo.event, echo.action, echo.origin, echo.sender.login) == (
+        "pull_request",
+        "opened",
+        "agent",
+        "squadron[bot]",
+    )
+    assert echo.repository.full_name == "octo/repo" and echo.installation_id == 77
+    assert isinstance(ended.command, TaskEnded) and ended.command.usage.tool_calls == 3
+
+
+def world_pr(number: int, head: str) -> dict[str, Any]:
+    return {
+        "number": number,
+        "title": "t",
+        "body": "Closes #38",
+        "state": "open",
+        "head": {"ref": head, "sha": "c" * 40},
+        "base": {"ref": "main"},
+        "user": {"login": "squadron[bot]"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "send"),
+    [
+        (A38, lambda d: d.register_blocker(39, 12, sleep=False, note="", what="b")),
+        (A38, lambda d: d.register_blocker(39, 12, sleep=True, note="", what="b")),
+        (R101, lambda d: d.register_blocker(38, 12, sleep=False, note="", what="b")),
+        (A38, lambda d: d.echo("pull_request", "opened", {"pull_request": world_pr(7, "main")}, "pr")),
+        (
+            A38,
+            lambda d: d.echo("pull_request", "closed", {"pull_request": world_pr(7, "feat/issue-38")}, "x"),
+        ),
+        (A38, lambda d: d.echo("pull_request_review", "submitted", {"review": {}, "pull_request": {}}, "r")),
+        (
+            R101,
+            lambda d: d.echo(
+                "pull_request_review", "submitted", {"review": {}, "pull_request": {"number": 7}}, "r"
+            ),
+        ),
+        (A38, lambda d: d.echo("issues", "opened", {"issue": {}, "repository": {"id": 999}}, "i")),
+        (A38, lambda d: d.echo("issues", "opened", {"issue": {}, "sender": {"login": "octo-human"}}, "i")),
+        (A38, lambda d: d.echo("issue_comment", "created", {"comment": {}}, "c")),
+        (A38, lambda d: d.ack_inbox(A39, [_item(A39)])),
+        (
+            A38,
+            lambda d: d.call(
+                "metrics", points=[{"name": "DeliveriesRouted", "value": 1, "dimension": "issues"}]
+            ),
+        ),
+    ],
+    ids=[
+        "dev blocks another issue",
+        "dev sleeps another's issue",
+        "reviewer registers blockers",
+        "dev reports a PR from another branch",
+        "dev reports a merge",
+        "dev reports a review",
+        "reviewer reports on another PR",
+        "echo names another repository",
+        "echo names a human sender",
+        "echo of a human's comment",
+        "ack another agent's inbox",
+        "publish a router metric",
+    ],
+)
+def test_what_a_task_may_not_say_is_refused_and_never_queued(world: World, agent_id: str, send: Any) -> None:
+    world.router.process(world.events.comment(39, "for the other agent"))
+    door = world.door(agent_id)
+    door.begin()
+    with pytest.raises(LaunchRefusedError) as refused:
+        send(door)
+    assert refused.value.code == "forbidden"
+    assert world.queued() == []
+    assert world.registry.pending_inbox(A39)  # the other agent's inbox is untouched
+
+
+def _item(agent_id: str) -> InboxItem:
+    return InboxItem(agent_id=agent_id, delivery_id="d", received_at=NOW, kind="comment", summary="s")
+
+
+def test_a_task_reads_and_acknowledges_only_its_own_inbox(world: World) -> None:
+    world.router.process(world.events.comment(38, "for 38"))
+    world.router.process(world.events.comment(39, "for 39"))
+    door = world.door(A38)
+    door.begin()
+    items = door.pending_inbox()
+    assert [i.agent_id for i in items] == [A38] and "for 38" in items[0].body
+    door.ack_inbox(A38, items)
+    assert world.registry.pending_inbox(A38) == [] and len(world.registry.pending_inbox(A39)) == 1
+
+
+def test_a_task_publishes_its_own_metrics_under_the_agent_service(world: World) -> None:
+    door = world.door(A38)
+    door.begin()
+    door.call("metrics", points=[{"name": "AgentTasks", "value": 1, "dimension": "idle"}])
+    assert [(p.name, p.dimension) for p in world.metrics.points] == [("AgentTasks", ("Outcome", "idle"))]
+
+
+# --- the Lambda ----------------------------------------------------------------------------------
+
+handler_module = load_handler("gateway")
+
+
+def test_the_lambda_answers_counts_refusals_and_never_logs_a_secret(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(handler_module, "gateway", lambda: world.gateway)
+    agent = world.agent(A38)
+    secret = world.launcher.secrets[agent.launch_token]
+    base = {"agent_id": A38, "launch_token": agent.launch_token}
+    published: list[Any] = []
+    monkeypatch.setattr(handler_module.published, "publish", published.extend)
+    with caplog.at_level(logging.INFO):
+        begun = handler_module.handler({**base, "op": "begin", "secret": secret}, FakeLambdaContext())
+        token = handler_module.handler({**base, "op": "github_token", "secret": secret}, FakeLambdaContext())
+        refused = handler_module.handler(
+            {**base, "op": "github_token", "secret": "z" * 43}, FakeLambdaContext()
+        )
+    assert begun["agent"]["agent_id"] == A38 and token["token"] == "ghs_77"
+    assert refused == {
+        "error": f"wrong secret for launch {agent.launch_token} of {A38}",
+        "code": "wrong_secret",
+    }
+    names = [(p.name, p.dimension) for p in published if p.name.startswith(("Gateway", "Tokens"))]
+    assert names == [
+        ("GatewayCalls", ("Op", "begin")),
+        ("GatewayCalls", ("Op", "github_token")),
+        ("TokensVended", None),
+        ("GatewayRefusals", ("Reason", "wrong_secret")),
+    ]
+    logged = caplog.text + json.dumps([r.__dict__.get("request") for r in caplog.records], default=str)
+    assert secret not in logged and "z" * 43 not in logged and "ghs_77" not in logged
+
+
+def test_the_gateway_is_wired_from_its_environment() -> None:
+    env = {
+        "REGISTRY_TABLE_NAME": "registry",
+        "EVENTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/events.fifo",
+        "GITHUB_APP_ID": "5",
+        "GITHUB_APP_SLUG": "acme-bot",
+        "GITHUB_PRIVATE_KEY_SECRET_ARN": "arn:key",
+    }
+    gateway = build_gateway(env)
+    assert isinstance(gateway.registry, DynamoRegistry) and gateway.bot_login == "acme-bot[bot]"
+    with pytest.raises(ConfigurationError, match="EVENTS_QUEUE_URL is required"):
+        build_gateway({k: v for k, v in env.items() if k != "EVENTS_QUEUE_URL"})

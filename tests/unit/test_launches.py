@@ -1,0 +1,126 @@
+"""Per-launch secrets (pure): who a task is, decided from the agent's record alone."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind, candidate_uid
+from squadron.domain.launches import (
+    REFUSAL_CODES,
+    SECRET_BYTES,
+    LaunchRefusedError,
+    check_lease,
+    secret_digest,
+    verify_launch,
+)
+
+NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
+SECRET = secrets.token_urlsafe(SECRET_BYTES)
+
+
+def armed(**changes: Any) -> AgentRecord:
+    base = AgentRecord(
+        agent_id="1-38-feat-dev",
+        role="feat-dev",
+        kind=RoleKind.DEV,
+        repo_id=1,
+        repo_full_name="octo/repo",
+        issue_number=38,
+        status=AgentStatus.ACTIVE,
+        created_at=NOW,
+        updated_at=NOW,
+        launch_secret_hash=secret_digest(SECRET),
+        launch_secret_expires_at=NOW + timedelta(hours=12),
+    )
+    base = base.model_copy(update={"counters": base.counters.model_copy(update={"launches": 2})})
+    return base.model_copy(update=changes)
+
+
+TOKEN = armed().launch_token
+
+CASES: list[tuple[str, AgentRecord | None, str, str, bool, str | None]] = [
+    ("the launch's own task", armed(), TOKEN, SECRET, False, None),
+    ("a created agent's first task", armed(status=AgentStatus.CREATED), TOKEN, SECRET, False, None),
+    ("no such agent", None, TOKEN, SECRET, False, "unknown_agent"),
+    ("an earlier launch (public token)", armed(), TOKEN.replace("-l2", "-l1"), SECRET, False, "replaced"),
+    ("a guessed secret", armed(), TOKEN, secrets.token_urlsafe(SECRET_BYTES), False, "wrong_secret"),
+    ("the hash instead of the secret", armed(), TOKEN, secret_digest(SECRET), False, "wrong_secret"),
+    ("an empty secret", armed(), TOKEN, "", False, "wrong_secret"),
+    ("a launch that reported its end", armed(launch_secret_hash=None), TOKEN, SECRET, False, "ended"),
+    ("an expired secret", armed(launch_secret_expires_at=NOW), TOKEN, SECRET, False, "expired"),
+    ("no expiry recorded", armed(launch_secret_expires_at=None), TOKEN, SECRET, False, "expired"),
+    ("an agent put to sleep", armed(status=AgentStatus.SLEEPING), TOKEN, SECRET, False, "not_working"),
+    ("an escalated agent", armed(status=AgentStatus.ESCALATED), TOKEN, SECRET, False, "not_working"),
+    ("a sleeping agent's task winding down", armed(status=AgentStatus.SLEEPING), TOKEN, SECRET, True, None),
+    (
+        "winding down with a wrong secret",
+        armed(status=AgentStatus.SLEEPING),
+        TOKEN,
+        "x" * 43,
+        True,
+        "wrong_secret",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("agent", "token", "secret", "winding_down", "code"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_verify_launch(
+    agent: AgentRecord | None, token: str, secret: str, winding_down: bool, code: str | None
+) -> None:
+    if code is None:
+        assert (
+            verify_launch(
+                agent,
+                agent_id="1-38-feat-dev",
+                launch_token=token,
+                secret=secret,
+                now=NOW,
+                winding_down=winding_down,
+            )
+            == agent
+        )
+        return
+    with pytest.raises(LaunchRefusedError) as refused:
+        verify_launch(
+            agent,
+            agent_id="1-38-feat-dev",
+            launch_token=token,
+            secret=secret,
+            now=NOW,
+            winding_down=winding_down,
+        )
+    assert refused.value.code == code and code in REFUSAL_CODES
+    assert SECRET not in str(refused.value)  # a refusal never repeats the secret
+
+
+@pytest.mark.parametrize(
+    ("owner", "expires", "refused"),
+    [
+        (None, None, False),
+        (TOKEN, NOW + timedelta(minutes=5), False),
+        ("another-task", NOW - timedelta(seconds=1), False),
+        ("another-task", NOW + timedelta(minutes=5), True),
+    ],
+    ids=["free", "its own", "another's, expired", "another's, live"],
+)
+def test_check_lease(owner: str | None, expires: datetime | None, refused: bool) -> None:
+    agent = armed(lease_owner=owner, lease_expires_at=expires)
+    if refused:
+        with pytest.raises(LaunchRefusedError, match="held by another-task"):
+            check_lease(agent, TOKEN, NOW)
+    else:
+        check_lease(agent, TOKEN, NOW)
+
+
+def test_the_secret_digest_is_sha256_hex_and_uids_are_spread_and_stable() -> None:
+    assert secret_digest("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    uids = {candidate_uid(f"1-{n}-feat-dev", 0) for n in range(1000)}
+    assert len(uids) == 1000 and min(uids) >= 1 << 24 and max(uids) < (1 << 24) + (1 << 30)
+    assert candidate_uid("1-38-feat-dev", 0) == candidate_uid("1-38-feat-dev", 0)
+    assert candidate_uid("1-38-feat-dev", 0) != candidate_uid("1-38-feat-dev", 1)

@@ -20,6 +20,7 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
@@ -70,6 +71,9 @@ IMAGE_EXCLUDES = [
     ".ruff_cache",
     ".pytest_cache",
     ".hypothesis",
+    # Written by `pip install -e .` on the user's machine: its contents would change the image's hash.
+    "**/*.egg-info",
+    "*.egg-info",
 ]
 
 _ENV_REASON = (
@@ -293,7 +297,12 @@ class AgentCompute(Construct):
         container = task.add_container(
             CONTAINER_NAME,
             image=ecs.ContainerImage.from_asset(
-                str(REPO_ROOT), file="functions/agent/Dockerfile", exclude=IMAGE_EXCLUDES
+                str(REPO_ROOT),
+                file="functions/agent/Dockerfile",
+                exclude=IMAGE_EXCLUDES,
+                # The task runs on x86_64: an arm64 machine (Apple Silicon, Graviton CI) builds the
+                # same image, not one of its own.
+                platform=ecr_assets.Platform.LINUX_AMD64,
             ),
             logging=ecs.LogDrivers.aws_logs(
                 stream_prefix="agent", log_group=logs.LogGroup(self, "AgentLogs", retention=log_retention)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -409,6 +410,23 @@ def test_the_agent_host_runs_as_root_with_only_the_capabilities_it_needs(synthes
     assert linux["InitProcessEnabled"] is True
     assert sorted(linux["Capabilities"]["Drop"]) == sorted(str(c.value) for c in DROPPED_CAPABILITIES)
     assert "Add" not in linux["Capabilities"]
+
+
+def test_the_agent_image_is_built_for_the_tasks_platform_from_a_stable_context(
+    synthesized: Synthesized,
+) -> None:
+    manifests = list(synthesized.outdir.glob("*.assets.json"))
+    images = [
+        image
+        for manifest in manifests
+        for image in json.loads(manifest.read_text()).get("dockerImages", {}).values()
+    ]
+    (image,) = images
+    assert image["source"]["platform"] == "linux/amd64"
+    assert image["source"]["dockerFile"] == "functions/agent/Dockerfile"
+    context = synthesized.outdir / image["source"]["directory"]
+    assert not list(context.glob("**/*.egg-info")) and not (context / ".venv").exists()
+    assert not (context / "node_modules").exists() and not (context / "tests").exists()
 
 
 def test_agents_files_belong_to_their_own_users_on_an_elastic_file_system(synthesized: Synthesized) -> None:

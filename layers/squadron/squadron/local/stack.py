@@ -277,6 +277,14 @@ class LocalStack:
         while blocked is not None:
             os.chmod(blocked, os.stat(blocked).st_mode | stat.S_IXOTH)
             blocked = traversable(root)
+        # Everything else the stack keeps (the sandbox's repositories, the logs, what a stop saves)
+        # is the framework's: agents' users pass through the state directory, never into the rest.
+        state = self.options.state_dir
+        os.chmod(state, 0o711)
+        (state / "saved").mkdir(exist_ok=True)
+        for child in state.iterdir():
+            if child.is_dir() and child != root:
+                os.chmod(child, 0o700)
         unpack_cli(*cli_paths(self.options.root))
 
     def _start_sandbox(self) -> str:

@@ -280,7 +280,7 @@ class LocalStack:
         # Everything else the stack keeps (the sandbox's repositories, the logs, what a stop saves)
         # is the framework's: agents' users pass through the state directory, never into the rest.
         state = self.options.state_dir
-        os.chmod(state, 0o711)
+        os.chmod(state, 0o711)  # noqa: S103 - passable, not listable: agents reach their own directories
         (state / "saved").mkdir(exist_ok=True)
         for child in state.iterdir():
             if child.is_dir() and child != root:

@@ -100,6 +100,10 @@ class SquadronSettings(BaseModel):
     api_throttle_burst_limit: Annotated[int, Field(ge=1, le=5_000)] = 100
     """Burst of requests accepted by the webhook API above the steady rate."""
 
+    router_max_concurrency: Annotated[int, Field(ge=2, le=1000)] = 5
+    """Router invocations at once (SQS's MaximumConcurrency, at least 2): the rest of the account's
+    Lambda concurrency stays free for the ingress, which must answer GitHub within 10 s."""
+
     @field_validator("log_retention_days")
     @classmethod
     def _retention_is_allowed(cls, value: int) -> int:

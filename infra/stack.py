@@ -74,6 +74,7 @@ class SquadronStack(cdk.Stack):
             log_retention=settings.log_retention,
             metrics_namespace=settings.metrics_namespace,
             log_level=settings.log_level,
+            max_concurrency=settings.router_max_concurrency,
         )
         self.reconciler = Reconciler(
             self,

@@ -34,6 +34,9 @@ REGISTRY_ACTIONS = (
     "dynamodb:ConditionCheckItem",
 )
 
+#: Router invocations at once (the SQS event source's MaximumConcurrency; 2 is its minimum).
+DEFAULT_MAX_CONCURRENCY = 5
+
 XRAY_WILDCARD_REASON = (
     "The only Resource '*' is X-Ray's PutTraceSegments/PutTelemetryRecords, added by active "
     "tracing: X-Ray has no resource-level permissions for these actions."
@@ -66,7 +69,7 @@ class EventRouter(Construct):
     HANDLER = "handler.handler"
     MEMORY_SIZE_MB = 512
     TIMEOUT = EventQueue.ROUTER_TIMEOUT
-    BATCH_SIZE = 10
+    BATCH_SIZE = EventQueue.ROUTER_BATCH_SIZE
     POWERTOOLS_SERVICE_NAME = "router"
 
     def __init__(
@@ -83,6 +86,7 @@ class EventRouter(Construct):
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
         log_level: str = "INFO",
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(self, "FunctionLogs", retention=log_retention)
@@ -144,8 +148,15 @@ class EventRouter(Construct):
         cdk.Validations.of(self.function.node.default_child or self.function).acknowledge(
             cdk.Acknowledgment(id="AwsSolutions-L1", reason=RUNTIME_PIN_REASON)
         )
+        # Bounded concurrency (reserved concurrency would fail on accounts with a low quota): a
+        # burst of events never takes the executions the ingress needs to answer GitHub.
         self.function.add_event_source(
-            event_sources.SqsEventSource(queue, batch_size=self.BATCH_SIZE, report_batch_item_failures=True)
+            event_sources.SqsEventSource(
+                queue,
+                batch_size=self.BATCH_SIZE,
+                report_batch_item_failures=True,
+                max_concurrency=max_concurrency,
+            )
         )
 
     def _grant_agent_tasks(self, agents: AgentTarget) -> None:

@@ -18,6 +18,10 @@ from squadron.errors import ConfigurationError
 #: every event the router handles is far smaller than this default.
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 
+#: The longest a Lambda waits out a GitHub rate limit before giving the work back (a longer wait
+#: fails the record, which returns to the queue): a fraction of the router's timeout per record.
+LAMBDA_RATE_LIMIT_WAIT_SECONDS = 20
+
 
 class IngressSettings(BaseModel):
     """Environment of the ingress Lambda."""

@@ -23,6 +23,7 @@ from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
 from squadron.domain.routing import RoutingPolicy
 from squadron.settings import (
+    LAMBDA_RATE_LIMIT_WAIT_SECONDS,
     GitHubAppSettings,
     ReconcilerSettings,
     RouterSettings,
@@ -59,7 +60,11 @@ def _github_app(settings: GitHubAppSettings) -> GitHubApp:
     return GitHubApp.from_secret(
         app_id=settings.github_app_id,
         # Lambdas: never sleep past a rate limit longer than a fraction of the timeout.
-        http=GitHubHttp(base_url=settings.github_api_url, max_wait_seconds=20, stats=github_calls),
+        http=GitHubHttp(
+            base_url=settings.github_api_url,
+            max_wait_seconds=LAMBDA_RATE_LIMIT_WAIT_SECONDS,
+            stats=github_calls,
+        ),
         secrets=SecretsManagerSource(max_age=settings.secret_cache_seconds),
         secret_id=settings.github_private_key_secret_arn,
     )

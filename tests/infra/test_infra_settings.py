@@ -33,6 +33,7 @@ def test_defaults() -> None:
         "log_level": "INFO",
         "api_throttle_rate_limit": 50.0,
         "api_throttle_burst_limit": 100,
+        "router_max_concurrency": 5,
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
 

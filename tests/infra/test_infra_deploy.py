@@ -11,7 +11,12 @@ import pytest
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.router import EventRouter
-from squadron.settings import LAMBDA_RATE_LIMIT_WAIT_SECONDS
+from squadron.settings import (
+    LAMBDA_RATE_LIMIT_WAIT_SECONDS,
+    ReconcilerSettings,
+    RouterSettings,
+    load_settings,
+)
 from tests.infra.synth import Synthesized
 
 pytestmark = pytest.mark.infra
@@ -134,3 +139,25 @@ def test_router_batch_fits_its_timeout_and_the_queue_outlasts_retries(synthesize
     queue = synthesized.resources("AWS::SQS::Queue")[synthesized.logical_id(synthesized.stack.events.queue)]
     # AWS: a visibility timeout of at least six times the consuming function's timeout.
     assert queue["Properties"]["VisibilityTimeout"] >= 6 * timeout
+
+
+def test_every_function_acting_on_the_apps_own_doings_knows_its_slug(synthesized: Synthesized) -> None:
+    """The App's login is <slug>[bot] for the ingress (own events), the router (assignments, the
+    merge gate's review counting) and the reconciler (replays of assignments)."""
+    stack = synthesized.stack
+    functions = synthesized.resources("AWS::Lambda::Function")
+    settings: type[RouterSettings | ReconcilerSettings]
+    for construct, settings in (
+        (stack.router.function, RouterSettings),
+        (stack.reconciler.function, ReconcilerSettings),
+    ):
+        variables = functions[synthesized.logical_id(construct)]["Properties"]["Environment"]["Variables"]
+        assert variables["GITHUB_APP_SLUG"] == "squadron-ci"
+        environment = {
+            name: value if isinstance(value, str) else f"<{name}>" for name, value in variables.items()
+        }
+        assert load_settings(settings, environment).bot_login == "squadron-ci[bot]"
+    ingress = functions[synthesized.logical_id(stack.ingress.function)]["Properties"]["Environment"][
+        "Variables"
+    ]
+    assert ingress["GITHUB_APP_SLUG"] == "squadron-ci"

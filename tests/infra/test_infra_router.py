@@ -63,6 +63,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> assertions.Template:
         table=table,
         private_key=key,
         github_app_id="123456",
+        github_app_slug="acme-bot",
         agents=AgentTarget(cluster, task, "agent", vpc.private_subnets, group),
         log_retention=logs.RetentionDays.ONE_MONTH,
         metrics_namespace="Squadron/test",

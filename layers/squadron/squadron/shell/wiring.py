@@ -24,10 +24,12 @@ from squadron.domain.reconcile import Liveness
 from squadron.domain.routing import RoutingPolicy
 from squadron.settings import (
     LAMBDA_RATE_LIMIT_WAIT_SECONDS,
+    AppNotConfiguredError,
     GitHubAppSettings,
     ReconcilerSettings,
     RouterSettings,
     TokenVendorSettings,
+    app_configured,
     load_settings,
 )
 from squadron.shell.dispatch import Dispatcher
@@ -79,12 +81,15 @@ def build_token_vendor(environ: Mapping[str, str] | None = None) -> TokenVendor:
 
 def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerService:
     """The reconciler wired to DynamoDB, events.fifo and GitHub (see ReconcilerSettings)."""
+    if not app_configured(environ):
+        raise AppNotConfiguredError("reconciler")
     settings = load_settings(ReconcilerSettings, environ)
     app = _github_app(settings)
     github = AppGitHub(app)
     records = DeliveryRecords(settings.registry_table_name)
     cache = PolicyCache(
-        ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.config_ttl_seconds)
+        ConfigLoader(app_repository_files(github), bot_login=settings.bot_login),
+        ttl=timedelta(seconds=settings.config_ttl_seconds),
     )
 
     def liveness(agent: AgentRecord) -> Liveness:
@@ -107,11 +112,14 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
 
 def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
     """The router wired to DynamoDB, ECS and GitHub from its environment (see RouterSettings)."""
+    if not app_configured(environ):
+        raise AppNotConfiguredError("router")
     settings = load_settings(RouterSettings, environ)
     app = _github_app(settings)
     github = AppGitHub(app)
     cache = PolicyCache(
-        ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.policy_ttl_seconds)
+        ConfigLoader(app_repository_files(github), bot_login=settings.bot_login),
+        ttl=timedelta(seconds=settings.policy_ttl_seconds),
     )
 
     def policies(event: EventEnvelope) -> RoutingPolicy:
@@ -119,7 +127,9 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         return cache(event)
 
     queue = SqsEventQueue(settings.events_queue_url)
-    gate = MergeGate(client=github.client, config_for=cache.config_for, announce=queue.send)
+    gate = MergeGate(
+        client=github.client, config_for=cache.config_for, bot_login=settings.bot_login, announce=queue.send
+    )
     service = RouterService(
         registry=DynamoRegistry(settings.registry_table_name),
         merge_gate=gate,

@@ -29,6 +29,11 @@ from squadron.errors import SquadronError
 
 ENDPOINTS_FILE = "endpoints.json"
 
+#: What the local stack's moto server is called with: it accepts any credentials, and a plain
+#: shell (no AWS profile, no variables) must reach it all the same. Never used for a deployed stack.
+LOCAL_STACK_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+LOCAL_STACK_REGION = "us-east-1"
+
 
 class OperatorError(SquadronError):
     """The stack cannot be reached or read; the message says why and what to do."""
@@ -51,13 +56,23 @@ class Target:
     webhook_secret: str | None = None
 
     def dynamodb(self) -> Any:
-        return boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=self.region)
+        return self._client("dynamodb")
 
     def secretsmanager(self) -> Any:
-        return boto3.client("secretsmanager", endpoint_url=self.endpoint, region_name=self.region)
+        return self._client("secretsmanager")
 
     def sqs(self) -> Any:
-        return boto3.client("sqs", endpoint_url=self.endpoint, region_name=self.region)
+        return self._client("sqs")
+
+    def _client(self, service: str) -> Any:
+        if self.endpoint is None:  # a deployed stack: boto3's credentials and region
+            return boto3.client(service, region_name=self.region)
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint,
+            region_name=self.region or LOCAL_STACK_REGION,
+            **LOCAL_STACK_CREDENTIALS,
+        )
 
     def write(self, state_dir: Path) -> Path:
         path = state_dir / ENDPOINTS_FILE
@@ -239,7 +254,7 @@ class Operations:
             raise OperatorError(
                 "the stack does not say which GitHub App it is (deploy with -c github_app_id=...)"
             )
-        secrets = boto3.client("secretsmanager", endpoint_url=target.endpoint, region_name=target.region)
+        secrets = target.secretsmanager()
 
         def private_key() -> str:
             value = self._guard(

@@ -9,6 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -181,7 +182,7 @@ def test_the_local_stack_is_read_from_a_plain_shell(
         # The server shares moto's in-process state: start from nothing.
         reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 (loopback)
         urllib.request.urlopen(reset).close()  # noqa: S310
-        aws = {
+        aws: dict[str, Any] = {
             "endpoint_url": endpoint,
             "region_name": "us-east-1",
             "aws_access_key_id": "x",

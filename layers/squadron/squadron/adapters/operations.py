@@ -56,23 +56,22 @@ class Target:
     webhook_secret: str | None = None
 
     def dynamodb(self) -> Any:
-        return self._client("dynamodb")
+        return boto3.client("dynamodb", **self._where())
 
     def secretsmanager(self) -> Any:
-        return self._client("secretsmanager")
+        return boto3.client("secretsmanager", **self._where())
 
     def sqs(self) -> Any:
-        return self._client("sqs")
+        return boto3.client("sqs", **self._where())
 
-    def _client(self, service: str) -> Any:
+    def _where(self) -> dict[str, Any]:
         if self.endpoint is None:  # a deployed stack: boto3's credentials and region
-            return boto3.client(service, region_name=self.region)
-        return boto3.client(
-            service,
-            endpoint_url=self.endpoint,
-            region_name=self.region or LOCAL_STACK_REGION,
+            return {"region_name": self.region}
+        return {
+            "endpoint_url": self.endpoint,
+            "region_name": self.region or LOCAL_STACK_REGION,
             **LOCAL_STACK_CREDENTIALS,
-        )
+        }
 
     def write(self, state_dir: Path) -> Path:
         path = state_dir / ENDPOINTS_FILE

@@ -18,7 +18,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup local test lint typecheck unit synth bench clean
+.PHONY: setup local test lint typecheck unit synth deploy bench clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -61,6 +61,13 @@ unit: setup $(OPENAPI)
 
 synth: setup
 	npx --no-install cdk synth --quiet
+
+## make deploy: set everything up, refuse a deploy whose stage was never chosen
+## (`squadron configure --stage NAME` keeps it in cdk.context.json), then deploy that stage.
+## CDK_DEPLOY_ARGS passes options to cdk deploy (e.g. --require-approval never).
+deploy: setup
+	$(BIN)/squadron configure --check
+	npx --no-install cdk deploy $(CDK_DEPLOY_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench

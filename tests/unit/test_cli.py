@@ -98,6 +98,7 @@ def test_subcommands_are_a_table() -> None:
         "validate",
         "schema",
         "local",
+        "configure",
         "status",
         "agent",
         "dlq",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from squadron import operator_cli
+from squadron import deploy_cli, operator_cli
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.config.constants import CONFIG_DIR
 from squadron.domain.permissions import Caller
@@ -363,6 +363,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "run the whole system on this machine (GitHub sandbox, moto, local agents)",
         _configure_local,
         _run_local,
+    ),
+    Subcommand(
+        "configure",
+        "set the deployment's values (stage, App id and slug, ...) in cdk.context.json, where cdk reads them",
+        deploy_cli.configure_configure,
+        deploy_cli.run_configure,
     ),
     Subcommand(
         "status",

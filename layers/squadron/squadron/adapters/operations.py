@@ -113,7 +113,7 @@ def stack_target(stack_name: str, *, region: str | None = None) -> Target:
         message = exc.response.get("Error", {}).get("Message", str(exc))
         if "does not exist" in message:
             raise OperatorError(
-                f"no stack {stack_name} in {cloudformation.meta.region_name}: deploy it (cdk deploy) or "
+                f"no stack {stack_name} in {cloudformation.meta.region_name}: deploy it (make deploy) or "
                 "pass --stack/--region"
             ) from exc
         raise OperatorError(f"CloudFormation refused DescribeStacks for {stack_name}: {message}") from exc
@@ -251,7 +251,8 @@ class Operations:
         target = self.target
         if target.app_id is None or target.private_key_secret is None:
             raise OperatorError(
-                "the stack does not say which GitHub App it is (deploy with -c github_app_id=...)"
+                "the stack does not know its GitHub App yet: squadron configure --github-app-id ID "
+                "--github-app-slug SLUG, then make deploy"
             )
         secrets = target.secretsmanager()
 

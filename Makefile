@@ -63,10 +63,12 @@ synth: setup
 	npx --no-install cdk synth --quiet
 
 ## make deploy: set everything up, refuse a deploy whose stage was never chosen
-## (`squadron configure --stage NAME` keeps it in cdk.context.json), then deploy that stage.
+## (`squadron configure --stage NAME` keeps it in cdk.context.json) or that would fail
+## (`squadron doctor`: credentials, CDK bootstrap, Docker), then deploy that stage.
 ## CDK_DEPLOY_ARGS passes options to cdk deploy (e.g. --require-approval never).
 deploy: setup
 	$(BIN)/squadron configure --check
+	$(BIN)/squadron doctor --before-deploy
 	npx --no-install cdk deploy $(CDK_DEPLOY_ARGS)
 
 bench: setup

@@ -19,6 +19,7 @@ from constructs import Construct
 
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.layer import SharedLayer
+from squadron.deployment import DeploymentSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ROUTER_CODE = REPO_ROOT / "functions" / "router"
@@ -35,7 +36,7 @@ REGISTRY_ACTIONS = (
 )
 
 #: Router invocations at once (the SQS event source's MaximumConcurrency; 2 is its minimum).
-DEFAULT_MAX_CONCURRENCY = 5
+DEFAULT_MAX_CONCURRENCY: int = DeploymentSettings.model_fields["router_max_concurrency"].default
 
 XRAY_WILDCARD_REASON = (
     "The only Resource '*' is X-Ray's PutTraceSegments/PutTelemetryRecords, added by active "

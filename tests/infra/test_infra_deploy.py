@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from infra.constructs.agents import AgentCompute
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.router import EventRouter
+from squadron.deployment import AGENT_TASK_VCPUS
 from squadron.settings import (
     LAMBDA_RATE_LIMIT_WAIT_SECONDS,
     ReconcilerSettings,
@@ -161,3 +163,7 @@ def test_every_function_acting_on_the_apps_own_doings_knows_its_slug(synthesized
         "Variables"
     ]
     assert ingress["GITHUB_APP_SLUG"] == "squadron-ci"
+
+
+def test_the_doctor_counts_agents_by_the_task_definitions_vcpus() -> None:
+    assert AgentCompute.TASK_CPU / 1024 == AGENT_TASK_VCPUS

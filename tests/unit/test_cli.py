@@ -99,6 +99,7 @@ def test_subcommands_are_a_table() -> None:
         "schema",
         "local",
         "configure",
+        "doctor",
         "status",
         "agent",
         "dlq",

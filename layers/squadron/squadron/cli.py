@@ -371,6 +371,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         deploy_cli.run_configure,
     ),
     Subcommand(
+        "doctor",
+        "check what a deploy needs (credentials, bootstrap, quotas, Docker, the App, its secrets, "
+        "the webhook URL): one line each",
+        deploy_cli.configure_doctor,
+        deploy_cli.run_doctor,
+    ),
+    Subcommand(
         "status",
         "the agents: role, issue, status, blockers, PR, age, breaker counters",
         operator_cli.configure_status,

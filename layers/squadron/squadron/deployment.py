@@ -30,6 +30,9 @@ RETENTION_DAYS = (
     1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 )  # fmt: skip
 
+#: vCPUs of one agent task (the CDK app's task definition; a test keeps the two equal).
+AGENT_TASK_VCPUS = 1.0
+
 # A synchronous Lambda invocation carries at most 6 MB, so a larger webhook body
 # could never reach the ingress function anyway.
 LAMBDA_SYNC_PAYLOAD_LIMIT = 6 * 1024 * 1024

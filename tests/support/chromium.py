@@ -96,7 +96,7 @@ class Page:
         return str(self.evaluate("document.location.href"))
 
     def ready(self) -> bool:
-        return self.evaluate("document.readyState") == "complete"
+        return bool(self.evaluate("document.readyState") == "complete")
 
 
 @contextmanager

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 
+from infra.app import build
 from infra.constructs.agents import AgentCompute
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.reconciler import Reconciler
@@ -17,9 +19,10 @@ from squadron.settings import (
     LAMBDA_RATE_LIMIT_WAIT_SECONDS,
     ReconcilerSettings,
     RouterSettings,
+    app_configured,
     load_settings,
 )
-from tests.infra.synth import Synthesized
+from tests.infra.synth import Synthesized, cdk_json_context
 
 pytestmark = pytest.mark.infra
 
@@ -167,3 +170,52 @@ def test_every_function_acting_on_the_apps_own_doings_knows_its_slug(synthesized
 
 def test_the_doctor_counts_agents_by_the_task_definitions_vcpus() -> None:
     assert AgentCompute.TASK_CPU / 1024 == AGENT_TASK_VCPUS
+
+
+#: The properties that fix a resource's physical name, by resource type.
+NAME_PROPERTIES = (
+    "Name",
+    "TableName",
+    "QueueName",
+    "LogGroupName",
+    "BucketName",
+    "RepositoryName",
+    "TopicName",
+)
+
+
+def test_nothing_left_behind_by_a_rollback_or_destroy_can_block_the_next_deploy(
+    synthesized: Synthesized,
+) -> None:
+    """A retained resource outlives a rolled-back first deploy and `cdk destroy`: with a fixed
+    name, the next deploy of the stage would fail on "already exists"."""
+    retained = {
+        name: resource
+        for name, resource in synthesized.template_json["Resources"].items()
+        if resource.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate")
+    }
+    assert retained  # the registry table, log groups, the sessions' file system
+    fixed = {
+        name: [key for key in NAME_PROPERTIES if key in resource.get("Properties", {})]
+        for name, resource in retained.items()
+    }
+    assert {name: keys for name, keys in fixed.items() if keys} == {}
+
+
+def test_a_first_deploy_before_the_app_exists_synthesizes_a_stack_that_waits_for_it(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The guide's first deploy (no App yet): every function that acts as the App gets id 0, which
+    each recognises as "not configured yet" (tests/adapters: ingress 503, router holds, reconciler
+    no-op) instead of failing on it."""
+    app = cdk.App(
+        context={**cdk_json_context(), "stage": "first"}, outdir=str(tmp_path_factory.mktemp("first"))
+    )
+    stack = build(app)
+    template = app.synth().get_stack_artifact(stack.artifact_id).template
+    functions = template["Resources"]
+    for construct in (stack.ingress.function, stack.router.function, stack.reconciler.function):
+        logical = stack.get_logical_id(construct.node.default_child)  # type: ignore[arg-type]
+        variables = functions[logical]["Properties"]["Environment"]["Variables"]
+        assert variables["GITHUB_APP_ID"] == "0"
+        assert not app_configured(variables)

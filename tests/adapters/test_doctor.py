@@ -357,7 +357,8 @@ def test_without_credentials_it_says_so_and_what_it_could_not_check(
     assert status == 1
     assert lines == [
         "missing AWS credentials: no AWS credentials: aws configure, or AWS_PROFILE",
-        "missing GitHub App: github_app_id is 0: the stack waits for its App; create it (squadron app create "
+        "missing GitHub App: github_app_id is 0: the stack waits for its App (fine for the first deploy); "
+        "create it (squadron app create "
         "--webhook-url <WebhookUrl> --stack Squadron-prod), then make deploy",
         "skip    the rest: needs AWS credentials",
         "2 missing: AWS credentials, GitHub App",

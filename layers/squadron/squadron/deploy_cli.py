@@ -230,7 +230,7 @@ def _app(settings: DeploymentSettings) -> list[Finding]:
             Finding(
                 "missing",
                 "GitHub App",
-                "github_app_id is 0: the stack waits for its App; create it (squadron app create --webhook-url "
+                "github_app_id is 0: the stack waits for its App (fine for the first deploy); create it (squadron app create --webhook-url "
                 f"<WebhookUrl> --stack {settings.stack_name}), then make deploy",
             )
         ]

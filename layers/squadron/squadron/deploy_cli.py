@@ -115,8 +115,8 @@ def describe(settings: DeploymentSettings, context: dict[str, object], path: Pat
     lines.append(f"kept in {path}: `make deploy` deploys {settings.stack_name} with these values")
     if not settings.app_configured:
         lines.append(
-            "github_app_id is 0: the stack waits for its App (create it with squadron app create, then "
-            "squadron configure --github-app-id ID --github-app-slug SLUG and make deploy again)"
+            "github_app_id is 0: the stack waits for its App (squadron app create --stack keeps the App's "
+            "id and slug here once it exists; then make deploy again)"
         )
     return "\n".join(lines) + "\n"
 

@@ -11,6 +11,8 @@ NODE_STAMP := node_modules/.installed
 # to ~385 MB (every GHES version); only this 13 MB file is kept, fetched once.
 OPENAPI_VERSION := 23.0.2
 OPENAPI := tests/.cache/openapi-$(OPENAPI_VERSION)/api.github.com.json
+# Debian's Chromium, for the browser test of `squadron app create`'s page (no browser download).
+CHROMIUM := /usr/bin/chromium
 
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
@@ -18,7 +20,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup local test lint typecheck unit synth bench clean
+.PHONY: setup local test lint typecheck unit browser synth deploy bench clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -56,11 +58,30 @@ typecheck: $(PY_STAMP)
 	@# Every function's module is called handler: check them one at a time.
 	for handler in functions/*/handler.py; do $(BIN)/mypy --config-file pyproject.toml $$handler || exit 1; done
 
-unit: setup $(OPENAPI)
+unit: setup $(OPENAPI) browser
 	$(BIN)/pytest
+
+## Installs Debian's chromium once, only where it is missing and apt is available; elsewhere
+## the browser test is skipped and says why.
+browser:
+	@if [ ! -x $(CHROMIUM) ] && command -v apt-get >/dev/null 2>&1; then \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  echo "installing Debian's chromium (the browser test of the App-creation page)"; \
+	  { $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq chromium >/dev/null; } \
+	    || echo "could not install chromium: the browser test will be skipped"; \
+	fi
 
 synth: setup
 	npx --no-install cdk synth --quiet
+
+## make deploy: set everything up, refuse a deploy whose stage was never chosen
+## (`squadron configure --stage NAME` keeps it in cdk.context.json) or that would fail
+## (`squadron doctor`: credentials, CDK bootstrap, Docker), then deploy that stage.
+## CDK_DEPLOY_ARGS passes options to cdk deploy (e.g. --require-approval never).
+deploy: setup
+	$(BIN)/squadron configure --check
+	$(BIN)/squadron doctor --before-deploy
+	npx --no-install cdk deploy $(CDK_DEPLOY_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench

@@ -232,6 +232,7 @@ def _provision() -> dict[str, str]:
         "AGENT_SUBNETS": compute.subnet,
         "AGENT_SECURITY_GROUPS": compute.security_group,
         "GITHUB_APP_ID": "424242",
+        "GITHUB_APP_SLUG": "squadron",
         "GITHUB_PRIVATE_KEY_SECRET_ARN": key,
     }
 

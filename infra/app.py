@@ -3,20 +3,25 @@
 It makes no AWS call: without `account`/`region` in the context the stack is
 environment-agnostic, so synth needs neither credentials nor a network. cdk-nag's
 AWS Solutions rules run as a validation plugin: an unacknowledged finding fails
-the synth.
+the synth. A deployment value given only with `-c` is refused: CDK would not keep it,
+and the next plain `cdk deploy` would silently deploy without it (`squadron configure`
+keeps it in cdk.context.json).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from infra.settings import SettingsError, SquadronSettings
 from infra.stack import SquadronStack
+from squadron.deployment import CONTEXT_FILE, DeploymentSettings, saved_values, unsaved_values
 
 
 def stack_name(settings: SquadronSettings) -> str:
-    return f"Squadron-{settings.stage}"
+    return settings.stack_name
 
 
 def build(app: cdk.App) -> SquadronStack:
@@ -34,12 +39,31 @@ def build(app: cdk.App) -> SquadronStack:
     return stack
 
 
+def unsaved_context(app: cdk.App, directory: Path) -> str | None:
+    """Why the deployment values of ``app``'s context that no file in ``directory`` holds (so
+    given with ``-c``) are refused, or None when there are none."""
+    effective = {name: app.node.try_get_context(name) for name in DeploymentSettings.model_fields}
+    unsaved = unsaved_values(effective, saved_values(directory))
+    if not unsaved:
+        return None
+    given = " ".join(f"-c {key}={value}" for key, value in unsaved.items())
+    options = " ".join(f"--set {key}={value}" for key, value in unsaved.items())
+    return (
+        f"{given}: values given with -c are not kept, so the next plain `cdk deploy` would silently deploy "
+        f"without them (revert the App's id, or deploy another stage). Keep them in {CONTEXT_FILE}: "
+        f"`squadron configure {options}`, then run the command without -c"
+    )
+
+
 def main() -> None:
     app = cdk.App()
     try:
         build(app)
     except SettingsError as exc:
         raise SystemExit(f"squadron infra: {exc}") from None
+    refused = unsaved_context(app, Path.cwd())
+    if refused is not None:
+        raise SystemExit(f"squadron infra: {refused}")
     app.synth()
 
 

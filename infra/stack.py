@@ -71,10 +71,12 @@ class SquadronStack(cdk.Stack):
             table=self.registry.table,
             private_key=self.secrets.private_key,
             github_app_id=settings.github_app_id,
+            github_app_slug=settings.github_app_slug,
             agents=self.agents.target,
             log_retention=settings.log_retention,
             metrics_namespace=settings.metrics_namespace,
             log_level=settings.log_level,
+            max_concurrency=settings.router_max_concurrency,
         )
         self.reconciler = Reconciler(
             self,
@@ -84,6 +86,7 @@ class SquadronStack(cdk.Stack):
             table=self.registry.table,
             private_key=self.secrets.private_key,
             github_app_id=settings.github_app_id,
+            github_app_slug=settings.github_app_slug,
             cluster=self.agents.target.cluster,
             log_retention=settings.log_retention,
             metrics_namespace=settings.metrics_namespace,

@@ -4,7 +4,8 @@ Replays onto events.fifo the webhooks GitHub's current state implies but the
 registry never saw, sends the router RecoverAgent commands for dead tasks and
 overdue sleepers, and asks GitHub to redeliver failed deliveries. A run that
 fails raises (EventBridge's asynchronous invoke retries it; the next tick runs
-anyway): every repair is idempotent.
+anyway): every repair is idempotent. A stack deployed before its GitHub App exists has
+nothing to reconcile: each run says so in one line and counts as a run (nothing is wrong yet).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from squadron.adapters.metrics import EmfMetrics
 from squadron.domain.metrics import github_points, reconcile_points
+from squadron.settings import AppNotConfiguredError
 from squadron.shell import wiring
 from squadron.shell.reconciler import ReconcilerService
 
@@ -34,7 +36,13 @@ def service() -> ReconcilerService:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        report = service().run()
+        reconciler = service()
+    except AppNotConfiguredError as exc:
+        logger.info("nothing to reconcile", extra={"skipped": str(exc)})
+        published.publish(reconcile_points(repairs={}, problems=0, by_status={}, silent=0))
+        return {"skipped": str(exc)}
+    try:
+        report = reconciler.run()
     finally:
         published.publish(github_points(wiring.github_calls.drain()))
     published.publish(

@@ -4,7 +4,9 @@ Thin by design. Records are processed in order per message group (one issue or
 pull request); when one fails, it and the rest of its group go back to the
 queue (``skip_group_on_error``) while other groups carry on. Each delivery
 completes at most once (delivery records); a failed one is retried from the
-start, and after ``maxReceiveCount`` receives the DLQ keeps it.
+start, and after ``maxReceiveCount`` receives the DLQ keeps it. A stack that does not know its
+GitHub App yet (deployed before the App existed) routes nothing and loses nothing: every
+record goes back to the queue with one error line saying what to deploy.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from squadron.adapters.metrics import EmfMetrics
 from squadron.domain.metrics import github_points, point, routing_points
+from squadron.settings import AppNotConfiguredError
 from squadron.shell import wiring
 from squadron.shell.dispatch import Dispatcher
 
@@ -68,11 +71,28 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
     return summary
 
 
+def _hold(event: dict[str, Any], reason: AppNotConfiguredError) -> PartialItemFailureResponse:
+    """Every record back to the queue (it is retried, then kept by the DLQ for redrive): without
+    its App the router cannot read a repository's configuration nor act on GitHub."""
+    records = [SQSRecord(record) for record in event.get("Records", [])]
+    logger.error(
+        "routing held: %s",
+        reason,
+        extra={"held": [r.message_id for r in records], "delivery_ids": [_delivery_id(r) for r in records]},
+    )
+    published.publish([point("DeliveriesFailed") for _ in records])
+    return {"batchItemFailures": [{"itemIdentifier": r.message_id} for r in records]}
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    runtime().register_lambda_context(context)
+    try:
+        router = runtime()
+    except AppNotConfiguredError as exc:
+        return _hold(event, exc)
+    router.register_lambda_context(context)
     try:
         return process_partial_response(
             event=event, record_handler=record_handler, processor=processor, context=context

@@ -7,6 +7,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from squadron.settings import LAMBDA_RATE_LIMIT_WAIT_SECONDS
+
 
 class EventQueue(Construct):
     """The FIFO queue between the ingress and the router, its dead-letter queue and alarms.
@@ -17,9 +19,16 @@ class EventQueue(Construct):
     per message group ("<repo id>#<number>"), which enables high-throughput FIFO.
     """
 
+    #: Records per router invocation. Each may wait out one GitHub rate limit (up to
+    #: LAMBDA_RATE_LIMIT_WAIT_SECONDS) and then do its work (ROUTER_WORK_SECONDS): a whole batch
+    #: of records that each meet a rate limit still ends inside the router's timeout.
+    ROUTER_BATCH_SIZE = 3
+    ROUTER_WORK_SECONDS = 10
+    ROUTER_TIMEOUT = cdk.Duration.seconds(
+        ROUTER_BATCH_SIZE * (LAMBDA_RATE_LIMIT_WAIT_SECONDS + ROUTER_WORK_SECONDS)
+    )
     # AWS recommends a visibility timeout of at least 6x the timeout of the Lambda
     # consuming the queue, so retries of a throttled invocation cause no redelivery.
-    ROUTER_TIMEOUT = cdk.Duration.seconds(60)
     VISIBILITY_TIMEOUT = cdk.Duration.seconds(6 * ROUTER_TIMEOUT.to_seconds())
     RETENTION = cdk.Duration.days(4)
     DEAD_LETTER_RETENTION = cdk.Duration.days(14)  # the maximum; time to investigate

@@ -55,10 +55,32 @@ class Observability(Construct):
         return key
 
     def _build_alarm_topic(self) -> sns.Topic:
-        return sns.Topic(
+        topic = sns.Topic(
             self,
             "AlarmTopic",
             display_name="Squadron alarms",
             master_key=self.alarm_key,
             enforce_ssl=True,
         )
+        # enforce_ssl writes an AWS::SNS::TopicPolicy holding only its Deny, and a topic policy
+        # replaces the topic's default one: without this Allow no alarm could publish.
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsToPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+                    "ArnLike": {
+                        "aws:SourceArn": cdk.Stack.of(self).format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name="*",
+                            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    },
+                },
+            )
+        )
+        return topic

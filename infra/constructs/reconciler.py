@@ -35,9 +35,17 @@ class Reconciler(Construct):
     ARCHITECTURE = SharedLayer.ARCHITECTURE
     HANDLER = "handler.handler"
     MEMORY_SIZE_MB = 512
-    #: A run reads at most RECONCILER_MAX_READS issues; GitHub answers in ~0.1-0.3 s each.
-    TIMEOUT = cdk.Duration.minutes(4)
     SCHEDULE = cdk.Duration.minutes(5)
+    #: How late a tick may still start a run: EventBridge may hold it this long when the invoke
+    #: is throttled, then Lambda's asynchronous queue as long again (both minimums).
+    MAX_EVENT_AGE = cdk.Duration.minutes(1)
+    #: A run reads at most RECONCILER_MAX_READS issues per installation; GitHub answers in
+    #: ~0.1-0.3 s each. TIMEOUT + 2 * MAX_EVENT_AGE <= SCHEDULE: a run, even one started as late
+    #: as allowed, has ended before the next tick, so two never run at once. (No reserved
+    #: concurrency: it fails at create time on accounts whose quota would leave fewer than 10
+    #: unreserved executions, as new accounts' quota of 10 does. Every repair is idempotent
+    #: anyway, so a rare overlap, e.g. a tick delivered twice, costs reads only.)
+    TIMEOUT = cdk.Duration.minutes(3)
     POWERTOOLS_SERVICE_NAME = "reconciler"
 
     def __init__(
@@ -50,6 +58,7 @@ class Reconciler(Construct):
         table: dynamodb.ITable,
         private_key: secretsmanager.ISecret,
         github_app_id: str,
+        github_app_slug: str,
         cluster: ecs.ICluster,
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
@@ -107,8 +116,9 @@ class Reconciler(Construct):
             layers=[layer],
             memory_size=self.MEMORY_SIZE_MB,
             timeout=self.TIMEOUT,
-            # One run at a time: a slow run is never overtaken by the next tick.
-            reserved_concurrent_executions=1,
+            # A failed run is not retried late: the next tick is five minutes away.
+            retry_attempts=0,
+            max_event_age=self.MAX_EVENT_AGE,
             role=self.role,
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
@@ -117,6 +127,7 @@ class Reconciler(Construct):
                 "EVENTS_QUEUE_URL": queue.queue_url,
                 "AGENT_CLUSTER": cluster.cluster_arn,
                 "GITHUB_APP_ID": github_app_id,
+                "GITHUB_APP_SLUG": github_app_slug,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
                 "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
@@ -134,9 +145,9 @@ class Reconciler(Construct):
             targets=[
                 targets.LambdaFunction(
                     self.function,
-                    # A missed tick is not retried late: the next one comes in five minutes.
+                    # A tick that cannot be handed over soon is dropped: the next one comes.
                     retry_attempts=1,
-                    max_event_age=cdk.Duration.minutes(4),
+                    max_event_age=self.MAX_EVENT_AGE,
                 )
             ],
         )

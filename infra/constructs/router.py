@@ -19,6 +19,7 @@ from constructs import Construct
 
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.layer import SharedLayer
+from squadron.deployment import DeploymentSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ROUTER_CODE = REPO_ROOT / "functions" / "router"
@@ -33,6 +34,9 @@ REGISTRY_ACTIONS = (
     "dynamodb:DeleteItem",
     "dynamodb:ConditionCheckItem",
 )
+
+#: Router invocations at once (the SQS event source's MaximumConcurrency; 2 is its minimum).
+DEFAULT_MAX_CONCURRENCY: int = DeploymentSettings.model_fields["router_max_concurrency"].default
 
 XRAY_WILDCARD_REASON = (
     "The only Resource '*' is X-Ray's PutTraceSegments/PutTelemetryRecords, added by active "
@@ -66,7 +70,7 @@ class EventRouter(Construct):
     HANDLER = "handler.handler"
     MEMORY_SIZE_MB = 512
     TIMEOUT = EventQueue.ROUTER_TIMEOUT
-    BATCH_SIZE = 10
+    BATCH_SIZE = EventQueue.ROUTER_BATCH_SIZE
     POWERTOOLS_SERVICE_NAME = "router"
 
     def __init__(
@@ -79,10 +83,12 @@ class EventRouter(Construct):
         table: dynamodb.ITable,
         private_key: secretsmanager.ISecret,
         github_app_id: str,
+        github_app_slug: str,
         agents: AgentTarget,
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
         log_level: str = "INFO",
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(self, "FunctionLogs", retention=log_retention)
@@ -135,6 +141,7 @@ class EventRouter(Construct):
                 "AGENT_SUBNETS": ",".join(subnet.subnet_id for subnet in agents.subnets),
                 "AGENT_SECURITY_GROUPS": agents.security_group.security_group_id,
                 "GITHUB_APP_ID": github_app_id,
+                "GITHUB_APP_SLUG": github_app_slug,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
                 "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
@@ -144,8 +151,15 @@ class EventRouter(Construct):
         cdk.Validations.of(self.function.node.default_child or self.function).acknowledge(
             cdk.Acknowledgment(id="AwsSolutions-L1", reason=RUNTIME_PIN_REASON)
         )
+        # Bounded concurrency (reserved concurrency would fail on accounts with a low quota): a
+        # burst of events never takes the executions the ingress needs to answer GitHub.
         self.function.add_event_source(
-            event_sources.SqsEventSource(queue, batch_size=self.BATCH_SIZE, report_batch_item_failures=True)
+            event_sources.SqsEventSource(
+                queue,
+                batch_size=self.BATCH_SIZE,
+                report_batch_item_failures=True,
+                max_concurrency=max_concurrency,
+            )
         )
 
     def _grant_agent_tasks(self, agents: AgentTarget) -> None:

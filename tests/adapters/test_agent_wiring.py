@@ -287,3 +287,13 @@ def test_agent_logs_are_json_keyed_by_agent_issue_and_launch(capsys: pytest.Capt
     assert (line["agent_id"], line["issue"], line["role"]) == (A38, 38, "feat-dev")
     assert (line["launch"], line["correlation_id"]) == (f"{A38}-g1-l1", "delivery-1")
     assert SECRET not in json.dumps(line)
+
+
+def test_an_agent_acts_as_the_deployed_apps_login_whatever_its_slug(world: World) -> None:
+    world.gateway.bot_login = "acme-bot[bot]"
+    host = world.host(world.env())
+    # Its assignments, its own-PR check and its commits name the App the stack runs as.
+    assert host.config.config.bot_login == "acme-bot[bot]"
+    assert host.workspace is not None
+    wc = host.workspace(AgentUser(), AgentDirs(world.root, A38))
+    assert wc.author_email == "acme-bot[bot]@users.noreply.github.com"

@@ -424,12 +424,26 @@ def create(*argv: str) -> tuple[int, str]:
     ],
     ids=["github.com", "GHE Server"],
 )
-def test_create_runs_the_whole_flow_into_the_stacks_secrets(
-    aws: Any, github: ManifestGitHub, monkeypatch: pytest.MonkeyPatch, api_url: str, posted_to: str
+def test_create_runs_the_whole_flow_into_the_stacks_secrets(  # noqa: PLR0917 (fixtures, then the table)
+    aws: Any,
+    github: ManifestGitHub,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    api_url: str,
+    posted_to: str,
 ) -> None:
     person = Person(github, strays=("code=forged&state=not-this-run", "state={state}"))
     monkeypatch.setattr(operator_cli, "_open_browser", person.open)
-    status, said = create("--stack", "Squadron-dev", "--timeout", "0.5", "--api-url", api_url)
+    status, said = create(
+        "--stack",
+        "Squadron-dev",
+        "--timeout",
+        "0.5",
+        "--api-url",
+        api_url,
+        "--context-file",
+        str(tmp_path / "none.json"),
+    )
     person.done()
     assert status == 0, said
     assert person.answers == [403, 400, 200]
@@ -447,7 +461,7 @@ def test_create_runs_the_whole_flow_into_the_stacks_secrets(
     assert "refused a callback: no code" in said
     assert "created the GitHub App Octocat App (octoapp, id 1): https://github.com/apps/octoapp" in said
     assert f"stored its private key in {KEY_SECRET} and its webhook secret in {HOOK_SECRET}" in said
-    assert "cdk deploy -c github_app_id=1" in said
+    assert "squadron configure --github-app-id 1 --github-app-slug octoapp, then make deploy" in said
     assert "https://github.com/apps/octoapp/installations/new" in said
     assert not secrets_in(said)
 
@@ -468,7 +482,10 @@ def test_without_a_stack_the_secrets_go_to_files_only_their_owner_reads(
     assert stat.S_IMODE(out_dir.stat().st_mode) == 0o700
     assert sorted(p.name for p in out_dir.iterdir()) == ["private-key.pem", "webhook-secret"]
     assert f"wrote its private key to {key}, its webhook secret to {hook}" in said
-    assert f"--secret-string file://{key}" in said and "cdk deploy -c github_app_id=1" in said
+    assert (
+        f"--secret-string file://{key}" in said
+        and "squadron configure --github-app-id 1 --github-app-slug octoapp" in said
+    )
     assert not secrets_in(said)
 
 
@@ -528,9 +545,37 @@ def test_a_stack_running_another_app_takes_the_new_one_when_asked(github: Manife
         boto3.client("cloudformation").create_stack(
             StackName="Squadron-dev", TemplateBody=stack_template(GitHubAppId="123")
         )
-        status, said = create("--stack", "Squadron-dev", "--replace", "--code", CODE)
+        status, said = create("--stack", "Squadron-dev", "--replace", "--code", CODE, "--context-file", "-")
         assert status == 0, said
         assert secrets.get_secret_value(SecretId=KEY_SECRET)["SecretString"] == documented_app()["pem"]
+
+
+KEPT = [
+    # (case id, the context file before, kept there): the App's id and slug are kept for the next
+    # deploy only by the file that deploys this very stack
+    ("deploys-this-stack", {"stage": "dev", "alarm_email": "ops@example.com"}, True),
+    ("deploys-another-stage", {"stage": "prod"}, False),
+]
+
+
+@pytest.mark.usefixtures("no_browser")
+@pytest.mark.parametrize(("before", "kept"), [row[1:] for row in KEPT], ids=[row[0] for row in KEPT])
+def test_the_apps_id_and_slug_are_kept_for_the_next_deploy(
+    aws: Any, github: ManifestGitHub, tmp_path: Path, before: dict[str, str], kept: bool
+) -> None:
+    github.codes.add(CODE)
+    context = tmp_path / "cdk.context.json"
+    context.write_text(json.dumps(before))
+    status, said = create("--stack", "Squadron-dev", "--code", CODE, "--context-file", str(context))
+    assert status == 0, said
+    after = json.loads(context.read_text())
+    if kept:
+        assert after == {**before, "github_app_id": "1", "github_app_slug": "octoapp"}
+        assert f"kept its id and slug in {context} for the next deploy" in said
+        assert "  1. deploy the stack as this App: make deploy" in said
+    else:
+        assert after == before
+        assert "squadron configure --github-app-id 1 --github-app-slug octoapp, then make deploy" in said
 
 
 @pytest.mark.usefixtures("no_browser")

@@ -231,6 +231,25 @@ def test_missing_configuration_answers_500_naming_every_variable(
     assert "GITHUB_APP_ID" in reason and "'not-a-number'" in reason
 
 
+def test_before_the_app_is_configured_pings_answer_and_events_wait_at_github(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deployed with github_app_id 0: the App's ping is answered; a correctly signed event is
+    refused with a 503 (GitHub keeps it as failed, to be redelivered) and nothing is queued
+    that no router could act on; a forged one is still a 401."""
+    monkeypatch.setenv("GITHUB_APP_ID", "0")
+    stack.handler.ingress.cache_clear()
+    assert stack.post(example("ping"), "ping")["statusCode"] == 200
+    response = stack.post(example("issues", "opened"), "issues", delivery="early-0001")
+    assert response["statusCode"] == 503
+    assert "does not know its GitHub App yet" in response["json"]["reason"]
+    forged = stack.post(
+        example("issues", "opened"), "issues", headers={"X-Hub-Signature-256": "sha256=" + "0" * 64}
+    )
+    assert forged["statusCode"] == 401
+    assert stack.drain() == []
+
+
 def test_unknown_route_is_404(stack: Stack) -> None:
     event = http_api_event(b"{}", {}, method="GET", path="/")
     response = stack.handler.handler(event, FakeLambdaContext())

@@ -91,6 +91,39 @@ def test_main_is_ready_but_left_to_a_human() -> None:
     assert merge_status(github)["description"] == "ready: a human merges (require_human)"
 
 
+APP_REVIEWS = [
+    # (case id, the App's review, what the gate must still say): the App's own reviews (its
+    # review agents act as the App) are never a human's, whatever the App's slug.
+    ("approval-is-not-human", "APPROVED", "waiting: waiting on maintainers; a human approval"),
+    (
+        "change-request-does-not-block",
+        "CHANGES_REQUESTED",
+        "waiting: waiting on maintainers; a human approval",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "description"), [row[1:] for row in APP_REVIEWS], ids=[row[0] for row in APP_REVIEWS]
+)
+def test_an_app_with_another_slug_is_not_counted_as_a_human_reviewer(state: str, description: str) -> None:
+    github = RecordedGitHub(
+        base="main",
+        author="octo-dev",  # a human's pull request, reviewed by the App's agents
+        statuses=[
+            {"context": "ci", "state": "success"},
+            {"context": "squadron/pr-review", "state": "success"},
+        ],
+        reviews=[
+            {"user": {"login": "octo-maintainer"}, "state": "COMMENTED"},
+            {"user": {"login": "acme-bot[bot]"}, "state": state},
+        ],
+    )
+    outcome = gate_over(github, CONFIG, bot_login="acme-bot[bot]").evaluate(77, "octo/repo", 101, None)
+    assert not outcome.merged
+    assert merge_status(github)["description"] == description
+
+
 def test_a_refused_merge_is_reported_and_an_outage_goes_back_to_the_queue() -> None:
     ready = {
         "statuses": [

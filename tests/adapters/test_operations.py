@@ -5,13 +5,16 @@ from __future__ import annotations
 import io
 import json
 import re
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
+from moto.server import ThreadedMotoServer
 
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.adapters.operations import Operations, OperatorError, Target, local_target, stack_target
@@ -142,3 +145,68 @@ def test_every_operator_command_says_when_the_stack_is_not_there(tmp_path: Path,
     assert (
         out.getvalue() == f"no local stack is running with state in {tmp_path} (start it with `make local`)\n"
     )
+
+
+@pytest.fixture
+def plain_shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A shell with no AWS credentials anywhere (no variables, no profile, no files)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+LOCAL_COMMANDS = [
+    # (case id, the command, what its output starts with)
+    ("status", ["status", "--json"], "["),
+    ("agent-show", ["agent", "show", "1-7-feat-dev", "--json"], "{"),
+    ("dlq-list", ["dlq", "list", "--json"], "[]"),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "starts"), [row[1:] for row in LOCAL_COMMANDS], ids=[row[0] for row in LOCAL_COMMANDS]
+)
+def test_the_local_stack_is_read_from_a_plain_shell(
+    tmp_path: Path, plain_shell: None, command: list[str], starts: str
+) -> None:
+    """`squadron status --local` from a terminal with no AWS setup: the local stack's stand-in
+    credentials, never the caller's (there are none)."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        # The server shares moto's in-process state: start from nothing.
+        reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 (loopback)
+        urllib.request.urlopen(reset).close()  # noqa: S310
+        aws: dict[str, Any] = {
+            "endpoint_url": endpoint,
+            "region_name": "us-east-1",
+            "aws_access_key_id": "x",
+            "aws_secret_access_key": "x",
+        }
+        boto3.client("dynamodb", **aws).create_table(TableName="registry", **TABLE_DEFINITION)
+        sqs = boto3.client("sqs", **aws)
+        dlq = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        queue = sqs.create_queue(QueueName="events.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        target = Target(
+            table_name="registry",
+            queue_url=queue,
+            dead_letter_queue_url=dlq,
+            endpoint=endpoint,
+            region="us-east-1",
+        )
+        DynamoRegistry("registry", client=target.dynamodb()).put_agent(
+            AgentWrite(record(7, AgentStatus.ACTIVE), None)
+        )
+        target.write(tmp_path)
+        out = io.StringIO()
+        assert main([*command, "--local", "--state", str(tmp_path)], out=out) == 0, out.getvalue()
+        assert out.getvalue().startswith(starts)
+        if command[0] != "dlq":
+            assert "1-7-feat-dev" in out.getvalue()
+    finally:
+        server.stop()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,7 @@ from squadron.domain.routing import RoutingPolicy
 from squadron.shell.reconciler import ReconcilerService
 from squadron.shell.router import RouterService
 from tests.support.aws import drain, registry_and_queue
-from tests.support.events import T0, Events
+from tests.support.events import BOT, T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
 from tests.support.github_openapi import validate
 from tests.support.lambdas import FakeLambdaContext, load_handler
@@ -88,9 +90,7 @@ class GitHubState:
         self.redelivered.append(delivery_id)
 
 
-def issue(
-    number: int, state: str = "open", assignees: tuple[str, ...] = ("squadron[bot]",)
-) -> dict[str, Any]:
+def issue(number: int, state: str = "open", assignees: tuple[str, ...] = (BOT,)) -> dict[str, Any]:
     return {
         "number": number,
         "title": f"Issue {number}",
@@ -116,6 +116,7 @@ class Stack:
     #: The task ARNs ECS still runs (the stack answers the reconciler's TaskStatus port).
     alive: set[str] = field(default_factory=set)
     now: datetime = NOW
+    bot_login: str = BOT
 
     def reconciler(self) -> ReconcilerService:
         return ReconcilerService(
@@ -124,6 +125,7 @@ class Stack:
             reader=self.github.reader,
             deliveries=self.github,
             completed=lambda guid: guid in self.processed,
+            bot_login=self.bot_login,
             tasks=self,
             clock=lambda: self.now,
         )
@@ -135,8 +137,9 @@ class Stack:
         return drain(self.sqs, self.queue_url, self.router.process)
 
 
-@pytest.fixture
-def stack() -> Iterator[Stack]:
+@contextmanager
+def deployed(bot_login: str = BOT) -> Iterator[Stack]:
+    """The router and the reconciler of a stack whose App's login is ``bot_login``."""
     with mock_aws():
         registry, sqs, url = registry_and_queue()
         launcher = FakeLauncher()
@@ -144,10 +147,17 @@ def stack() -> Iterator[Stack]:
             registry=registry,
             launcher=launcher,
             github=FakeRouterGitHub(),
-            policies=lambda _e: RoutingPolicy(),
+            policies=lambda _e: RoutingPolicy(bot_login=bot_login),
             clock=lambda: NOW,
         )
-        yield Stack(registry, sqs, url, router, launcher, GitHubState(), Events(full_name="octo/repo"), set())
+        events = Events(full_name="octo/repo")
+        yield Stack(registry, sqs, url, router, launcher, GitHubState(), events, set(), bot_login=bot_login)
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    with deployed() as stack:
+        yield stack
 
 
 def test_a_dropped_blocker_closure_is_healed_and_the_sleeper_wakes(stack: Stack) -> None:
@@ -182,6 +192,26 @@ def test_an_issue_taken_back_by_a_human_cancels_its_agent(stack: Stack) -> None:
     stack.route_queued()
     agent = stack.registry.get_agent(A38)
     assert agent is not None and agent.status is AgentStatus.CANCELLED
+
+
+def test_an_app_with_another_slug_keeps_its_assigned_agents_and_replays_as_itself() -> None:
+    """With the App acme-bot, an issue assigned to acme-bot[bot] is the agent's (no replay); one a
+    human took back is replayed as unassigned from acme-bot[bot], which the router understands."""
+    with deployed("acme-bot[bot]") as stack:
+        stack.router.process(stack.events.assigned(38, to="acme-bot[bot]"))
+        stack.router.process(stack.events.assigned(39, to="acme-bot[bot]"))
+        stack.github.issues.update({38: issue(38, assignees=("acme-bot[bot]",)), 39: issue(39, assignees=())})
+        launched = [stack.registry.get_agent(f"1-{n}-feat-dev") for n in (38, 39)]
+        stack.alive.update(a.task_arn for a in launched if a is not None and a.task_arn)
+        report = stack.reconciler().run()
+        assert report.replayed == ["reconcile-1-39-unassigned-2026-11-23T13:00:00Z"]
+        (replay,) = stack.route_queued()
+        assert replay.assignee is not None and replay.assignee.login == "acme-bot[bot]"
+        agents = [stack.registry.get_agent(f"1-{n}-feat-dev") for n in (38, 39)]
+        assert {a.issue_number: a.status for a in agents if a is not None} == {
+            38: AgentStatus.CREATED,  # launched, untouched
+            39: AgentStatus.CANCELLED,
+        }
 
 
 def test_github_errors_are_reported_and_a_rate_limit_ends_the_reading(stack: Stack) -> None:
@@ -233,6 +263,24 @@ def test_the_lambda_runs_one_reconciliation_per_tick(stack: Stack, monkeypatch: 
     stack.route_queued()
     agent = stack.registry.get_agent(A38)
     assert agent is not None and agent.status is AgentStatus.COMPLETED
+
+
+def test_before_the_app_is_configured_a_tick_is_a_counted_no_op(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Deployed with github_app_id 0: no GitHub call, no failure every five minutes, and the run
+    is counted, so the 'reconciler not running' alarm stays quiet until the App exists."""
+    handler_module = load_handler("reconciler")
+    monkeypatch.setenv("GITHUB_APP_ID", "0")
+    handler_module.service.cache_clear()
+    summary = handler_module.handler(SCHEDULED, FakeLambdaContext())
+    assert summary["skipped"].startswith("reconciler: the stack does not know its GitHub App yet")
+    (line,) = [json.loads(raw) for raw in capsys.readouterr().out.splitlines() if '"_aws"' in raw]
+    assert {name: line[name] for name in ("ReconcilerRuns", "ReconcilerProblems", "SilentAgents")} == {
+        "ReconcilerRuns": [1.0],
+        "ReconcilerProblems": [0.0],
+        "SilentAgents": [0.0],
+    }
 
 
 def test_a_dead_task_is_relaunched_once_then_its_agent_escalated(stack: Stack) -> None:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 handler_module = load_handler("router")
+#: The handler's own wiring from the environment (the fixture replaces it with the fakes).
+wired_runtime = handler_module.runtime
 
 A38 = "1-38-feat-dev"
 A39 = "1-39-feat-dev"
@@ -177,6 +179,30 @@ def test_a_batch_where_everything_fails_is_retried_whole(stack: Stack) -> None:
     stack.send(raw=(("1#38", "not json"),))
     with pytest.raises(BatchProcessingError):
         stack.invoke()
+
+
+def test_without_its_app_every_record_goes_back_to_the_queue(
+    stack: Stack,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A stack deployed before its App existed routes nothing and drops nothing."""
+    monkeypatch.setenv("GITHUB_APP_ID", "0")
+    monkeypatch.setattr(handler_module, "runtime", wired_runtime)
+    e = stack.world.events
+    stack.send(e.assigned(38), e.assigned(39))
+    response, ids = stack.invoke()
+    assert len(ids) == 2
+    assert [item["itemIdentifier"] for item in response["batchItemFailures"]] == ids
+    assert stack.world.registry.get_agent(A38) is None
+    left = stack.sqs.receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+    assert sorted(m["MessageId"] for m in left) == sorted(ids)
+    assert totals(published_metrics(capsys.readouterr().out))["DeliveriesFailed"] == 2
+    (held,) = caplog.messages
+    assert held.startswith(
+        "routing held: router: the stack does not know its GitHub App yet (GITHUB_APP_ID=0)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.ecs import EcsTaskLauncher
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.errors import ConfigurationError
+from squadron.settings import AppNotConfiguredError
+from squadron.shell.merge_gate import MergeGate
 from squadron.shell.wiring import build_reconciler, build_router
 
 ENVIRONMENT = {
@@ -19,6 +23,7 @@ ENVIRONMENT = {
     "AGENT_SECURITY_GROUPS": "sg-1",
     "EVENTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo",
     "GITHUB_APP_ID": "123456",
+    "GITHUB_APP_SLUG": "acme-bot",
     "GITHUB_PRIVATE_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key",
 }
 
@@ -32,6 +37,8 @@ def test_builds_from_its_environment_without_calling_aws() -> None:
     assert service.launcher.subnets == ["subnet-1", "subnet-2"]
     assert runtime.records is not None
     assert service.merge_gate is not None  # PRs are judged against their approval flows
+    assert isinstance(service.merge_gate, MergeGate)
+    assert service.merge_gate.bot_login == "acme-bot[bot]"  # its reviews are not a human's
 
 
 @pytest.mark.parametrize("missing", sorted(ENVIRONMENT))
@@ -45,6 +52,7 @@ RECONCILER_ENVIRONMENT = {
     "REGISTRY_TABLE_NAME": "squadron-registry",
     "EVENTS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/events.fifo",
     "GITHUB_APP_ID": "123456",
+    "GITHUB_APP_SLUG": "acme-bot",
     "GITHUB_PRIVATE_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key",
 }
 
@@ -54,7 +62,7 @@ def test_the_reconciler_builds_from_its_environment_without_calling_aws() -> Non
     assert isinstance(service.registry, DynamoRegistry)
     assert service.registry.table_name == "squadron-registry"
     assert isinstance(service.queue, SqsEventQueue)
-    assert (service.max_reads, service.bot_login) == (500, "squadron[bot]")
+    assert (service.max_reads, service.bot_login) == (500, "acme-bot[bot]")
     assert service.deliveries is not None
 
 
@@ -63,3 +71,23 @@ def test_a_missing_reconciler_variable_is_named(missing: str) -> None:
     environment = {k: v for k, v in RECONCILER_ENVIRONMENT.items() if k != missing}
     with pytest.raises(ConfigurationError, match=f"{missing} is required"):
         build_reconciler(environment)
+
+
+@pytest.mark.parametrize(
+    ("build", "environment"),
+    [(build_router, ENVIRONMENT), (build_reconciler, RECONCILER_ENVIRONMENT)],
+    ids=["router", "reconciler"],
+)
+def test_a_stack_deployed_before_its_app_says_so(
+    build: Callable[[dict[str, str]], object], environment: dict[str, str]
+) -> None:
+    with pytest.raises(AppNotConfiguredError, match=r"does not know its GitHub App yet \(GITHUB_APP_ID=0\)"):
+        build({**environment, "GITHUB_APP_ID": "0"})
+
+
+@pytest.mark.parametrize(
+    "slug", ["", "Acme", "acme_bot", "acme-bot[bot]"], ids=["empty", "upper", "underscore", "login"]
+)
+def test_a_bad_slug_is_named(slug: str) -> None:
+    with pytest.raises(ConfigurationError, match="GITHUB_APP_SLUG"):
+        build_router({**ENVIRONMENT, "GITHUB_APP_SLUG": slug})

@@ -109,40 +109,48 @@ def test_squadron_local_runs_until_interrupted_and_leaves_nothing_behind(tmp_pat
     assert leftovers == []
 
 
-def test_the_demo_scenario_completes_through_every_part_of_the_system(tmp_path: Path) -> None:
+def test_the_demo_scenario_completes_through_every_part_of_the_system_every_time(tmp_path: Path) -> None:
+    """Played twice in one directory, as a user trying it again would: each run starts from
+    nothing in the demo's own directory, and the stack's own state beside it is left alone."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "squadron.cli",
-            "local",
-            "--demo",
-            "--exit",
-            "--state",
-            str(tmp_path / "state"),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    said = done.stdout
-    for step in (
-        "octo-human opened #1",
-        "the PM triaged #1",
-        "feat-dev-1 filed #2",
-        "feat-dev-1 woke with its earlier conversation and opened PR #3",
-        "pr-review read the diff, reviewed it and posted squadron/pr-review = success",
-        "squadron merged PR #3",
-        "demo: the scenario completed",
-        "stopped; no agent process left running",
-    ):
-        assert step in said, said
-    assert "agent 1-1-feat-dev: ACTIVE -> SLEEPING (blocked by #2)" in said
+    own = tmp_path / "state" / "saved" / "mine.json"
+    own.parent.mkdir(parents=True)
+    own.write_text("{}")
+    for run in ("first", "second"):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "squadron.cli",
+                "local",
+                "--demo",
+                "--exit",
+                "--state",
+                str(tmp_path / "state"),
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert done.returncode == 0, run + ": " + done.stdout[-4000:] + done.stderr[-4000:]
+        said = done.stdout
+        for step in (
+            "octo-human opened #1",
+            "the PM triaged #1",
+            "feat-dev-1 filed #2",
+            "feat-dev-1 woke with its earlier conversation and opened PR #3",
+            "pr-review read the diff, reviewed it and posted squadron/pr-review = success",
+            "squadron merged PR #3",
+            "demo: the scenario completed",
+            f"stopped; no agent process left running; state saved in {tmp_path / 'state' / 'demo'}",
+        ):
+            assert step in said, f"{run}: {said}"
+        assert "agent 1-1-feat-dev: ACTIVE -> SLEEPING (blocked by #2)" in said, run
+        assert "Resumed from" not in said, run
+    assert own.read_text() == "{}"
 
 
 def test_with_app_credentials_the_stack_talks_to_that_github_not_its_sandbox(

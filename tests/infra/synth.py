@@ -27,6 +27,7 @@ SETTINGS_CONTEXT: dict[str, object] = {
     "log_retention_days": 14,
     "api_throttle_rate_limit": "25",
     "api_throttle_burst_limit": 40,
+    "router_max_concurrency": "4",
 }
 
 

@@ -17,7 +17,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import AwsSolutionsChecks
 
-from infra.constructs.router import REGISTRY_ACTIONS, AgentTarget, EventRouter
+from infra.constructs.router import DEFAULT_MAX_CONCURRENCY, REGISTRY_ACTIONS, AgentTarget, EventRouter
 from tests.infra.synth import cdk_json_context
 
 pytestmark = pytest.mark.infra
@@ -63,6 +63,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> assertions.Template:
         table=table,
         private_key=key,
         github_app_id="123456",
+        github_app_slug="acme-bot",
         agents=AgentTarget(cluster, task, "agent", vpc.private_subnets, group),
         log_retention=logs.RetentionDays.ONE_MONTH,
         metrics_namespace="Squadron/test",
@@ -85,7 +86,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> assertions.Template:
 def test_consumes_events_fifo_with_partial_batch_responses(template: assertions.Template) -> None:
     template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",
-        {"BatchSize": 10, "FunctionResponseTypes": ["ReportBatchItemFailures"]},
+        {
+            "BatchSize": EventRouter.BATCH_SIZE,
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "ScalingConfig": {"MaximumConcurrency": DEFAULT_MAX_CONCURRENCY},
+        },
     )
 
 
@@ -106,7 +111,7 @@ def test_function_knows_its_registry_agents_and_app(template: assertions.Templat
         "GITHUB_PRIVATE_KEY_SECRET_ARN",
         "EVENTS_QUEUE_URL",
     }
-    assert router["Properties"]["Timeout"] == 60
+    assert router["Properties"]["Timeout"] == EventRouter.TIMEOUT.to_seconds()
 
 
 def test_the_router_consumes_and_sends_to_events_fifo_only(template: assertions.Template) -> None:

@@ -6,12 +6,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_logs as logs
 
-from infra.app import build
+from infra.app import build, unsaved_context
 from infra.settings import SettingsError, SquadronSettings
 from tests.infra.synth import REPO_ROOT
 
@@ -33,6 +34,7 @@ def test_defaults() -> None:
         "log_level": "INFO",
         "api_throttle_rate_limit": 50.0,
         "api_throttle_burst_limit": 100,
+        "router_max_concurrency": 5,
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
 
@@ -72,7 +74,7 @@ def test_bad_context_value_is_a_clear_error(context: dict[str, object], key: str
     (error,) = caught.value.errors
     assert error.startswith(f"context key '{key}': ")
     assert repr(next(iter(context.values()))) in error
-    assert "cdk synth -c KEY=VALUE" in str(caught.value)
+    assert "Fix it with `squadron configure` (it writes cdk.context.json)" in str(caught.value)
 
 
 def test_every_bad_value_is_reported_at_once() -> None:
@@ -102,4 +104,41 @@ def test_cdk_app_entry_point_exits_with_the_message() -> None:
     )
     assert result.returncode == 1
     assert "context key 'log_retention_days'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_deployment_value_given_only_with_dash_c_is_refused(tmp_path: Path) -> None:
+    """`cdk deploy -c github_app_id=5`: CDK keeps nothing of it, so the next plain deploy would
+    silently deploy without the App; the app refuses it and says how to keep it."""
+    (tmp_path / "cdk.context.json").write_text(json.dumps({"stage": "prod"}))
+    app = cdk.App(context={"stage": "prod", "github_app_id": "5", "@aws-cdk/core:checkSecretUsage": True})
+    assert unsaved_context(app, tmp_path) == (
+        "-c github_app_id=5: values given with -c are not kept, so the next plain `cdk deploy` would silently "
+        "deploy without them (revert the App's id, or deploy another stage). Keep them in cdk.context.json: "
+        "`squadron configure --set github_app_id=5`, then run the command without -c"
+    )
+    kept = cdk.App(context={"stage": "prod", "@aws-cdk/core:checkSecretUsage": True})
+    assert unsaved_context(kept, tmp_path) is None
+
+
+def test_cdk_app_entry_point_refuses_unsaved_values(tmp_path: Path) -> None:
+    # What `cdk deploy -c stage=test` runs in a checkout whose cdk.context.json says prod.
+    (tmp_path / "cdk.context.json").write_text(json.dumps({"stage": "prod"}))
+    environment = {
+        **os.environ,
+        "CDK_CONTEXT_JSON": json.dumps({"stage": "test"}),
+        "PYTHONPATH": str(REPO_ROOT),
+        "CDK_OUTDIR": str(tmp_path / "cdk.out"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.app"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "squadron infra: -c stage=test: values given with -c are not kept" in result.stderr
     assert "Traceback" not in result.stderr

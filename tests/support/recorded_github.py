@@ -16,7 +16,7 @@ from squadron.config.parse import SquadronConfig
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.shell.merge_gate import MergeGate
-from tests.support.events import T0
+from tests.support.events import BOT, T0
 from tests.support.github_openapi import validate
 
 SHA = "c" * 40
@@ -28,6 +28,7 @@ class RecordedGitHub:
 
     base: str = "develop"
     state: str = "open"
+    author: str = BOT
     statuses: list[dict[str, Any]] = field(default_factory=list)
     check_runs: list[dict[str, Any]] = field(default_factory=list)
     reviews: list[dict[str, Any]] = field(default_factory=list)
@@ -46,7 +47,11 @@ class RecordedGitHub:
             "merged": False,
             "draft": False,
             "mergeable_state": self.mergeable_state,
-            "user": {"login": "squadron[bot]", "id": 1, "type": "Bot"},
+            "user": {
+                "login": self.author,
+                "id": 1,
+                "type": "Bot" if self.author.endswith("[bot]") else "User",
+            },
             "head": {"ref": "feat/issue-38", "sha": SHA, "repo": repo},
             "base": {"ref": self.base, "sha": "d" * 40, "repo": repo},
             "updated_at": "2026-11-23T12:00:00Z",
@@ -80,6 +85,7 @@ def gate_over(
     *,
     announce: Callable[[EventEnvelope], object] | None = None,
     clock: Callable[[], datetime] = lambda: T0,
+    bot_login: str = BOT,
 ) -> MergeGate:
     """A merge gate whose GitHub is ``github`` and whose repository configuration is ``config``."""
     http = GitHubHttp(transport=httpx.MockTransport(github.handle), sleep=lambda s: None)
@@ -89,4 +95,6 @@ def gate_over(
             http=http, token=lambda: "ghs", installation_id=77, repo=repo, caller=Caller.framework()
         )
 
-    return MergeGate(client=client, config_for=lambda repo: config, announce=announce, clock=clock)
+    return MergeGate(
+        client=client, config_for=lambda repo: config, bot_login=bot_login, announce=announce, clock=clock
+    )

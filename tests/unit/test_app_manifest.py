@@ -90,7 +90,10 @@ def test_app_create_writes_the_page_and_says_what_comes_after(tmp_path: Path) ->
     page = tmp_path / "app.html"
     assert main(["app", "create", "--webhook-url", "https://x/webhook", "--out", str(page)], out=out) == 0
     assert "action='https://github.com/settings/apps/new'" in page.read_text()
-    assert "cdk deploy -c github_app_id=<App ID>" in out.getvalue()
+    assert (
+        "squadron configure --github-app-id <App ID> --github-app-slug <slug>, then make deploy"
+        in out.getvalue()
+    )
     assert "GitHubAppPrivateKeySecretName" in out.getvalue()
 
 
@@ -239,6 +242,14 @@ def test_the_created_app_keeps_its_secrets_out_of_its_text() -> None:
     assert CREATED.install_url == "https://github.com/apps/squadron-acme/installations/new"
 
 
+def test_with_the_app_kept_for_the_deploy_the_next_step_is_the_deploy() -> None:
+    where = SecretsStored("Squadron-prod", "prod/key", "prod/webhook")
+    report = created_report(CREATED, where, recorded="cdk.context.json")
+    assert "kept its id and slug in cdk.context.json for the next deploy" in report
+    assert "  1. deploy the stack as this App: make deploy\n" in report
+    assert "squadron configure" not in report
+
+
 @pytest.mark.parametrize(
     ("app", "where", "said", "not_said"),
     [
@@ -249,7 +260,8 @@ def test_the_created_app_keeps_its_secrets_out_of_its_text() -> None:
                 "created the GitHub App Squadron Acme (squadron-acme, id 7): https://github.com/apps/squadron-acme",
                 "stored its private key in dev/github-app-private-key and its webhook secret in "
                 "dev/webhook-secret (stack Squadron-dev)",
-                "  1. deploy the stack with the App's id: cdk deploy -c github_app_id=7",
+                "  1. deploy the stack as this App: squadron configure --github-app-id 7 --github-app-slug "
+                "squadron-acme, then make deploy",
                 "  2. install the App on each repository it should work in (Only select repositories): "
                 "https://github.com/apps/squadron-acme/installations/new",
             ],
@@ -271,7 +283,7 @@ def test_the_created_app_keeps_its_secrets_out_of_its_text() -> None:
                 "wrote its private key to out/private-key.pem, its webhook secret to out/webhook-secret",
                 "--secret-id <GitHubAppPrivateKeySecretName> --secret-string file://out/private-key.pem",
                 "--secret-id <WebhookSecretName> --secret-string file://out/webhook-secret",
-                "  2. deploy the stack with the App's id: cdk deploy -c github_app_id=7",
+                "  2. deploy the stack as this App: squadron configure --github-app-id 7",
                 "  3. install the App",
             ],
             ["could not store", "squadron local"],
@@ -300,7 +312,7 @@ def test_the_created_app_keeps_its_secrets_out_of_its_text() -> None:
                 "  1. run the local stack as this App: squadron local --github-app out/github-app.yaml",
                 "  2. install the App",
             ],
-            ["cdk deploy", "aws secretsmanager"],
+            ["make deploy", "aws secretsmanager"],
         ),
     ],
     ids=["stack", "stack, no webhook secret", "files", "stack refused: files", "local"],

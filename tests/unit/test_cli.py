@@ -98,6 +98,8 @@ def test_subcommands_are_a_table() -> None:
         "validate",
         "schema",
         "local",
+        "configure",
+        "doctor",
         "status",
         "agent",
         "dlq",

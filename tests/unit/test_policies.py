@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from squadron.config import ConfigLoader
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.policies import PolicyCache
@@ -76,3 +78,43 @@ def test_repositories_are_independent() -> None:
     files.commit("octo/b", "b1", DEPTH_7)
     cache = _cache(files, clock)
     assert (cache.policy_for("octo/a").max_issue_depth, cache.policy_for("octo/b").max_issue_depth) == (5, 7)
+
+
+APP_LOGINS = [
+    # (case id, the repository's config.yaml, a warning expected): the deployment's App login wins
+    ("no-config-yaml", {}, False),
+    ("config-without-bot-login", DEPTH_5, False),
+    ("config-naming-the-default-login", {"config.yaml": "version: 1\nbot_login: squadron[bot]\n"}, False),
+    ("config-naming-another-login", {"config.yaml": "version: 1\nbot_login: other-app[bot]\n"}, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("files_at_head", "warned"), [row[1:] for row in APP_LOGINS], ids=[row[0] for row in APP_LOGINS]
+)
+def test_the_deployed_apps_login_is_every_policys_and_configs(
+    files_at_head: dict[str, str], warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    files, clock = FakeRepositoryFiles(), Clock()
+    files.commit("octo/app", "sha1", files_at_head)
+    cache = PolicyCache(
+        ConfigLoader(files, bot_login="acme-bot[bot]"), ttl=timedelta(seconds=60), clock=clock
+    )
+    assert cache.policy_for("octo/app").bot_login == "acme-bot[bot]"
+    assert cache.config_for("octo/app").config.bot_login == "acme-bot[bot]"
+    assert [r.getMessage() for r in caplog.records if "bot_login" in r.getMessage()] == (
+        [
+            "bot_login other-app[bot] in .squadron/config.yaml is not the App's login acme-bot[bot]: the App's is used"
+        ]
+        if warned
+        else []
+    )
+
+
+def test_the_defaults_of_a_broken_repository_act_as_the_deployed_app_too() -> None:
+    files, clock = FakeRepositoryFiles(), Clock()
+    files.commit("octo/app", "sha1", BROKEN)
+    cache = PolicyCache(
+        ConfigLoader(files, bot_login="acme-bot[bot]"), ttl=timedelta(seconds=60), clock=clock
+    )
+    assert cache.policy_for("octo/app").bot_login == "acme-bot[bot]"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from squadron import operator_cli
+from squadron import deploy_cli, operator_cli
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.config.constants import CONFIG_DIR
 from squadron.domain.permissions import Caller
@@ -120,7 +120,12 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reconcile-seconds", type=float, default=30.0, help="the reconciler's period (default: 30 s)"
     )
-    parser.add_argument("--demo", action="store_true", help="play the demo scenario and print its timeline")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="play the demo scenario and print its timeline (in <state>/demo, emptied first: every demo "
+        "starts from nothing and your own local state is left alone)",
+    )
     parser.add_argument(
         "--exit",
         action="store_true",
@@ -159,10 +164,13 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     if github is not None and args.demo:
         out.write("--demo plays against the GitHub sandbox: run it without GitHub App credentials\n")
         return EXIT_PROBLEMS
+    state_dir = _state_dir(args, out)
+    if state_dir is None:
+        return EXIT_PROBLEMS
     stack = LocalStack(
         LocalOptions(
             root=root,
-            state_dir=Path(args.state).resolve(),
+            state_dir=state_dir,
             repo=args.repo,
             reconcile_seconds=args.reconcile_seconds,
             model_policy=demo.demo_policy if args.demo else None,
@@ -204,6 +212,32 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
         stack.stop()
         out.write(f"stopped; no agent process left running; state saved in {args.state}\n")
     return status
+
+
+def _state_dir(args: argparse.Namespace, out: TextIO) -> Path | None:
+    """--state, or with --demo the demo's own fresh directory under it (None: it cannot start)."""
+    from squadron.local import demo  # noqa: PLC0415
+
+    state_dir = Path(args.state).resolve()
+    if args.demo:
+        try:
+            state_dir = demo.fresh_state(state_dir, running=_local_stack_runs)
+        except demo.DemoRunningError as exc:
+            out.write(f"{exc}\n")
+            return None
+        args.state = str(state_dir)
+    return state_dir
+
+
+def _local_stack_runs(state_dir: Path) -> bool:
+    """Whether a local stack still answers with its state in ``state_dir``."""
+    from squadron.adapters.operations import OperatorError, local_target  # noqa: PLC0415
+
+    try:
+        local_target(state_dir)
+    except OperatorError:
+        return False
+    return True
 
 
 def _local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
@@ -329,6 +363,19 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "run the whole system on this machine (GitHub sandbox, moto, local agents)",
         _configure_local,
         _run_local,
+    ),
+    Subcommand(
+        "configure",
+        "set the deployment's values (stage, App id and slug, ...) in cdk.context.json, where cdk reads them",
+        deploy_cli.configure_configure,
+        deploy_cli.run_configure,
+    ),
+    Subcommand(
+        "doctor",
+        "check what a deploy needs (credentials, bootstrap, quotas, Docker, the App, its secrets, "
+        "the webhook URL): one line each",
+        deploy_cli.configure_doctor,
+        deploy_cli.run_doctor,
     ),
     Subcommand(
         "status",

@@ -218,6 +218,12 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", help="with --page-only (implied): where to write the page (default: squadron-app.html)"
     )
+    parser.add_argument(
+        "--context-file",
+        default="cdk.context.json",
+        help="with create --stack: keep the App's id and slug there for the next deploy when that file "
+        "deploys this stack (default: ./cdk.context.json)",
+    )
 
 
 def run_app(args: argparse.Namespace, out: TextIO) -> int:
@@ -259,7 +265,8 @@ def _write_page(args: argparse.Namespace, out: TextIO) -> int:
         "       aws secretsmanager put-secret-value --secret-id <GitHubAppPrivateKeySecretName> "
         "--secret-string file://app.pem\n"
         "       aws secretsmanager put-secret-value --secret-id <WebhookSecretName> --secret-string <secret>\n"
-        "  4. deploy with the App's id: cdk deploy -c github_app_id=<App ID>\n"
+        "  4. deploy as the App: squadron configure --github-app-id <App ID> --github-app-slug <slug>, then "
+        "make deploy\n"
         "  5. install the App on each repository it should work in (Install App -> Only select repositories).\n"
     )
     return EXIT_OK
@@ -361,7 +368,9 @@ def _create_app(args: argparse.Namespace, out: TextIO) -> int:
             assert target.private_key_secret is not None and target.webhook_secret is not None
             out.write(
                 created_report(
-                    app, SecretsStored(args.stack, target.private_key_secret, target.webhook_secret)
+                    app,
+                    SecretsStored(args.stack, target.private_key_secret, target.webhook_secret),
+                    recorded=_keep_for_deploy(Path(args.context_file), args.stack, app),
                 )
             )
             return EXIT_OK
@@ -375,6 +384,21 @@ def _create_app(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_PROBLEMS
     out.write(created_report(app, where))
     return status
+
+
+def _keep_for_deploy(path: Path, stack: str, app: CreatedApp) -> str | None:
+    """Keep the App's id and slug in the context file ``path`` when it deploys ``stack``; where, or
+    None (no such file, another stage's, or unreadable: the report says what to run instead)."""
+    from squadron.deployment import DeploymentSettings, configure, read_context  # noqa: PLC0415
+    from squadron.errors import ConfigurationError  # noqa: PLC0415
+
+    try:
+        if not path.exists() or DeploymentSettings.from_mapping(read_context(path)).stack_name != stack:
+            return None
+        configure(path, {"github_app_id": str(app.id), "github_app_slug": app.slug})
+    except (ConfigurationError, OSError):
+        return None
+    return str(path)
 
 
 def _secret_files(local: bool) -> tuple[str, ...]:

@@ -12,11 +12,43 @@ from typing import Annotated, TypeVar
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from squadron.domain.webhook import app_bot_login
 from squadron.errors import ConfigurationError
 
 #: GitHub caps webhook payloads at 25 MB, API Gateway at 10 MB and Lambda at 6 MB;
 #: every event the router handles is far smaller than this default.
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+
+#: The longest a Lambda waits out a GitHub rate limit before giving the work back (a longer wait
+#: fails the record, which returns to the queue): a fraction of the router's timeout per record.
+LAMBDA_RATE_LIMIT_WAIT_SECONDS = 20
+
+#: A GitHub App's slug (its bot login is ``<slug>[bot]``).
+APP_SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,33}$"
+
+#: The App id of a stack deployed before its GitHub App exists (the deploy guide's first deploy).
+UNCONFIGURED_APP_ID = 0
+
+
+class AppNotConfiguredError(ConfigurationError):
+    """The stack was deployed before its GitHub App existed (GITHUB_APP_ID is 0): there is no App
+    to act as yet. Not a fault of the deployment, a step of it: callers answer with a clear no-op
+    (the reconciler) or hold the work (the ingress, the router), never drop it."""
+
+    def __init__(self, component: str) -> None:
+        self.component = component
+        super().__init__(
+            f"the stack does not know its GitHub App yet (GITHUB_APP_ID={UNCONFIGURED_APP_ID}): create the "
+            "App (squadron app create), then deploy with its id and slug "
+            "(squadron configure --github-app-id ID --github-app-slug SLUG; make deploy)",
+            source=component,
+        )
+
+
+def app_configured(environ: Mapping[str, str] | None = None) -> bool:
+    """False when GITHUB_APP_ID is the placeholder of a stack deployed before its App (0)."""
+    env = os.environ if environ is None else environ
+    return env.get("GITHUB_APP_ID", "").strip() != str(UNCONFIGURED_APP_ID)
 
 
 class IngressSettings(BaseModel):
@@ -27,7 +59,7 @@ class IngressSettings(BaseModel):
     events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
     webhook_secret_arn: str = Field(validation_alias="WEBHOOK_SECRET_ARN", min_length=1)
     github_app_id: int = Field(validation_alias="GITHUB_APP_ID", ge=0)
-    github_app_slug: str = Field(validation_alias="GITHUB_APP_SLUG", pattern=r"^[a-z0-9][a-z0-9-]{0,33}$")
+    github_app_slug: str = Field(validation_alias="GITHUB_APP_SLUG", pattern=APP_SLUG_PATTERN)
     max_body_bytes: int = Field(
         default=DEFAULT_MAX_BODY_BYTES,
         validation_alias=AliasChoices("MAX_BODY_BYTES"),
@@ -81,7 +113,17 @@ class GitHubAppSettings(BaseModel):
     )
 
 
-class RouterSettings(GitHubAppSettings):
+class _AppLogin(BaseModel):
+    """The App's slug, for what the App itself did (its assignments, reviews, pull requests)."""
+
+    github_app_slug: str = Field(validation_alias="GITHUB_APP_SLUG", pattern=APP_SLUG_PATTERN)
+
+    @property
+    def bot_login(self) -> str:
+        return app_bot_login(self.github_app_slug)
+
+
+class RouterSettings(GitHubAppSettings, _AppLogin):
     """Environment of the router Lambda."""
 
     registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
@@ -101,14 +143,11 @@ class RouterSettings(GitHubAppSettings):
     events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
 
 
-class ReconcilerSettings(GitHubAppSettings):
+class ReconcilerSettings(GitHubAppSettings, _AppLogin):
     """Environment of the reconciler Lambda."""
 
     registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
     events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
-    bot_login: str = Field(
-        default="squadron[bot]", validation_alias=AliasChoices("GITHUB_BOT_LOGIN"), min_length=1
-    )
     #: GitHub reads per installation and run (see squadron.shell.reconciler).
     max_reads: int = Field(default=200, validation_alias=AliasChoices("RECONCILER_MAX_READS"), ge=1, le=2_000)
     #: The agent tasks' cluster: asked which tasks still run (without it, heartbeats decide alone).
@@ -118,16 +157,11 @@ class ReconcilerSettings(GitHubAppSettings):
     )
 
 
-class GatewaySettings(GitHubAppSettings):
+class GatewaySettings(GitHubAppSettings, _AppLogin):
     """Environment of the agent gateway Lambda (the one door of agent tasks)."""
 
     registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
     events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
-    github_app_slug: str = Field(
-        default="squadron",
-        validation_alias=AliasChoices("GITHUB_APP_SLUG"),
-        pattern=r"^[a-z0-9][a-z0-9-]{0,33}$",
-    )
     #: The Copilot token's secret, for roles whose model is served through Copilot.
     copilot_token_secret: str | None = Field(
         default=None, validation_alias=AliasChoices("COPILOT_GITHUB_TOKEN_SECRET")
@@ -135,10 +169,6 @@ class GatewaySettings(GitHubAppSettings):
     config_ttl_seconds: int = Field(
         default=300, validation_alias=AliasChoices("CONFIG_TTL_SECONDS"), ge=0, le=3600
     )
-
-    @property
-    def bot_login(self) -> str:
-        return f"{self.github_app_slug}[bot]"
 
 
 class AgentSettings(BaseModel):

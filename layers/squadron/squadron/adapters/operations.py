@@ -29,6 +29,11 @@ from squadron.errors import SquadronError
 
 ENDPOINTS_FILE = "endpoints.json"
 
+#: What the local stack's moto server is called with: it accepts any credentials, and a plain
+#: shell (no AWS profile, no variables) must reach it all the same. Never used for a deployed stack.
+LOCAL_STACK_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+LOCAL_STACK_REGION = "us-east-1"
+
 
 class OperatorError(SquadronError):
     """The stack cannot be reached or read; the message says why and what to do."""
@@ -51,13 +56,22 @@ class Target:
     webhook_secret: str | None = None
 
     def dynamodb(self) -> Any:
-        return boto3.client("dynamodb", endpoint_url=self.endpoint, region_name=self.region)
+        return boto3.client("dynamodb", **self._where())
 
     def secretsmanager(self) -> Any:
-        return boto3.client("secretsmanager", endpoint_url=self.endpoint, region_name=self.region)
+        return boto3.client("secretsmanager", **self._where())
 
     def sqs(self) -> Any:
-        return boto3.client("sqs", endpoint_url=self.endpoint, region_name=self.region)
+        return boto3.client("sqs", **self._where())
+
+    def _where(self) -> dict[str, Any]:
+        if self.endpoint is None:  # a deployed stack: boto3's credentials and region
+            return {"region_name": self.region}
+        return {
+            "endpoint_url": self.endpoint,
+            "region_name": self.region or LOCAL_STACK_REGION,
+            **LOCAL_STACK_CREDENTIALS,
+        }
 
     def write(self, state_dir: Path) -> Path:
         path = state_dir / ENDPOINTS_FILE
@@ -99,7 +113,7 @@ def stack_target(stack_name: str, *, region: str | None = None) -> Target:
         message = exc.response.get("Error", {}).get("Message", str(exc))
         if "does not exist" in message:
             raise OperatorError(
-                f"no stack {stack_name} in {cloudformation.meta.region_name}: deploy it (cdk deploy) or "
+                f"no stack {stack_name} in {cloudformation.meta.region_name}: deploy it (make deploy) or "
                 "pass --stack/--region"
             ) from exc
         raise OperatorError(f"CloudFormation refused DescribeStacks for {stack_name}: {message}") from exc
@@ -237,9 +251,10 @@ class Operations:
         target = self.target
         if target.app_id is None or target.private_key_secret is None:
             raise OperatorError(
-                "the stack does not say which GitHub App it is (deploy with -c github_app_id=...)"
+                "the stack does not know its GitHub App yet: squadron configure --github-app-id ID "
+                "--github-app-slug SLUG, then make deploy"
             )
-        secrets = boto3.client("secretsmanager", endpoint_url=target.endpoint, region_name=target.region)
+        secrets = target.secretsmanager()
 
         def private_key() -> str:
             value = self._guard(

@@ -45,6 +45,8 @@ class Door:
         self.clock = clock
         self._token: tuple[str, datetime] | None = None
         self._lock = threading.Lock()
+        #: The App's login (``<slug>[bot]``), as the gateway knows it (learnt by :meth:`whoami`).
+        self.bot_login: str | None = None
 
     def __repr__(self) -> str:  # never the secret
         return f"Door({self.agent_id}, launch {self.launch_token})"
@@ -68,7 +70,11 @@ class Door:
     # --- who the task is ---------------------------------------------------------------------
 
     def whoami(self) -> AgentRecord:
-        return AgentRecord.model_validate(self.call("whoami")["agent"])
+        """The agent's own record; the App's login is kept in :attr:`bot_login`."""
+        answer = self.call("whoami")
+        login = answer.get("bot_login")
+        self.bot_login = str(login) if login else None
+        return AgentRecord.model_validate(answer["agent"])
 
     def begin(self) -> tuple[AgentRecord, int]:
         """Take the agent's lease (CREATED becomes ACTIVE): its record and its POSIX uid."""

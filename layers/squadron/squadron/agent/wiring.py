@@ -73,7 +73,10 @@ def build_host(
         )
 
     reader = client(agent_caller(agent))
-    config = ConfigLoader(RepositoryFilesOverGitHub(lambda repo: reader)).load(agent.repo_full_name)
+    # The deployed App's login wins over a repository's bot_login (assignments, its own reviews).
+    config = ConfigLoader(RepositoryFilesOverGitHub(lambda repo: reader), bot_login=door.bot_login).load(
+        agent.repo_full_name
+    )
     facts = read_facts(reader, agent)
     role = config.role(agent.role)
     copilot_token: Callable[[], str] | None = None

@@ -18,7 +18,13 @@ from squadron.config.constants import (
     WAKE_PLACEHOLDERS,
 )
 from squadron.config.errors import ConfigError, Problem
-from squadron.config.loader import ConfigLoader, RepositoryFiles, load_directory, read_directory
+from squadron.config.loader import (
+    ConfigLoader,
+    RepositoryFiles,
+    load_directory,
+    read_directory,
+    with_bot_login,
+)
 from squadron.config.models import (
     AgentDefinition,
     AgentFrontMatter,
@@ -55,5 +61,6 @@ __all__ = [
     "load_directory",
     "parse_files",
     "read_directory",
+    "with_bot_login",
     "write_schemas",
 ]

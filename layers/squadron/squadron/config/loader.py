@@ -7,6 +7,7 @@ without ``.squadron/`` gets the documented defaults and the built-in agents.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -14,11 +15,32 @@ from typing import Protocol
 
 from squadron.config.constants import AGENTS_DIR, CONFIG_DIR
 from squadron.config.errors import ConfigError
+from squadron.config.models import RepoConfig
 from squadron.config.parse import SquadronConfig, parse_files
 
 #: Sub-directories of .squadron/ whose files are configuration (schemas/ is generated, not read).
 _CONFIG_FOLDERS = ("", AGENTS_DIR, "workflows")
 _SUFFIXES = (".yaml", ".yml", ".md")
+
+logger = logging.getLogger(__name__)
+
+
+def with_bot_login(config: SquadronConfig, bot_login: str | None) -> SquadronConfig:
+    """``config`` acting as the App whose login is ``bot_login`` (None: as its config.yaml says).
+
+    The App's login is a fact of the deployment (its slug), not of a repository: a deployed
+    component passes it, and it wins over ``bot_login`` in config.yaml, whose default
+    (``squadron[bot]``) is only right for an App named squadron.
+    """
+    if bot_login is None or config.config.bot_login == bot_login:
+        return config
+    if config.config.bot_login != RepoConfig.model_fields["bot_login"].default:  # written in config.yaml
+        logger.warning(
+            "bot_login %s in .squadron/config.yaml is not the App's login %s: the App's is used",
+            config.config.bot_login,
+            bot_login,
+        )
+    return config.model_copy(update={"config": config.config.model_copy(update={"bot_login": bot_login})})
 
 
 class RepositoryFiles(Protocol):
@@ -44,9 +66,13 @@ class ConfigLoader:
     commit — are kept in a bounded LRU keyed by (repository, commit sha).
     """
 
-    def __init__(self, files: RepositoryFiles, *, max_entries: int = 64) -> None:
+    def __init__(
+        self, files: RepositoryFiles, *, max_entries: int = 64, bot_login: str | None = None
+    ) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
+        #: The App's login (``<slug>[bot]``) every loaded configuration acts as; None: config.yaml's.
+        self.bot_login = bot_login
         self._files = files
         self._max_entries = max_entries
         self._cache: OrderedDict[tuple[str, str], SquadronConfig | ConfigError] = OrderedDict()
@@ -88,7 +114,7 @@ class ConfigLoader:
             config = parse_files(texts)
         except ConfigError as exc:
             return exc
-        return config.model_copy(update={"commit_sha": sha})
+        return with_bot_login(config, self.bot_login).model_copy(update={"commit_sha": sha})
 
 
 def read_directory(directory: Path) -> dict[str, str]:

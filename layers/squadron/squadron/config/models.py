@@ -260,7 +260,12 @@ class RepoConfig(_Model):
     version: Literal[1] = Field(default=1, description="Schema version of this file.")
     project: ProjectConfig = Field(default_factory=ProjectConfig)
     bot_login: str = Field(
-        default="squadron[bot]", min_length=1, description="The App's bot login; its own events are ignored."
+        default="squadron[bot]",
+        min_length=1,
+        description=(
+            "The App's bot login; its own events are ignored. A deployed stack acts as its App "
+            "(<github_app_slug>[bot]) whatever this says; the value serves where no deployment does."
+        ),
     )
     pm_mentions: list[str] = Field(
         default_factory=lambda: ["@squadron-pm"], description="Handles that address the PM in a comment."

@@ -264,8 +264,11 @@ def waiting_banner(*, page_url: str, posts_to: str, port: int, timeout_minutes: 
     )
 
 
-def created_report(app: CreatedApp, where: SecretsStored | FilesWritten) -> str:
-    """What the terminal says once the App exists: never its private key or secrets."""
+def created_report(
+    app: CreatedApp, where: SecretsStored | FilesWritten, *, recorded: str | None = None
+) -> str:
+    """What the terminal says once the App exists: never its private key or secrets. ``recorded``:
+    the context file that now keeps the App's id and slug for the next deploy, if any."""
     lines = [f"created the GitHub App {app.name or app.slug} ({app.slug}, id {app.id}): {app.html_url}"]
     steps: list[str] = []
     if isinstance(where, SecretsStored):
@@ -308,8 +311,14 @@ def created_report(app: CreatedApp, where: SecretsStored | FilesWritten) -> str:
                     f"--secret-string file://{where.webhook_secret}"
                 )
             steps.append("\n".join(store))
-    if not (isinstance(where, FilesWritten) and where.credentials):
-        steps.append(f"deploy the stack with the App's id: cdk deploy -c github_app_id={app.id}")
+    if recorded is not None:
+        lines.append(f"kept its id and slug in {recorded} for the next deploy")
+        steps.append("deploy the stack as this App: make deploy")
+    elif not (isinstance(where, FilesWritten) and where.credentials):
+        steps.append(
+            "deploy the stack as this App: squadron configure --github-app-id "
+            f"{app.id} --github-app-slug {app.slug}, then make deploy"
+        )
     steps.append(
         f"install the App on each repository it should work in (Only select repositories): {app.install_url}"
     )

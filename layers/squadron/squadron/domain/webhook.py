@@ -66,6 +66,11 @@ def signature_problem(body: bytes, header: str | None, secret: str | bytes) -> s
     return None
 
 
+def app_bot_login(slug: str) -> str:
+    """The login GitHub gives the App of ``slug`` (its issues, PRs, reviews and assignments)."""
+    return f"{slug}[bot]"
+
+
 @dataclass(frozen=True)
 class AppIdentity:
     app_id: int
@@ -73,7 +78,7 @@ class AppIdentity:
 
     @property
     def bot_login(self) -> str:
-        return f"{self.slug}[bot]"
+        return app_bot_login(self.slug)
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from squadron.local.feed import Feed, stack_feed
@@ -164,6 +166,26 @@ class DemoStuck(Exception):
     """The scenario did not reach a step in time; the message names it."""
 
 
+#: The demo's own state directory, under the local stack's (``.squadron-local/demo``).
+DEMO_STATE = "demo"
+
+
+class DemoRunningError(Exception):
+    """Another demo still runs with the state directory a new one would start from."""
+
+
+def fresh_state(state_dir: Path, *, running: Callable[[Path], bool]) -> Path:
+    """The demo's state directory under ``state_dir``, emptied: every demo starts from nothing
+    (it would otherwise resume the previous run's issues and agents), and the local stack's
+    own state beside it is never touched. ``running(dir)`` tells whether a stack still uses one."""
+    demo = state_dir / DEMO_STATE
+    if demo.exists() and running(demo):
+        raise DemoRunningError(f"a demo is still running with state in {demo}: stop it first (Ctrl-C)")
+    shutil.rmtree(demo, ignore_errors=True)
+    demo.mkdir(parents=True)
+    return demo
+
+
 def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | None = None) -> Timeline:
     """Run the scenario on a started :class:`~squadron.local.stack.LocalStack`; raise DemoStuck."""
     timeline = Timeline(out)
@@ -202,27 +224,36 @@ def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | N
     issue = api(
         "POST", "/issues", HUMAN, title=ISSUE_TITLE, body="Operators want the registry as a CSV file."
     )
-    timeline.say(f"{HUMAN} opened #{issue['number']}: {ISSUE_TITLE}")
+    number = int(issue["number"])
+    # The issue this run opened, and its agent: never one a previous run left behind.
+    dev = f"{api('GET', '', HUMAN)['id']}-{number}-feat-dev"
+    bot = stack.sandbox.bot_login
+    timeline.say(f"{HUMAN} opened #{number}: {ISSUE_TITLE}")
     wait(
         "the PM to assign the issue",
-        lambda: any(a["login"] == "squadron[bot]" for a in api("GET", "/issues/1", HUMAN)["assignees"]),
+        lambda: any(a["login"] == bot for a in api("GET", f"/issues/{number}", HUMAN)["assignees"]),
     )
-    timeline.say("the PM triaged #1 (label feature) and assigned it to feat-dev")
+    timeline.say(f"the PM triaged #{number} (label feature) and assigned it to feat-dev")
     blocker = wait(
         "the dev agent to file a blocker",
         lambda: next(
-            (i for n, i in stack.sandbox.repos[repo].issues.items() if i["title"] == BLOCKER_TITLE), None
+            (
+                i
+                for n, i in stack.sandbox.repos[repo].issues.items()
+                if n > number and i["title"] == BLOCKER_TITLE
+            ),
+            None,
         ),
     )
-    wait("the dev agent to sleep", lambda: _agent_status(stack, "1-1-feat-dev") == "SLEEPING")
-    timeline.say(f"feat-dev-1 filed #{blocker['number']} ({BLOCKER_TITLE}) and sleeps on it")
+    wait("the dev agent to sleep", lambda: _agent_status(stack, dev) == "SLEEPING")
+    timeline.say(f"feat-dev-{number} filed #{blocker['number']} ({BLOCKER_TITLE}) and sleeps on it")
     api("PATCH", f"/issues/{blocker['number']}", HUMAN, state="closed")
     timeline.say(f"{HUMAN} fixed and closed #{blocker['number']}")
     pr = wait(
         "the woken dev agent to open a pull request",
-        lambda: next(iter(stack.sandbox.repos[repo].pulls.values()), None),
+        lambda: next((p for n, p in stack.sandbox.repos[repo].pulls.items() if n > number), None),
     )
-    timeline.say(f"feat-dev-1 woke with its earlier conversation and opened PR #{pr['number']}")
+    timeline.say(f"feat-dev-{number} woke with its earlier conversation and opened PR #{pr['number']}")
     wait(
         "the review agent's status",
         lambda: any(
@@ -243,9 +274,9 @@ def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | N
     timeline.say("CI passed")
     wait("the merge gate to merge", lambda: stack.sandbox.repos[repo].pulls[pr["number"]]["merged"])
     timeline.say(f"the approval flow is met: squadron merged PR #{pr['number']}")
-    wait("issue #1 to close", lambda: stack.sandbox.repos[repo].issues[1]["state"] == "closed")
-    wait("the dev agent to complete", lambda: _agent_status(stack, "1-1-feat-dev") == "COMPLETED")
-    timeline.say("#1 is closed and feat-dev-1 completed: the scenario is complete")
+    wait(f"issue #{number} to close", lambda: stack.sandbox.repos[repo].issues[number]["state"] == "closed")
+    wait("the dev agent to complete", lambda: _agent_status(stack, dev) == "COMPLETED")
+    timeline.say(f"#{number} is closed and feat-dev-{number} completed: the scenario is complete")
     return timeline
 
 

@@ -9,7 +9,7 @@ then acts only on that agent's own things:
 =================  ==============================================================
 op                 what the verified task gets
 =================  ==============================================================
-``whoami``         its own record (what the task needs to set itself up)
+``whoami``         its own record and the App's login (what the task needs to set itself up)
 ``begin``          its lease, its record (CREATED becomes ACTIVE), its own POSIX uid
 ``heartbeat``      its lease renewed (refused once another task holds it)
 ``release``        its lease given up (also while winding down)
@@ -315,7 +315,8 @@ class AgentGateway:
         """Verify the caller, then do what it asked; LaunchRefusedError when refused."""
         match request:
             case WhoAmI():
-                return Answer({"agent": public_record(self._verified(request))})
+                agent = self._verified(request)
+                return Answer({"agent": public_record(agent), "bot_login": self.bot_login})
             case Begin():
                 return self._begin(request)
             case Heartbeat():

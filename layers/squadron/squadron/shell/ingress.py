@@ -2,6 +2,9 @@
 
 The ingress answers 2xx only once the event is on the queue, and fails closed:
 no readable secret means every request is refused with a 500, never accepted.
+A stack deployed before its GitHub App exists (GITHUB_APP_ID 0) answers pings but
+accepts no event: each is refused with a 503, which GitHub records as a failed
+delivery, and the reconciler has GitHub redeliver it once the stack knows its App.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.domain.webhook import Accepted, AppIdentity, Dropped, Pong, Rejected, triage_webhook
 from squadron.ports import EventQueue, SecretSource
-from squadron.settings import IngressSettings, load_settings
+from squadron.settings import UNCONFIGURED_APP_ID, IngressSettings, load_settings
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,19 @@ class WebhookIngress:
             case Dropped(delivery_id=delivery_id, code=code, reason=reason):
                 return IngressOutcome(
                     202, "dropped", code, {"status": "dropped", "reason": reason}, delivery_id
+                )
+            case Accepted(envelope=envelope) if self.app.app_id == UNCONFIGURED_APP_ID:
+                return IngressOutcome(
+                    503,
+                    "failed",
+                    "app_not_configured",
+                    {
+                        "status": "error",
+                        "reason": "this stack does not know its GitHub App yet (deployed with github_app_id 0): "
+                        "deploy it with the App's id; GitHub keeps this delivery as failed and it is "
+                        "redelivered then",
+                    },
+                    envelope.delivery_id,
                 )
             case Accepted(envelope=envelope):
                 try:

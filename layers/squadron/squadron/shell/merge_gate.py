@@ -90,7 +90,7 @@ class MergeGate:
         *,
         client: Callable[[int | None, str], GateClient],
         config_for: Callable[[str], SquadronConfig],
-        bot_login: str = "squadron[bot]",
+        bot_login: str,
         announce: Callable[[EventEnvelope], object] | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from squadron.config import ConfigError, ConfigLoader
+from squadron.config import ConfigError, ConfigLoader, with_bot_login
 from squadron.config.parse import SquadronConfig, parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.events import EventEnvelope
@@ -55,7 +55,7 @@ class PolicyCache:
         self._clock = clock
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
-        defaults = parse_files({})
+        defaults = with_bot_login(parse_files({}), loader.bot_login)
         self._defaults = (defaults, routing_policy(defaults))
 
     def __call__(self, event: EventEnvelope) -> RoutingPolicy:

@@ -142,8 +142,8 @@ class ReconcilerService:
         completed: Callable[[str], bool],
         liveness: Callable[[AgentRecord], Liveness] = default_liveness,
         policy_for: Callable[[str], RoutingPolicy] = lambda repo: _DEFAULT_POLICY,
+        bot_login: str,
         tasks: TaskStatus | None = None,
-        bot_login: str = "squadron[bot]",
         clock: Callable[[], datetime] = _now,
         max_reads: int = 200,
     ) -> None:

@@ -25,10 +25,13 @@ from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
 from squadron.domain.routing import RoutingPolicy
 from squadron.settings import (
+    LAMBDA_RATE_LIMIT_WAIT_SECONDS,
+    AppNotConfiguredError,
     GatewaySettings,
     GitHubAppSettings,
     ReconcilerSettings,
     RouterSettings,
+    app_configured,
     load_settings,
 )
 from squadron.shell.dispatch import Dispatcher
@@ -61,7 +64,11 @@ def _github_app(settings: GitHubAppSettings) -> GitHubApp:
     return GitHubApp.from_secret(
         app_id=settings.github_app_id,
         # Lambdas: never sleep past a rate limit longer than a fraction of the timeout.
-        http=GitHubHttp(base_url=settings.github_api_url, max_wait_seconds=20, stats=github_calls),
+        http=GitHubHttp(
+            base_url=settings.github_api_url,
+            max_wait_seconds=LAMBDA_RATE_LIMIT_WAIT_SECONDS,
+            stats=github_calls,
+        ),
         secrets=SecretsManagerSource(max_age=settings.secret_cache_seconds),
         secret_id=settings.github_private_key_secret_arn,
     )
@@ -69,11 +76,14 @@ def _github_app(settings: GitHubAppSettings) -> GitHubApp:
 
 def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | None = None) -> AgentGateway:
     """The agent gateway wired from its environment (see GatewaySettings)."""
+    if not app_configured(environ):
+        raise AppNotConfiguredError("gateway")
     settings = load_settings(GatewaySettings, environ)
     app = _github_app(settings)
     github = AppGitHub(app)
     cache = PolicyCache(
-        ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.config_ttl_seconds)
+        ConfigLoader(app_repository_files(github), bot_login=settings.bot_login),
+        ttl=timedelta(seconds=settings.config_ttl_seconds),
     )
     registry = DynamoRegistry(settings.registry_table_name)
 
@@ -95,12 +105,15 @@ def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | 
 
 def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerService:
     """The reconciler wired to DynamoDB, events.fifo and GitHub (see ReconcilerSettings)."""
+    if not app_configured(environ):
+        raise AppNotConfiguredError("reconciler")
     settings = load_settings(ReconcilerSettings, environ)
     app = _github_app(settings)
     github = AppGitHub(app)
     records = DeliveryRecords(settings.registry_table_name)
     cache = PolicyCache(
-        ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.config_ttl_seconds)
+        ConfigLoader(app_repository_files(github), bot_login=settings.bot_login),
+        ttl=timedelta(seconds=settings.config_ttl_seconds),
     )
 
     def liveness(agent: AgentRecord) -> Liveness:
@@ -123,11 +136,14 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
 
 def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
     """The router wired to DynamoDB, ECS and GitHub from its environment (see RouterSettings)."""
+    if not app_configured(environ):
+        raise AppNotConfiguredError("router")
     settings = load_settings(RouterSettings, environ)
     app = _github_app(settings)
     github = AppGitHub(app)
     cache = PolicyCache(
-        ConfigLoader(app_repository_files(github)), ttl=timedelta(seconds=settings.policy_ttl_seconds)
+        ConfigLoader(app_repository_files(github), bot_login=settings.bot_login),
+        ttl=timedelta(seconds=settings.policy_ttl_seconds),
     )
 
     def policies(event: EventEnvelope) -> RoutingPolicy:
@@ -135,7 +151,9 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         return cache(event)
 
     queue = SqsEventQueue(settings.events_queue_url)
-    gate = MergeGate(client=github.client, config_for=cache.config_for, announce=queue.send)
+    gate = MergeGate(
+        client=github.client, config_for=cache.config_for, bot_login=settings.bot_login, announce=queue.send
+    )
     service = RouterService(
         registry=DynamoRegistry(settings.registry_table_name),
         merge_gate=gate,

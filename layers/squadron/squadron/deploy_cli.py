@@ -1,0 +1,280 @@
+"""The deployer's subcommands: `squadron configure` (the deployment's values, kept in
+cdk.context.json where every `cdk` command reads them) and `squadron doctor` (what a deploy
+needs, checked before it fails half-way).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from squadron.deployment import (
+    AGENT_TASK_VCPUS,
+    CONTEXT_FILE,
+    DeploymentSettings,
+    SettingsError,
+    configure,
+    read_context,
+    saved_values,
+)
+from squadron.domain.preflight import (
+    Finding,
+    failed,
+    judge_bootstrap,
+    judge_copilot_token,
+    judge_fargate,
+    judge_lambda_concurrency,
+    judge_private_key,
+    judge_webhook,
+    judge_webhook_secret,
+)
+from squadron.domain.webhook import app_bot_login
+from squadron.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from squadron.adapters.preflight import AwsFacts
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+
+#: The options of `squadron configure` for the values a deployer sets; --set covers the rest.
+_NAMED = ("stage", "account", "region", "github_app_id", "github_app_slug", "alarm_email")
+
+
+def configure_configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stage", help="deployment name: the stack is Squadron-<stage> (default: dev)")
+    parser.add_argument("--account", help="pin the stack to this AWS account (12 digits)")
+    parser.add_argument("--region", help="pin the stack to this AWS region (e.g. eu-west-1)")
+    parser.add_argument("--github-app-id", help="the GitHub App's id (0 until it exists)")
+    parser.add_argument("--github-app-slug", help="the App's slug: its login is <slug>[bot]")
+    parser.add_argument("--alarm-email", help="subscribe this address to the alarms (empty: none)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other deployment value (see the README's table), e.g. --set log_retention_days=90",
+    )
+    parser.add_argument(
+        "--unset", action="append", default=[], metavar="KEY", help="forget a value: its default applies"
+    )
+    parser.add_argument(
+        "--file", default=CONTEXT_FILE, help=f"the context file (default: ./{CONTEXT_FILE}, next to cdk.json)"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 unless the file names a stage and every value is valid (make deploy)",
+    )
+
+
+def run_configure(args: argparse.Namespace, out: TextIO) -> int:
+    path = Path(args.file)
+    changes: dict[str, object | None] = {
+        name: getattr(args, name) for name in _NAMED if getattr(args, name) is not None
+    }
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            out.write(f"--set {item}: expected KEY=VALUE\n")
+            return EXIT_PROBLEMS
+        changes[key.strip()] = value
+    changes.update(dict.fromkeys(args.unset))
+    try:
+        if args.check:
+            if changes:
+                out.write("--check changes nothing: run without it to set values\n")
+                return EXIT_PROBLEMS
+            context = read_context(path)
+            settings = DeploymentSettings.from_mapping(context)
+        else:
+            settings = configure(path, changes)
+            context = read_context(path)
+    except (SettingsError, ConfigurationError) as exc:
+        out.write(f"{exc}\n")
+        return EXIT_PROBLEMS
+    if args.check and "stage" not in context:
+        out.write(
+            f"{path} names no stage: choose one with `squadron configure --stage NAME` (the stack is "
+            "Squadron-<stage>), so that every deploy deploys the same stack\n"
+        )
+        return EXIT_PROBLEMS
+    out.write(describe(settings, context, path))
+    return EXIT_OK
+
+
+def describe(settings: DeploymentSettings, context: dict[str, object], path: Path) -> str:
+    """Every deployment value, one a line, each saying whether it is kept in ``path`` or a default."""
+    width = max(len(name) for name in DeploymentSettings.model_fields)
+    lines = [
+        f"{name:<{width}}  {value if value is not None else '-'}{'' if name in context else '  (default)'}"
+        for name, value in settings.model_dump().items()
+    ]
+    lines.append(f"kept in {path}: `make deploy` deploys {settings.stack_name} with these values")
+    if not settings.app_configured:
+        lines.append(
+            "github_app_id is 0: the stack waits for its App (squadron app create --stack keeps the App's "
+            "id and slug here once it exists; then make deploy again)"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# --- doctor ------------------------------------------------------------------------------------
+
+
+def configure_doctor(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--file", default=CONTEXT_FILE, help=f"the deployment's values (default: ./{CONTEXT_FILE})"
+    )
+    parser.add_argument(
+        "--before-deploy",
+        action="store_true",
+        help="exit 1 only for what would make `cdk deploy` fail (make deploy runs it so)",
+    )
+    parser.add_argument("--docker", default="docker", help=argparse.SUPPRESS)
+
+
+def run_doctor(args: argparse.Namespace, out: TextIO) -> int:
+    from squadron.adapters.preflight import AwsFacts  # noqa: PLC0415 (boto3, lazily)
+
+    path = Path(args.file)
+    try:
+        settings = DeploymentSettings.from_mapping(saved_values(path.parent) | read_context(path))
+    except (SettingsError, ConfigurationError) as exc:
+        out.write(f"missing deployment values: {exc}\n")
+        return EXIT_PROBLEMS
+    findings = doctor(settings, AwsFacts(region=settings.region), docker=args.docker)
+    for finding in findings:
+        out.write(finding.line + "\n")
+        out.flush()
+    problems = failed(findings, before_deploy=args.before_deploy)
+    if problems:
+        out.write(f"{len(problems)} missing: {', '.join(p.check for p in problems)}\n")
+        return EXIT_PROBLEMS
+    out.write("nothing missing\n" if not failed(findings) else "nothing missing for a deploy\n")
+    return EXIT_OK
+
+
+def doctor(settings: DeploymentSettings, aws: AwsFacts, *, docker: str = "docker") -> list[Finding]:
+    """Every check, in the order a deploy meets them: the account, CDK, quotas, Docker, the App,
+    then the deployed stack's secrets and webhook URL."""
+    from squadron.adapters.preflight import PreflightError, docker_version  # noqa: PLC0415
+
+    findings: list[Finding] = []
+    try:
+        identity = aws.identity()
+    except PreflightError as exc:
+        findings.append(Finding("missing", "AWS credentials", str(exc), blocks_deploy=True))
+        return [*findings, *_app(settings), Finding("skip", "the rest", "needs AWS credentials")]
+    if settings.account and settings.account != identity.account:
+        findings.append(
+            Finding(
+                "missing",
+                "AWS credentials",
+                f"they are account {identity.account}'s, the deployment's is {settings.account}",
+                blocks_deploy=True,
+            )
+        )
+    else:
+        findings.append(Finding("ok", "AWS credentials", f"{identity.arn} in {identity.region}"))
+
+    def read(check: str, judge: Callable[[], Finding], *, blocks: bool) -> None:
+        try:
+            findings.append(judge())
+        except PreflightError as exc:
+            findings.append(
+                Finding("missing" if blocks else "warn", check, f"could not be read: {exc}", blocks)
+            )
+
+    read(
+        "CDK bootstrap",
+        lambda: judge_bootstrap(aws.bootstrap_version(), identity.account, identity.region),
+        blocks=True,
+    )
+    read(
+        "Lambda concurrency",
+        lambda: judge_lambda_concurrency(*aws.lambda_concurrency(), settings.router_max_concurrency),
+        blocks=False,
+    )
+    read("Fargate vCPU quota", lambda: judge_fargate(aws.fargate_vcpus(), AGENT_TASK_VCPUS), blocks=False)
+    try:
+        findings.append(Finding("ok", "Docker", f"engine {docker_version(docker)} (builds the agent image)"))
+    except PreflightError as exc:
+        findings.append(
+            Finding(
+                "missing", "Docker", f"{exc}: `cdk deploy` builds the agent image with it", blocks_deploy=True
+            )
+        )
+    findings += _app(settings)
+    try:
+        outputs = aws.stack_outputs(settings.stack_name)
+    except PreflightError as exc:
+        findings.append(Finding("warn", "stack", f"{settings.stack_name} could not be read: {exc}"))
+        return findings
+    if outputs is None:
+        findings.append(
+            Finding(
+                "skip", "secrets and webhook URL", f"{settings.stack_name} is not deployed yet (make deploy)"
+            )
+        )
+        return findings
+    findings += _stack(settings, outputs, aws)
+    return findings
+
+
+def _app(settings: DeploymentSettings) -> list[Finding]:
+    if not settings.app_configured:
+        return [
+            Finding(
+                "missing",
+                "GitHub App",
+                "github_app_id is 0: the stack waits for its App (fine for the first deploy); create it (squadron app create --webhook-url "
+                f"<WebhookUrl> --stack {settings.stack_name}), then make deploy",
+            )
+        ]
+    login = app_bot_login(settings.github_app_slug)
+    return [Finding("ok", "GitHub App", f"id {settings.github_app_id}, acting as {login}")]
+
+
+def _stack(settings: DeploymentSettings, outputs: dict[str, str], aws: AwsFacts) -> list[Finding]:
+    from squadron.adapters.preflight import PreflightError, webhook_answer  # noqa: PLC0415
+
+    findings: list[Finding] = []
+    deployed_app = outputs.get("GitHubAppId")
+    if deployed_app is not None and deployed_app != settings.github_app_id:
+        findings.append(
+            Finding(
+                "missing",
+                "deployed App",
+                f"{settings.stack_name} runs with github_app_id {deployed_app}, the deployment says "
+                f"{settings.github_app_id}: make deploy",
+            )
+        )
+    for output, judge in (
+        ("GitHubAppPrivateKeySecretName", judge_private_key),
+        ("WebhookSecretName", judge_webhook_secret),
+        ("CopilotTokenSecretName", judge_copilot_token),
+    ):
+        secret = outputs.get(output)
+        if secret is None:
+            findings.append(
+                Finding("missing", output, f"{settings.stack_name} has no such output: make deploy")
+            )
+            continue
+        try:
+            findings.append(judge(aws.secret_value(secret), secret))
+        except PreflightError as exc:
+            findings.append(Finding("missing", output, f"{secret} could not be read: {exc}"))
+    url = outputs.get("WebhookUrl")
+    if url is None:
+        findings.append(Finding("missing", "webhook URL", f"{settings.stack_name} has no output WebhookUrl"))
+        return findings
+    try:
+        status, reason = webhook_answer(url)
+    except PreflightError as exc:
+        findings.append(judge_webhook(url, None, str(exc)))
+    else:
+        findings.append(judge_webhook(url, status, reason))
+    return findings

@@ -1,0 +1,191 @@
+"""What differs between deployments of the stack, and where it is kept: cdk.context.json.
+
+Each setting is one CDK context key. Values passed with ``cdk deploy -c KEY=VALUE`` are not
+kept by CDK, so the next plain ``cdk deploy`` would silently deploy without them (revert the
+App's id, or deploy a second stage); ``squadron configure`` writes them to cdk.context.json,
+which every ``cdk`` command reads, and the CDK app refuses a deployment value given only on
+the command line (:func:`unsaved_values`). Pure pydantic and JSON: the CLI uses it without
+the CDK installed, the CDK app (infra/settings.py) adds what only CDK knows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import ErrorDetails
+
+from squadron.domain.metrics import namespace
+from squadron.errors import ConfigurationError
+
+#: Where CDK keeps context values next to cdk.json (it reads the file on every command).
+CONTEXT_FILE = "cdk.context.json"
+
+#: The retention periods CloudWatch Logs accepts, in days.
+RETENTION_DAYS = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+)  # fmt: skip
+
+#: vCPUs of one agent task (the CDK app's task definition; a test keeps the two equal).
+AGENT_TASK_VCPUS = 1.0
+
+# A synchronous Lambda invocation carries at most 6 MB, so a larger webhook body
+# could never reach the ingress function anyway.
+LAMBDA_SYNC_PAYLOAD_LIMIT = 6 * 1024 * 1024
+
+
+class SettingsError(ConfigurationError, ValueError):
+    """The context holds a value the app cannot deploy; ``errors`` names each one."""
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+        lines = "\n".join(f"  - {error}" for error in errors)
+        super().__init__(
+            f"invalid CDK context ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n{lines}\n"
+            f'Fix it with `squadron configure` (it writes {CONTEXT_FILE}) or in cdk.json ("context").'
+        )
+
+
+class DeploymentSettings(BaseModel):
+    """What differs between deployments; each field is one CDK context key of the same name."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", coerce_numbers_to_str=True)
+
+    stage: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,19}$")] = "dev"
+    """Deployment name (lowercase, <= 20 chars); part of the stack, dashboard and metric names."""
+
+    account: Annotated[str | None, Field(pattern=r"^\d{12}$")] = None
+    """Target AWS account; unset means an environment-agnostic stack."""
+
+    region: Annotated[str | None, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")] = None
+    """Target AWS region; unset means an environment-agnostic stack."""
+
+    github_app_id: Annotated[str, Field(pattern=r"^\d+$")] = "0"
+    """The GitHub App's numeric id ("0" until the App exists: the stack then waits for it)."""
+
+    github_app_slug: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,33}$")] = "squadron"
+    """The App's slug; its bot login is `<slug>[bot]` (its own events, assignments, reviews)."""
+
+    alarm_email: Annotated[str | None, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")] = None
+    """If set, the alarm topic gets an email subscription (confirmed by the recipient)."""
+
+    events_max_receive_count: Annotated[int, Field(ge=1, le=1000)] = 5
+    """Receives of one event before it moves to the dead-letter queue."""
+
+    webhook_max_body_bytes: Annotated[int, Field(ge=1024, le=LAMBDA_SYNC_PAYLOAD_LIMIT)] = 2_097_152
+    """Larger webhook bodies are refused by the ingress before any parsing."""
+
+    log_retention_days: int = 30
+    """Retention of every log group of the stack; one of CloudWatch's allowed periods."""
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    api_throttle_rate_limit: Annotated[float, Field(gt=0, le=10_000)] = 50.0
+    """Steady-state requests per second accepted by the webhook API."""
+
+    api_throttle_burst_limit: Annotated[int, Field(ge=1, le=5_000)] = 100
+    """Burst of requests accepted by the webhook API above the steady rate."""
+
+    router_max_concurrency: Annotated[int, Field(ge=2, le=1000)] = 5
+    """Router invocations at once (SQS's MaximumConcurrency, at least 2): the rest of the account's
+    Lambda concurrency stays free for the ingress, which must answer GitHub within 10 s."""
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention_is_allowed(cls, value: int) -> int:
+        if value not in RETENTION_DAYS:
+            allowed = ", ".join(str(days) for days in RETENTION_DAYS)
+            raise ValueError(f"must be one of CloudWatch Logs' retention periods: {allowed}")
+        return value
+
+    @field_validator("account", "region", "alarm_email", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        # `alarm_email=` means "none", not an invalid address.
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @property
+    def stack_name(self) -> str:
+        return f"Squadron-{self.stage}"
+
+    @property
+    def metrics_namespace(self) -> str:
+        """Where every component of this stage publishes its metrics (``Squadron/<stage>``)."""
+        return namespace(self.stage)
+
+    @property
+    def app_configured(self) -> bool:
+        return self.github_app_id != "0"
+
+    @classmethod
+    def from_context(cls, try_get_context: Callable[[str], object]) -> Self:
+        """Build from a CDK context lookup (`app.node.try_get_context`); raise SettingsError."""
+        values = {name: try_get_context(name) for name in cls.model_fields}
+        return cls.from_mapping({name: value for name, value in values.items() if value is not None})
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> Self:
+        try:
+            return cls.model_validate({k: v for k, v in values.items() if k in cls.model_fields})
+        except ValidationError as exc:
+            raise SettingsError([_describe(error) for error in exc.errors()]) from exc
+
+
+def _describe(error: ErrorDetails) -> str:
+    key = ".".join(str(part) for part in error["loc"]) or "<context>"
+    return f"context key '{key}': {error['msg']} (got {error['input']!r})"
+
+
+def read_context(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` ({} when there is none); ConfigurationError if it is not one."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"not JSON: {exc}", source=str(path)) from exc
+    if not isinstance(data, dict):
+        raise ConfigurationError("not a JSON object", source=str(path))
+    return data
+
+
+def saved_values(directory: Path) -> dict[str, Any]:
+    """The deployment values CDK reads from files in ``directory``: cdk.json's context, then
+    cdk.context.json over it (the CDK CLI's order)."""
+    cdk_json = read_context(directory / "cdk.json").get("context", {})
+    saved = {**(cdk_json if isinstance(cdk_json, dict) else {}), **read_context(directory / CONTEXT_FILE)}
+    return {key: value for key, value in saved.items() if key in DeploymentSettings.model_fields}
+
+
+def configure(path: Path, changes: Mapping[str, object | None]) -> DeploymentSettings:
+    """Write ``changes`` (None removes a key: its default applies) into the context file ``path``,
+    keeping every other key (CDK's own lookups), after validating the whole; the result."""
+    context = read_context(path)
+    for key in changes:
+        if key not in DeploymentSettings.model_fields:
+            raise SettingsError([f"context key '{key}': not a Squadron setting"])
+    merged = {**context, **{k: v for k, v in changes.items() if v is not None}}
+    for key, value in changes.items():
+        if value is None:
+            merged.pop(key, None)
+    settings = DeploymentSettings.from_mapping(merged)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+    return settings
+
+
+def unsaved_values(effective: Mapping[str, object], saved: Mapping[str, object]) -> dict[str, object]:
+    """Deployment values in ``effective`` (what the CDK app was given) that the files do not
+    hold: given with ``-c``, they would be gone at the next deploy."""
+    return {
+        key: value
+        for key, value in effective.items()
+        if key in DeploymentSettings.model_fields and value is not None and str(value) != str(saved.get(key))
+    }

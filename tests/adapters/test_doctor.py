@@ -1,0 +1,371 @@
+"""`squadron doctor` against an account as AWS would answer: moto where it implements the API
+(STS, SSM, CloudFormation, Secrets Manager), botocore's Stubber (requests and answers checked
+against the service models) where it does not (Lambda's GetAccountSettings, Service Quotas for
+Fargate); the webhook URL served by the real ingress handler on loopback; Docker a stand-in
+command that answers as the docker CLI does."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from squadron import deploy_cli
+from squadron.adapters.preflight import AwsFacts
+from squadron.cli import main
+from tests.support.lambdas import FakeLambdaContext, http_api_event, load_handler
+
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"
+TOKEN = "ghp_" + "a" * 36
+
+
+@dataclass
+class Account:
+    """What the account holds; each test changes what it is about."""
+
+    bootstrap: int | None = 28
+    lambda_limits: tuple[int, int] = (1000, 1000)
+    fargate_vcpus: float | None = 6.0  # None: no applied value, AWS's default (4000) answers
+    docker: str = "ok"  # ok | down | absent
+    stack: bool = True
+    deployed_app: str = "4242"
+    secrets: dict[str, str] = field(
+        default_factory=lambda: {"key": PEM, "hook": "a-webhook-secret", "copilot": TOKEN}
+    )
+    ingress_secret_readable: bool = True
+
+
+class Ingress(BaseHTTPRequestHandler):
+    """The ingress Lambda behind an HTTP listener, as API Gateway runs it."""
+
+    handler_module: Any = None
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        event = http_api_event(body, dict(self.headers.items()), path=self.path)
+        answer = self.handler_module.handler(event, FakeLambdaContext())
+        payload = answer.get("body", "").encode()
+        self.send_response(answer["statusCode"])
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _docker(tmp_path: Path, how: str) -> str:
+    if how == "absent":
+        return str(tmp_path / "no-such-docker")
+    script = tmp_path / "docker"
+    if how == "ok":
+        script.write_text('#!/bin/sh\n[ "$1" = version ] && echo 27.3.1\n')
+    else:
+        script.write_text(
+            "#!/bin/sh\necho 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+            "Is the docker daemon running?' >&2\nexit 1\n"
+        )
+    script.chmod(0o755)
+    return str(script)
+
+
+@dataclass
+class Doctor:
+    tmp_path: Path
+    account: Account
+    stubs: list[Stubber] = field(default_factory=list)
+    provisioned: bool = False
+    servers: list[ThreadingHTTPServer] = field(default_factory=list)
+
+    def run(self, *options: str, context: dict[str, Any] | None = None) -> tuple[int, list[str]]:
+        path = self.tmp_path / "cdk.context.json"
+        path.write_text(
+            json.dumps(context or {"stage": "prod", "github_app_id": "4242", "github_app_slug": "acme-bot"})
+        )
+        out = io.StringIO()
+        status = main(
+            [
+                "doctor",
+                "--file",
+                str(path),
+                "--docker",
+                _docker(self.tmp_path, self.account.docker),
+                *options,
+            ],
+            out=out,
+        )
+        return status, out.getvalue().splitlines()
+
+
+def _stubbed(account: Account) -> dict[str, Any]:
+    lambda_client = boto3.client("lambda", region_name="us-east-1")
+    limit, unreserved = account.lambda_limits
+    with_lambda = Stubber(lambda_client)
+    with_lambda.add_response(
+        "get_account_settings",
+        {
+            "AccountLimit": {
+                "TotalCodeSize": 80530636800,
+                "CodeSizeUnzipped": 262144000,
+                "CodeSizeZipped": 52428800,
+                "ConcurrentExecutions": limit,
+                "UnreservedConcurrentExecutions": unreserved,
+            },
+            "AccountUsage": {"TotalCodeSize": 0, "FunctionCount": 0},
+        },
+        {},
+    )
+    quotas_client = boto3.client("service-quotas", region_name="us-east-1")
+    with_quotas = Stubber(quotas_client)
+    asked = {"ServiceCode": "fargate", "QuotaCode": "L-3032A538"}
+    quota = {
+        "ServiceCode": "fargate",
+        "QuotaCode": "L-3032A538",
+        "QuotaName": "Fargate On-Demand vCPU resource count",
+    }
+    if account.fargate_vcpus is None:
+        with_quotas.add_client_error("get_service_quota", "NoSuchResourceException", expected_params=asked)
+        with_quotas.add_response(
+            "get_aws_default_service_quota", {"Quota": {**quota, "Value": 4000.0}}, asked
+        )
+    else:
+        with_quotas.add_response(
+            "get_service_quota", {"Quota": {**quota, "Value": account.fargate_vcpus}}, asked
+        )
+    with_lambda.activate()
+    with_quotas.activate()
+    return {"lambda": lambda_client, "service-quotas": quotas_client, "_stubs": [with_lambda, with_quotas]}
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Doctor, Account]]:
+    account = Account()
+    doctor = Doctor(tmp_path, account)
+    with mock_aws():
+
+        def build(settings: Any, aws: AwsFacts, *, docker: str = "docker") -> Any:
+            """The real doctor, over the account as it stands when it runs."""
+            clients = _stubbed(account)
+            doctor.stubs = clients.pop("_stubs")
+            if not doctor.provisioned:
+                doctor.servers += _provision(account, monkeypatch)
+                doctor.provisioned = True
+            return real_doctor(settings, AwsFacts(region="us-east-1", clients=clients), docker=docker)
+
+        real_doctor = deploy_cli.doctor
+        monkeypatch.setattr(deploy_cli, "doctor", build)
+        yield doctor, account
+        for server in doctor.servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _provision(account: Account, monkeypatch: pytest.MonkeyPatch) -> list[ThreadingHTTPServer]:
+    """The account's bootstrap and, when deployed, the stack: its secrets, its webhook URL."""
+    if account.bootstrap is not None:
+        boto3.client("ssm").put_parameter(
+            Name="/cdk-bootstrap/hnb659fds/version",
+            Value=str(account.bootstrap),
+            Type="String",
+            Overwrite=True,
+        )
+    if not account.stack:
+        return []
+    secrets = boto3.client("secretsmanager")
+    arns = {
+        name: secrets.create_secret(Name=f"SecretsGenerated{name}-AbCdEf", SecretString=value)["Name"]
+        for name, value in account.secrets.items()
+    }
+    sqs = boto3.client("sqs")
+    queue = sqs.create_queue(QueueName="events.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    handler_module = load_handler("ingress")
+    for key, value in {
+        "EVENTS_QUEUE_URL": queue,
+        "WEBHOOK_SECRET_ARN": arns["hook"] if account.ingress_secret_readable else "no-such-secret",
+        "GITHUB_APP_ID": account.deployed_app,
+        "GITHUB_APP_SLUG": "acme-bot",
+    }.items():
+        monkeypatch.setenv(key, value)
+    handler_module.ingress.cache_clear()
+    Ingress.handler_module = handler_module
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Ingress)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    outputs = {
+        "WebhookUrl": f"http://127.0.0.1:{server.server_address[1]}/webhook",
+        "GitHubAppPrivateKeySecretName": arns["key"],
+        "WebhookSecretName": arns["hook"],
+        "CopilotTokenSecretName": arns["copilot"],
+        "GitHubAppId": account.deployed_app,
+    }
+    template = {
+        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
+    }
+    boto3.client("cloudformation").create_stack(StackName="Squadron-prod", TemplateBody=json.dumps(template))
+    return [server]
+
+
+def test_a_deployed_and_configured_stack_lacks_nothing(world: tuple[Doctor, Account]) -> None:
+    doctor, _ = world
+    status, lines = doctor.run()
+    assert status == 0, lines
+    assert [line.split(":")[0] for line in lines[:-1]] == [
+        "ok      AWS credentials",
+        "ok      CDK bootstrap",
+        "ok      Lambda concurrency",
+        "ok      Fargate vCPU quota",
+        "ok      Docker",
+        "ok      GitHub App",
+        "ok      App private key",
+        "ok      webhook secret",
+        "ok      Copilot token",
+        "ok      webhook URL",
+    ]
+    assert "ok      Fargate vCPU quota: 6 vCPU: up to 6 agent tasks at once" in lines
+    assert "ok      GitHub App: id 4242, acting as acme-bot[bot]" in lines
+    assert "answers (401 to an unsigned request, as it should)" in lines[-2]
+    assert lines[-1] == "nothing missing"
+    for stub in doctor.stubs:  # each API asked once, as its model describes
+        stub.assert_no_pending_responses()
+    assert not [
+        line for line in lines if PEM.splitlines()[1] in line or TOKEN in line or "a-webhook-secret" in line
+    ]
+
+
+CASES = [
+    # (case id, the account, what the doctor must say (one line each, by prefix), exit status,
+    #  exit status with --before-deploy)
+    (
+        "fresh-account",
+        Account(bootstrap=None, stack=False),
+        [
+            "missing CDK bootstrap: us-east-1 is not bootstrapped (no /cdk-bootstrap/hnb659fds/version): "
+            "npx cdk bootstrap aws://123456789012/us-east-1",
+            "skip    secrets and webhook URL: Squadron-prod is not deployed yet (make deploy)",
+        ],
+        1,
+        1,
+    ),
+    (
+        "old-bootstrap",
+        Account(bootstrap=5, stack=False),
+        ["missing CDK bootstrap: version 5 in us-east-1 is older than 6"],
+        1,
+        1,
+    ),
+    (
+        "low-lambda-quota",
+        Account(lambda_limits=(10, 7), stack=False),
+        [
+            "missing Lambda concurrency: 7 of 10 unreserved, 8 needed (router_max_concurrency 5 + 3): lower the "
+            "router's share (squadron configure --set router_max_concurrency=4) or ask AWS for more",
+        ],
+        1,
+        1,
+    ),
+    (
+        "no-fargate-vcpu",
+        Account(fargate_vcpus=0.0, stack=False),
+        ["missing Fargate vCPU quota: 0 vCPU: no agent task (1 vCPU) can start"],
+        1,
+        1,
+    ),
+    (
+        "fargate-default-quota",
+        Account(fargate_vcpus=None, stack=False),
+        ["ok      Fargate vCPU quota: 4000 vCPU: up to 4000 agent tasks at once"],
+        0,
+        0,
+    ),
+    (
+        "docker-engine-down",
+        Account(docker="down", stack=False),
+        [
+            "missing Docker: the Docker engine does not answer: Cannot connect to the Docker daemon at "
+            "unix:///var/run/docker.sock. Is the docker daemon running?: `cdk deploy` builds the agent image with it"
+        ],
+        1,
+        1,
+    ),
+    ("no-docker", Account(docker="absent", stack=False), ["missing Docker: no `"], 1, 1),
+    (
+        "placeholders-after-first-deploy",
+        Account(secrets={"key": "Xq3-random-placeholder", "hook": "generated", "copilot": "placeholder"}),
+        [
+            "missing App private key: SecretsGeneratedkey-AbCdEf holds its placeholder, not a PEM key",
+            "warn    Copilot token: SecretsGeneratedcopilot-AbCdEf holds its placeholder",
+        ],
+        1,
+        0,
+    ),
+    (
+        "deployed-before-the-app",
+        Account(deployed_app="0"),
+        [
+            "missing deployed App: Squadron-prod runs with github_app_id 0, the deployment says 4242: make deploy"
+        ],
+        1,
+        0,
+    ),
+    (
+        "ingress-cannot-read-its-secret",
+        Account(ingress_secret_readable=False),
+        ["missing webhook URL: http://127.0.0.1:"],
+        1,
+        0,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("account", "said", "status", "before_deploy"),
+    [row[1:] for row in CASES],
+    ids=[row[0] for row in CASES],
+)
+def test_what_is_missing_is_said_in_one_line_each(
+    world: tuple[Doctor, Account], account: Account, said: list[str], status: int, before_deploy: int
+) -> None:
+    doctor, current = world
+    current.__dict__.update(account.__dict__)
+    got, lines = doctor.run()
+    for expected in said:
+        assert [line for line in lines if line.startswith(expected)], (expected, lines)
+    assert got == status, lines
+    for stub in doctor.stubs:
+        stub.assert_no_pending_responses()
+    again, _ = doctor.run("--before-deploy")
+    assert again == before_deploy
+
+
+def test_without_credentials_it_says_so_and_what_it_could_not_check(
+    world: tuple[Doctor, Account], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doctor, _ = world
+    monkeypatch.setattr(AwsFacts, "identity", _no_credentials)
+    status, lines = doctor.run(context={"stage": "prod"})
+    assert status == 1
+    assert lines == [
+        "missing AWS credentials: no AWS credentials: aws configure, or AWS_PROFILE",
+        "missing GitHub App: github_app_id is 0: the stack waits for its App (fine for the first deploy); "
+        "create it (squadron app create "
+        "--webhook-url <WebhookUrl> --stack Squadron-prod), then make deploy",
+        "skip    the rest: needs AWS credentials",
+        "2 missing: AWS credentials, GitHub App",
+    ]
+
+
+def _no_credentials(self: AwsFacts) -> Any:
+    from squadron.adapters.preflight import PreflightError  # noqa: PLC0415
+
+    raise PreflightError("no AWS credentials: aws configure, or AWS_PROFILE")

@@ -1,0 +1,221 @@
+"""What a first `cdk deploy` on a fresh account meets: nothing that fails at create time on a
+low Lambda quota, secrets that never block a retry, alarms that can publish, a router that
+cannot starve the ingress and whose timeouts fit its work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from infra.app import build
+from infra.constructs.agents import AgentCompute
+from infra.constructs.event_queue import EventQueue
+from infra.constructs.reconciler import Reconciler
+from infra.constructs.router import EventRouter
+from squadron.deployment import AGENT_TASK_VCPUS
+from squadron.settings import (
+    LAMBDA_RATE_LIMIT_WAIT_SECONDS,
+    ReconcilerSettings,
+    RouterSettings,
+    app_configured,
+    load_settings,
+)
+from tests.infra.synth import Synthesized, cdk_json_context
+
+pytestmark = pytest.mark.infra
+
+
+def _one(resources: dict[str, Any]) -> dict[str, Any]:
+    (resource,) = resources.values()
+    return dict(resource)
+
+
+def test_no_function_reserves_concurrency(synthesized: Synthesized) -> None:
+    """Reserved concurrency fails at create time when it would leave an account fewer than 10
+    unreserved executions (a new account's quota is often 10)."""
+    functions = synthesized.resources("AWS::Lambda::Function")
+    assert functions
+    assert {
+        name: f["Properties"]["ReservedConcurrentExecutions"]
+        for name, f in functions.items()
+        if "ReservedConcurrentExecutions" in f["Properties"]
+    } == {}
+
+
+def test_reconciler_runs_never_overlap(synthesized: Synthesized) -> None:
+    stack = synthesized.stack
+    reconciler = synthesized.logical_id(stack.reconciler.function)
+    function = synthesized.resources("AWS::Lambda::Function")[reconciler]
+    configs = [
+        c["Properties"]
+        for c in synthesized.resources("AWS::Lambda::EventInvokeConfig").values()
+        if c["Properties"]["FunctionName"] == {"Ref": reconciler}
+    ]
+    assert configs == [
+        {
+            "FunctionName": {"Ref": reconciler},
+            "Qualifier": "$LATEST",
+            "MaximumRetryAttempts": 0,
+            "MaximumEventAgeInSeconds": 60,
+        }
+    ]
+    (target,) = _one(synthesized.resources("AWS::Events::Rule"))["Properties"]["Targets"]
+    tick_age = target["RetryPolicy"]["MaximumEventAgeInSeconds"]
+    # Started as late as EventBridge and Lambda's queue allow, a run still ends before the next tick.
+    latest_end = tick_age + configs[0]["MaximumEventAgeInSeconds"] + function["Properties"]["Timeout"]
+    assert latest_end <= Reconciler.SCHEDULE.to_seconds() == 300
+
+
+def test_secrets_have_generated_names_the_outputs_give(synthesized: Synthesized) -> None:
+    """A fixed name outlives a deleted secret (its recovery window): the next deploy would fail."""
+    secrets = synthesized.resources("AWS::SecretsManager::Secret")
+    assert len(secrets) == 3
+    assert [name for name, s in secrets.items() if "Name" in s["Properties"]] == []
+    assert {(s["DeletionPolicy"], s["UpdateReplacePolicy"]) for s in secrets.values()} == {
+        ("Delete", "Delete")
+    }
+    outputs = synthesized.template_json["Outputs"]
+    stack = synthesized.stack
+    for output, secret in (
+        ("WebhookSecretName", stack.secrets.webhook_secret),
+        ("GitHubAppPrivateKeySecretName", stack.secrets.private_key),
+        ("CopilotTokenSecretName", stack.secrets.copilot_token),
+    ):
+        # The name is derived from the secret's ARN ({"Ref": ...}), so it is the generated one.
+        assert f"'Ref': '{synthesized.logical_id(secret)}'" in str(outputs[output]["Value"]), output
+
+
+def test_cloudwatch_may_publish_to_the_alarm_topic(synthesized: Synthesized) -> None:
+    """A topic policy replaces the default one: enforce_ssl's Deny alone would allow nothing."""
+    topic = synthesized.logical_id(synthesized.stack.observability.alarm_topic)
+    policy = _one(synthesized.resources("AWS::SNS::TopicPolicy"))["Properties"]
+    assert policy["Topics"] == [{"Ref": topic}]
+    statements = policy["PolicyDocument"]["Statement"]
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    assert allows == [
+        {
+            "Sid": "AllowCloudWatchAlarmsToPublish",
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Action": "sns:Publish",
+            "Resource": {"Ref": topic},
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+                "ArnLike": {
+                    "aws:SourceArn": {
+                        "Fn::Join": [
+                            "",
+                            [
+                                "arn:",
+                                {"Ref": "AWS::Partition"},
+                                ":cloudwatch:",
+                                {"Ref": "AWS::Region"},
+                                ":",
+                                {"Ref": "AWS::AccountId"},
+                                ":alarm:*",
+                            ],
+                        ]
+                    }
+                },
+            },
+        }
+    ]
+    denies = [s for s in statements if s["Effect"] == "Deny"]
+    assert [d["Condition"] for d in denies] == [{"Bool": {"aws:SecureTransport": "false"}}]
+
+
+def test_router_concurrency_is_bounded_by_the_setting(synthesized: Synthesized) -> None:
+    mapping = _one(synthesized.resources("AWS::Lambda::EventSourceMapping"))["Properties"]
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": 4}  # router_max_concurrency of the context
+
+
+def test_router_batch_fits_its_timeout_and_the_queue_outlasts_retries(synthesized: Synthesized) -> None:
+    router = synthesized.resources("AWS::Lambda::Function")[
+        synthesized.logical_id(synthesized.stack.router.function)
+    ]
+    timeout = router["Properties"]["Timeout"]
+    mapping = _one(synthesized.resources("AWS::Lambda::EventSourceMapping"))["Properties"]
+    # Every record of a batch may wait out one GitHub rate limit and still be done in time.
+    per_record = LAMBDA_RATE_LIMIT_WAIT_SECONDS + EventQueue.ROUTER_WORK_SECONDS
+    assert mapping["BatchSize"] * per_record <= timeout
+    assert (mapping["BatchSize"], timeout) == (EventRouter.BATCH_SIZE, 90)
+    queue = synthesized.resources("AWS::SQS::Queue")[synthesized.logical_id(synthesized.stack.events.queue)]
+    # AWS: a visibility timeout of at least six times the consuming function's timeout.
+    assert queue["Properties"]["VisibilityTimeout"] >= 6 * timeout
+
+
+def test_every_function_acting_on_the_apps_own_doings_knows_its_slug(synthesized: Synthesized) -> None:
+    """The App's login is <slug>[bot] for the ingress (own events), the router (assignments, the
+    merge gate's review counting) and the reconciler (replays of assignments)."""
+    stack = synthesized.stack
+    functions = synthesized.resources("AWS::Lambda::Function")
+    settings: type[RouterSettings | ReconcilerSettings]
+    for construct, settings in (
+        (stack.router.function, RouterSettings),
+        (stack.reconciler.function, ReconcilerSettings),
+    ):
+        variables = functions[synthesized.logical_id(construct)]["Properties"]["Environment"]["Variables"]
+        assert variables["GITHUB_APP_SLUG"] == "squadron-ci"
+        environment = {
+            name: value if isinstance(value, str) else f"<{name}>" for name, value in variables.items()
+        }
+        assert load_settings(settings, environment).bot_login == "squadron-ci[bot]"
+    ingress = functions[synthesized.logical_id(stack.ingress.function)]["Properties"]["Environment"][
+        "Variables"
+    ]
+    assert ingress["GITHUB_APP_SLUG"] == "squadron-ci"
+
+
+def test_the_doctor_counts_agents_by_the_task_definitions_vcpus() -> None:
+    assert AgentCompute.TASK_CPU / 1024 == AGENT_TASK_VCPUS
+
+
+#: The properties that fix a resource's physical name, by resource type.
+NAME_PROPERTIES = (
+    "Name",
+    "TableName",
+    "QueueName",
+    "LogGroupName",
+    "BucketName",
+    "RepositoryName",
+    "TopicName",
+)
+
+
+def test_nothing_left_behind_by_a_rollback_or_destroy_can_block_the_next_deploy(
+    synthesized: Synthesized,
+) -> None:
+    """A retained resource outlives a rolled-back first deploy and `cdk destroy`: with a fixed
+    name, the next deploy of the stage would fail on "already exists"."""
+    retained = {
+        name: resource
+        for name, resource in synthesized.template_json["Resources"].items()
+        if resource.get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate")
+    }
+    assert retained  # the registry table, log groups, the sessions' file system
+    fixed = {
+        name: [key for key in NAME_PROPERTIES if key in resource.get("Properties", {})]
+        for name, resource in retained.items()
+    }
+    assert {name: keys for name, keys in fixed.items() if keys} == {}
+
+
+def test_a_first_deploy_before_the_app_exists_synthesizes_a_stack_that_waits_for_it(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The guide's first deploy (no App yet): every function that acts as the App gets id 0, which
+    each recognises as "not configured yet" (tests/adapters: ingress 503, router holds, reconciler
+    no-op) instead of failing on it."""
+    app = cdk.App(
+        context={**cdk_json_context(), "stage": "first"}, outdir=str(tmp_path_factory.mktemp("first"))
+    )
+    stack = build(app)
+    template = app.synth().get_stack_artifact(stack.artifact_id).template
+    functions = template["Resources"]
+    for construct in (stack.ingress.function, stack.router.function, stack.reconciler.function):
+        logical = stack.get_logical_id(construct.node.default_child)  # type: ignore[arg-type]
+        variables = functions[logical]["Properties"]["Environment"]["Variables"]
+        assert variables["GITHUB_APP_ID"] == "0"
+        assert not app_configured(variables)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import cost, imports, ingress, local, router_calls, routing
+from bench import cost, gateway, imports, ingress, local, router_calls, routing
 from bench.machine import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "cold_imports": Benchmark(imports.bench_cold_imports, imports.summary),
     "routing_lifecycle": Benchmark(routing.bench_routing_lifecycle, routing.summary),
     "router_calls": Benchmark(router_calls.bench_router_calls, router_calls.summary),
+    "gateway": Benchmark(gateway.bench_gateway, gateway.summary),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).
     "cost": Benchmark(cost.bench_cost, cost.summary),
     "local_stack": Benchmark(local.bench_local_stack, local.stack_summary),

@@ -66,25 +66,38 @@ SECRETS = 3
 #: Alarm metrics: the queue's two, router error rate (4 in its expression), ingress 5xx, no
 #: heartbeat, reconciler not running, escalations (2).
 ALARM_METRICS = 2 + 4 + 1 + 1 + 1 + 2
-#: Metrics the reconciler publishes every run even when nothing happens: runs, problems, silent
-#: agents, and agents by status (the total and the four statuses).
-IDLE_METRICS = 3 + 1 + 4
+#: Metrics the reconciler publishes on an idle run: the run itself (zero gauges are not published).
+IDLE_METRICS = 1
 RECONCILER_RUNS_PER_MONTH = 12 * HOURS_PER_MONTH
+#: CloudWatch's free tier: an account's first three dashboards cost nothing.
+FREE_DASHBOARDS = 3
 
 
-def idle_month() -> dict[str, float]:
-    """USD a month with no event at all, by item."""
+def nat_month() -> dict[str, float]:
+    """What the opt-in NAT gateway (deployment value agent_egress=nat) adds a month, by item."""
+    p = PRICES
+    return {
+        "NAT gateway": round(HOURS_PER_MONTH * p["nat_gateway_hour"], 2),
+        "NAT gateway's public IPv4 address": round(HOURS_PER_MONTH * p["public_ipv4_hour"], 2),
+    }
+
+
+def idle_month(*, dashboards_before: int = 0) -> dict[str, float]:
+    """USD a month with no event at all, by item (the default network: no NAT gateway).
+
+    ``dashboards_before``: how many CloudWatch dashboards the account had already (the first
+    three are free).
+    """
     p, a = PRICES, ASSUMPTIONS
     reconciler_gb_s = RECONCILER_RUNS_PER_MONTH * a["reconciler_run_ms"] / 1000 * MEMORY_GB["reconciler"]
     idle_polls = a["idle_pollers"] * 3 * 60 * HOURS_PER_MONTH  # three 20-s polls a minute each
+    dashboard = 0.0 if dashboards_before < FREE_DASHBOARDS else p["dashboard_month"]
     items = {
-        "NAT gateway (agents' outbound HTTPS)": HOURS_PER_MONTH * p["nat_gateway_hour"],
-        "NAT gateway's public IPv4 address": HOURS_PER_MONTH * p["public_ipv4_hour"],
         f"Secrets Manager ({SECRETS} secrets)": SECRETS * p["secret_month"],
         "KMS key of the alarm topic": p["kms_key_month"],
-        "CloudWatch dashboard (free if among the account's first three)": p["dashboard_month"],
+        "CloudWatch dashboard (3 USD once the account has three)": dashboard,
         f"CloudWatch alarms ({ALARM_METRICS} alarm metrics)": ALARM_METRICS * p["alarm_metric_month"],
-        f"custom metrics the reconciler publishes every run ({IDLE_METRICS})": IDLE_METRICS
+        f"custom metrics an idle reconciler publishes ({IDLE_METRICS})": IDLE_METRICS
         * p["custom_metric_month"],
         "reconciler Lambda (every 5 minutes)": RECONCILER_RUNS_PER_MONTH / 1e6 * p["lambda_million_requests"]
         + reconciler_gb_s * p["lambda_gb_second"],
@@ -118,15 +131,26 @@ def per_thousand_events(lifecycle: dict[str, Any], events: int) -> dict[str, flo
     return {name: round(value, 4) for name, value in items.items()}
 
 
-def agent_hour() -> float:
-    """USD for one hour of one agent task (Fargate, x86; the model's tokens are not AWS's)."""
-    return round(AGENT_VCPU * PRICES["fargate_vcpu_hour"] + AGENT_GB * PRICES["fargate_gb_hour"], 4)
+def agent_hour(gateway_usd: float = 0.0) -> dict[str, float]:
+    """USD for one hour of one agent task, by item (Fargate, x86; the model's tokens are not AWS's).
+
+    By default a running task has a public IPv4 address (no NAT gateway); ``gateway_usd`` is the
+    agent gateway's share, measured by the gateway benchmark.
+    """
+    p = PRICES
+    return {
+        "Fargate": round(AGENT_VCPU * p["fargate_vcpu_hour"] + AGENT_GB * p["fargate_gb_hour"], 4),
+        "the task's public IPv4 address": p["public_ipv4_hour"],
+        "agent gateway (its calls)": round(gateway_usd, 6),
+    }
 
 
-def cost_model(router_calls: dict[str, Any]) -> dict[str, Any]:
+def cost_model(router_calls: dict[str, Any], gateway: dict[str, Any] | None = None) -> dict[str, Any]:
     lifecycle, events = router_calls["lifecycle_total"], int(router_calls["lifecycle_events"])
     idle = idle_month()
+    nat = nat_month()
     per_event = per_thousand_events(lifecycle, events)
+    hour = agent_hour(float(gateway["usd_per_agent_hour_total"]) if gateway else 0.0)
     return {
         "region": "us-east-1",
         "prices_usd": PRICES,
@@ -139,12 +163,16 @@ def cost_model(router_calls: dict[str, Any]) -> dict[str, Any]:
         },
         "idle_month_usd": idle,
         "idle_month_total_usd": round(sum(idle.values()), 2),
+        "nat_opt_in_month_usd": nat,
+        "idle_month_total_with_nat_usd": round(sum(idle.values()) + sum(nat.values()), 2),
         "per_1000_events_usd": per_event,
         "per_1000_events_total_usd": round(sum(per_event.values()), 4),
-        "agent_task_hour_usd": agent_hour(),
+        "agent_task_hour_usd": hour,
+        "agent_task_hour_total_usd": round(sum(hour.values()), 4),
         "not_counted": [
             "the model's tokens (Copilot seats or the BYOK provider's bill)",
-            "NAT data processing of agent traffic (0.045 USD per GB: git clones, model calls)",
+            "with agent_egress=nat: NAT data processing of agent traffic (0.045 USD per GB: git clones, model calls)",
+            "the CloudWatch dashboard once the account has three others (3 USD a month)",
             "Container Insights metrics while agent tasks run; EFS storage of sessions (0.30 USD per GB-month)",
             "custom metrics while events flow: each series is billed by the hour it is published "
             "(0.30 USD a metric-month); some 40 series in an hour with traffic is about 0.016 USD",
@@ -157,12 +185,17 @@ def bench_cost() -> dict[str, Any]:
     source = RESULTS / "router_calls.json"
     if not source.exists():
         raise FileNotFoundError(f"{source} is missing: run `python -m bench router_calls` first")
-    return cost_model(json.loads(source.read_text(encoding="utf-8")))
+    gateway = RESULTS / "gateway.json"
+    return cost_model(
+        json.loads(source.read_text(encoding="utf-8")),
+        json.loads(gateway.read_text(encoding="utf-8")) if gateway.exists() else None,
+    )
 
 
 def summary(result: dict[str, Any]) -> str:
     return (
-        f"idle {result['idle_month_total_usd']:.2f} USD/month, "
+        f"idle {result['idle_month_total_usd']:.2f} USD/month "
+        f"({result['idle_month_total_with_nat_usd']:.2f} with the NAT gateway), "
         f"{result['per_1000_events_total_usd']:.4f} USD per 1,000 events, "
-        f"{result['agent_task_hour_usd']:.4f} USD per agent-task hour"
+        f"{result['agent_task_hour_total_usd']:.4f} USD per agent-task hour"
     )

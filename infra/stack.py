@@ -62,6 +62,7 @@ class SquadronStack(cdk.Stack):
             github_app_slug=settings.github_app_slug,
             log_retention=settings.log_retention,
             metrics_namespace=settings.metrics_namespace,
+            egress=settings.agent_egress,
         )
         self.router = EventRouter(
             self,

@@ -8,9 +8,11 @@ directory owned by its own POSIX user (mode 0700), so the access point enforces 
 the host (root in the container, with a reduced capability set) creates and hands over
 each directory, and the agent's processes run as its user.
 
-Cost note (also in the README): the VPC has one NAT gateway (about 32 USD a month plus
-data) because agent tasks need outbound HTTPS (GitHub, the model provider) and should not
-have public IPs; EFS is billed per GB stored (sessions are small).
+Network (README "What it costs"): by default agent tasks run in public subnets, each with a
+public IPv4 address while it runs and a security group with no inbound rule and outbound only
+HTTPS and NFS to the file system, so nothing costs between tasks. ``egress="nat"`` puts them in
+private subnets behind one NAT gateway instead (fixed egress addresses for GitHub IP allow
+lists, about 36 USD a month more). EFS is billed per GB stored (sessions are small).
 """
 
 from __future__ import annotations
@@ -133,22 +135,28 @@ class AgentCompute(Construct):
         github_app_slug: str,
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
+        egress: str = "public",
     ) -> None:
         super().__init__(scope, construct_id)
         self.metrics_namespace = metrics_namespace
         self.copilot_token = copilot_token
+        self.nat = egress == "nat"
+        #: Where agent tasks (and the file system's mount targets) live.
+        self.agent_subnets = ec2.SubnetType.PRIVATE_WITH_EGRESS if self.nat else ec2.SubnetType.PUBLIC
         self.flow_logs = logs.LogGroup(self, "FlowLogs", retention=log_retention)
+        subnets = [ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=22)]
+        if self.nat:
+            subnets.append(
+                ec2.SubnetConfiguration(
+                    name="agents", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=22
+                )
+            )
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
             max_azs=2,
-            nat_gateways=1,
-            subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-                ec2.SubnetConfiguration(
-                    name="agents", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=22
-                ),
-            ],
+            nat_gateways=1 if self.nat else 0,
+            subnet_configuration=subnets,
             flow_logs={
                 "all": ec2.FlowLogOptions(
                     destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_logs)
@@ -159,13 +167,17 @@ class AgentCompute(Construct):
             self,
             "AgentTasks",
             vpc=self.vpc,
-            description="Squadron agent tasks: outbound HTTPS only, no inbound",
+            description="Squadron agent tasks: no inbound; outbound HTTPS, and NFS to their file system",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "GitHub, the model provider and AWS APIs over HTTPS"
         )
         self.file_system = efs.FileSystem(
             self,
             "Sessions",
             vpc=self.vpc,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            vpc_subnets=ec2.SubnetSelection(subnet_type=self.agent_subnets),
             encrypted=True,
             removal_policy=cdk.RemovalPolicy.RETAIN,
             enable_automatic_backups=True,
@@ -357,6 +369,7 @@ class AgentCompute(Construct):
             cluster=self.cluster,
             task_definition=self.task_definition,
             container_name=CONTAINER_NAME,
-            subnets=self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets,
+            subnets=self.vpc.select_subnets(subnet_type=self.agent_subnets).subnets,
             security_group=self.security_group,
+            assign_public_ip=not self.nat,
         )

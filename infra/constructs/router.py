@@ -62,6 +62,8 @@ class AgentTarget:
     container_name: str
     subnets: list[ec2.ISubnet]
     security_group: ec2.ISecurityGroup
+    #: Public subnets (the default, no NAT gateway): each task gets a public IPv4 address.
+    assign_public_ip: bool = False
 
 
 class EventRouter(Construct):
@@ -140,6 +142,7 @@ class EventRouter(Construct):
                 "AGENT_CONTAINER_NAME": agents.container_name,
                 "AGENT_SUBNETS": ",".join(subnet.subnet_id for subnet in agents.subnets),
                 "AGENT_SECURITY_GROUPS": agents.security_group.security_group_id,
+                "AGENT_ASSIGN_PUBLIC_IP": "ENABLED" if agents.assign_public_ip else "DISABLED",
                 "GITHUB_APP_ID": github_app_id,
                 "GITHUB_APP_SLUG": github_app_slug,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,

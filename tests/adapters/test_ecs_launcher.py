@@ -141,3 +141,21 @@ def test_task_status_tells_running_from_stopped_and_unknown_tasks(
     status = EcsTaskStatus(cluster="squadron", client=client)
     assert status.running([alive, stopped, unknown]) == frozenset({alive})
     assert status.running([]) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("public", "expected"), [(True, "ENABLED"), (False, "DISABLED")], ids=["public", "nat"]
+)
+def test_tasks_get_a_public_address_only_in_public_subnets(
+    ecs: tuple[ECSClient, dict[str, Any]], public: bool, expected: str
+) -> None:
+    client, settings = ecs
+    requests: list[dict[str, Any]] = []
+    client.meta.events.register(
+        "provide-client-params.ecs.RunTask", lambda params, **_: requests.append(params)
+    )
+    EcsTaskLauncher(client=client, assign_public_ip=public, **settings).launch(
+        "1-38-feat-dev", "start", "t", SECRET
+    )
+    (request,) = requests
+    assert request["networkConfiguration"]["awsvpcConfiguration"]["assignPublicIp"] == expected

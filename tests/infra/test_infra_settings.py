@@ -35,6 +35,7 @@ def test_defaults() -> None:
         "api_throttle_rate_limit": 50.0,
         "api_throttle_burst_limit": 100,
         "router_max_concurrency": 5,
+        "agent_egress": "public",
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
 

@@ -129,5 +129,28 @@ def test_the_cost_model_adds_up() -> None:
     assert model["per_1000_events_total_usd"] == pytest.approx(
         sum(model["per_1000_events_usd"].values()), abs=1e-4
     )
-    assert model["idle_month_usd"]["NAT gateway (agents' outbound HTTPS)"] == pytest.approx(32.85)
-    assert model["agent_task_hour_usd"] == pytest.approx(0.0583, abs=1e-4)  # 1 vCPU and 4 GB on Fargate
+    # The default network has no NAT gateway: idle, a deployment costs under 5 USD a month.
+    assert not [item for item in model["idle_month_usd"] if "NAT" in item]
+    assert model["idle_month_total_usd"] < 5
+    assert model["nat_opt_in_month_usd"]["NAT gateway"] == pytest.approx(32.85)
+    assert model["idle_month_total_with_nat_usd"] == pytest.approx(
+        model["idle_month_total_usd"] + sum(model["nat_opt_in_month_usd"].values()), abs=0.01
+    )
+    assert model["agent_task_hour_usd"]["Fargate"] == pytest.approx(0.0583, abs=1e-4)  # 1 vCPU, 4 GB
+    assert model["agent_task_hour_total_usd"] == pytest.approx(0.0633, abs=1e-4)  # + its public IPv4
+
+
+@pytest.mark.parametrize(
+    ("before", "charged"), [(0, 0.0), (2, 0.0), (3, 3.0)], ids=["first", "third", "fourth"]
+)
+def test_the_dashboard_is_free_among_an_accounts_first_three(before: int, charged: float) -> None:
+    (dashboard,) = [v for k, v in cost.idle_month(dashboards_before=before).items() if "dashboard" in k]
+    assert dashboard == charged
+
+
+def test_the_gateway_share_of_an_agent_hour_follows_its_measured_cost() -> None:
+    with_gateway = cost.cost_model(
+        {"commit": {"sha": "x"}, "lifecycle_total": LIFECYCLE, "lifecycle_events": 11},
+        {"usd_per_agent_hour_total": 0.0002},
+    )
+    assert with_gateway["agent_task_hour_usd"]["agent gateway (its calls)"] == 0.0002

@@ -194,39 +194,43 @@ def test_a_duplicate_delivery_says_so_and_changes_nothing() -> None:
 
 
 @pytest.mark.parametrize(
-    ("repairs", "by_status", "silent", "expected"),
+    ("repairs", "by_status", "silent", "problems", "expected"),
     [
         (
-            {"relaunch": 0, "missed_event": 0},
+            {"relaunch": 0},
             {"ACTIVE": 0, "SLEEPING": 0},
             0,
-            {"ReconcilerRuns": 1, "ReconcilerProblems": 0, "SilentAgents": 0, "AgentsByStatus": 0},
+            0,
+            {"ReconcilerRuns": 1},
         ),
         (
             {"relaunch": 2, "missed_event": 1, "redelivery": 0},
-            {"ACTIVE": 3, "SLEEPING": 1, "ESCALATED": 1},
+            {"ACTIVE": 3, "SLEEPING": 1, "ESCALATED": 1, "CREATED": 0},
             2,
+            1,
             {
                 "ReconcilerRuns": 1,
-                "ReconcilerProblems": 0,
+                "ReconcilerProblems": 1,
                 "SilentAgents": 2,
                 "ReconcilerRepairs": 3,
                 "AgentsByStatus": 5,
             },
         ),
     ],
-    ids=["quiet run: gauges still published", "repairs"],
+    ids=["idle run: only the run itself is published (nothing billed for idle gauges)", "repairs"],
 )
 def test_reconcile_points(
-    repairs: dict[str, int], by_status: dict[str, int], silent: int, expected: dict[str, float]
+    repairs: dict[str, int], by_status: dict[str, int], silent: int, problems: int, expected: dict[str, float]
 ) -> None:
-    points = reconcile_points(repairs=repairs, problems=0, by_status=by_status, silent=silent)
+    points = reconcile_points(repairs=repairs, problems=problems, by_status=by_status, silent=silent)
     assert totals(points) == expected
-    # Zero repairs are not published; every counted status is, zeros included.
+    # Zeros are not published: neither repairs nor statuses nor gauges.
     assert {p.dimension for p in points if p.name == "ReconcilerRepairs"} == {
         ("Kind", kind) for kind, n in repairs.items() if n
     }
-    assert {p.dimension for p in points if p.name == "AgentsByStatus"} == {("Status", s) for s in by_status}
+    assert {p.dimension for p in points if p.name == "AgentsByStatus"} == {
+        ("Status", s) for s, n in by_status.items() if n
+    }
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,12 @@ class DeploymentSettings(BaseModel):
     """Router invocations at once (SQS's MaximumConcurrency, at least 2): the rest of the account's
     Lambda concurrency stays free for the ingress, which must answer GitHub within 10 s."""
 
+    agent_egress: Literal["public", "nat"] = "public"
+    """How agent tasks reach GitHub and their model: "public" (default) gives each running task a
+    public IPv4 address in a public subnet, with no inbound rule (nothing idles, nothing to pay
+    between tasks); "nat" puts them in private subnets behind one NAT gateway, for fixed egress
+    addresses (a GitHub IP allow list), at about 36 USD a month more."""
+
     @field_validator("log_retention_days")
     @classmethod
     def _retention_is_allowed(cls, value: int) -> int:

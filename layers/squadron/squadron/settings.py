@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
@@ -135,6 +135,10 @@ class RouterSettings(GitHubAppSettings, _AppLogin):
     )
     agent_security_groups: Annotated[list[str], BeforeValidator(_comma_list)] = Field(
         validation_alias="AGENT_SECURITY_GROUPS", min_length=1
+    )
+    #: ENABLED: agent tasks run in public subnets with a public IPv4 address (no NAT gateway).
+    agent_assign_public_ip: Literal["ENABLED", "DISABLED"] = Field(
+        default="DISABLED", validation_alias=AliasChoices("AGENT_ASSIGN_PUBLIC_IP")
     )
     policy_ttl_seconds: int = Field(
         default=60, validation_alias=AliasChoices("POLICY_TTL_SECONDS"), ge=0, le=3600

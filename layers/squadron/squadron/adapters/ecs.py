@@ -46,10 +46,13 @@ class EcsTaskLauncher:
         container_name: str,
         subnets: Sequence[str],
         security_groups: Sequence[str],
+        assign_public_ip: bool = False,
         client: ECSClient | None = None,
     ) -> None:
         if not subnets or not security_groups:
             raise ValueError("agent tasks need at least one subnet and one security group")
+        #: Tasks in public subnets (no NAT gateway) need a public address to reach GitHub.
+        self.assign_public_ip = assign_public_ip
         self.cluster = cluster
         self.task_definition = task_definition
         self.container_name = container_name
@@ -81,7 +84,7 @@ class EcsTaskLauncher:
                 "awsvpcConfiguration": {
                     "subnets": self.subnets,
                     "securityGroups": self.security_groups,
-                    "assignPublicIp": "DISABLED",
+                    "assignPublicIp": "ENABLED" if self.assign_public_ip else "DISABLED",
                 }
             },
             "overrides": {"containerOverrides": [{"name": self.container_name, "environment": environment}]},

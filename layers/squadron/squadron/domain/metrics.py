@@ -175,11 +175,19 @@ def reconcile_points(
     by_status: Mapping[str, int],
     silent: int,
 ) -> list[MetricPoint]:
-    """One reconciler run. Gauges (agents by status, silent agents) are published every run,
-    zeros included, so an alarm on them always has data."""
-    points = [point("ReconcilerRuns"), point("ReconcilerProblems", problems), point("SilentAgents", silent)]
+    """One reconciler run. ``ReconcilerRuns`` is published every run (its alarm's missing data means
+    "not running"); the gauges only when they are not zero: a metric is billed for every month it is
+    published in, and an idle installation should cost nothing here (the alarm on silent agents
+    treats missing data as none)."""
+    points = [point("ReconcilerRuns")]
+    if problems:
+        points.append(point("ReconcilerProblems", problems))
+    if silent:
+        points.append(point("SilentAgents", silent))
     points.extend(point("ReconcilerRepairs", count, kind) for kind, count in sorted(repairs.items()) if count)
-    points.extend(point("AgentsByStatus", count, status) for status, count in sorted(by_status.items()))
+    points.extend(
+        point("AgentsByStatus", count, status) for status, count in sorted(by_status.items()) if count
+    )
     return points
 
 

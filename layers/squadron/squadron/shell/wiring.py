@@ -164,6 +164,7 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
             container_name=settings.agent_container_name,
             subnets=settings.agent_subnets,
             security_groups=settings.agent_security_groups,
+            assign_public_ip=settings.agent_assign_public_ip == "ENABLED",
         ),
         github=github,
         policies=policies,

@@ -1,0 +1,68 @@
+"""Agent tasks' network: no NAT gateway by default (nothing costs between tasks), one as an opt-in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+
+from infra.app import build
+from tests.infra.synth import SETTINGS_CONTEXT, Synthesized, cdk_json_context
+
+pytestmark = pytest.mark.infra
+
+
+def _router_environment(template: dict[str, Any]) -> dict[str, Any]:
+    functions = template["Resources"].values()
+    (router,) = [f for f in functions if f["Type"] == "AWS::Lambda::Function" and "AGENT_SUBNETS" in repr(f)]
+    variables: dict[str, Any] = router["Properties"]["Environment"]["Variables"]
+    return variables
+
+
+def _subnet_kinds(template: dict[str, Any], subnets: Any) -> set[str]:
+    """Whether the subnets the router launches tasks into are the VPC's public or private ones."""
+    names = {part["Ref"] for part in subnets["Fn::Join"][1] if isinstance(part, dict)}
+    kinds = set()
+    for name in names:
+        tags = {t["Key"]: t["Value"] for t in template["Resources"][name]["Properties"].get("Tags", [])}
+        kinds.add(tags["aws-cdk:subnet-type"])
+    return kinds
+
+
+def test_by_default_tasks_get_public_addresses_and_nothing_idles(synthesized: Synthesized) -> None:
+    template = dict(synthesized.template_json)
+    assert synthesized.resources("AWS::EC2::NatGateway") == {}
+    assert synthesized.resources("AWS::EC2::EIP") == {}
+    environment = _router_environment(template)
+    assert environment["AGENT_ASSIGN_PUBLIC_IP"] == "ENABLED"
+    assert _subnet_kinds(template, environment["AGENT_SUBNETS"]) == {"Public"}
+    group = synthesized.template_json["Resources"][
+        synthesized.logical_id(synthesized.stack.agents.security_group)
+    ]
+    assert "SecurityGroupIngress" not in group["Properties"]  # nothing reaches a task
+    egress = group["Properties"]["SecurityGroupEgress"]
+    assert [(rule["IpProtocol"], rule["FromPort"], rule["CidrIp"]) for rule in egress] == [
+        ("tcp", 443, "0.0.0.0/0")
+    ]
+    nfs = [
+        body["Properties"]
+        for body in synthesized.resources("AWS::EC2::SecurityGroupEgress").values()
+        if body["Properties"]["GroupId"]["Fn::GetAtt"][0]
+        == synthesized.logical_id(synthesized.stack.agents.security_group)
+    ]
+    assert [(rule["FromPort"], rule["ToPort"]) for rule in nfs] == [(2049, 2049)]  # to the file system only
+
+
+def test_a_nat_gateway_is_an_opt_in_for_fixed_egress_addresses(tmp_path: Path) -> None:
+    app = cdk.App(
+        context={**cdk_json_context(), **SETTINGS_CONTEXT, "agent_egress": "nat"}, outdir=str(tmp_path)
+    )
+    stack = build(app)
+    template: dict[str, Any] = dict(app.synth().get_stack_artifact(stack.artifact_id).template)
+    kinds = [r["Type"] for r in template["Resources"].values()]
+    assert kinds.count("AWS::EC2::NatGateway") == 1
+    environment = _router_environment(template)
+    assert environment["AGENT_ASSIGN_PUBLIC_IP"] == "DISABLED"
+    assert _subnet_kinds(template, environment["AGENT_SUBNETS"]) == {"Private"}

@@ -64,8 +64,8 @@ AGENT_VCPU, AGENT_GB = 1.0, 4.0
 #: Secrets the stack creates (webhook secret, App key, Copilot token); BYOK keys add their own.
 SECRETS = 3
 #: Alarm metrics: the queue's two, router error rate (4 in its expression), ingress 5xx, no
-#: heartbeat, reconciler not running, escalations (2).
-ALARM_METRICS = 2 + 4 + 1 + 1 + 1 + 2
+#: heartbeat, reconciler not running, escalations (2), launches held.
+ALARM_METRICS = 2 + 4 + 1 + 1 + 1 + 2 + 1
 #: Metrics the reconciler publishes on an idle run: the run itself (zero gauges are not published).
 IDLE_METRICS = 1
 RECONCILER_RUNS_PER_MONTH = 12 * HOURS_PER_MONTH

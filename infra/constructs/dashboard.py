@@ -58,6 +58,7 @@ class OperationsDashboard(Construct):
         self.heartbeat_alarm = self._heartbeat_alarm()
         self.reconciler_alarm = self._reconciler_alarm()
         self.escalation_alarm = self._escalation_alarm()
+        self.launch_alarm = self._launch_alarm()
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
@@ -74,6 +75,7 @@ class OperationsDashboard(Construct):
             self.heartbeat_alarm,
             self.reconciler_alarm,
             self.escalation_alarm,
+            self.launch_alarm,
         )
 
     # --- metrics ---------------------------------------------------------------------------
@@ -226,6 +228,23 @@ class OperationsDashboard(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 
+    def _launch_alarm(self) -> cloudwatch.Alarm:
+        return self.custom("AgentLaunchesHeld").create_alarm(
+            self,
+            "LaunchesHeldAlarm",
+            alarm_description=(
+                "Squadron: ECS refused to start agent tasks (RunTask failed: most often the account's "
+                "Fargate vCPU quota, or no capacity). Their launches are held, not lost, and retried "
+                "with back-off (5, 10, 20, 40 minutes, then hourly); `squadron agent show` prints the "
+                "error. Raise the quota (Service Quotas, 'Fargate On-Demand vCPU resource count') or "
+                "lower max_concurrent_agents."
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
     # --- the dashboard ---------------------------------------------------------------------
 
     def _graph(
@@ -326,6 +345,7 @@ class OperationsDashboard(Construct):
                 "Agent lifecycle",
                 [
                     self.custom("AgentLaunches"),
+                    self.custom("AgentLaunchesHeld"),
                     self.custom("AgentWakes"),
                     self.custom("AgentSleeps"),
                     self.custom("AgentCompletions"),

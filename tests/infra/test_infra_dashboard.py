@@ -60,6 +60,7 @@ ALARMS = [
     ("OperationsNoHeartbeatAlarm", 1, "GreaterThanOrEqualToThreshold", 2, "notBreaching"),
     ("OperationsReconcilerNotRunningAlarm", 1, "LessThanThreshold", 1, "breaching"),
     ("OperationsEscalationAlarm", 1, "GreaterThanOrEqualToThreshold", 1, "notBreaching"),
+    ("OperationsLaunchesHeldAlarm", 1, "GreaterThanOrEqualToThreshold", 1, "notBreaching"),
     ("EventsDeadLettersAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
     ("EventsOldestEventAlarm", 300, "GreaterThanThreshold", 1, "notBreaching"),
 ]

@@ -211,7 +211,7 @@ RESOURCE_COUNTS = [
     ("AWS::Lambda::Function", 5),
     ("AWS::Events::Rule", 1),  # the reconciler's tick
     ("AWS::Lambda::LayerVersion", 1),
-    ("AWS::CloudWatch::Alarm", 7),  # two on the queue, five behind the dashboard
+    ("AWS::CloudWatch::Alarm", 8),  # two on the queue, six behind the dashboard
     ("AWS::CloudWatch::Dashboard", 1),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 3),  # webhook secret, App key, Copilot token

@@ -219,8 +219,27 @@ class FakeRegistry:
                 "task_arn": task_arn,
                 "version": agent.version + 1,
                 "updated_at": at,
+                "launch_failures": 0,
+                "launch_error": None,
+                "launch_failed_at": None,
             }
         )
+
+    def hold_launch(self, agent_id: str, token: str, error: str, at: datetime) -> bool:
+        self.calls["hold_launch"] += 1
+        agent = self.agents.get(agent_id)
+        if agent is None or agent.pending_launch != token:
+            return False
+        self.agents[agent_id] = agent.model_copy(
+            update={
+                "launch_failures": agent.launch_failures + 1,
+                "launch_error": error[:500],
+                "launch_failed_at": at,
+                "version": agent.version + 1,
+                "updated_at": at,
+            }
+        )
+        return True
 
     def arm_launch(
         self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime

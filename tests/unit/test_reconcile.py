@@ -274,6 +274,33 @@ RESCUE_CASES: list[tuple[str, AgentRecord, frozenset[str] | None, str | None]] =
         "relaunch: its launch (1-38-feat-dev-g1-l1) was never confirmed",
     ),
     (
+        "a held launch within its back-off waits",
+        agent(
+            38,
+            AgentStatus.CREATED,
+            pending_launch="1-38-feat-dev-g1-l1",
+            launch_failures=2,
+            launch_error="You've reached the limit on the number of vCPUs",
+            launch_failed_at=NOW - timedelta(minutes=9),
+            updated_at=NOW - timedelta(hours=1),
+        ),
+        None,
+        None,
+    ),
+    (
+        "a held launch past its back-off is tried again (not counted as a death)",
+        agent(
+            38,
+            AgentStatus.CREATED,
+            pending_launch="1-38-feat-dev-g1-l1",
+            launch_failures=2,
+            launch_error="You've reached the limit on the number of vCPUs",
+            launch_failed_at=NOW - timedelta(minutes=11),
+        ),
+        None,
+        "launch: its launch was refused 2 time(s): You've reached the limit",
+    ),
+    (
         "a sleeper within its limit",
         agent(38, AgentStatus.SLEEPING, blocked_by=frozenset({42}), updated_at=NOW - timedelta(hours=3)),
         None,

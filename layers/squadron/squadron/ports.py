@@ -97,6 +97,10 @@ class Registry(Protocol):
         """The agent's undelivered inbox items, oldest first."""
         ...
 
+    def hold_launch(self, agent_id: str, token: str, error: str, at: datetime) -> bool:
+        """Count a failed RunTask on the pending launch ``token`` (which stays pending)."""
+        ...
+
 
 class TaskLauncher(Protocol):
     """Starts and stops agent tasks (ECS Fargate on AWS, local processes in the local stack)."""

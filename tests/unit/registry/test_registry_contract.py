@@ -58,6 +58,7 @@ class ContractRegistry(Protocol):
         self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
     ) -> bool: ...
     def claim_uid(self, agent_id: str, at: datetime) -> int: ...
+    def hold_launch(self, agent_id: str, token: str, error: str, at: datetime) -> bool: ...
     def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
     def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]: ...
     def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
@@ -354,6 +355,25 @@ def test_a_launch_is_armed_with_its_secret_hash_only_while_pending(
     else:
         assert stored == record
     assert registry.arm_launch("1-99-feat-dev", token, "ab" * 32, expires, T0) is False
+
+
+def test_a_refused_launch_is_held_counted_and_cleared_when_it_starts(registry: ContractRegistry) -> None:
+    record = created(registry, agent(pending_launch="tok-2"))
+    assert registry.hold_launch(record.agent_id, "tok-1", "stale", T0) is False  # not the pending one
+    assert registry.hold_launch(record.agent_id, "tok-2", "vCPU limit", T0) is True
+    assert registry.hold_launch(record.agent_id, "tok-2", "still the vCPU limit", T0 + timedelta(minutes=5))
+    held = registry.get_agent(record.agent_id)
+    assert held is not None
+    assert (held.launch_failures, held.launch_error, held.launch_failed_at, held.pending_launch) == (
+        2,
+        "still the vCPU limit",
+        T0 + timedelta(minutes=5),
+        "tok-2",
+    )
+    registry.confirm_launch(record.agent_id, "tok-2", "arn:task/1", T0 + timedelta(minutes=15))
+    started = registry.get_agent(record.agent_id)
+    assert started is not None
+    assert (started.launch_failures, started.launch_error, started.launch_failed_at) == (0, None, None)
 
 
 def test_every_agent_claims_a_uid_of_its_own_and_keeps_it(registry: ContractRegistry) -> None:

@@ -578,12 +578,14 @@ class DynamoRegistry:
                 Key=_dump(_agent_key(agent_id)),
                 UpdateExpression=(
                     "SET pending_launch = :none, task_arn = :arn, version = version + :one, "
-                    "updated_at = :at, GSI1SK = :gsi"
+                    "updated_at = :at, GSI1SK = :gsi, launch_failures = :zero, launch_error = :none, "
+                    "launch_failed_at = :none"
                 ),
                 ConditionExpression="pending_launch = :token",
                 ExpressionAttributeValues=_dump(
                     {
                         ":none": None,
+                        ":zero": 0,
                         ":arn": task_arn,
                         ":one": 1,
                         ":at": _iso(at),
@@ -594,6 +596,33 @@ class DynamoRegistry:
             )
         except ClientError:
             return  # that launch is no longer pending
+
+    def hold_launch(self, agent_id: str, token: str, error: str, at: datetime) -> bool:
+        """Record that RunTask failed for the pending launch ``token`` (it stays pending, to retry)."""
+        try:
+            self._call(
+                "update_item",
+                TableName=self.table_name,
+                Key=_dump(_agent_key(agent_id)),
+                UpdateExpression=(
+                    "SET launch_failures = if_not_exists(launch_failures, :zero) + :one, launch_error = :error, "
+                    "launch_failed_at = :at, version = version + :one, updated_at = :at, GSI1SK = :gsi"
+                ),
+                ConditionExpression="pending_launch = :token",
+                ExpressionAttributeValues=_dump(
+                    {
+                        ":zero": 0,
+                        ":one": 1,
+                        ":error": error[:500],
+                        ":at": _iso(at),
+                        ":gsi": f"{_iso(at)}#{agent_id}",
+                        ":token": token,
+                    }
+                ),
+            )
+        except ClientError:
+            return False
+        return True
 
     def arm_launch(
         self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime

@@ -200,6 +200,11 @@ class AgentRecord(BaseModel):
     #: and when it stops being accepted. Cleared when that task reports its end.
     launch_secret_hash: str | None = None
     launch_secret_expires_at: datetime | None = None
+    #: RunTask failures of the pending launch (a Fargate quota, no capacity): the launch is held
+    #: and retried with back-off (:func:`launch_retry_delay`) rather than failing its event.
+    launch_failures: int = 0
+    launch_error: str | None = None
+    launch_failed_at: datetime | None = None
     #: The POSIX user the agent's Copilot CLI, shell and git run as inside its task: unique per
     #: agent, so no agent can read another's working copy or session (claimed on first start).
     uid: int | None = None
@@ -277,3 +282,14 @@ class InboxItem(BaseModel):
 
 
 DEFAULT_LEASE = timedelta(minutes=5)
+
+#: The longest a held launch waits before its next attempt.
+MAX_LAUNCH_RETRY_DELAY = timedelta(hours=1)
+
+
+def launch_retry_delay(failures: int) -> timedelta:
+    """How long a launch that failed ``failures`` times in a row waits: 5, 10, 20, 40 min, then an hour."""
+    if failures <= 0:
+        return timedelta(0)
+    doubled: timedelta = timedelta(minutes=5) * (2 ** min(failures - 1, 10))
+    return min(MAX_LAUNCH_RETRY_DELAY, doubled)

@@ -231,7 +231,8 @@ class RecoverAgent(_Model):
 
     ``relaunch``: its task is dead (no heartbeat, or ECS has no such task) — the
     router relaunches it with resume, once, then escalates. ``escalate``: it slept
-    past its max_sleep_duration. ``seen_version`` is the record version the
+    past its max_sleep_duration. ``launch``: its pending launch was held (RunTask
+    refused it) and its back-off is over — the router tries the launch again. ``seen_version`` is the record version the
     reconciler judged: if the agent changed since (a heartbeat, a wake), the
     command is stale and changes nothing.
     """
@@ -241,7 +242,7 @@ class RecoverAgent(_Model):
     #: The agent's issue (its message group); None for a repository's PM.
     issue_number: int | None = Field(default=None, gt=0)
     seen_version: int = Field(ge=1)
-    action: Literal["relaunch", "escalate"]
+    action: Literal["relaunch", "escalate", "launch"]
     reason: str = Field(min_length=1, max_length=2_000)
 
 

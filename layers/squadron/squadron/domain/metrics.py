@@ -69,6 +69,12 @@ _SPECS = (
     MetricSpec("AgentSleeps", "router", "Count", "agents put to sleep on a blocker"),
     MetricSpec("AgentCompletions", "router", "Count", "agents whose work ended (issue closed, merged)"),
     MetricSpec("Escalations", "router", "Count", "agents handed to humans by the router or reconciler"),
+    MetricSpec(
+        "AgentLaunchesHeld",
+        "router",
+        "Count",
+        "launches RunTask refused (quota, capacity): retried with back-off",
+    ),
     # --- reconciler ------------------------------------------------------------------------
     MetricSpec("ReconcilerRuns", "reconciler", "Count", "runs that finished (missing data: not running)"),
     MetricSpec("ReconcilerRepairs", "reconciler", "Count", "repairs made, by kind", "Kind"),
@@ -150,6 +156,7 @@ def routing_points(summary: Mapping[str, object]) -> list[MetricPoint]:
     points.extend(point("RoutingEffects", dimension=name) for name in effects)
     for purpose in _strings(summary.get("launches")):
         points.append(point("AgentLaunches" if purpose == "start" else "AgentWakes"))
+    points.extend(point("AgentLaunchesHeld") for _ in _strings(summary.get("held")))
     for change in _strings(summary.get("transitions")):
         before, _, after = change.partition(">")
         if after == "SLEEPING" and before != "SLEEPING":

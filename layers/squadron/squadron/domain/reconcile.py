@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
+from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind, launch_retry_delay
 from squadron.domain.breakers import Limits, sleep_overdue
 from squadron.domain.events import (
     EventEnvelope,
@@ -289,6 +289,8 @@ def _dead(
 ) -> str | None:
     """Why a live agent's task is presumed dead, or None while it may still be working."""
     if agent.pending_launch is not None:
+        if agent.launch_failures:
+            return None  # a held launch is retried (see ``rescues``), not a death
         if now - agent.updated_at > stale_after:
             return f"its launch ({agent.pending_launch}) was never confirmed in {stale_after}"
         return None
@@ -326,6 +328,11 @@ def rescues(
             if overdue is not None:
                 waits = ", ".join(f"#{n}" for n in sorted(agent.blocked_by)) or "nothing"
                 out.append(_recover(agent, "escalate", f"{overdue} waiting for {waits}", now))
+        elif agent.status in LIVE and agent.pending_launch is not None and agent.launch_failures:
+            failed = agent.launch_failed_at or agent.updated_at
+            if now >= failed + launch_retry_delay(agent.launch_failures):
+                why = f"its launch was refused {agent.launch_failures} time(s): {agent.launch_error or '?'}"
+                out.append(_recover(agent, "launch", why[:2000], now))
         elif agent.status in LIVE:
             dead = _dead(agent, now, rules.stale_after, running)
             if dead is not None:
@@ -338,7 +345,7 @@ RELAUNCH: Literal["relaunch"] = "relaunch"
 
 
 def _recover(
-    agent: AgentRecord, action: Literal["relaunch", "escalate"], reason: str, now: datetime
+    agent: AgentRecord, action: Literal["relaunch", "escalate", "launch"], reason: str, now: datetime
 ) -> EventEnvelope:
     command = RecoverAgent(
         agent_id=agent.agent_id,

@@ -1146,6 +1146,11 @@ def _on_recover_agent(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
                 f"{agent.agent_id} changed since the reconciler looked (v{command.seen_version} -> v{agent.version})"
             )
         ]
+    if command.action == "launch":
+        # A held launch (RunTask refused it) whose back-off is over: try it again, as decided.
+        if agent.status not in LIVE or agent.pending_launch is None:
+            return [Discard(f"{agent.agent_id} has no held launch any more")]
+        return [_launch(agent, f"retrying its launch: {command.reason}")]
     if (
         command.action == "relaunch"
         and agent.status in LIVE

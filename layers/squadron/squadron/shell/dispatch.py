@@ -67,4 +67,5 @@ class Dispatcher:
             "discarded": [effect.reason for effect in result.effects if isinstance(effect, Discard)],
             "launches": [effect.purpose for effect in result.effects if isinstance(effect, LaunchAgent)],
             "transitions": list(result.transitions),
+            "held": list(result.held),
         }

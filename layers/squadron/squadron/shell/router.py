@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from squadron.adapters.ecs import TaskLaunchError
 from squadron.domain.agents import ConflictError
 from squadron.domain.effects import (
     AddBlocker,
@@ -61,6 +62,8 @@ class RoutingResult:
     effects: tuple[Effect, ...]
     #: ``"OLD>NEW"`` per agent status the effects changed (what the metrics count).
     transitions: tuple[str, ...] = ()
+    #: Agents whose launch RunTask refused: held, to be retried with back-off.
+    held: tuple[str, ...] = ()
 
     @property
     def discarded(self) -> bool:
@@ -91,6 +94,7 @@ class RouterService:
         self.github = github
         self.policies = policies
         self.clock = clock
+        self._held: list[str] = []
 
     def process(self, event: EventEnvelope) -> RoutingResult:
         """Route ``event`` and apply its effects.
@@ -104,6 +108,7 @@ class RouterService:
         policy = self.policies(event)
         applied: list[Effect] = []
         transitions: tuple[str, ...] = ()
+        self._held = []
         for attempt in range(1, self.attempts + 1):
             snapshot = self.load(event, snapshot_request(event, policy), policy)
             effects = route(event, snapshot, policy)
@@ -119,7 +124,7 @@ class RouterService:
             applied = effects
             transitions = status_changes(snapshot.agents(), effects)
             break
-        return RoutingResult(event.delivery_id, tuple(applied), transitions)
+        return RoutingResult(event.delivery_id, tuple(applied), transitions, tuple(self._held))
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -211,7 +216,16 @@ class RouterService:
         if not self.registry.arm_launch(agent_id, token, secret_digest(secret), now + SECRET_TTL, now):
             logger.info("launch %s of %s is no longer pending; not started", token, agent_id)
             return
-        task_arn = self.launcher.launch(agent_id, purpose, token, secret)
+        try:
+            task_arn = self.launcher.launch(agent_id, purpose, token, secret)
+        except TaskLaunchError as exc:
+            # The decision stands (the launch stays pending): a Fargate quota or a lack of capacity
+            # is not this event's fault. The reconciler retries the launch with back-off; the
+            # AgentLaunchesHeld alarm tells a human. Nothing goes back to the queue.
+            logger.warning("launch %s of %s held: %s", token, agent_id, exc)
+            self.registry.hold_launch(agent_id, token, str(exc), now)
+            self._held.append(agent_id)
+            return
         self.registry.confirm_launch(agent_id, token, task_arn, now)
 
     def _apply_one(self, event: EventEnvelope, effect: Effect, now: datetime) -> None:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import cost, gateway, imports, ingress, local, router_calls, routing
+from bench import cost, gateway, image, imports, ingress, local, router_calls, routing
 from bench.machine import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "gateway": Benchmark(gateway.bench_gateway, gateway.summary),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).
     "cost": Benchmark(cost.bench_cost, cost.summary),
+    "image": Benchmark(image.bench_image, image.summary),
     "local_stack": Benchmark(local.bench_local_stack, local.stack_summary),
     "agent_host": Benchmark(local.bench_agent_host, local.agent_summary),
 }

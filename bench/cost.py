@@ -54,7 +54,7 @@ ASSUMPTIONS: dict[str, float] = {
     "log_kb_per_event": 6.0,  # the ingress's and the router's JSON lines
     # An idle FIFO event source mapping long-polls (20 s) with a few pollers.
     "idle_pollers": 5.0,
-    "agent_image_gb": 1.0,
+    "agent_image_gb": 0.7,  # bench/results/image.json: about 680 MB
 }
 
 #: Memory of each function (infra/constructs): GB-seconds follow from it.

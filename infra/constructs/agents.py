@@ -117,6 +117,19 @@ _RUNTIME_PIN_REASON = (
 )
 
 
+def task_environment(gateway_function: str) -> dict[str, str]:
+    """The agent container's environment in the task definition (names and paths, no secret).
+
+    The image adds its own (functions/agent/Dockerfile: the CLI's path and package cache); each
+    RunTask adds the agent id, the launch token and purpose, and the launch's secret.
+    """
+    return {
+        "AGENT_GATEWAY_FUNCTION": gateway_function,
+        "SQUADRON_AGENTS_ROOT": AGENTS_PATH,
+        "XDG_CACHE_HOME": CLI_CACHE_PATH,
+    }
+
+
 class AgentCompute(Construct):
     TASK_CPU = 1024
     TASK_MEMORY_MIB = 4096
@@ -319,11 +332,7 @@ class AgentCompute(Construct):
             logging=ecs.LogDrivers.aws_logs(
                 stream_prefix="agent", log_group=logs.LogGroup(self, "AgentLogs", retention=log_retention)
             ),
-            environment={
-                "AGENT_GATEWAY_FUNCTION": self.gateway.function_name,
-                "SQUADRON_AGENTS_ROOT": AGENTS_PATH,
-                "XDG_CACHE_HOME": CLI_CACHE_PATH,
-            },
+            environment=task_environment(self.gateway.function_name),
             # The host runs as root with a reduced capability set: it hands each agent its own
             # directory and runs the agent's CLI, shell and git as the agent's own user.
             user="0",

@@ -83,6 +83,12 @@ LAMBDA_SERVICE = "squadron-local"  # the Powertools service name of the in-proce
 HUMANS = {"octo-human": "admin", "octo-maintainer": "admin", "alice": "write"}
 
 
+@dataclass(frozen=True)
+class AgentRuntime:
+    command: tuple[str, ...]
+    environment: dict[str, str]
+
+
 @dataclass
 class LocalOptions:
     root: Path  # the repository (functions/, node_modules/, .squadron/)
@@ -106,6 +112,11 @@ class LocalOptions:
     #: How long an unanswered batch stays hidden in events.fifo (the CDK stack's is 6x the router's
     #: timeout; tests shorten it so a crashed batch comes back quickly).
     visibility_timeout: int = 60
+    #: Agent tasks from another runtime than this checkout's (the agent image's, assembled
+    #: without a container engine): its command, and its environment (the image's and the task
+    #: definition's, paths mapped onto this machine). The stack adds only its stand-ins for AWS,
+    #: GitHub and the model.
+    agent_runtime: AgentRuntime | None = None
 
 
 def _app_slug(api_url: str, app_id: int, private_key: str) -> str:
@@ -236,6 +247,7 @@ class LocalStack:
             ),
             env=self._agent_env(github_url, model_url, remote),
             log_dir=state / "logs",
+            **({"command": self.options.agent_runtime.command} if self.options.agent_runtime else {}),
         )
         self._loop(self._route_forever)
         self._loop(self._reconcile_forever)
@@ -273,6 +285,8 @@ class LocalStack:
                 "(no per-agent users; the containment tests need root)"
             )
             return
+        if self.options.agent_runtime is None:  # a runtime of its own brings its own unpacked CLI
+            unpack_cli(*cli_paths(self.options.root))
         blocked = traversable(root)
         while blocked is not None:
             os.chmod(blocked, os.stat(blocked).st_mode | stat.S_IXOTH)
@@ -285,7 +299,6 @@ class LocalStack:
         for child in state.iterdir():
             if child.is_dir() and child != root:
                 os.chmod(child, 0o700)
-        unpack_cli(*cli_paths(self.options.root))
 
     def _start_sandbox(self) -> str:
         state = self.options.state_dir
@@ -364,6 +377,24 @@ class LocalStack:
         # The local model serves every role; with a Copilot token, each role's configured model
         # (whose key the gateway hands out).
         model = {"SQUADRON_MODEL_URL": model_url + "/"} if model_url is not None else {}
+        # What stands in for AWS (the task role's one right: invoking the gateway), GitHub and the
+        # model on this machine; and where agents' directories are (the EFS volume's stand-in).
+        stand_ins = {
+            **model,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL_LAMBDA": self.endpoint,
+            "AGENT_GATEWAY_FUNCTION": GATEWAY_FUNCTION,
+            "SQUADRON_AGENTS_ROOT": str(self.agents_root),
+            "SQUADRON_PM_LINGER_SECONDS": str(self.options.pm_linger_seconds),
+            "GITHUB_API_URL": github_url,
+            "GIT_REMOTE_TEMPLATE": remote,
+            "TURN_TIMEOUT_SECONDS": "300",
+        }
+        runtime = self.options.agent_runtime
+        if runtime is not None:
+            return {**runtime.environment, **stand_ins}
         cli, cache = cli_paths(self.options.root)
         return {
             **model,

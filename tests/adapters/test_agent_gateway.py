@@ -141,38 +141,167 @@ def test_the_current_task_begins_takes_its_lease_and_gets_its_own_uid(world: Wor
     assert world.agent(A38).lease_owner is None
 
 
-@pytest.mark.parametrize(
-    ("agent_id", "permissions"),
-    [
-        (A38, {"contents": "write", "pull_requests": "write", "issues": "write", "metadata": "read"}),
-        (
-            R101,
-            {
-                "contents": "read",
-                "pull_requests": "write",
-                "statuses": "write",
-                "issues": "read",
-                "metadata": "read",
-            },
-        ),
-    ],
-    ids=["dev", "review"],
-)
-def test_a_token_is_narrowed_to_the_agents_repository_and_role(
-    world: World, agent_id: str, permissions: dict[str, str]
-) -> None:
+READ_ONLY = {"contents": "read", "issues": "read", "pull_requests": "read", "metadata": "read"}
+
+
+@pytest.mark.parametrize("agent_id", [A38, R101, "1-pm"], ids=["dev", "review", "pm"])
+def test_a_tasks_own_token_only_reads_its_repository(world: World, agent_id: str) -> None:
+    if agent_id == "1-pm":
+        world.router.process(world.events.opened(40))
     door = world.door(agent_id)
     door.begin()
     assert door.github_token() == "ghs_77"
     (request,) = [r for r in world.github.requests if r.url.path.endswith("/access_tokens")]
     assert json.loads(request.content) == {
         "repositories": ["repo"],
-        "permissions": dict(sorted(permissions.items())),
+        "permissions": dict(sorted(READ_ONLY.items())),
     }
     assert door.github_token() == "ghs_77" and world.vended() == 1  # reused until near expiry
     assert "ghs_" not in repr(door) and world.launcher.secrets[
         world.agent(agent_id).launch_token
     ] not in repr(door)
+
+
+def test_only_a_dev_task_gets_a_push_token_and_it_writes_contents_only(world: World) -> None:
+    dev = world.door(A38)
+    dev.begin()
+    assert dev.push_token() == "ghs_77"
+    (request,) = [r for r in world.github.requests if r.url.path.endswith("/access_tokens")]
+    assert json.loads(request.content)["permissions"] == {"contents": "write", "metadata": "read"}
+    reviewer = world.door(R101)
+    reviewer.begin()
+    with pytest.raises(LaunchRefusedError, match="no branch of its own") as refused:
+        reviewer.push_token()
+    assert refused.value.code == "forbidden" and world.vended() == 1
+
+
+def _written(world: World) -> list[tuple[str, str, dict[str, Any]]]:
+    """(method, path, body) of every write GitHub received (tokens aside)."""
+    return [
+        (r.method, r.url.path, json.loads(r.content) if r.content else {})
+        for r in world.github.requests
+        if r.method != "GET" and not r.url.path.endswith("/access_tokens")
+    ]
+
+
+WRITES: list[tuple[str, str, dict[str, Any], str | None]] = [
+    # (case, agent, write, refusal: None when GitHub gets it)
+    ("a dev comments on its own issue", A38, {"action": "comment", "number": 38, "body": "progress"}, None),
+    ("a dev comments elsewhere", A38, {"action": "comment", "number": 12, "body": "hijack"}, "its own issue"),
+    (
+        "a dev opens its PR",
+        A38,
+        {
+            "action": "create_pull",
+            "title": "t",
+            "head": "feat/issue-38",
+            "base": "main",
+            "body": "Closes #38",
+        },
+        None,
+    ),
+    (
+        "a dev opens a PR from main",
+        A38,
+        {"action": "create_pull", "title": "t", "head": "main", "base": "release", "body": "b"},
+        "is not its own",
+    ),
+    (
+        "a dev labels",
+        A38,
+        {"action": "add_labels", "number": 38, "labels": ["bug"]},
+        "the dev role never does",
+    ),
+    (
+        "a dev posts a status",
+        A38,
+        {"action": "create_status", "sha": "c" * 40, "state": "success", "context": "squadron/feat-dev"},
+        "the dev role never does",
+    ),
+    (
+        "a reviewer reviews its PR",
+        R101,
+        {"action": "create_review", "number": 101, "event": "COMMENT", "body": "ok"},
+        None,
+    ),
+    (
+        "a reviewer reviews another PR",
+        R101,
+        {"action": "create_review", "number": 7, "event": "APPROVE", "body": "ok"},
+        "its own pull request only",
+    ),
+    (
+        "a reviewer posts its status on its PR's head",
+        R101,
+        {"action": "create_status", "sha": "c" * 40, "state": "success", "context": "squadron/pr-review"},
+        None,
+    ),
+    (
+        "a reviewer posts on another commit",
+        R101,
+        {"action": "create_status", "sha": "d" * 40, "state": "success", "context": "squadron/pr-review"},
+        "head only",
+    ),
+    (
+        "a reviewer posts another role's status",
+        R101,
+        {"action": "create_status", "sha": "c" * 40, "state": "success", "context": "squadron/merge"},
+        "is not its own",
+    ),
+    (
+        "a reviewer opens an issue",
+        R101,
+        {"action": "create_issue", "title": "t", "body": "b"},
+        "the review role never does",
+    ),
+    (
+        "a dev assigns a human",
+        A38,
+        {"action": "add_assignees", "number": 38, "assignees": ["octo"]},
+        "never does",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "write", "refusal"), [w[1:] for w in WRITES], ids=[w[0] for w in WRITES]
+)
+def test_writes_are_carried_out_by_the_gateway_as_the_agents_role(
+    world: World, agent_id: str, write: dict[str, Any], refusal: str | None
+) -> None:
+    door = world.door(agent_id)
+    door.begin()
+    if refusal is None:
+        door.github(write)
+        ((method, _path, body),) = _written(world)
+        assert method == "POST"
+        if "body" in body:
+            assert body["body"].startswith(f"[squadron:{world.agent(agent_id).display_name}]")  # its own tag
+        token = next(r for r in world.github.requests if r.url.path.endswith("/access_tokens"))
+        assert json.loads(token.content)["permissions"] != READ_ONLY  # the role's, in the gateway only
+        return
+    with pytest.raises(LaunchRefusedError, match=refusal) as refused:
+        door.github(write)
+    assert refused.value.code == "forbidden"
+    assert _written(world) == []  # GitHub got nothing
+
+
+def test_the_pm_assigns_only_the_app(world: World) -> None:
+    world.router.process(world.events.opened(40))
+    pm = world.door("1-pm")
+    pm.begin()
+    with pytest.raises(LaunchRefusedError, match="assigned to the App"):
+        pm.github({"action": "add_assignees", "number": 40, "assignees": ["octo-human"]})
+    pm.github({"action": "add_assignees", "number": 40, "assignees": ["squadron[bot]"]})
+    assert [(m, p) for m, p, _ in _written(world)] == [("POST", "/repos/octo/repo/issues/40/assignees")]
+
+
+def test_a_write_without_the_secret_writes_nothing(world: World) -> None:
+    agent = world.agent(A38)
+    forged = Door(in_process(world.gateway), agent_id=A38, launch_token=agent.launch_token, secret="q" * 43)
+    with pytest.raises(LaunchRefusedError, match="wrong secret"):
+        forged.github({"action": "comment", "number": 38, "body": "forged"})
+    assert _written(world) == []
 
 
 def _byok(role: str) -> Any:

@@ -25,6 +25,7 @@ from tests.support.git_remote import BareRemote, git, let_others_pass
 DEV = Caller(CallerKind.DEV, "feat-dev-38", "feat-dev", "feat/issue-38")
 BRANCH = "feat/issue-38"
 TOKEN = "ghs_narrowed_token_value"
+PUSH_TOKEN = "ghs_push_token_value"
 AS_ROOT = pytest.mark.skipif(
     os.geteuid() != 0, reason="switching to an agent's own user needs root (CI runs as root)"
 )
@@ -40,6 +41,7 @@ def copy(
     tmp_path: Path,
     *,
     token: str | None = None,
+    push_token: str | None = None,
     user: AgentUser | None = None,
     run: Any = subprocess.run,
 ) -> WorkingCopy:
@@ -49,7 +51,13 @@ def copy(
     return WorkingCopy(
         dirs.work,
         FrameworkClone(
-            dirs.framework_clone, GitRemote(remote.url, (lambda: token) if token else None), run=run
+            dirs.framework_clone,
+            GitRemote(
+                remote.url,
+                (lambda: token) if token else None,
+                push_token=(lambda: push_token) if push_token else None,
+            ),
+            run=run,
         ),
         author_name="feat-dev-38 (squadron)",
         author_email="squadron[bot]@users.noreply.github.com",
@@ -222,19 +230,27 @@ def test_the_token_reaches_only_the_framework_clones_network_commands(
         )
         return subprocess.run(args, **kwargs)  # noqa: PLW1510 (check is in kwargs)
 
-    wc = copy(remote, tmp_path, token=TOKEN, run=recording)
+    wc = copy(remote, tmp_path, token=TOKEN, push_token=PUSH_TOKEN, run=recording)
     wc.prepare(BRANCH, "main")
     (wc.path / "x.txt").write_text("x\n")
     wc.commit_all("x")
     wc.push(DEV, BRANCH)
     header = "AUTHORIZATION: basic " + base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    push_header = "AUTHORIZATION: basic " + base64.b64encode(f"x-access-token:{PUSH_TOKEN}".encode()).decode()
     with_token = [c for c in calls if header in c["env"].values()]
-    assert {c["args"][3] for c in with_token} == {"fetch", "push"}  # git --git-dir <clone> fetch|push
+    assert {c["args"][3] for c in with_token} == {"fetch"}  # git --git-dir <clone> fetch: the read token
+    pushing = [c for c in calls if push_header in c["env"].values()]
+    assert [c["args"][3] for c in pushing] == ["push"]  # the push token, for the push alone
+    with_token += pushing
     assert all(c["cwd"] == str(wc.clone.path) for c in with_token)  # never in the agent's directory
     in_agent_dir = [c for c in calls if c["cwd"] == str(wc.path)]
     assert in_agent_dir and all(header not in c["env"].values() for c in in_agent_dir)
-    assert all(TOKEN not in " ".join(c["args"]) for c in calls)  # never in argv
-    stored = [p for p in tmp_path.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
+    assert all(TOKEN not in " ".join(c["args"]) and PUSH_TOKEN not in " ".join(c["args"]) for c in calls)
+    stored = [
+        p
+        for p in tmp_path.rglob("*")
+        if p.is_file() and (TOKEN.encode() in p.read_bytes() or PUSH_TOKEN.encode() in p.read_bytes())
+    ]
     assert stored == []  # never in a file
 
 

@@ -38,6 +38,7 @@ from squadron.agent.host import AgentHost, HostResult
 from squadron.agent.prompts import IssueFacts
 from squadron.agent.tools import FrameworkTools, HostState
 from squadron.agent.wiring import agent_caller
+from squadron.agent.writes import GatewayWrites
 from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
@@ -182,7 +183,7 @@ def _stack(tmp_path: Path, config: SquadronConfig) -> Iterator[Stack]:
         gateway = gateway_for(
             registry,
             SqsEventQueue(url, client=sqs),
-            FakeGitHub(),  # the App's own: the tests' GitHub records only what tasks send
+            github,  # the gateway writes for the agents: the tests' GitHub records what they wrote
             clock=lambda: T0 + timedelta(hours=1),
             config=config,
             metrics=metrics,
@@ -656,6 +657,7 @@ def test_every_documented_framework_tool_is_implemented(stack: Stack) -> None:
             repo="octo/repo",
             caller=Caller.framework(),
         ),
+        writes=GatewayWrites(door_of(stack.gateway, stack.launcher, stack.agent()), Caller.framework()),
         state=HostState(),
         clock=lambda: T0,
     )

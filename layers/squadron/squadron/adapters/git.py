@@ -54,8 +54,11 @@ class GitError(SquadronError):
 class GitRemote:
     #: ``https://github.com/owner/repo.git`` (or a local path in tests).
     url: str
-    #: The installation token for HTTPS remotes; read per command, so a refreshed token is used.
+    #: The installation token for HTTPS remotes (reading); read per command, so a refreshed token
+    #: is used.
     token: Callable[[], str] | None = None
+    #: The token a push uses (contents write); the reading token when None.
+    push_token: Callable[[], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ class FrameworkClone:
         self.remote = remote
         self._run = run
 
-    def _env(self, *, authenticated: bool) -> dict[str, str]:
+    def _env(self, *, authenticated: bool, push: bool = False) -> dict[str, str]:
         config = {
             "safe.directory": str(self.path),
             # Objects that come from the agent are checked like a server checks a push.
@@ -116,8 +119,9 @@ class FrameworkClone:
             "protocol.https.allow": "always",
             "protocol.file.allow": "always",
         }
-        if authenticated and self.remote.token is not None:
-            basic = base64.b64encode(f"x-access-token:{self.remote.token()}".encode()).decode()
+        token = (self.remote.push_token or self.remote.token) if push else self.remote.token
+        if authenticated and token is not None:
+            basic = base64.b64encode(f"x-access-token:{token()}".encode()).decode()
             config["http.extraHeader"] = f"AUTHORIZATION: basic {basic}"
         return _base_env(str(self.path), config)
 
@@ -184,7 +188,7 @@ class FrameworkClone:
                     f"{sha}:refs/heads/{check_branch(branch)}",
                 ],
                 cwd=self.path,
-                env=self._env(authenticated=True),
+                env=self._env(authenticated=True, push=True),
                 capture_output=True,
                 text=True,
                 timeout=GIT_TIMEOUT_SECONDS,

@@ -43,7 +43,7 @@ class Door:
         self.launch_token = launch_token
         self._secret = secret
         self.clock = clock
-        self._token: tuple[str, datetime] | None = None
+        self._tokens: dict[str, tuple[str, datetime]] = {}
         self._lock = threading.Lock()
         #: The App's login (``<slug>[bot]``), as the gateway knows it (learnt by :meth:`whoami`).
         self.bot_login: str | None = None
@@ -100,14 +100,25 @@ class Door:
     # --- credentials ---------------------------------------------------------------------------
 
     def github_token(self) -> str:
-        """An installation token for the agent's repository and role (reused until near expiry)."""
+        """A read-only installation token for the agent's repository (reused until near expiry)."""
+        return self._cached_token("github_token")
+
+    def push_token(self) -> str:
+        """A dev agent's token to push its branch (contents only), for the framework's own clone."""
+        return self._cached_token("push_token")
+
+    def _cached_token(self, op: str) -> str:
         with self._lock:
-            if self._token is not None and self._token[1] - self.clock() > TOKEN_REFRESH_MARGIN:
-                return self._token[0]
-            answer = self.call("github_token")
-            expires = datetime.fromisoformat(str(answer["expires_at"]))
-            self._token = (str(answer["token"]), expires)
-            return self._token[0]
+            cached = self._tokens.get(op)
+            if cached is not None and cached[1] - self.clock() > TOKEN_REFRESH_MARGIN:
+                return cached[0]
+            answer = self.call(op)
+            self._tokens[op] = (str(answer["token"]), datetime.fromisoformat(str(answer["expires_at"])))
+            return self._tokens[op][0]
+
+    def github(self, write: Mapping[str, Any]) -> Any:
+        """Have the gateway carry out a GitHub write for the agent (as its role); GitHub's answer."""
+        return self.call("github", write=dict(write))["result"]
 
     def model_key(self) -> tuple[Literal["byok", "copilot", "none"], str | None]:
         """The provider key the agent's role names: BYOK, the Copilot token, or none configured."""

@@ -35,6 +35,7 @@ from squadron.agent.copilot_runtime import CopilotRuntime, SessionRequest
 from squadron.agent.door import Door
 from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, system_prompt, wake_prompt
 from squadron.agent.tools import FrameworkTools, HostState
+from squadron.agent.writes import GatewayWrites
 from squadron.config.parse import ResolvedRole, SquadronConfig
 from squadron.domain import breakers
 from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
@@ -278,11 +279,13 @@ class AgentHost:
         values = prompt_values(self.config, role, agent, self.facts)
         started = self.clock()
         found = await asyncio.to_thread(self._prepare_working_copy, agent)
+        reader = self.agent_github(agent)
         tools = FrameworkTools(
             agent=agent,
             launch_token=self.launch_token,
             door=self.door,
-            github=self.agent_github(agent),
+            github=reader,
+            writes=GatewayWrites(self.door, reader.caller),
             state=self.state,
             clock=self.clock,
             default_branch=self.facts.default_branch,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
+from squadron.agent.writes import GatewayWrites
 from squadron.config.models import RepoConfig
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.launches import LaunchRefusedError
@@ -162,6 +163,7 @@ class FrameworkTools:
         launch_token: str,
         door: FrameworkDoor,
         github: GitHubClient,
+        writes: GatewayWrites,
         state: HostState,
         clock: Callable[[], datetime],
         default_branch: str = "main",
@@ -174,6 +176,8 @@ class FrameworkTools:
         self.agent = agent
         self.launch_token = launch_token
         self.door = door
+        #: What the agent writes on GitHub: carried out by the gateway, outside the task.
+        self.writes = writes
         #: Why no framework tool may run now (a tripped breaker), checked in every tool.
         self.stopped = stopped or (lambda: None)
         self.github = github
@@ -293,6 +297,10 @@ class FrameworkTools:
             except GitError as exc:
                 return f"git failed: {exc}"
             except LaunchRefusedError as exc:
+                if exc.code == "github_refused":
+                    return f"GitHub refused: {exc}"
+                if exc.code == "forbidden":
+                    return f"denied: {exc}"
                 return f"Squadron refused: {exc}"
 
         return run
@@ -326,7 +334,7 @@ class FrameworkTools:
         if self.github.caller.kind is not CallerKind.PM and number not in own:
             mine = " or ".join(f"#{n}" for n in sorted(own))
             return f"Not commented: you comment on your own issue or pull request ({mine}), not #{number}."
-        created = self.github.comment(number, params.body)
+        created = self.writes.comment(number, params.body)
         return f"Commented on #{number} (comment {created.get('id')})."
 
     def report_blocked(self, params: ReportBlocked) -> str:
@@ -341,7 +349,7 @@ class FrameworkTools:
         if own is None:
             return "Only an agent working on an issue can be blocked."
         body = f"{params.body}\n\nBlocks #{own}: {params.reason}"
-        issue = self.github.create_issue(params.title, body)
+        issue = self.writes.create_issue(params.title, body)
         number = int(issue["number"])
         # The App's own issues.opened webhook is dropped at the ingress: tell the router, so
         # the PM triages the new issue like any other.
@@ -352,7 +360,7 @@ class FrameworkTools:
         own = self.agent.issue_number
         assert own is not None
         check(self.github.caller, Action.REGISTER_BLOCKER)
-        self.github.comment(own, f"Blocked by #{blocker}: {reason}")
+        self.writes.comment(own, f"Blocked by #{blocker}: {reason}")
         self.door.register_blocker(own, blocker, sleep=True, note=reason, what=f"blocked-{blocker}")
         self.state.ending = "sleep"
         self.state.reason = f"blocked by #{blocker}: {reason}"
@@ -415,7 +423,7 @@ class FrameworkTools:
             if not on_remote:
                 return f"Not opened: your branch could not be pushed. {said}"
             pushed = said + " "
-        pr = self.github.create_pull(
+        pr = self.writes.create_pull(
             title=params.title,
             head=branch,
             base=params.base or self.default_branch,
@@ -460,7 +468,7 @@ class FrameworkTools:
                 f"Not labelled: {', '.join(unknown)} not in the taxonomy. "
                 f"Labels: {', '.join(sorted(self.repo_config.labels))}."
             )
-        applied = self.github.add_labels(params.number, params.labels)
+        applied = self.writes.add_labels(params.number, params.labels)
         names = ", ".join(str(label.get("name")) for label in applied)
         return f"#{params.number} now has labels: {names}."
 
@@ -493,10 +501,10 @@ class FrameworkTools:
                         else f"No label routes to {params.role}."
                     )
                 )
-            applied = self.github.add_labels(params.number, [routing[0]])
+            applied = self.writes.add_labels(params.number, [routing[0]])
             issue = {**issue, "labels": applied}
         bot = config.bot_login
-        assigned = self.github.add_assignees(params.number, [bot])
+        assigned = self.writes.add_assignees(params.number, [bot])
         logins = [str(user.get("login")) for user in assigned.get("assignees", []) if isinstance(user, dict)]
         if bot not in logins:
             return (
@@ -515,7 +523,7 @@ class FrameworkTools:
         unknown = sorted(set(params.labels) - set(self.repo_config.labels))
         if unknown:
             return f"Not created: {', '.join(unknown)} not in the taxonomy."
-        issue = self.github.create_issue(params.title, params.body, labels=params.labels)
+        issue = self.writes.create_issue(params.title, params.body, labels=params.labels)
         return f"Created #{issue['number']}: {issue.get('title', params.title)}."
 
     def _pr(self) -> dict[str, Any] | str:
@@ -536,7 +544,7 @@ class FrameworkTools:
             # verdict is a comment-review, and the squadron/<role> status carries it to the gate.
             event, body = "COMMENT", f"**{params.event.replace('_', ' ').title()}**: {params.body}"
             note = " as a comment (GitHub does not let the App approve its own PR); post_status carries the verdict"
-        review = self.github.create_review(int(pr["number"]), event, body, commit_id=sha)
+        review = self.writes.create_review(int(pr["number"]), event, body, commit_id=sha)
         # The App's own review webhook is dropped at the ingress: tell the router (the dev agent
         # hears of requested changes, and the merge gate judges the PR again).
         self.door.echo(
@@ -556,7 +564,7 @@ class FrameworkTools:
         sha = str(pr.get("head", {}).get("sha") or "")
         if not sha:
             return f"PR #{pr['number']} has no head commit yet."
-        self.github.create_status(sha, state=params.state, context=context, description=params.description)
+        self.writes.create_status(sha, state=params.state, context=context, description=params.description)
         status = {
             "sha": sha,
             "state": params.state,
@@ -572,7 +580,7 @@ class FrameworkTools:
     def report_complete(self, params: ReportComplete) -> str:
         number = self.agent.issue_number if self.agent.pr_number is None else self.agent.pr_number
         if number is not None:
-            self.github.comment(number, params.summary)
+            self.writes.comment(number, params.summary)
         self.state.ending = "complete"
         self.state.reason = params.summary
         return "Recorded. Your task ends now; you will be woken by the next event for you."

@@ -20,13 +20,9 @@ from squadron.agent.prompts import IssueFacts
 from squadron.config import ConfigLoader
 from squadron.config.models import ByokProvider
 from squadron.domain.agents import AgentRecord, RoleKind
-from squadron.domain.permissions import Caller, caller_kind
+from squadron.domain.permissions import Caller, agent_caller
 from squadron.errors import ConfigurationError
 from squadron.settings import AgentSettings, load_settings
-
-
-def agent_caller(agent: AgentRecord) -> Caller:
-    return Caller(caller_kind(agent.kind), agent.display_name, agent.role, agent.branch)
 
 
 def provider_for(provider: Any, key: str | None) -> dict[str, Any] | None:
@@ -104,7 +100,10 @@ def build_host(
     def workspace(user: AgentUser, dirs: AgentDirs) -> WorkingCopy:
         return WorkingCopy(
             dirs.work,
-            FrameworkClone(dirs.framework_clone, GitRemote(remote_url, door.github_token)),
+            FrameworkClone(
+                dirs.framework_clone,
+                GitRemote(remote_url, token=door.github_token, push_token=door.push_token),
+            ),
             author_name=author[0],
             author_email=author[1],
             user=user,

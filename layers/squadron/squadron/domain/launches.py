@@ -44,6 +44,7 @@ RefusalCode = Literal[
     "lease_held",
     "lease_lost",
     "forbidden",
+    "github_refused",
 ]
 REFUSAL_CODES: Final[tuple[str, ...]] = RefusalCode.__args__  # type: ignore[attr-defined]
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from squadron.errors import SquadronError
+
+if TYPE_CHECKING:
+    from squadron.domain.agents import AgentRecord
 
 
 class CallerKind(StrEnum):
@@ -93,9 +96,10 @@ ALLOWED: Final[dict[CallerKind, frozenset[Action]]] = {
     CallerKind.FRAMEWORK: frozenset(Action),
 }
 
-#: A role tag at the start of a body (a model writing someone else's tag loses it).
-#: The GitHub App permissions an agent task's installation token is narrowed to, per role
-#: kind: enough for the role's actions above and nothing more (metadata is always granted).
+#: The GitHub App permissions the agent gateway narrows a role's writes to, per role kind:
+#: enough for the role's actions above and nothing more (metadata is always granted). An agent
+#: task itself holds only :data:`TASK_READ_PERMISSIONS` (and a dev task, for the framework's
+#: push of its branch, :data:`PUSH_PERMISSIONS`).
 INSTALLATION_PERMISSIONS: Final[dict[CallerKind, dict[str, str]]] = {
     CallerKind.PM: {"issues": "write", "pull_requests": "read", "contents": "read", "metadata": "read"},
     CallerKind.DEV: {"contents": "write", "pull_requests": "write", "issues": "write", "metadata": "read"},
@@ -107,6 +111,16 @@ INSTALLATION_PERMISSIONS: Final[dict[CallerKind, dict[str, str]]] = {
         "metadata": "read",
     },
 }
+
+#: What an agent task's own token may do: read its repository (issues, pull requests, code).
+TASK_READ_PERMISSIONS: Final[dict[str, str]] = {
+    "contents": "read",
+    "issues": "read",
+    "pull_requests": "read",
+    "metadata": "read",
+}
+#: What the framework's push of a dev agent's branch needs (from its own clone, never the agent's).
+PUSH_PERMISSIONS: Final[dict[str, str]] = {"contents": "write", "metadata": "read"}
 
 #: The action a review event needs.
 REVIEW_EVENT_ACTIONS: Final[dict[str, Action]] = {
@@ -180,6 +194,11 @@ def check(
             raise PermissionDeniedError(caller, action, f"no approval-flow decision for PR #{pr_number}")
         if not consent.allowed:
             raise PermissionDeniedError(caller, action, f"the approval flow says no: {consent.reason}")
+
+
+def agent_caller(agent: AgentRecord) -> Caller:
+    """The caller an agent acts as on GitHub: its role kind, display name, role and own branch."""
+    return Caller(caller_kind(agent.kind), agent.display_name, agent.role, agent.branch)
 
 
 def tagged(caller: Caller, body: str) -> str:

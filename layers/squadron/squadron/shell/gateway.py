@@ -14,7 +14,14 @@ op                 what the verified task gets
 ``heartbeat``      its lease renewed (refused once another task holds it)
 ``release``        its lease given up (also while winding down)
 ``inbox``/``ack``  its own inbox items
-``github_token``   an installation token for its repository, narrowed to its role
+``github_token``   a read-only installation token for its repository (issues, pull
+                   requests, code): what the task reads GitHub and fetches with
+``push_token``     a dev agent's token to push its branch (contents only), used by the
+                   framework's own clone, never in the agent's directory
+``github``         a write the task asks for (a comment, an issue, its pull request, a
+                   review, its status, labels, the App's assignment), checked against the
+                   role table with the caller built from the agent's record and carried out
+                   here, with a token narrowed to the role: the task holds no write token for it
 ``model_key``      the provider key its own role's configuration names (BYOK, or the
                    Copilot token), nothing else
 ``send``           an envelope on events.fifo: an echo of its own GitHub action or a
@@ -31,7 +38,7 @@ A refusal is ``{"error", "code"}`` with a code from
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Protocol, assert_never
@@ -39,6 +46,8 @@ from typing import Annotated, Any, Literal, Protocol, assert_never
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.errors import GitHubError
 from squadron.config.constants import BYOK_SECRET_PREFIX
 from squadron.config.models import ByokProvider
 from squadron.config.parse import SquadronConfig
@@ -55,7 +64,16 @@ from squadron.domain.events import (
 )
 from squadron.domain.launches import LaunchRefusedError, check_lease, verify_launch
 from squadron.domain.metrics import CATALOGUE, MetricPoint, point
-from squadron.domain.permissions import INSTALLATION_PERMISSIONS, caller_kind
+from squadron.domain.permissions import (
+    INSTALLATION_PERMISSIONS,
+    PUSH_PERMISSIONS,
+    TASK_READ_PERMISSIONS,
+    Action,
+    PermissionDeniedError,
+    agent_caller,
+    caller_kind,
+    check,
+)
 from squadron.ports import EventQueue, MetricsSink, SecretSource
 
 logger = logging.getLogger(__name__)
@@ -122,6 +140,81 @@ class GitHubToken(_Request):
 
 class ModelKey(_Request):
     op: Literal["model_key"]
+
+
+class PushToken(_Request):
+    op: Literal["push_token"]
+
+
+_Body = Field(min_length=1, max_length=65_536)
+
+
+class WriteComment(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: Literal["comment"] = "comment"
+    number: int = Field(gt=0)
+    body: str = _Body
+
+
+class WriteIssue(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: Literal["create_issue"] = "create_issue"
+    title: str = Field(min_length=1, max_length=256)
+    body: str = _Body
+    labels: list[str] = Field(default_factory=list, max_length=10)
+
+
+class WritePull(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: Literal["create_pull"] = "create_pull"
+    title: str = Field(min_length=1, max_length=256)
+    head: str = Field(min_length=1, max_length=255)
+    base: str = Field(min_length=1, max_length=255)
+    body: str = _Body
+    draft: bool = False
+
+
+class WriteReview(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: Literal["create_review"] = "create_review"
+    number: int = Field(gt=0)
+    event: Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
+    body: str = _Body
+    commit_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+
+
+class WriteStatus(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: Literal["create_status"] = "create_status"
+    sha: str = Field(pattern=r"^[0-9a-f]{40}$")
+    state: Literal["error", "failure", "pending", "success"]
+    context: str = Field(min_length=1, max_length=100)
+    description: str = Field(default="", max_length=140)
+
+
+class WriteLabels(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: Literal["add_labels"] = "add_labels"
+    number: int = Field(gt=0)
+    labels: list[str] = Field(min_length=1, max_length=10)
+
+
+class WriteAssignees(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: Literal["add_assignees"] = "add_assignees"
+    number: int = Field(gt=0)
+    assignees: list[str] = Field(min_length=1, max_length=10)
+
+
+GitHubWriteRequest = Annotated[
+    WriteComment | WriteIssue | WritePull | WriteReview | WriteStatus | WriteLabels | WriteAssignees,
+    Field(discriminator="action"),
+]
+
+
+class GitHubWrite(_Request):
+    op: Literal["github"]
+    write: GitHubWriteRequest
 
 
 class Echo(BaseModel):
@@ -192,6 +285,8 @@ GatewayRequest = Annotated[
     | ReadInbox
     | AckInbox
     | GitHubToken
+    | PushToken
+    | GitHubWrite
     | ModelKey
     | Send
     | PublishMetrics,
@@ -211,6 +306,8 @@ Request = (
     | ReadInbox
     | AckInbox
     | GitHubToken
+    | PushToken
+    | GitHubWrite
     | ModelKey
     | Send
     | PublishMetrics
@@ -332,7 +429,16 @@ class AgentGateway:
             case AckInbox():
                 return self._ack(request)
             case GitHubToken():
-                return self._github_token(request)
+                return self._token(request, TASK_READ_PERMISSIONS)
+            case PushToken():
+                agent = self._verified(request)
+                if agent.kind is not RoleKind.DEV or not agent.branch:
+                    raise LaunchRefusedError(
+                        "forbidden", f"{agent.agent_id} has no branch of its own to push"
+                    )
+                return self._token(request, PUSH_PERMISSIONS)
+            case GitHubWrite():
+                return self._github_write(request)
             case ModelKey():
                 return self._model_key(request)
             case Send():
@@ -402,12 +508,12 @@ class AgentGateway:
         self.registry.ack_inbox(agent.agent_id, list(request.items))
         return Answer({"acknowledged": len(request.items)})
 
-    def _github_token(self, request: GitHubToken) -> Answer:
+    def _token(self, request: GitHubToken | PushToken, permissions: Mapping[str, str]) -> Answer:
+        """An installation token for the agent's repository with ``permissions`` (never its role's)."""
         agent = self._verified(request)
         check_lease(agent, request.launch_token, self.clock())
         if agent.installation_id is None:
             raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
-        permissions = INSTALLATION_PERMISSIONS[caller_kind(agent.kind)]
         token = self.app.installation_token(
             agent.installation_id, repositories=(agent.repo_full_name,), permissions=permissions
         )
@@ -420,6 +526,87 @@ class AgentGateway:
             },
             secret=True,
         )
+
+    def _github_write(self, request: GitHubWrite) -> Answer:
+        """Carry out a write the task asked for, as the agent's role, with the role's narrowed token.
+
+        The caller (kind, name, role, branch) comes from the agent's record, never from the task;
+        the role table decides (GitHubClient checks it before every call), and the subjects a role
+        may write on are checked here: its own issue or pull request, its own pull request's head.
+        """
+        agent = self._verified(request)
+        check_lease(agent, request.launch_token, self.clock())
+        if agent.installation_id is None:
+            raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
+        installation, repo = agent.installation_id, agent.repo_full_name
+        permissions = INSTALLATION_PERMISSIONS[caller_kind(agent.kind)]
+        client = GitHubClient(
+            http=self.app.http,
+            token=lambda: (
+                self.app.installation_token(installation, repositories=(repo,), permissions=permissions).token
+            ),
+            installation_id=installation,
+            repo=repo,
+            caller=agent_caller(agent),
+        )
+        write = request.write
+        own = {n for n in (agent.issue_number, agent.pr_number) if n is not None}
+        try:
+            result: Any
+            match write:
+                case WriteComment():
+                    if agent.kind is not RoleKind.PM and write.number not in own:
+                        raise LaunchRefusedError(
+                            "forbidden",
+                            f"{agent.display_name} comments on its own issue or pull request only",
+                        )
+                    result = client.comment(write.number, write.body)
+                case WriteIssue():
+                    result = client.create_issue(write.title, write.body, labels=write.labels)
+                case WritePull():
+                    result = client.create_pull(
+                        title=write.title,
+                        head=write.head,
+                        base=write.base,
+                        body=write.body,
+                        draft=write.draft,
+                    )
+                case WriteReview():
+                    if write.number != agent.pr_number:
+                        raise LaunchRefusedError(
+                            "forbidden", f"{agent.display_name} reviews its own pull request only"
+                        )
+                    result = client.create_review(
+                        write.number, write.event, write.body, commit_id=write.commit_id
+                    )
+                case WriteStatus():
+                    if agent.pr_number is None:
+                        raise LaunchRefusedError("forbidden", f"{agent.display_name} has no pull request")
+                    head = str(client.get_pull(agent.pr_number).get("head", {}).get("sha") or "")
+                    if write.sha != head:
+                        raise LaunchRefusedError(
+                            "forbidden",
+                            f"{agent.display_name} posts its status on its pull request's head only",
+                        )
+                    result = client.create_status(
+                        write.sha, state=write.state, context=write.context, description=write.description
+                    )
+                case WriteLabels():
+                    result = client.add_labels(write.number, write.labels)
+                case WriteAssignees():
+                    check(client.caller, Action.ASSIGN)  # the role first, then whom
+                    if write.assignees != [self.bot_login]:
+                        raise LaunchRefusedError(
+                            "forbidden", f"issues are assigned to the App ({self.bot_login}) only"
+                        )
+                    result = client.add_assignees(write.number, write.assignees)
+                case _:
+                    assert_never(write)
+        except PermissionDeniedError as exc:
+            raise LaunchRefusedError("forbidden", str(exc)) from exc
+        except GitHubError as exc:
+            raise LaunchRefusedError("github_refused", str(exc)) from exc
+        return Answer({"result": result})
 
     def _model_key(self, request: ModelKey) -> Answer:
         agent = self._verified(request)

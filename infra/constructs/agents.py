@@ -32,7 +32,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.layer import SharedLayer
+from infra.constructs.layer import SharedLayer, function_code
 from infra.constructs.router import AgentTarget, as_nag_renders
 from squadron.config.constants import BYOK_SECRET_PREFIX
 
@@ -258,9 +258,7 @@ class AgentCompute(Construct):
             runtime=SharedLayer.RUNTIME,
             architecture=SharedLayer.ARCHITECTURE,
             handler="handler.handler",
-            code=lambda_.Code.from_asset(
-                str(REPO_ROOT / "functions" / "gateway"), exclude=["**/__pycache__"]
-            ),
+            code=function_code(REPO_ROOT / "functions" / "gateway"),
             layers=[layer],
             memory_size=256,
             timeout=cdk.Duration.seconds(30),

@@ -17,7 +17,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.layer import SharedLayer
+from infra.constructs.layer import SharedLayer, function_code
 from infra.settings import SquadronSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +134,7 @@ class WebhookIngress(Construct):
             runtime=self.RUNTIME,
             architecture=self.ARCHITECTURE,
             handler=self.HANDLER,
-            code=lambda_.Code.from_asset(str(INGRESS_CODE), exclude=["**/__pycache__", "**/*.pyc"]),
+            code=function_code(INGRESS_CODE),
             layers=[layer],
             memory_size=self.MEMORY_SIZE_MB,
             timeout=self.TIMEOUT,

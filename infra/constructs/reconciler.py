@@ -22,7 +22,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.constructs.layer import SharedLayer
+from infra.constructs.layer import SharedLayer, function_code
 from infra.constructs.router import RUNTIME_PIN_REASON, XRAY_WILDCARD_REASON, as_nag_renders
 from squadron.adapters.dynamo_registry import STATUS_INDEX
 
@@ -112,7 +112,7 @@ class Reconciler(Construct):
             runtime=self.RUNTIME,
             architecture=self.ARCHITECTURE,
             handler=self.HANDLER,
-            code=lambda_.Code.from_asset(str(RECONCILER_CODE), exclude=["**/__pycache__", "**/*.pyc"]),
+            code=function_code(RECONCILER_CODE),
             layers=[layer],
             memory_size=self.MEMORY_SIZE_MB,
             timeout=self.TIMEOUT,

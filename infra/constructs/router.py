@@ -18,7 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.event_queue import EventQueue
-from infra.constructs.layer import SharedLayer
+from infra.constructs.layer import SharedLayer, function_code
 from squadron.deployment import DeploymentSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ class EventRouter(Construct):
             runtime=self.RUNTIME,
             architecture=self.ARCHITECTURE,
             handler=self.HANDLER,
-            code=lambda_.Code.from_asset(str(ROUTER_CODE), exclude=["**/__pycache__", "**/*.pyc"]),
+            code=function_code(ROUTER_CODE),
             layers=[layer],
             memory_size=self.MEMORY_SIZE_MB,
             timeout=self.TIMEOUT,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -317,14 +318,54 @@ def test_webhook_url_is_an_output(synthesized: Synthesized) -> None:
     assert parts[-1] == "/webhook"
 
 
-def test_layer_bundle_has_dependencies_and_fresh_package(synthesized: Synthesized) -> None:
+#: CPython 3.12's bytecode magic number (3531), as the first four bytes of a .pyc (PEP 552).
+PYC_312_MAGIC = (3531).to_bytes(2, "little") + b"\r\n"
+#: PEP 552 flags: hash-based (bit 0), not checked against the source (bit 1 clear).
+UNCHECKED_HASH = 0b01
+
+
+def _pyc_problems(root: Path) -> list[str]:
+    """Every .py under ``root`` without a valid CPython 3.12, unchecked hash-based .pyc beside it."""
+    problems: list[str] = []
+    for source in root.rglob("*.py"):
+        compiled = source.parent / "__pycache__" / f"{source.stem}.cpython-312.pyc"
+        if not compiled.is_file():
+            problems.append(f"{source.relative_to(root)}: no 3.12 bytecode")
+            continue
+        header = compiled.read_bytes()[:8]
+        if header[:4] != PYC_312_MAGIC or int.from_bytes(header[4:8], "little") != UNCHECKED_HASH:
+            problems.append(f"{source.relative_to(root)}: {header[:8]!r}")
+    return problems
+
+
+def test_layer_bundle_has_dependencies_fresh_package_and_312_bytecode(synthesized: Synthesized) -> None:
     (bundle,) = [path.parent for path in synthesized.outdir.glob("asset.*/python")]
     site_packages = bundle / "python"
     assert (site_packages / "squadron" / "__init__.py").is_file()
-    assert not list(site_packages.glob("squadron/**/__pycache__"))
     assert list(site_packages.glob("pydantic_core/*cpython-312-x86_64-linux-gnu.so"))
     assert (site_packages / "aws_lambda_powertools").is_dir()
-    assert not list(site_packages.glob("**/*.pyc"))
+    # Lambda's /opt is read-only: every module on the cold path ships compiled for its CPython.
+    for package in (
+        "squadron",
+        "aws_lambda_powertools",
+        "pydantic",
+        "boto3",
+        "botocore",
+        "jwt",
+        "yaml",
+        "httpx",
+    ):
+        assert _pyc_problems(site_packages / package) == [], package
+    assert not list(site_packages.glob("**/*.cpython-311.pyc"))  # nothing of the build machine's Python
+    source = Path(__file__).resolve().parents[2] / "layers" / "squadron" / "squadron" / "shell" / "router.py"
+    assert (site_packages / "squadron" / "shell" / "router.py").read_text() == source.read_text()  # fresh
+
+
+def test_every_function_ships_312_bytecode(synthesized: Synthesized) -> None:
+    handlers = [path.parent for path in synthesized.outdir.glob("asset.*/handler.py")]
+    assert len(handlers) == 4  # ingress, router, reconciler, agent gateway
+    for code in handlers:
+        assert _pyc_problems(code) == [], code
 
 
 def _as_list(value: str | list[str]) -> list[str]:

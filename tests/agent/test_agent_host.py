@@ -37,7 +37,6 @@ from squadron.agent.copilot_runtime import CopilotRuntime
 from squadron.agent.host import AgentHost, HostResult
 from squadron.agent.prompts import IssueFacts
 from squadron.agent.tools import FrameworkTools, HostState
-from squadron.agent.wiring import agent_caller
 from squadron.agent.writes import GatewayWrites
 from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
@@ -45,7 +44,7 @@ from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded
 from squadron.domain.metrics import totals
-from squadron.domain.permissions import Caller
+from squadron.domain.permissions import Caller, agent_caller
 from squadron.local.copilot_cli import unpack_cli
 from squadron.shell.gateway import AgentGateway
 from squadron.shell.router import RouterService

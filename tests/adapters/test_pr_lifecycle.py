@@ -8,6 +8,7 @@ from squadron.config.parse import parse_files
 from squadron.domain.agents import AgentStatus
 from squadron.domain.events import EventEnvelope
 from tests.support.events import T0
+from tests.support.fake_registry import FakeRouterGitHub
 from tests.support.recorded_github import RecordedGitHub, gate_over
 from tests.support.world import World
 
@@ -28,7 +29,7 @@ CONFIG = parse_files(
 
 
 def wired(github: RecordedGitHub) -> tuple[World, list[EventEnvelope]]:
-    world = World()
+    world = World(github=FakeRouterGitHub({"alice": "write", "bob": "admin", "octo-maintainer": "maintain"}))
     announced: list[EventEnvelope] = []
     world.router.merge_gate = gate_over(
         github, CONFIG, announce=announced.append, clock=lambda: T0 + timedelta(hours=1)

@@ -55,7 +55,7 @@ LIFECYCLE: list[Step] = [
     ),
     (
         "issues.assigned",
-        "#38 assigned to squadron[bot]: its dev agent is created and launched",
+        "#38 assigned to squadron[bot]: the assigner's permission looked up, its dev agent created and launched",
         lambda e: e.assigned(38),
     ),
     (
@@ -80,7 +80,8 @@ LIFECYCLE: list[Step] = [
     ),
     (
         "pull_request_review.submitted",
-        "a human requests changes on PR #101: the dev agent hears of it, the merge gate runs",
+        "a human requests changes on PR #101: their permission looked up, the dev agent hears of it, "
+        "the merge gate runs",
         lambda e: e.review(PR, BRANCH, "changes_requested"),
     ),
     (
@@ -314,7 +315,9 @@ def bench_router_calls() -> dict[str, Any]:
             "write 1 WRU per 1 KB of the larger of the item before and after (x2 in a transaction; "
             "a ConditionCheck estimated as a transactional write), wru_index: the status index "
             "(GSI, projection ALL) rewritten for items carrying its key (x2 when the key moved). "
-            "The merge gate reads the PR, its files, reviews, statuses and check runs and posts "
+            "The merge gate reads the PR, its files, reviews, statuses and check runs (and the "
+            "permission of each reviewer with a standing approval or change request, through the "
+            "router's permission cache: none here, the fake's reviews name nobody) and posts "
             "its verdict as a commit status; the fake's fixed answers never make the PR ready, so "
             "it never merges here (a merge by the gate adds PUT merge, DELETE the branch and one "
             "SQS send: the App's own merge is announced on events.fifo, its webhook being dropped)"

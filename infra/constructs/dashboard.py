@@ -330,7 +330,8 @@ class OperationsDashboard(Construct):
                     self.custom("DeliveriesFailed"),
                 ],
                 right=[
-                    w.router.metric_errors(period=FIVE_MINUTES, statistic="Sum", label="invocation errors")
+                    w.router.metric_errors(period=FIVE_MINUTES, statistic="Sum", label="invocation errors"),
+                    self.breakdown("HumanInputsRefused"),  # by rule: who tried to act without authority
                 ],
             ),
             self._graph(

@@ -159,7 +159,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         router = RouterService(
             registry=registry,
             launcher=launcher,
-            github=FakeRouterGitHub(),
+            github=FakeRouterGitHub({"alice": "write"}),  # alice assigns the App
             policies=lambda _e: RoutingPolicy(),
             clock=lambda: T0,
         )

@@ -10,7 +10,7 @@ import pytest
 from squadron.adapters.github.errors import GitHubUnavailableError
 from squadron.config.parse import parse_files
 from squadron.domain.events import EventEnvelope
-from squadron.shell.merge_gate import MergeGate
+from squadron.shell.merge_gate import MAX_REVIEWERS_CHECKED, MergeGate
 from tests.support.recorded_github import SHA, RecordedGitHub, gate_over
 
 FLOWS = """\
@@ -62,6 +62,7 @@ def test_a_pr_that_meets_its_flow_is_merged_pinned_to_its_head_and_its_branch_de
             {"user": {"login": "bob"}, "state": "APPROVED"},  # bob changed his mind: his latest stands
             {"user": {"login": "bob"}, "state": "COMMENTED"},  # a later comment does not revoke it
         ],
+        roles={"bob": "write"},
     )
     announced: list[EventEnvelope] = []
     outcome = gate(github, announced).evaluate(77, "octo/repo", 101, "feat-dev")
@@ -85,10 +86,12 @@ def test_main_is_ready_but_left_to_a_human() -> None:
             {"context": "squadron/pr-review", "state": "success"},
         ],
         reviews=[{"user": {"login": "octo-maintainer"}, "state": "APPROVED"}],
+        roles={"octo-maintainer": "admin"},
     )
     outcome = gate(github).evaluate(77, "octo/repo", 101, "feat-dev")
     assert not outcome.merged
     assert merge_status(github)["description"] == "ready: a human merges (require_human)"
+    assert github.asked == ["octo-maintainer"]
 
 
 APP_REVIEWS = [
@@ -146,3 +149,138 @@ def test_a_closed_pr_is_not_judged() -> None:
     github = RecordedGitHub(state="closed")
     outcome = gate(github).evaluate(77, "octo/repo", 101, None)
     assert outcome.result is None and github.writes == []
+
+
+GREEN_MAIN = {
+    "base": "main",
+    "statuses": [
+        {"context": "ci", "state": "success"},
+        {"context": "squadron/pr-review", "state": "success"},
+    ],
+}
+STRANGERS = [
+    # (case id, reviews GitHub lists, roles, what the gate must still say, logins asked)
+    (
+        "a maintainer-listed reader's approval is no approval",
+        [{"user": {"login": "octo-maintainer", "type": "User"}, "state": "APPROVED"}],
+        {"octo-maintainer": "read"},
+        "waiting: waiting on maintainers; a human approval",
+        ["octo-maintainer"],
+    ),
+    (
+        "a triager's approval is no approval",
+        [{"user": {"login": "octo-maintainer", "type": "User"}, "state": "APPROVED"}],
+        {"octo-maintainer": "triage"},
+        "waiting: waiting on maintainers; a human approval",
+        ["octo-maintainer"],
+    ),
+    (
+        "another bot's approval is no approval, and costs no call",
+        [{"user": {"login": "octo-maintainer", "type": "Bot"}, "state": "APPROVED"}],
+        {"octo-maintainer": "admin"},
+        "waiting: waiting on maintainers; a human approval",
+        [],
+    ),
+    (
+        "a reader's change request does not block a maintainer's approval",
+        [
+            {"user": {"login": "mallory", "type": "User"}, "state": "CHANGES_REQUESTED"},
+            {"user": {"login": "octo-maintainer", "type": "User"}, "state": "APPROVED"},
+        ],
+        {"octo-maintainer": "maintain"},
+        "ready: a human merges (require_human)",
+        ["mallory", "octo-maintainer"],
+    ),
+    (
+        "another bot's change request does not block",
+        [
+            {"user": {"login": "renovate[bot]", "type": "Bot"}, "state": "CHANGES_REQUESTED"},
+            {"user": {"login": "octo-maintainer", "type": "User"}, "state": "APPROVED"},
+        ],
+        {"octo-maintainer": "admin"},
+        "ready: a human merges (require_human)",
+        ["octo-maintainer"],
+    ),
+    (
+        "a writer's change request blocks",
+        [
+            {"user": {"login": "carol", "type": "User"}, "state": "CHANGES_REQUESTED"},
+            {"user": {"login": "octo-maintainer", "type": "User"}, "state": "APPROVED"},
+        ],
+        {"octo-maintainer": "admin", "carol": "write"},
+        "blocked: changes requested by @carol",
+        ["carol", "octo-maintainer"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("reviews", "roles", "description", "asked"),
+    [row[1:] for row in STRANGERS],
+    ids=[row[0] for row in STRANGERS],
+)
+def test_only_reviews_with_write_access_move_the_gate(
+    reviews: list[dict[str, Any]], roles: dict[str, str], description: str, asked: list[str]
+) -> None:
+    github = RecordedGitHub(**GREEN_MAIN, reviews=reviews, roles=roles)  # type: ignore[arg-type]
+    outcome = gate(github).evaluate(77, "octo/repo", 101, "feat-dev")
+    assert not outcome.merged
+    assert merge_status(github)["description"] == description
+    assert github.asked == asked
+
+
+def test_a_readers_change_request_does_not_stop_an_auto_merge() -> None:
+    github = RecordedGitHub(
+        statuses=[
+            {"context": "squadron/pr-review", "state": "success"},
+            {"context": "ci", "state": "success"},
+        ],
+        reviews=[{"user": {"login": "mallory", "type": "User"}, "state": "CHANGES_REQUESTED"}],
+    )
+    outcome = gate(github).evaluate(77, "octo/repo", 101, "feat-dev")
+    assert outcome.merged
+
+
+def test_a_judgement_asks_a_bounded_number_of_permissions_and_fails_closed_past_it() -> None:
+    """Sock puppets in numbers cost at most MAX_REVIEWERS_CHECKED calls, and merge nothing."""
+    puppets = [
+        {"user": {"login": f"sock{i:02d}", "type": "User"}, "state": "APPROVED"}
+        for i in range(MAX_REVIEWERS_CHECKED + 5)
+    ]
+    blocker = {"user": {"login": "carol", "type": "User"}, "state": "CHANGES_REQUESTED"}
+    github = RecordedGitHub(
+        statuses=[
+            {"context": "squadron/pr-review", "state": "success"},
+            {"context": "ci", "state": "success"},
+        ],
+        reviews=[*puppets, blocker, *puppets],  # each reviewer asked once, whatever they repeat
+        roles={"carol": "write"},
+    )
+    outcome = gate(github).evaluate(77, "octo/repo", 101, "feat-dev")
+    assert not outcome.merged
+    assert github.asked[0] == "carol"  # change requests are checked first
+    assert len(github.asked) == MAX_REVIEWERS_CHECKED == len(set(github.asked))
+    assert merge_status(github)["description"] == (
+        "blocked: changes requested by @carol; access of 6 reviewers unchecked"
+    )
+
+
+def test_the_routers_cached_permissions_are_used_when_wired() -> None:
+    github = RecordedGitHub(
+        **GREEN_MAIN,  # type: ignore[arg-type]
+        reviews=[{"user": {"login": "octo-maintainer", "type": "User"}, "state": "APPROVED"}],
+    )
+    asked: list[tuple[int | None, str, str]] = []
+
+    def permission(installation_id: int | None, repo: str, login: str) -> str:
+        asked.append((installation_id, repo, login))
+        return "admin"
+
+    base = gate(github)
+    wired = MergeGate(
+        client=base.client, config_for=base.config_for, bot_login=base.bot_login, permission=permission
+    )
+    wired.evaluate(77, "octo/repo", 101, "feat-dev")
+    assert asked == [(77, "octo/repo", "octo-maintainer")]
+    assert github.asked == []  # not through the judgement's own client
+    assert merge_status(github)["description"] == "ready: a human merges (require_human)"

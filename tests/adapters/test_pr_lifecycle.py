@@ -8,6 +8,7 @@ from squadron.config.parse import parse_files
 from squadron.domain.agents import AgentStatus
 from squadron.domain.events import EventEnvelope
 from tests.support.events import T0
+from tests.support.fake_registry import FakeRouterGitHub
 from tests.support.recorded_github import RecordedGitHub, gate_over
 from tests.support.world import World
 
@@ -28,7 +29,9 @@ CONFIG = parse_files(
 
 
 def wired(github: RecordedGitHub) -> tuple[World, list[EventEnvelope]]:
-    world = World()
+    """The router and its merge gate over one GitHub: the same people have the same roles."""
+    github.roles.setdefault("octo-maintainer", "maintain")
+    world = World(github=FakeRouterGitHub({"alice": "write", "bob": "admin", **github.roles}))
     announced: list[EventEnvelope] = []
     world.router.merge_gate = gate_over(
         github, CONFIG, announce=announced.append, clock=lambda: T0 + timedelta(hours=1)
@@ -172,3 +175,35 @@ def test_a_conflict_wakes_the_dev_agent_then_goes_to_a_human_and_the_agent_sleep
     # The human resolves it and closes the issue: the agent wakes to finish.
     world.send(e.closed(901))
     assert world.agent(A38).status is AgentStatus.ACTIVE
+
+
+def test_a_strangers_reviews_move_neither_the_agent_nor_the_gate() -> None:
+    """A reader's change request wakes nobody and is not judged; their reviews never count."""
+    github = RecordedGitHub(
+        statuses=[{"context": "squadron/pr-review", "state": "success"}],
+        check_runs=[{"name": "ci", "status": "completed", "conclusion": "success"}],
+        reviews=[{"user": {"login": "mallory", "type": "User"}, "state": "APPROVED"}],
+        roles={"mallory": "read"},
+    )
+    world, announced = wired(github)
+    e = world.events
+    world.send(e.assigned(38))
+    world.send(e.pr(101, "feat/issue-38", "Closes #38"))
+    assert merge_statuses(github) == ["pending: waiting: waiting on maintainers"]  # her approval: none
+
+    github.reviews.append({"user": {"login": "mallory", "type": "User"}, "state": "CHANGES_REQUESTED"})
+    tasks = dict(world.launcher.launched)
+    world.send(e.review(101, "feat/issue-38", "changes_requested", by="mallory", body="add my miner"))
+    assert world.launcher.launched == tasks
+    assert all(item.kind != "changes_requested" for item in world.registry.inbox.get(A38, {}).values())
+    assert world.agent(A38).counters.rejections == 0
+    assert len(merge_statuses(github)) == 1  # not even judged again
+
+    github.reviews.append({"user": {"login": "octo-maintainer", "type": "User"}, "state": "APPROVED"})
+    world.send(e.review(101, "feat/issue-38", "approved", by="octo-maintainer"))
+    assert merge_statuses(github)[-1] == "success: ready: merging"  # her change request blocks nothing
+    assert [op for _, op, _ in github.writes if op != "repos/create-commit-status"] == [
+        "pulls/merge",
+        "git/delete-ref",
+    ]
+    assert len(announced) == 1

@@ -146,7 +146,7 @@ def deployed(bot_login: str = BOT) -> Iterator[Stack]:
         router = RouterService(
             registry=registry,
             launcher=launcher,
-            github=FakeRouterGitHub(),
+            github=FakeRouterGitHub({"alice": "write"}),  # alice assigns the App
             policies=lambda _e: RoutingPolicy(bot_login=bot_login),
             clock=lambda: NOW,
         )

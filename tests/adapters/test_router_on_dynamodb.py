@@ -39,7 +39,7 @@ class Router:
         self.service = RouterService(
             registry=self.registry,
             launcher=self.launcher,
-            github=FakeRouterGitHub({"alice": "write"}),
+            github=FakeRouterGitHub({"alice": "write", "bob": "write"}),
             policies=lambda _event: RoutingPolicy(),
             clock=lambda: T0 + timedelta(hours=1),
         )
@@ -158,7 +158,7 @@ def test_a_conflict_is_re_read_and_re_decided(router: Router) -> None:
     service = RouterService(
         registry=registry,
         launcher=router.launcher,
-        github=FakeRouterGitHub({"alice": "write"}),
+        github=FakeRouterGitHub({"alice": "write", "bob": "write"}),
         policies=lambda _event: RoutingPolicy(),
     )
     e = router.events

@@ -173,7 +173,7 @@ def _stack(tmp_path: Path, config: SquadronConfig) -> Iterator[Stack]:
         router = RouterService(
             registry=registry,
             launcher=launcher,
-            github=FakeRouterGitHub({"alice": "write"}),
+            github=FakeRouterGitHub({"alice": "write", "bob": "write"}),  # bob reviews
             policies=lambda _event: routing_policy(config),
             clock=lambda: T0 + timedelta(hours=1),
         )

@@ -74,15 +74,32 @@ class Events:
     def reopened(self, number: int) -> EventEnvelope:
         return self._base("issues", "reopened", issue=self._issue(number))
 
-    def labeled(self, number: int, label: str) -> EventEnvelope:
-        return self._base("issues", "labeled", issue=self._issue(number, labels=(label,)), label=label)
+    def labeled(self, number: int, label: str, *, by: str = "alice") -> EventEnvelope:
+        return self._base(
+            "issues", "labeled", sender=by, issue=self._issue(number, labels=(label,)), label=label
+        )
 
-    def edited(self, number: int) -> EventEnvelope:
-        return self._base("issues", "edited", issue=self._issue(number, body="new text"))
+    def edited(self, number: int, body: str = "new text", *, by: str = "alice") -> EventEnvelope:
+        return self._base("issues", "edited", sender=by, issue=self._issue(number, body=body))
 
-    def assigned(self, number: int, to: str = BOT, labels: tuple[str, ...] = ()) -> EventEnvelope:
+    def assigned(
+        self,
+        number: int,
+        to: str = BOT,
+        labels: tuple[str, ...] = (),
+        *,
+        by: str = "alice",
+        **envelope: Any,
+    ) -> EventEnvelope:
         assignee = {"login": to, "id": 5, "type": "Bot" if to.endswith("[bot]") else "User"}
-        return self._base("issues", "assigned", issue=self._issue(number, labels=labels), assignee=assignee)
+        return self._base(
+            "issues",
+            "assigned",
+            sender=by,
+            issue=self._issue(number, labels=labels),
+            assignee=assignee,
+            **envelope,
+        )
 
     def unassigned(self, number: int, who: str = BOT) -> EventEnvelope:
         assignee = {"login": who, "id": 5, "type": "Bot"}
@@ -99,7 +116,10 @@ class Events:
         by: str = "alice",
         association: str = "MEMBER",
         on_pr: bool = False,
+        action: str = "created",
+        sender: str | None = None,
     ) -> EventEnvelope:
+        """A comment by ``by``; ``sender`` is who edited it (``action="edited"``), if not its author."""
         issue = self._issue(number)
         if on_pr:
             issue["is_pull_request"] = True
@@ -110,7 +130,27 @@ class Events:
             "author": {"login": by, "id": 9, "type": "Bot" if by.endswith("[bot]") else "User"},
             "author_association": association,
         }
-        return self._base("issue_comment", "created", sender=by, issue=issue, comment=comment)
+        return self._base("issue_comment", action, sender=sender or by, issue=issue, comment=comment)
+
+    def review_comment(
+        self, number: int, branch: str, body: str = "this line leaks", *, by: str = "alice"
+    ) -> EventEnvelope:
+        """A comment on a line of a pull request's diff (pull_request_review_comment)."""
+        comment = {
+            "id": next(self._ids),
+            "kind": "review_comment",
+            "body": body,
+            "author": {"login": by, "id": 9, "type": "Bot" if by.endswith("[bot]") else "User"},
+            "author_association": "MEMBER",
+            "path": "app.py",
+        }
+        return self._base(
+            "pull_request_review_comment",
+            "created",
+            sender=by,
+            pull_request=self._pr(number, branch),
+            comment=comment,
+        )
 
     @staticmethod
     def _pr(
@@ -157,21 +197,32 @@ class Events:
         return self._base("pull_request", "closed", pull_request=pr)
 
     def review(
-        self, number: int, branch: str, state: str, *, by: str = "bob", body: str = ""
+        self,
+        number: int,
+        branch: str,
+        state: str,
+        *,
+        by: str = "bob",
+        body: str = "",
+        action: str = "submitted",
+        sender: str | None = None,
+        **envelope: Any,
     ) -> EventEnvelope:
+        """A review by ``by``; ``sender`` is who dismissed it (``action="dismissed"``)."""
         review = {
             "id": next(self._ids),
             "state": state,
             "body": body,
-            "author": {"login": by, "id": 11, "type": "User"},
+            "author": {"login": by, "id": 11, "type": "Bot" if by.endswith("[bot]") else "User"},
             "commit_id": "abc1234def",
         }
         return self._base(
             "pull_request_review",
-            "submitted",
-            sender=by,
+            action,
+            sender=sender or by,
             pull_request=self._pr(number, branch),
             review=review,
+            **envelope,
         )
 
     def check(

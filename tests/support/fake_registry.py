@@ -369,9 +369,13 @@ class FakeRouterGitHub:
         self.labelled: list[tuple[str, int, tuple[str, ...]]] = []
         self.created: list[dict[str, object]] = []
         self.permission_calls = 0
+        #: Every login whose permission was asked, in order.
+        self.asked: list[str] = []
 
     def permission(self, installation_id: int | None, repo_full_name: str, login: str) -> str:
+        """The login's role (as the permission endpoint's ``role_name``); anyone else reads."""
         self.permission_calls += 1
+        self.asked.append(login)
         return self.permissions.get(login, "read")
 
     def comment(

@@ -35,7 +35,11 @@ class RecordedGitHub:
     files: list[str] = field(default_factory=lambda: ["app.py"])
     mergeable_state: str = "clean"
     merge_answer: httpx.Response | None = None
+    #: Each user's repository role; anyone else is a reader (as on a public repository).
+    roles: dict[str, str] = field(default_factory=dict)
     writes: list[tuple[str, str, Any]] = field(default_factory=list)
+    #: The logins whose permission was asked, in order.
+    asked: list[str] = field(default_factory=list)
 
     def pull(self) -> dict[str, Any]:
         repo = {"id": 1, "full_name": "octo/repo", "default_branch": "main"}
@@ -76,6 +80,14 @@ class RecordedGitHub:
             )
         if operation.operation_id == "git/delete-ref":
             return httpx.Response(204)
+        if operation.operation_id == "repos/get-collaborator-permission-level":
+            login = request.url.path.split("/")[-2]
+            self.asked.append(login)
+            role = self.roles.get(login, "read")
+            legacy = {"maintain": "write", "triage": "read"}.get(role, role)
+            return httpx.Response(
+                200, json={"permission": legacy, "role_name": role, "user": {"login": login}}
+            )
         return httpx.Response(200, json=answers[operation.operation_id])
 
 

@@ -73,6 +73,17 @@ AUTO = ApprovalFlowsFile.model_validate(
         ],
     }
 )
+#: What GitHub's permission endpoint says of the reviewers below (anyone else: not asked).
+ROLES = {
+    "bob": "write",
+    "octo-maintainer": "admin",
+    "hubot-admin": "maintain",
+    "octo-infra": "write",
+    "stranger": "write",
+    "reader": "read",
+    "triager": "triage",
+    "outsider": "none",
+}
 GREEN = PullRequestState(
     number=101,
     head_sha="c" * 40,
@@ -80,6 +91,7 @@ GREEN = PullRequestState(
     author_role="feat-dev",
     mergeable_state="clean",
     checks={"squadron/pr-review": "success", "ci": "success"},
+    permissions=ROLES,
 )
 
 VERDICTS: list[tuple[str, str, PullRequestState, str, bool, str]] = [  # one row per rule
@@ -196,6 +208,113 @@ def test_an_infra_change_on_main_waits_for_security_review_and_infra_owners() ->
 
 
 def test_a_long_explanation_fits_a_status() -> None:
-    many = replace(GREEN, checks={}, reviews={f"user{i}": "CHANGES_REQUESTED" for i in range(30)})
+    many = replace(
+        GREEN,
+        checks={},
+        reviews={f"user{i}": "CHANGES_REQUESTED" for i in range(30)},
+        permissions={f"user{i}": "write" for i in range(30)},
+    )
     result = evaluate(effective_flow(AUTO, "develop", []), many, GROUPS, bot_login=BOT)
     assert len(result.description) == 140 and result.description.endswith("…")
+
+
+# --- the authority rule: whose review counts ---------------------------------------------------
+
+GATED = ApprovalFlowsFile.model_validate(
+    {
+        "version": 1,
+        "default": {"required_reviews": [{"role": "agent:pr-review"}], "merge_policy": {"auto_merge": True}},
+        "branch_rules": [
+            # develop: a maintainer's approval is required, then the framework merges
+            {"pattern": "develop", "required_reviews": [{"role": "human_group:maintainers"}]},
+            # main: no group, but a human must approve (and merge)
+            {"pattern": "main", "merge_policy": {"require_human": True}},
+        ],
+    }
+)
+#: (reviewer kind, login, GitHub's permission or None for a bot / the App / unknown, authorised?)
+REVIEWERS: list[tuple[str, str, str | None, bool]] = [
+    ("admin", "m-admin", "admin", True),
+    ("maintain", "m-maintain", "maintain", True),
+    ("write", "m-write", "write", True),
+    ("triage", "m-triage", "triage", False),
+    ("read", "m-read", "read", False),
+    ("none", "m-none", "none", False),
+    ("other bot", "m-bot[bot]", None, False),
+    ("the App", BOT, None, False),  # the App's reviews are its agents': they count as statuses
+    ("unknown", "m-unknown", None, False),
+]
+#: Every one of them is listed as a maintainer: the configuration grants no authority.
+MAINTAINERS = {"maintainers": [login for _, login, _, _ in REVIEWERS]}
+#: (gate, base, review state, verdict when the reviewer has authority, verdict otherwise)
+GATES = [
+    ("min_approvals", "develop", "APPROVED", "ready: merging", "waiting: waiting on maintainers"),
+    (
+        "require_human",
+        "main",
+        "APPROVED",
+        "ready: a human merges (require_human)",
+        "waiting: a human approval",
+    ),
+    ("blocking", "hotfix/1", "CHANGES_REQUESTED", "blocked: changes requested by @{login}", "ready: merging"),
+]
+
+
+def _authority_rows() -> list[tuple[str, str, PullRequestState, str]]:
+    rows = []
+    for gate, base, state, allowed, refused in GATES:
+        for kind, login, permission, authorised in REVIEWERS:
+            expected = (allowed if authorised else refused).format(login=login)
+            if kind == "unknown":  # fail closed: nothing merges past a reviewer nobody checked
+                expected = (
+                    "waiting: access of 1 reviewer unchecked"
+                    if expected == "ready: merging"
+                    else f"{expected}; access of 1 reviewer unchecked"
+                )
+            pr = replace(
+                GREEN,
+                reviews={login: state},
+                permissions={login: permission} if permission else {},
+                bots=frozenset({login}) if kind == "other bot" else frozenset(),
+            )
+            rows.append((f"{gate}: {kind}", base, pr, expected))
+    return rows
+
+
+AUTHORITY = _authority_rows()
+
+
+@pytest.mark.parametrize(
+    ("base", "pr", "description"), [r[1:] for r in AUTHORITY], ids=[r[0] for r in AUTHORITY]
+)
+def test_a_review_counts_only_with_write_access(base: str, pr: PullRequestState, description: str) -> None:
+    result = evaluate(effective_flow(GATED, base, ["app.py"]), pr, MAINTAINERS, bot_login=BOT)
+    assert result.description == description
+
+
+def test_ignored_reviews_are_named_with_their_rule() -> None:
+    pr = replace(
+        GREEN,
+        reviews={
+            "reader": "CHANGES_REQUESTED",
+            "dependabot[bot]": "APPROVED",
+            "bob": "APPROVED",
+            "x": "COMMENTED",
+        },
+        bots=frozenset({"dependabot[bot]"}),
+    )
+    result = evaluate(effective_flow(GATED, "hotfix/1", []), pr, {}, bot_login=BOT)
+    assert result.ignored == ("dependabot[bot] (other-bot)", "reader (no-write-access)")
+    assert (result.verdict, result.merge) == ("ready", True)
+
+
+def test_a_strangers_approval_does_not_replace_a_maintainers() -> None:
+    """Readers approving in numbers leave a two-approval group waiting on its members."""
+    pr = replace(
+        GREEN,
+        reviews={"octo-maintainer": "APPROVED", **{f"sock{i}": "APPROVED" for i in range(5)}},
+        permissions={**ROLES, **{f"sock{i}": "read" for i in range(5)}},
+    )
+    groups = {"maintainers": ["octo-maintainer", *[f"sock{i}" for i in range(5)]]}
+    result = evaluate(effective_flow(AUTO, "release/1.0", []), pr, groups, bot_login=BOT)
+    assert result.description == "waiting: waiting on maintainers (1/2)"

@@ -136,8 +136,16 @@ def test_ingress_points(outcome: str, code: str, expected: list[tuple[str, tuple
             {"DeliveriesRouted": 1, "RoutingEffects": 1, "DeliveriesDiscarded": 1},
         ),
         ({"event": "issues.edited", "effects": []}, {"DeliveriesRouted": 1}),
+        (
+            {
+                "event": "pull_request_review.submitted",
+                "effects": ["Discard"],
+                "refused": ["no-write-access"],
+            },
+            {"DeliveriesRouted": 1, "RoutingEffects": 1, "DeliveriesDiscarded": 1, "HumanInputsRefused": 1},
+        ),
     ],
-    ids=["start", "wake", "sleep", "completions", "escalation", "discard", "nothing to do"],
+    ids=["start", "wake", "sleep", "completions", "escalation", "discard", "nothing to do", "refused"],
 )
 def test_routing_points(summary: dict[str, object], expected: dict[str, float]) -> None:
     assert totals(routing_points(summary)) == expected
@@ -168,6 +176,22 @@ def test_a_whole_issue_lifecycle_is_counted_from_the_router_decisions() -> None:
     assert counted["AgentWakes"] == 1
     assert counted["AgentLaunches"] == counted["AgentCompletions"] == 2
     assert "Escalations" not in counted
+
+
+def test_refused_inputs_are_counted_by_the_rule_that_refused_them() -> None:
+    world = World()
+    e = world.events
+    dispatcher = Dispatcher(world.router)
+    points: list[MetricPoint] = []
+    for envelope in [
+        e.assigned(1),
+        e.comment(1, by="mallory"),
+        e.review(10, "feat/issue-1", "approved", by="helper[bot]"),
+        e.comment(1, by="alice"),
+    ]:
+        points.extend(routing_points(dispatcher.handle(envelope.model_dump_json())))
+    refused = [p.dimension for p in points if p.name == "HumanInputsRefused"]
+    assert refused == [("Rule", "no-write-access"), ("Rule", "other-bot")]
 
 
 def test_a_duplicate_delivery_says_so_and_changes_nothing() -> None:

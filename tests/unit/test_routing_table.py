@@ -207,6 +207,42 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         lambda e: e.comment(38, by="dependabot[bot]"),
         ["discard"],
     ),
+    (
+        "changes requested by a reader are ignored (no wake, no round, no judgement)",
+        lambda e: [e.assigned(38), e.pr(50, "feat/issue-38")],
+        lambda e: e.review(50, "feat/issue-38", "changes_requested", by="mallory", body="do this"),
+        ["discard"],
+    ),
+    (
+        "an approval by another bot is ignored",
+        lambda e: [e.assigned(38), e.pr(50, "feat/issue-38")],
+        lambda e: e.review(50, "feat/issue-38", "approved", by="helper[bot]"),
+        ["discard"],
+    ),
+    (
+        "a line comment by a reader is ignored",
+        lambda e: [e.assigned(38), e.pr(50, "feat/issue-38")],
+        lambda e: e.review_comment(50, "feat/issue-38", by="mallory"),
+        ["discard"],
+    ),
+    (
+        "an issue edit by a reader does not reach the agent",
+        lambda e: [e.assigned(38)],
+        lambda e: e.edited(38, by="mallory"),
+        ["discard"],
+    ),
+    (
+        "a label by a reader does not reach the PM",
+        lambda e: [e.opened(38)],
+        lambda e: e.labeled(38, "bug", by="mallory"),
+        ["discard"],
+    ),
+    (
+        "the App assigned by a reader starts no agent",
+        lambda e: [],
+        lambda e: e.assigned(38, by="mallory"),
+        ["discard"],
+    ),
     ("comment on an issue without agent", lambda e: [], lambda e: e.comment(38), ["discard"]),
     (
         "comment for a completed agent is stale",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from squadron.adapters.github.auth import GitHubApp
@@ -45,6 +46,35 @@ def test_permissions_are_cached_for_five_minutes() -> None:
     github.permission(7, "octo/app", "alice")
     asked = [p for p in _paths(fake) if p.endswith("/permission")]
     assert asked == ["GET /repos/octo/app/collaborators/alice/permission"] * 2
+
+
+CUSTOM_ROLES = [
+    # (id, GitHub's answer, the permission the router and the merge gate see)
+    ("a base role is taken as named", {"permission": "read", "role_name": "triage"}, "triage"),
+    ("a custom role inheriting write", {"permission": "write", "role_name": "release-manager"}, "write"),
+    ("a custom role inheriting read", {"permission": "read", "role_name": "auditor"}, "read"),
+    ("no role name at all", {"permission": "admin"}, "admin"),
+    ("nothing usable", {}, "none"),
+]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"), [c[1:] for c in CUSTOM_ROLES], ids=[c[0] for c in CUSTOM_ROLES]
+)
+def test_a_custom_role_counts_as_the_base_role_it_inherits(answer: dict[str, str], expected: str) -> None:
+    fake, clock = FakeGitHub(), Clock()
+    github = _github(fake, clock)
+    github.permission(7, "octo/app", "warm-up")  # the installation token is fetched first
+    fake.script = [httpx.Response(200, json={**answer, "user": {"login": "carol"}})]
+    assert github.permission(7, "octo/app", "carol") == expected
+
+
+def test_someone_github_does_not_know_has_no_permission() -> None:
+    fake, clock = FakeGitHub(), Clock()
+    github = _github(fake, clock)
+    github.permission(7, "octo/app", "warm-up")
+    fake.script = [httpx.Response(404, json={"message": "Not Found"})]
+    assert github.permission(7, "octo/app", "ghost") == "none"
 
 
 def test_framework_comments_are_tagged_and_close_with_a_reason() -> None:

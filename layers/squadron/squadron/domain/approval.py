@@ -5,7 +5,10 @@
    the protected paths among the PR's changed files add (reviews, a human).
 2. The verdict over what GitHub says about the PR's head commit: agent reviews
    as ``squadron/<role>`` statuses, human reviews (latest per reviewer, the
-   author's own never counted), required status checks (CI), draft, conflicts.
+   author's own never counted, and only under the authority rule of
+   :mod:`squadron.domain.authority`: a reviewer without write access, or a bot,
+   neither approves nor blocks; one whose access is unknown keeps the PR from
+   merging), required status checks (CI), draft, conflicts.
 3. In words, for the ``squadron/merge`` status (at most 140 characters), and
    whether the framework merges: only when everything is met, the flow allows
    auto-merge, and no human must merge.
@@ -19,6 +22,7 @@ from typing import Literal
 
 from squadron.config.flows import merge_reviews, resolve_flow
 from squadron.config.models import ApprovalFlow, ApprovalFlowsFile, ReviewRequirement
+from squadron.domain.authority import Rule, decide, is_app
 
 AGENT = "agent:"
 GROUP = "human_group:"
@@ -27,6 +31,8 @@ PASSED = frozenset({"success", "neutral", "skipped"})
 FAILED = frozenset({"failure", "error", "timed_out", "cancelled", "action_required", "startup_failure"})
 
 Verdict = Literal["ready", "waiting", "blocked"]
+#: Review states that count toward a gate (an approval or a change request).
+STANDING_VERDICTS = frozenset({"APPROVED", "CHANGES_REQUESTED"})
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,13 @@ class PullRequestState:
     author_role: str | None = None
     #: Status contexts (``squadron/<role>``, CI statuses) and check-run names -> their outcome.
     checks: Mapping[str, str] = field(default_factory=dict)
-    #: Latest review state per human reviewer: APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED.
+    #: Latest review state per reviewer: APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED.
     reviews: Mapping[str, str] = field(default_factory=dict)
+    #: Each reviewer's repository permission as GitHub's permission endpoint said (a reviewer
+    #: missing here is unknown: their review counts for nothing and the PR does not merge).
+    permissions: Mapping[str, str] = field(default_factory=dict)
+    #: Reviewers that are bots (GitHub's user type): their reviews never count.
+    bots: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,8 @@ class GateResult:
     merge: bool
     method: str
     delete_branch: bool
+    #: Reviews that did not count under the authority rule: ``login (rule)`` each.
+    ignored: tuple[str, ...] = ()
 
     @property
     def status_state(self) -> Literal["success", "pending", "failure"]:
@@ -117,7 +130,7 @@ def evaluate(
         waiting.append("draft")
     if pr.mergeable_state == "dirty":
         blocked.append("merge conflict with the base branch")
-    humans = {login: state for login, state in pr.reviews.items() if login not in {pr.author, bot_login}}
+    humans, ignored, unchecked = _human_reviews(pr, bot_login)
     for login, state in sorted(humans.items()):
         if state == "CHANGES_REQUESTED":
             blocked.append(f"changes requested by @{login}")
@@ -134,18 +147,44 @@ def evaluate(
     approvals = [login for login, state in humans.items() if state == "APPROVED"]
     if effective.require_human and not approvals:
         waiting.append("a human approval")
+    if unchecked:
+        # Fail closed: an unknown reviewer might have requested changes with authority.
+        waiting.append(f"access of {len(unchecked)} reviewer{'s' if len(unchecked) > 1 else ''} unchecked")
+    method, delete = policy.method, policy.delete_branch
     if blocked or waiting:
         verdict: Verdict = "blocked" if blocked else "waiting"
-        return GateResult(verdict, tuple(blocked + waiting), False, policy.method, policy.delete_branch)
+        return GateResult(verdict, tuple(blocked + waiting), False, method, delete, ignored)
     if effective.require_human:
-        return GateResult(
-            "ready", ("a human merges (require_human)",), False, policy.method, policy.delete_branch
-        )
+        return GateResult("ready", ("a human merges (require_human)",), False, method, delete, ignored)
     if not policy.auto_merge:
-        return GateResult(
-            "ready", ("a human merges (auto_merge off)",), False, policy.method, policy.delete_branch
+        return GateResult("ready", ("a human merges (auto_merge off)",), False, method, delete, ignored)
+    return GateResult("ready", (), True, method, delete, ignored)
+
+
+def _human_reviews(pr: PullRequestState, bot_login: str) -> tuple[dict[str, str], tuple[str, ...], list[str]]:
+    """The reviews that count (by authorised humans), the ones ignored, and unknown reviewers.
+
+    The author's own review and the App's (its review agents speak through
+    ``squadron/<role>`` statuses) are no human review at all. Of the rest, only reviews
+    whose author has authority count; an approval or change request of a reviewer whose
+    permission is unknown is ``unchecked`` (the shell asks GitHub for a bounded number).
+    """
+    counted: dict[str, str] = {}
+    ignored: list[str] = []
+    unchecked: list[str] = []
+    for login, state in sorted(pr.reviews.items()):
+        if login.casefold() == pr.author.casefold() or is_app(login, bot_login):
+            continue
+        authority = decide(
+            login, is_bot=login in pr.bots, bot_login=bot_login, permission=pr.permissions.get(login)
         )
-    return GateResult("ready", (), True, policy.method, policy.delete_branch)
+        if authority.authorised:
+            counted[login] = state
+        elif authority.rule is Rule.UNKNOWN_PERMISSION and state in STANDING_VERDICTS:
+            unchecked.append(login)
+        elif state in STANDING_VERDICTS:
+            ignored.append(f"{login} ({authority.rule})")
+    return counted, tuple(ignored), unchecked
 
 
 def _review(

@@ -197,10 +197,15 @@ class FileBlockerIssue:
 
 @dataclass(frozen=True)
 class Discard:
-    """Nothing to do; ``reason`` is logged and counted."""
+    """Nothing to do; ``reason`` is logged and counted.
+
+    ``rule`` names the authority rule that refused a human input
+    (:class:`squadron.domain.authority.Rule`), counted by rule.
+    """
 
     reason: str
     kind: Literal["discard"] = "discard"
+    rule: str | None = None
 
 
 Effect = (

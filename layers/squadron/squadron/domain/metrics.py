@@ -63,6 +63,13 @@ _SPECS = (
     MetricSpec("DeliveriesDuplicate", "router", "Count", "deliveries already routed (changed nothing)"),
     MetricSpec("DeliveriesDiscarded", "router", "Count", "deliveries whose only effect was a discard"),
     MetricSpec("DeliveriesFailed", "router", "Count", "deliveries that failed and went back to the queue"),
+    MetricSpec(
+        "HumanInputsRefused",
+        "router",
+        "Count",
+        "inputs without authority, discarded (the authority rule)",
+        "Rule",
+    ),
     MetricSpec("RoutingEffects", "router", "Count", "effects applied, by kind", "Effect"),
     MetricSpec("AgentLaunches", "router", "Count", "agent tasks started for new work"),
     MetricSpec("AgentWakes", "router", "Count", "sleeping, idle or escalated agents woken"),
@@ -148,11 +155,13 @@ def ingress_points(outcome: str, code: str) -> list[MetricPoint]:
 
 
 def routing_points(summary: Mapping[str, object]) -> list[MetricPoint]:
-    """One routed delivery, from the dispatcher's summary (event, effects, launches, transitions)."""
+    """One routed delivery, from the dispatcher's summary (event, effects, launches, transitions,
+    and the authority rule that refused it, if one did)."""
     effects = [str(name) for name in _strings(summary.get("effects"))]
     points = [point("DeliveriesRouted", dimension=str(summary.get("event", "unknown")))]
     if effects and all(name == "Discard" for name in effects):
         points.append(point("DeliveriesDiscarded"))
+    points.extend(point("HumanInputsRefused", dimension=rule) for rule in _strings(summary.get("refused")))
     points.extend(point("RoutingEffects", dimension=name) for name in effects)
     for purpose in _strings(summary.get("launches")):
         points.append(point("AgentLaunches" if purpose == "start" else "AgentWakes"))

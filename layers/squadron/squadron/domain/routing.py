@@ -33,6 +33,7 @@ from squadron.domain.agents import (
     agent_id_for,
     parse_agent_id,
 )
+from squadron.domain.authority import judge, permissions_needed, refusal
 from squadron.domain.blockers import BlockerError, BlockerGraph, check_new_blocker, height_of
 from squadron.domain.effects import (
     AddBlocker,
@@ -67,7 +68,6 @@ from squadron.domain.events import (
     TaskEnded,
 )
 
-WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 FAILED_CHECK_CONCLUSIONS = frozenset(
     {"failure", "timed_out", "cancelled", "action_required", "startup_failure"}
 )
@@ -249,7 +249,8 @@ class Snapshot:
     pm: AgentRecord | None = None
     branch_links: Mapping[str, int] = field(default_factory=dict)
     graph: BlockerGraph = field(default_factory=dict)
-    actor_permission: str | None = None
+    #: Repository permission of each login :attr:`SnapshotRequest.permissions_of` named.
+    permissions: Mapping[str, str] = field(default_factory=dict)
     #: The pending inbox of :attr:`SnapshotRequest.inbox_of`.
     inbox: tuple[InboxItem, ...] = ()
 
@@ -274,7 +275,8 @@ class SnapshotRequest:
     issues: frozenset[int] = frozenset()
     branches: frozenset[str] = frozenset()
     pm: bool = False
-    permission_of: str | None = None
+    #: The human actors whose repository permission the authority rule needs.
+    permissions_of: frozenset[str] = frozenset()
     graph_from: frozenset[int] = frozenset()
     #: Load the views of issues these numbers block / are linked to (a second round).
     follow_links: bool = True
@@ -348,7 +350,6 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
     issues: set[int] = set()
     branches: set[str] = set()
     graph_from: set[int] = set()
-    permission_of: str | None = None
     pm = False
     if event.issue is not None:
         issues.add(event.issue.number)
@@ -378,13 +379,12 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
             issues.add(event.command.issue_number)
     comment = normalize_comment(event)
     if comment is not None and event.event != "pull_request_review":
-        permission_of = comment.author.login
         pm = pm or policy.mentions_pm(comment.body)
     return SnapshotRequest(
         issues=frozenset(issues),
         branches=frozenset(branches),
         pm=pm,
-        permission_of=permission_of,
+        permissions_of=permissions_needed(event, policy.bot_login),
         graph_from=frozenset(graph_from),
         inbox_of=(
             event.command.agent_id
@@ -906,11 +906,7 @@ def _on_comment(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> 
     comment = normalize_comment(event)
     if comment is None:
         return [Discard(f"{event.event}.{event.action} has no comment")]
-    who = comment.author.login
-    if comment.author.is_bot:
-        return [Discard(f"comment by bot {who} is not a command")]
-    if snap.actor_permission not in WRITE_PERMISSIONS:
-        return [Discard(f"{who} has no write access ({snap.actor_permission or 'none'}); comment ignored")]
+    who = comment.author.login  # route() let it through: its author has authority
     summary = f"{who} commented on #{comment.number}"
     if policy.mentions_pm(comment.body):
         return _pm_effects(event, snap, policy, "comment", summary, body=comment.body)
@@ -1449,6 +1445,13 @@ def route(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[E
     refused = agent_envelope_problem(event)
     if refused is not None:
         return [Discard(f"refused: {refused}")]
+    judged = judge(event, bot_login=policy.bot_login, permissions=snap.permissions)
+    if judged is not None and not judged[1].authorised:
+        # One authority rule for every human input (domain.authority): nothing of the input's
+        # own happens (no inbox item, wake, counted round or judgement) and nothing is posted
+        # back. A launch an earlier event decided and never confirmed is still finished.
+        found, verdict = judged
+        return [Discard(refusal(found, verdict), rule=verdict.rule), *_heal_pending_launches(snap, [])]
     handler = ROUTES.get((event.event, event.action)) or ROUTES.get((event.event, None))
     if handler is None:
         return [Discard(f"no route for {event.event}.{event.action}")]

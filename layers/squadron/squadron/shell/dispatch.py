@@ -65,6 +65,9 @@ class Dispatcher:
             "event": f"{envelope.event}.{envelope.action}" if envelope.action else envelope.event,
             "effects": [type(effect).__name__ for effect in result.effects],
             "discarded": [effect.reason for effect in result.effects if isinstance(effect, Discard)],
+            "refused": [
+                effect.rule for effect in result.effects if isinstance(effect, Discard) and effect.rule
+            ],
             "launches": [effect.purpose for effect in result.effects if isinstance(effect, LaunchAgent)],
             "transitions": list(result.transitions),
             "held": list(result.held),

@@ -3,7 +3,12 @@
 Called by the router whenever something that can change the verdict happens
 (the PR opened or got commits, a review, a check or status). Each evaluation
 reads the PR, its changed files, its head commit's statuses and check runs,
-and its reviews (five reads), posts ``squadron/merge`` saying in words why the
+and its reviews (five reads), then the repository permission of each reviewer
+whose standing review is an approval or a change request (the authority rule:
+only those with write access count; not the author, the App or bots, each
+asked once per judgement, at most :data:`MAX_REVIEWERS_CHECKED`, and through
+the router's five-minute cache when wired with it: usually no call at all),
+posts ``squadron/merge`` saying in words why the
 PR is not merging yet, and merges it — with the approval flow's consent, the
 method the flow names, pinned to the head commit that was judged — when the
 flow allows it; then deletes the branch if the flow says so. Evaluating twice
@@ -21,7 +26,15 @@ from typing import Any, Protocol
 
 from squadron.adapters.github.errors import GitHubError, GitHubUnavailableError, RateLimitedError
 from squadron.config.parse import SquadronConfig
-from squadron.domain.approval import MERGE_CONTEXT, GateResult, PullRequestState, effective_flow, evaluate
+from squadron.domain.approval import (
+    MERGE_CONTEXT,
+    STANDING_VERDICTS,
+    GateResult,
+    PullRequestState,
+    effective_flow,
+    evaluate,
+)
+from squadron.domain.authority import is_app
 from squadron.domain.events import EventEnvelope, ReportConflict, build_envelope, command_envelope
 from squadron.domain.permissions import MergeConsent
 
@@ -36,6 +49,12 @@ Json = dict[str, Any]
 
 #: Review states that stand until replaced (a later COMMENTED review does not revoke an approval).
 _STANDING = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
+#: Reviewers whose permission one judgement asks GitHub for, at most (change requests first);
+#: the verdict of a PR with more waits for a human (an unknown reviewer's review never counts).
+MAX_REVIEWERS_CHECKED = 20
+
+#: (installation, repository, login) -> the login's repository permission.
+PermissionSource = Callable[[int | None, str, str], str]
 
 
 class GateClient(Protocol):
@@ -46,6 +65,7 @@ class GateClient(Protocol):
     def list_reviews(self, number: int) -> list[Json]: ...
     def get_combined_status(self, ref: str) -> Json: ...
     def list_check_runs(self, ref: str) -> list[Json]: ...
+    def collaborator_permission(self, login: str) -> str: ...
     def create_status(self, sha: str, *, state: Any, context: str, description: str = "") -> Json: ...
     def merge_pull(
         self, number: int, *, consent: MergeConsent, method: Any = ..., sha: str | None = None
@@ -72,6 +92,36 @@ def latest_reviews(reviews: list[Json]) -> dict[str, str]:
     return latest
 
 
+def bot_reviewers(reviews: list[Json]) -> frozenset[str]:
+    """Reviewers GitHub marks as bots (or whose login says so)."""
+    return frozenset(
+        str(user.get("login"))
+        for review in reviews
+        if (user := review.get("user") or {}).get("login")
+        and (user.get("type") == "Bot" or str(user.get("login")).endswith("[bot]"))
+    )
+
+
+def reviewers_to_check(
+    reviews: dict[str, str], *, author: str, bot_login: str, bots: frozenset[str]
+) -> list[str]:
+    """Whose permission a judgement needs: humans with a standing approval or change request.
+
+    Change requests first (a missed one could let a PR merge), then by login; at most
+    :data:`MAX_REVIEWERS_CHECKED`.
+    """
+    wanted = [
+        login
+        for login, state in reviews.items()
+        if state in STANDING_VERDICTS
+        and login not in bots
+        and login.casefold() != author.casefold()
+        and not is_app(login, bot_login)
+    ]
+    wanted.sort(key=lambda login: (reviews[login] != "CHANGES_REQUESTED", login))
+    return wanted[:MAX_REVIEWERS_CHECKED]
+
+
 def check_outcomes(combined: Json, runs: list[Json]) -> dict[str, str]:
     """Status contexts and check-run names -> success/failure/pending/... (check runs win on a tie)."""
     out = {
@@ -93,8 +143,11 @@ class MergeGate:
         bot_login: str,
         announce: Callable[[EventEnvelope], object] | None = None,
         clock: Callable[[], datetime] = _now,
+        permission: PermissionSource | None = None,
     ) -> None:
         self.client = client
+        #: The router's cached permission lookup; without it, the judgement's own client asks.
+        self.permission = permission
         self.config_for = config_for
         self.bot_login = bot_login
         #: Puts the App's own merge on events.fifo (its webhook is dropped at the ingress).
@@ -121,15 +174,22 @@ class MergeGate:
         sha = str(head.get("sha") or "")
         config = self.config_for(repo)
         files = [str(f.get("filename")) for f in github.list_pull_files(pr_number)]
+        author = str((pr.get("user") or {}).get("login") or "")
+        listed = github.list_reviews(pr_number)
+        reviews, bots = latest_reviews(listed), bot_reviewers(listed)
+        wanted = reviewers_to_check(reviews, author=author, bot_login=self.bot_login, bots=bots)
+        permissions = self._permissions(github, installation_id, repo, wanted)
         state = PullRequestState(
             number=pr_number,
             head_sha=sha,
-            author=str((pr.get("user") or {}).get("login") or ""),
+            author=author,
             draft=bool(pr.get("draft")),
             mergeable_state=pr.get("mergeable_state"),
             author_role=author_role,
             checks=check_outcomes(github.get_combined_status(sha), github.list_check_runs(sha)),
-            reviews=latest_reviews(github.list_reviews(pr_number)),
+            reviews=reviews,
+            permissions=permissions,
+            bots=bots,
         )
         groups = {name: group.members for name, group in config.config.human_groups.items()}
         base = str((pr.get("base") or {}).get("ref") or "")
@@ -139,6 +199,10 @@ class MergeGate:
         github.create_status(
             sha, state=result.status_state, context=MERGE_CONTEXT, description=result.description
         )
+        if result.ignored:
+            logger.info(
+                "PR #%s of %s: reviews without authority ignored: %s", pr_number, repo, result.ignored
+            )
         if state.mergeable_state == "dirty" and issue_number is not None and self.announce is not None:
             # AD-005: the dev agent resolves its conflict first (the router decides who acts).
             conflict = ReportConflict(issue_number=issue_number, pr_number=pr_number, head_sha=sha, base=base)
@@ -168,6 +232,14 @@ class MergeGate:
         if result.delete_branch and same_repo and head.get("ref"):
             github.delete_branch(str(head["ref"]))
         return GateOutcome(pr_number, result, merged=True, detail=f"merged with {result.method}")
+
+    def _permissions(
+        self, github: GateClient, installation_id: int | None, repo: str, logins: list[str]
+    ) -> dict[str, str]:
+        """Each login's repository permission, asked once in this judgement."""
+        if self.permission is None:
+            return {login: github.collaborator_permission(login) for login in logins}
+        return {login: self.permission(installation_id, repo, login) for login in logins}
 
     def _merged_event(self, pr: Json, merged: Json, installation_id: int | None) -> EventEnvelope:
         """The pull_request.closed webhook GitHub sends for a merge, which the ingress drops for the App."""

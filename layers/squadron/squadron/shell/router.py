@@ -45,9 +45,6 @@ from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, Ta
 
 logger = logging.getLogger(__name__)
 
-#: Permission of a repository owner, known from the payload without asking GitHub.
-_ASSOCIATION_PERMISSION = {"OWNER": "admin"}
-
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -156,18 +153,20 @@ class RouterService:
             pm=self.registry.pm_agent(repo) if request.pm else None,
             branch_links=links,
             graph=graph,
-            actor_permission=self._permission(event, request),
+            permissions=self._permissions(event, request),
             inbox=tuple(self.registry.pending_inbox(request.inbox_of)) if request.inbox_of else (),
         )
 
-    def _permission(self, event: EventEnvelope, request: SnapshotRequest) -> str | None:
-        login = request.permission_of
-        if login is None:
-            return None
-        association = event.comment.author_association if event.comment else None
-        if association in _ASSOCIATION_PERMISSION:
-            return _ASSOCIATION_PERMISSION[association]
-        return self.github.permission(event.installation_id, event.repository.full_name, login)
+    def _permissions(self, event: EventEnvelope, request: SnapshotRequest) -> dict[str, str]:
+        """Each human actor's permission, from GitHub's permission endpoint (at most two per event).
+
+        Never from the payload's ``author_association``: OWNER, MEMBER and COLLABORATOR do not
+        imply write access, and an agent's echo could claim any of them.
+        """
+        return {
+            login: self.github.permission(event.installation_id, event.repository.full_name, login)
+            for login in sorted(request.permissions_of)
+        }
 
     # --- writes ---------------------------------------------------------------------------
 

@@ -152,7 +152,11 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
 
     queue = SqsEventQueue(settings.events_queue_url)
     gate = MergeGate(
-        client=github.client, config_for=cache.config_for, bot_login=settings.bot_login, announce=queue.send
+        client=github.client,
+        config_for=cache.config_for,
+        bot_login=settings.bot_login,
+        announce=queue.send,
+        permission=github.permission,  # the router's own five-minute cache of permissions
     )
     service = RouterService(
         registry=DynamoRegistry(settings.registry_table_name),

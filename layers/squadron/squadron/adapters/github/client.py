@@ -29,6 +29,8 @@ from squadron.domain.permissions import (
 
 Json = dict[str, Any]
 ReviewEvent = Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
+#: GitHub's repository roles that are no custom role (``role_name`` of the permission endpoint).
+_BASE_ROLES = frozenset({"admin", "maintain", "write", "triage", "read", "none"})
 
 
 class GitHubClient:
@@ -341,13 +343,19 @@ class GitHubClient:
         return data if isinstance(data, list) else []
 
     def collaborator_permission(self, login: str) -> str:
-        """admin, maintain, write, triage, read or none (GitHub's ``role_name`` when it gives one)."""
+        """admin, maintain, write, triage, read or none.
+
+        GitHub's ``role_name`` when it is one of those; for a custom repository role (any
+        other name) the base role it inherits, which GitHub gives as ``permission`` (admin,
+        write, read or none: maintain counted as write, triage as read).
+        """
         check(self.caller, Action.READ)
         try:
             data = self._send("GET", f"/collaborators/{quote(login)}/permission")
         except NotFoundError:
             return "none"
-        return str(data.get("role_name") or data.get("permission") or "none")
+        role = str(data.get("role_name") or "")
+        return role if role in _BASE_ROLES else str(data.get("permission") or "none")
 
 
 class GitHubAppClient:

@@ -584,7 +584,14 @@ class GitHubSandbox:
         if listing is None:
             raise ApiError(404, "Not Found")
         return 200, [
-            {"type": kind, "name": name, "path": f"{path}/{name}".strip("/")} for name, kind in listing
+            # GitHub lists a submodule as a "file" (for compatibility), and a link as a "symlink".
+            {
+                "type": "file" if kind == "submodule" else kind,
+                "name": name,
+                "path": f"{path}/{name}".strip("/"),
+                "size": size,
+            }
+            for name, kind, size in listing
         ]
 
     def _op_repos__get_collaborator_permission_level(

@@ -48,6 +48,10 @@ MAX_BRANCH_RULES = 50
 MAX_CHANGED_FILES = 1000
 #: Longest changed file path the gate matches; a longer one touches every protected path.
 MAX_CHANGED_PATH_LENGTH = 1024
+#: Most matching the gate does for one pull request: the characters of its changed paths times
+#: the path globs of its flow (1,000 paths of 100 characters against 20 globs); past it, the
+#: pull request touches every protected path. Each unit costs well under a microsecond.
+MAX_MATCH_WORK = 2_000_000
 
 #: Every limit above by name (a test keeps the README's table in step).
 LIMITS: dict[str, int] = {
@@ -63,4 +67,5 @@ LIMITS: dict[str, int] = {
     "MAX_BRANCH_RULES": MAX_BRANCH_RULES,
     "MAX_CHANGED_FILES": MAX_CHANGED_FILES,
     "MAX_CHANGED_PATH_LENGTH": MAX_CHANGED_PATH_LENGTH,
+    "MAX_MATCH_WORK": MAX_MATCH_WORK,
 }

@@ -256,6 +256,7 @@ ROUTES: list[tuple[str, str, Responder]] = [
     ("GET", r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", lambda r, m: _json(200, _issue(int(m.group("n"))))),
     ("PATCH", r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", lambda r, m: _json(200, _issue(int(m.group("n"))))),
     ("POST", r"/repos/[^/]+/[^/]+/issues", _created_issue),
+    ("GET", r"/repos/[^/]+/[^/]+/issues", lambda r, m: _json(200, [_issue(38)])),
     (
         "POST",
         r"/repos/[^/]+/[^/]+/issues/\d+/labels",
@@ -354,20 +355,31 @@ class FakeGitHub:
     token_expiry: str | None = None
     files: dict[str, Content] | None = None
     head: str = "a" * 40
-    issues: dict[int, dict[str, Any]] | None = None
+    #: Per repository (``owner/name``): its tree and head, over ``files`` and ``head``.
+    trees: dict[str, tuple[dict[str, Content], str]] = field(default_factory=dict)
+    #: Per repository: its issues by number (stateful issue endpoints), or None.
+    issues: dict[str, dict[int, dict[str, Any]]] | None = None
+    #: Answers that replace the fake's for "METHOD /path" (while they are here).
+    faults: dict[str, httpx.Response] = field(default_factory=dict)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
 
-    def commit(self, files: dict[str, Content], sha: str) -> None:
-        """The default branch moves to ``sha``, whose tree is ``files``."""
-        self.files, self.head = dict(files), sha
+    def commit(self, files: Mapping[str, Content], sha: str, *, repo: str | None = None) -> None:
+        """The default branch (of ``repo``, or of every repository) moves to ``sha``, whose tree is ``files``."""
+        if repo is None:
+            self.files, self.head = dict(files), sha
+        else:
+            self.trees[repo] = (dict(files), sha)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
         if self.script:
             return self.script.pop(0)
         path = request.url.raw_path.decode().split("?")[0]  # %2F stays encoded, as GitHub sees it
+        fault = self.faults.get(f"{request.method} {path}")
+        if fault is not None:
+            return fault
         answer = self._stateful(request, path)
         if answer is not None:
             return answer
@@ -381,10 +393,13 @@ class FakeGitHub:
         return _json(404, {"message": f"no fake route for {request.method} {path}"})
 
     def _stateful(self, request: httpx.Request, path: str) -> httpx.Response | None:
+        found = re.match(r"/repos/(?P<repo>[^/]+/[^/]+)", path)
+        repo = unquote(found.group("repo")) if found else ""
         files: Mapping[str, Content] = FILES if self.files is None else self.files
+        files, head = self.trees.get(repo, (files, self.head))
         method = request.method
         if method == "GET" and (m := re.fullmatch(r"/repos/[^/]+/[^/]+/branches/(?P<b>[^/]+)", path)):
-            return _json(200, {"name": unquote(m.group("b")), "commit": {"sha": self.head}})
+            return _json(200, {"name": unquote(m.group("b")), "commit": {"sha": head}})
         if method == "GET" and (m := re.fullmatch(r"/repos/[^/]+/[^/]+/contents/(?P<path>.+)", path)):
             return _contents(files, unquote(m.group("path")))
         if method == "GET" and (
@@ -393,41 +408,43 @@ class FakeGitHub:
             return _blob(files, m.group("sha"))
         if self.issues is None:
             return None
-        return self._issue_route(request, path)
+        return self._issue_route(request, path, self.issues.setdefault(repo, {}))
 
-    def _issue_route(self, request: httpx.Request, path: str) -> httpx.Response | None:
-        assert self.issues is not None
+    @staticmethod
+    def _issue_route(
+        request: httpx.Request, path: str, issues: dict[int, dict[str, Any]]
+    ) -> httpx.Response | None:
         method = request.method
         if re.fullmatch(r"/repos/[^/]+/[^/]+/issues", path):
             if method == "POST":
                 body = json.loads(request.content)
-                number = max(self.issues, default=0) + 1
-                self.issues[number] = _issue(
+                number = max(issues, default=0) + 1
+                issues[number] = _issue(
                     number,
                     title=body["title"],
                     body=body.get("body", ""),
                     labels=[{"name": name} for name in body.get("labels", [])],
                 )
-                return _json(201, self.issues[number])
+                return _json(201, issues[number])
             if method == "GET":
                 state = request.url.params.get("state", "open")
                 wanted = {label for label in request.url.params.get("labels", "").split(",") if label}
                 found = [
                     issue
-                    for number, issue in sorted(self.issues.items(), reverse=True)  # newest first
+                    for _, issue in sorted(issues.items(), reverse=True)  # newest first
                     if state in ("all", issue["state"])
                     and wanted <= {label["name"] for label in issue["labels"]}
                 ]
                 return _json(200, found)
         m = re.fullmatch(r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", path)
-        if m and int(m.group("n")) in self.issues:
-            issue = self.issues[int(m.group("n"))]
+        if m and int(m.group("n")) in issues:
+            issue = issues[int(m.group("n"))]
             if method == "PATCH":
                 issue.update(json.loads(request.content))
             return _json(200, issue) if method in ("GET", "PATCH") else None
         m = re.fullmatch(r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)/comments", path)
-        if m and method == "POST" and int(m.group("n")) in self.issues:
-            comments = self.issues[int(m.group("n"))].setdefault("_comments", [])
+        if m and method == "POST" and int(m.group("n")) in issues:
+            comments = issues[int(m.group("n"))].setdefault("comments_made", [])
             comments.append(json.loads(request.content)["body"])
             return _json(201, {"id": len(comments), "body": comments[-1]})
         return None

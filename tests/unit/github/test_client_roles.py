@@ -64,6 +64,7 @@ ALLOWED_BY_ROLE: dict[str, tuple[bool, bool, bool, bool]] = {
     "get_repository": (Y, Y, Y, Y),
     "get_branch": (Y, Y, Y, Y),
     "read_file": (Y, Y, Y, Y),
+    "list_issues": (Y, Y, Y, Y),
     "list_directory": (Y, Y, Y, Y),
     "collaborator_permission": (Y, Y, Y, Y),
     "get_app": (Y, Y, Y, Y),

@@ -278,9 +278,13 @@ class ConfigLoader:
         self._cache: OrderedDict[tuple[str, str], SquadronConfig | ConfigError] = OrderedDict()
         self._lock = threading.Lock()
 
+    def head(self, repo: str) -> tuple[str, str]:
+        """(default branch, head commit sha) of ``repo``: one request, never cached."""
+        return self._files.default_branch_head(repo)
+
     def load(self, repo: str) -> SquadronConfig:
         """The configuration on ``repo``'s default branch; raises ConfigError if it is invalid."""
-        _branch, sha = self._files.default_branch_head(repo)
+        _branch, sha = self.head(repo)
         return self.load_at(repo, sha)
 
     def load_at(self, repo: str, sha: str) -> SquadronConfig:

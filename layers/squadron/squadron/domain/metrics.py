@@ -63,6 +63,9 @@ _SPECS = (
     MetricSpec("DeliveriesDuplicate", "router", "Count", "deliveries already routed (changed nothing)"),
     MetricSpec("DeliveriesDiscarded", "router", "Count", "deliveries whose only effect was a discard"),
     MetricSpec("DeliveriesFailed", "router", "Count", "deliveries that failed and went back to the queue"),
+    MetricSpec(
+        "DeliveriesPaused", "router", "Count", "deliveries of a repository whose configuration is invalid"
+    ),
     MetricSpec("RoutingEffects", "router", "Count", "effects applied, by kind", "Effect"),
     MetricSpec("AgentLaunches", "router", "Count", "agent tasks started for new work"),
     MetricSpec("AgentWakes", "router", "Count", "sleeping, idle or escalated agents woken"),
@@ -145,6 +148,8 @@ def routing_points(summary: Mapping[str, object]) -> list[MetricPoint]:
     """One routed delivery, from the dispatcher's summary (event, effects, launches, transitions)."""
     effects = [str(name) for name in _strings(summary.get("effects"))]
     points = [point("DeliveriesRouted", dimension=str(summary.get("event", "unknown")))]
+    if summary.get("paused"):
+        points.append(point("DeliveriesPaused"))
     if effects and all(name == "Discard" for name in effects):
         points.append(point("DeliveriesDiscarded"))
     points.extend(point("RoutingEffects", dimension=name) for name in effects)

@@ -102,6 +102,15 @@ class GitHubClient:
         result: Json = self._send("POST", "/issues", json=payload)
         return result
 
+    def list_issues(self, *, labels: Iterable[str] = (), state: str = "open", limit: int = 100) -> list[Json]:
+        """The newest issues (and pull requests) with every one of ``labels``, up to ``limit``."""
+        check(self.caller, Action.READ)
+        params: dict[str, Any] = {"state": state, "per_page": min(limit, 100)}
+        if labels:
+            params["labels"] = ",".join(labels)
+        result = self._send("GET", "/issues", params=params)
+        return [item for item in result if isinstance(item, dict)][:limit] if isinstance(result, list) else []
+
     def update_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> Json:
         check(self.caller, Action.UPDATE_ISSUE)
         payload: Json = {}

@@ -280,3 +280,14 @@ def test_contents_and_permissions(sandbox: Sandbox) -> None:
     assert bot.collaborator_permission("alice") == "write"
     assert bot.collaborator_permission("stranger") == "read"
     assert bot.get_repository()["default_branch"] == "main"
+
+
+def test_issues_are_listed_newest_first_by_state_and_label(sandbox: Sandbox) -> None:
+    bot = sandbox.client()
+    first = bot.create_issue("Squadron configuration is invalid", "one", labels=["squadron-config"])
+    bot.create_issue("Unrelated", "two", labels=["bug"])
+    third = bot.create_issue("Again", "three", labels=["squadron-config", "bug"])
+    bot.close_issue(int(first["number"]))
+    labelled = bot.list_issues(labels=["squadron-config"], state="all")
+    assert [i["number"] for i in labelled] == [third["number"], first["number"]]
+    assert [i["number"] for i in bot.list_issues(labels=["squadron-config"])] == [third["number"]]

@@ -661,6 +661,21 @@ class GitHubSandbox:
         self.emit(repo, "issues", "opened", {"issue": issue}, caller)
         return 201, issue
 
+    def _op_issues__list_for_repo(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        """Newest first, by state (open by default) and labels (each one required); one page."""
+        repo = self._repo(params)
+        state = query.get("state") or "open"
+        wanted = {name for name in str(query.get("labels") or "").split(",") if name}
+        per_page = min(int(query.get("per_page") or 30), 100)
+        found = [
+            issue
+            for _, issue in sorted(repo.issues.items(), reverse=True)
+            if state in ("all", issue["state"]) and wanted <= {label["name"] for label in issue["labels"]}
+        ]
+        return 200, found[:per_page]
+
     def _op_issues__get(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:
         return 200, self._issue(self._repo(params), int(params["issue_number"]))
 

@@ -29,7 +29,7 @@ USAGE_ERRORS = [
     (["branch-protection", "plan", "--repo", "/"], "is not owner/name"),
     (["branch-protection", "plan", "--repo", "octo/.."], "is not owner/name"),
     (["branch-protection", "plan", "--repo", "octo/app", "--app-id", "1e9"], "is not a GitHub id"),
-    (["branch-protection", "plan", "--repo", "octo/app", "--app-id", "0"], "is not a GitHub id"),
+    (["branch-protection", "plan", "--repo", "octo/app", "--app-id", "-1"], "is not a GitHub id"),
     (["branch-protection", "plan", "--repo", "octo/app", "--app-id", "9" * 200], "is not a GitHub id"),
     (["status", "--repo", "octo"], "is not owner/name"),
     (["app", "create", "--webhook-url", "https://x.example", "--port", "65536"], "is not a port"),
@@ -49,7 +49,7 @@ def test_a_garbled_app_id_in_the_environment_breaks_no_other_command(monkeypatch
     assert run("validate", str(REFERENCE))[0] == 0
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_x")
     status, output = run("branch-protection", "plan", "--repo", "octo/app", "--path", str(REFERENCE))
-    assert (status, output) == (1, "GITHUB_APP_ID: 'abc' is not a GitHub id (a whole number from 1)\n")
+    assert (status, output) == (1, "GITHUB_APP_ID: 'abc' is not a GitHub id (a whole number)\n")
 
 
 def test_validate_says_what_is_not_a_directory(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from squadron import deploy_cli, operator_cli
-from squadron.cli_types import port, positive_id, positive_number, repo_name
+from squadron.cli_types import github_id, port, positive_number, repo_name
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.config.constants import CONFIG_DIR
 from squadron.domain.permissions import Caller
@@ -304,7 +304,7 @@ def _configure_protection(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--app-id",
-        type=positive_id,
+        type=github_id,
         help="the Squadron App's id: its squadron/* checks are pinned to it (default: $GITHUB_APP_ID)",
     )
     parser.add_argument(
@@ -323,13 +323,13 @@ def _protection_http(api_url: str) -> GitHubHttp:
 def _run_protection(args: argparse.Namespace, out: TextIO) -> int:
     app_id = args.app_id
     if app_id is None:
-        from_environment = os.environ.get("GITHUB_APP_ID", "").strip()
+        from_environment = os.environ.get("GITHUB_APP_ID", "").strip() or "0"
         try:
-            app_id = positive_id(from_environment) if from_environment not in ("", "0") else None
+            app_id = github_id(from_environment)
         except argparse.ArgumentTypeError as exc:
             out.write(f"GITHUB_APP_ID: {exc}\n")
             return EXIT_PROBLEMS
-    if app_id is None:
+    if not app_id:
         out.write(
             "the App id is needed to pin the squadron/* checks to it: pass --app-id or set GITHUB_APP_ID\n"
         )

@@ -23,10 +23,10 @@ def repo_name(text: str) -> str:
     return text
 
 
-def positive_id(text: str) -> int:
-    """A GitHub id: a whole number from 1 (at most 19 digits)."""
-    if not text.isascii() or not text.isdigit() or len(text) > 19 or not 0 < int(text) <= MAX_ID:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a GitHub id (a whole number from 1)")
+def github_id(text: str) -> int:
+    """A GitHub id (at most 19 digits), or 0 for none yet (an App before it exists)."""
+    if not text.isascii() or not text.isdigit() or len(text) > 19 or int(text) > MAX_ID:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a GitHub id (a whole number)")
     return int(text)
 
 

@@ -134,3 +134,20 @@ def test_backtracking_globs_answer_within_a_second(glob: str, text: str) -> None
 
 def test_compiled_globs_are_shared() -> None:
     assert compile_glob("infra/**") is compile_glob("infra/**")
+
+
+def test_what_compiled_globs_remember_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Globs and file names from many repositories cannot grow a long-lived router's memory:
+    past the budget every compiled glob is forgotten, and matching is as right as before."""
+    from squadron.config import globs  # noqa: PLC0415
+
+    monkeypatch.setattr(globs, "_MAX_REMEMBERED", 500)
+    monkeypatch.setattr(globs, "_remembered", 0)
+    globs.compile_glob.cache_clear()
+    names = ["".join(chr(0x4E00 + (i * 7 + j) % 3000) for j in range(30)) for i in range(200)]
+    for i, name in enumerate(names):
+        pattern = f"*{name[i % 30]}*"
+        assert path_matches(pattern, name) is True
+        assert path_matches(pattern + "/x", name) is False
+        assert globs._remembered <= 500
+    assert globs.compile_glob.cache_info().currsize < 400  # it was cleared on the way

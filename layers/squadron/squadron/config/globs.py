@@ -37,6 +37,22 @@ Dialect = Literal["path", "fnmatch"]
 _MAX_DFA_EDGES = 4096
 #: Per-character masks remembered per compiled glob (file names are mostly ASCII).
 _MAX_CHAR_MASKS = 1024
+#: Entries (transitions and masks) remembered by every compiled glob together: past this the
+#: compiled globs are forgotten and compiled again when next needed, so that hostile globs and
+#: file names from many repositories cannot grow a long-lived router's memory (about 30 MB).
+_MAX_REMEMBERED = 200_000
+_remembered = 0
+
+
+def _remember() -> bool:
+    """Count one more remembered entry; False (and every compiled glob forgotten) past the budget."""
+    global _remembered  # noqa: PLW0603 (one budget for the module's cache)
+    if _remembered >= _MAX_REMEMBERED:
+        compile_glob.cache_clear()
+        _remembered = 0
+        return False
+    _remembered += 1
+    return True
 
 
 @dataclass(frozen=True)
@@ -244,7 +260,7 @@ class Glob:
             loop = sum(bit for bit, chars in self._loop if c in chars)
             step = sum(bit for bit, chars in self._step if c in chars)
             masks = (loop, step)
-            if len(self._masks) < _MAX_CHAR_MASKS:
+            if len(self._masks) < _MAX_CHAR_MASKS and _remember():
                 self._masks[c] = masks
         return masks
 
@@ -258,7 +274,7 @@ class Glob:
         after = (states & loop) | ((states & step) << 1)
         if after:
             after = self._closure(after)
-        if self._edges < _MAX_DFA_EDGES:
+        if self._edges < _MAX_DFA_EDGES and _remember():
             self._dfa.setdefault(states, {})[c] = after
             self._edges += 1
         return after

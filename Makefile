@@ -20,7 +20,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup local test lint typecheck unit browser synth deploy bench clean
+.PHONY: setup local test lint typecheck unit browser synth deploy bench fuzz clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -85,6 +85,11 @@ deploy: setup
 
 bench: setup
 	$(BIN)/python -m bench
+
+## make fuzz: the fuzzers of untrusted input (configuration, globs, webhook bodies) at length:
+## FUZZ_EXAMPLES random inputs per fuzzer (default 2000; `make test` runs 20 fixed ones).
+fuzz: setup
+	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),2000) $(BIN)/pytest -q -p no:cacheprovider tests/fuzz
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

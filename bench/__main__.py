@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import cost, gateway, image, imports, ingress, local, router_calls, routing
+from bench import config_validation, cost, gateway, image, imports, ingress, local, router_calls, routing
 from bench.machine import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "ingress_handler": Benchmark(ingress.bench_ingress_handler, ingress.handler_summary),
     "cold_imports": Benchmark(imports.bench_cold_imports, imports.summary),
     "routing_lifecycle": Benchmark(routing.bench_routing_lifecycle, routing.summary),
+    "config_validation": Benchmark(config_validation.bench_config_validation, config_validation.summary),
     "router_calls": Benchmark(router_calls.bench_router_calls, router_calls.summary),
     "gateway": Benchmark(gateway.bench_gateway, gateway.summary),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).

@@ -32,12 +32,23 @@ def ingress() -> WebhookIngress:
     return build_ingress()
 
 
-def _raw_body() -> bytes:
+def _raw_body() -> bytes | IngressOutcome:
+    """The request's bytes, as GitHub signed them; or why they cannot be had."""
     event = app.current_event
     body = event.body or ""
     if event.is_base64_encoded:
-        return base64.b64decode(body, validate=True)
-    return body.encode("utf-8")
+        try:
+            return base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            return _unreadable("body_not_base64", "the body is marked base64-encoded but is not valid base64")
+    try:
+        return body.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: what arrived was not UTF-8 text
+        return _unreadable("body_not_utf8", f"the body is not UTF-8 text (character {exc.start})")
+
+
+def _unreadable(code: str, reason: str) -> IngressOutcome:
+    return IngressOutcome(400, "rejected", code, {"status": "rejected", "reason": reason})
 
 
 def _answer(outcome: IngressOutcome) -> Response[Any]:
@@ -65,17 +76,9 @@ def webhook() -> Response[Any]:
         return _answer(
             IngressOutcome(500, "failed", "misconfigured", {"status": "error", "reason": str(exc)})
         )
-    try:
-        body = _raw_body()
-    except (binascii.Error, ValueError):
-        return _answer(
-            IngressOutcome(
-                400,
-                "rejected",
-                "body_not_base64",
-                {"status": "rejected", "reason": "the body is not valid base64"},
-            )
-        )
+    body = _raw_body()
+    if isinstance(body, IngressOutcome):
+        return _answer(body)
     return _answer(service.handle(headers, body))
 
 

@@ -47,7 +47,7 @@ def dispatcher() -> Dispatcher:
 def _delivery_id(record: SQSRecord) -> str | None:
     try:
         body = json.loads(record.body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None  # the dispatcher names the problem
     delivery = body.get("delivery_id") if isinstance(body, dict) else None
     return delivery if isinstance(delivery, str) else None

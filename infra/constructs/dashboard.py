@@ -327,6 +327,7 @@ class OperationsDashboard(Construct):
                     self.custom("DeliveriesRouted"),
                     self.custom("DeliveriesDuplicate"),
                     self.custom("DeliveriesDiscarded"),
+                    self.custom("DeliveriesPaused"),
                     self.custom("DeliveriesFailed"),
                 ],
                 right=[

@@ -513,6 +513,48 @@ def test_what_a_task_may_not_say_is_refused_and_never_queued(world: World, agent
     assert world.registry.pending_inbox(A39)  # the other agent's inbox is untouched
 
 
+@pytest.mark.parametrize(
+    "send",
+    [
+        lambda d: d.call(
+            "send",
+            message={"kind": "register_blocker", "issue_number": 38, "blocker_number": True, "what": "b"},
+        ),
+        lambda d: d.call(
+            "send",
+            message={"kind": "register_blocker", "issue_number": 38, "blocker_number": 2**40, "what": "b"},
+        ),
+        lambda d: d.echo("pull_request", "opened", {"pull_request": {"head": "feat/issue-38"}}, "pr"),
+        lambda d: d.echo(
+            "pull_request",
+            "opened",
+            {"pull_request": {**world_pr(38, "feat/issue-38"), "number": 2**31}},
+            "pr",
+        ),
+        lambda d: d.echo(
+            "pull_request",
+            "opened",
+            {"pull_request": {**world_pr(38, "feat/issue-38"), "labels": [{"name": "x" * 10_000}]}},
+            "pr",
+        ),
+    ],
+    ids=[
+        "a boolean blocker",
+        "a 41-bit blocker",
+        "a head that is no object",
+        "a 32-bit PR number",
+        "a huge label",
+    ],
+)
+def test_what_a_task_cannot_mean_is_an_invalid_request_never_a_crash(world: World, send: Any) -> None:
+    door = world.door(A38)
+    door.begin()
+    with pytest.raises(LaunchRefusedError) as refused:
+        send(door)
+    assert refused.value.code in ("invalid_request", "forbidden")
+    assert world.queued() == []
+
+
 def _item(agent_id: str) -> InboxItem:
     return InboxItem(agent_id=agent_id, delivery_id="d", received_at=NOW, kind="comment", summary="s")
 

@@ -184,7 +184,7 @@ def test_a_pull_request_lives_on_real_git_from_push_to_merge(sandbox: Sandbox) -
         pr["number"], consent=MergeConsent(pr["number"], True, "ok"), method="squash", sha=sha
     )
     bot.delete_branch("feat/issue-1")
-    assert bot.read_file("export.py", "main") == "def export(): ...\n"
+    assert bot.read_file("export.py", "main") == b"def export(): ...\n"
     assert sandbox.github.repos["octo/repo"].store.sha("refs/heads/feat/issue-1") is None
     assert bot.get_issue(issue["number"])["state"] == "closed"  # "Closes #1" on the default branch
     assert merged["merged"] is True
@@ -272,9 +272,22 @@ def test_faults_a_test_injects_into_deliveries(
 
 def test_contents_and_permissions(sandbox: Sandbox) -> None:
     bot = sandbox.client()
-    assert bot.read_file(".squadron/config.yaml", "main") == "version: 1\n"
-    assert [e["name"] for e in bot.list_directory(".squadron", "main")] == ["config.yaml"]
+    assert bot.read_file(".squadron/config.yaml", "main") == b"version: 1\n"
+    listing = bot.list_directory(".squadron", "main")
+    assert isinstance(listing, list)
+    assert [(e["name"], e["type"], e["size"]) for e in listing] == [("config.yaml", "file", 11)]
     assert bot.read_file("missing.txt", "main") is None
     assert bot.collaborator_permission("alice") == "write"
     assert bot.collaborator_permission("stranger") == "read"
     assert bot.get_repository()["default_branch"] == "main"
+
+
+def test_issues_are_listed_newest_first_by_state_and_label(sandbox: Sandbox) -> None:
+    bot = sandbox.client()
+    first = bot.create_issue("Squadron configuration is invalid", "one", labels=["squadron-config"])
+    bot.create_issue("Unrelated", "two", labels=["bug"])
+    third = bot.create_issue("Again", "three", labels=["squadron-config", "bug"])
+    bot.close_issue(int(first["number"]))
+    labelled = bot.list_issues(labels=["squadron-config"], state="all")
+    assert [i["number"] for i in labelled] == [third["number"], first["number"]]
+    assert [i["number"] for i in bot.list_issues(labels=["squadron-config"])] == [third["number"]]

@@ -272,3 +272,41 @@ def test_outcomes_are_counted_as_emf_metrics(stack: Stack, capsys: pytest.Captur
         ("WebhooksDropped", ("Reason", "service"), "not_routed"): 1,
         ("WebhooksRejected", ("Reason", "service"), "body_not_object"): 1,
     }
+
+
+HOSTILE_BODIES = [
+    ("nested-deep", b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+    ("huge-number", b'{"repository": {"id": ' + b"9" * 300 + b"}}", "an integer of 300 digits"),
+    ("lone-surrogate", b'{"action": "opened", "zen": "\\udfff"}', "lone UTF-16 surrogate"),
+    ("duplicate-key", b'{"action": "opened", "action": "closed"}', "the key 'action' twice"),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "code"), [c[1:] for c in HOSTILE_BODIES], ids=[c[0] for c in HOSTILE_BODIES]
+)
+def test_hostile_signed_bodies_are_a_precise_400_never_a_crash(stack: Stack, body: bytes, code: str) -> None:
+    response = stack.post(body, "issues")
+    assert (response["statusCode"], response["json"]["status"]) == (400, "rejected"), response["json"]
+    assert stack.drain() == []
+    assert code in response["body"] or response["json"]["reason"]
+
+
+@pytest.mark.parametrize("base64_encoded", [True, False], ids=["base64", "text"])
+def test_a_body_that_is_not_utf8_says_so(stack: Stack, base64_encoded: bool) -> None:
+    """API Gateway passes bytes that are not UTF-8 base64-encoded; text that cannot be encoded
+    back (a lone surrogate) is not UTF-8 either. Neither is "not valid base64"."""
+    raw = b'{"action": "opened", "zen": "caf\xe9"}'
+    headers = {
+        "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": "d-9",
+        "X-Hub-Signature-256": sign(raw, SECRET),
+    }
+    event = http_api_event(raw, headers, base64_encoded=True)
+    if not base64_encoded:
+        event.update(body='{"zen": "caf\udce9"}', isBase64Encoded=False)
+    response = stack.handler.handler(event, FakeLambdaContext())
+    reason = json.loads(response["body"])["reason"]
+    assert response["statusCode"] == 400
+    assert "not UTF-8 text" in reason and "base64" not in reason
+    assert stack.drain() == []

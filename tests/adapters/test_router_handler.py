@@ -175,6 +175,25 @@ def test_an_invalid_record_fails_alone(stack: Stack) -> None:
     assert stack.world.registry.get_agent(A39) is not None
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "[" * 100_000 + "]" * 100_000,
+        '{"schema_version": 1, "repository": {"id": ' + "9" * 5000 + "}}",
+        '{"delivery_id": "\\ud800"}',
+        "\x00" * 1000,
+        '{"schema_version": 2}',
+    ],
+    ids=["deep", "huge-number", "lone-surrogate", "nul", "future-version"],
+)
+def test_a_hostile_record_fails_alone_and_the_rest_of_the_batch_routes(stack: Stack, body: str) -> None:
+    e = stack.world.events
+    stack.send(e.assigned(39), raw=(("1#38", body),))
+    response, ids = stack.invoke()
+    assert [item["itemIdentifier"] for item in response["batchItemFailures"]] == ids[1:]
+    assert stack.world.registry.get_agent(A39) is not None
+
+
 def test_a_batch_where_everything_fails_is_retried_whole(stack: Stack) -> None:
     stack.send(raw=(("1#38", "not json"),))
     with pytest.raises(BatchProcessingError):

@@ -55,6 +55,7 @@ CLIENT_CALLS: tuple[ClientCall, ...] = (
         "create_issue",
         lambda c: c.create_issue("Blocker", "Needs an API", labels=["bug"], assignees=["octocat"]),
     ),
+    ClientCall("list_issues", lambda c: c.list_issues(labels=["squadron-config"], state="all")),
     ClientCall("update_issue", lambda c: c.update_issue(38, title="New title", body="New body")),
     ClientCall("close_issue", lambda c: c.close_issue(38, "not_planned")),
     ClientCall("reopen_issue", lambda c: c.reopen_issue(38)),

@@ -12,7 +12,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -120,62 +120,103 @@ def _pull(number: int, request: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-FILES = {
+FILES: dict[str, str] = {
     ".squadron/config.yaml": "version: 1\nmax_issue_depth: 4\n",
     ".squadron/agents/README.txt": "not configuration",
 }
 
 
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link in the fake repository (the contents API lists it as ``symlink``)."""
+
+    target: str
+
+
+Content = str | bytes | Link
+
 #: Over this size the contents API answers ``"encoding": "none"`` without the content.
 CONTENTS_LIMIT = 1024 * 1024
 
 
-def _blob_sha(text: str) -> str:
-    data = text.encode()
+def _bytes(content: str | bytes) -> bytes:
+    return content.encode() if isinstance(content, str) else content
+
+
+def _blob_sha(content: str | bytes) -> str:
+    data = _bytes(content)
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-def _base64(text: str) -> str:
+def _base64(content: str | bytes) -> str:
     """Base64 as GitHub sends it: wrapped every 60 characters."""
-    flat = base64.b64encode(text.encode()).decode()
+    flat = base64.b64encode(_bytes(content)).decode()
     return "".join(flat[i : i + 60] + "\n" for i in range(0, len(flat), 60))
 
 
-def _contents(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
-    path = unquote(match.group("path"))
-    if path in FILES:
-        text = FILES[path]
-        large = len(text.encode()) > CONTENTS_LIMIT
-        return _json(
-            200,
-            {
-                "type": "file",
-                "name": path.rsplit("/", 1)[-1],
-                "path": path,
-                "sha": _blob_sha(text),
-                "size": len(text.encode()),
-                "encoding": "none" if large else "base64",
-                "content": "" if large else _base64(text),
-            },
+def _not_found() -> httpx.Response:
+    return _json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+
+
+def _file_object(path: str, content: Content) -> dict[str, Any]:
+    name = path.rsplit("/", 1)[-1]
+    if isinstance(content, Link):
+        return {
+            "type": "symlink",
+            "name": name,
+            "path": path,
+            "target": content.target,
+            "size": len(content.target),
+        }
+    size = len(_bytes(content))
+    large = size > CONTENTS_LIMIT
+    return {
+        "type": "file",
+        "name": name,
+        "path": path,
+        "sha": _blob_sha(content),
+        "size": size,
+        "encoding": "none" if large else "base64",
+        "content": "" if large else _base64(content),
+    }
+
+
+def _contents(files: Mapping[str, Content], path: str) -> httpx.Response:
+    if path in files:
+        content = files[path]
+        if (
+            isinstance(content, Link)
+            and content.target in files
+            and not isinstance(files[content.target], Link)
+        ):
+            # GitHub answers a link to a regular file with that file (why links are refused by listing).
+            return _json(200, _file_object(path, files[content.target]))
+        return _json(200, _file_object(path, content))
+    prefix = path + "/"
+    entries: dict[str, dict[str, Any]] = {}
+    for name, content in files.items():
+        if not name.startswith(prefix):
+            continue
+        first, _, rest = name.removeprefix(prefix).partition("/")
+        entry = (
+            {"type": "dir", "name": first, "path": prefix + first, "size": 0}
+            if rest
+            else _file_object(prefix + first, content)
         )
-    entries = [
-        {"type": "file", "name": name.removeprefix(path + "/"), "path": name}
-        for name in FILES
-        if name.startswith(path + "/") and "/" not in name.removeprefix(path + "/")
-    ]
+        entry.pop("content", None)
+        entry.pop("encoding", None)
+        entries[first] = entry
     if entries:
-        return _json(200, [*entries, {"type": "dir", "name": "sub", "path": f"{path}/sub"}])
-    return _json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+        return _json(200, [entries[name] for name in sorted(entries)])
+    return _not_found()
 
 
-def _blob(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
-    for text in FILES.values():
-        if _blob_sha(text) == match.group("sha"):
-            size = len(text.encode())
-            return _json(
-                200, {"sha": match.group("sha"), "size": size, "encoding": "base64", "content": _base64(text)}
-            )
-    return _json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+def _blob(files: Mapping[str, Content], sha: str) -> httpx.Response:
+    for content in files.values():
+        if not isinstance(content, Link) and _blob_sha(content) == sha:
+            size = len(_bytes(content))
+            return _json(200, {"sha": sha, "size": size, "encoding": "base64", "content": _base64(content)})
+    return _not_found()
 
 
 def _in_an_hour() -> str:
@@ -207,13 +248,6 @@ ROUTES: list[tuple[str, str, Responder]] = [
     ),
     (
         "GET",
-        r"/repos/[^/]+/[^/]+/branches/(?P<b>[^/]+)",
-        lambda r, m: _json(200, {"name": m.group("b"), "commit": {"sha": "a" * 40}}),
-    ),
-    ("GET", r"/repos/[^/]+/[^/]+/contents/(?P<path>.+)", _contents),
-    ("GET", r"/repos/[^/]+/[^/]+/git/blobs/(?P<sha>[0-9a-f]{40})", _blob),
-    (
-        "GET",
         r"/repos/[^/]+/[^/]+/collaborators/(?P<login>[^/]+)/permission",
         lambda r, m: _json(
             200, {"permission": "write", "role_name": "maintain", "user": {"login": m.group("login")}}
@@ -222,6 +256,7 @@ ROUTES: list[tuple[str, str, Responder]] = [
     ("GET", r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", lambda r, m: _json(200, _issue(int(m.group("n"))))),
     ("PATCH", r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", lambda r, m: _json(200, _issue(int(m.group("n"))))),
     ("POST", r"/repos/[^/]+/[^/]+/issues", _created_issue),
+    ("GET", r"/repos/[^/]+/[^/]+/issues", lambda r, m: _json(200, [_issue(38)])),
     (
         "POST",
         r"/repos/[^/]+/[^/]+/issues/\d+/labels",
@@ -307,21 +342,47 @@ ROUTES: list[tuple[str, str, Responder]] = [
 
 @dataclass
 class FakeGitHub:
-    """An httpx transport answering like api.github.com; ``script`` overrides the next answers."""
+    """An httpx transport answering like api.github.com; ``script`` overrides the next answers.
+
+    ``files`` is the default branch's tree at ``head`` (None: the module's :data:`FILES`).
+    With ``issues`` (a dict, even empty) the issue endpoints keep state: created issues get
+    the next number, edits and closes stick, and the list endpoint filters by state and label.
+    """
 
     requests: list[httpx.Request] = field(default_factory=list)
     script: list[httpx.Response] = field(default_factory=list)
     #: When its installation tokens expire (``YYYY-MM-DDTHH:MM:SSZ``); None: an hour from now.
     token_expiry: str | None = None
+    files: dict[str, Content] | None = None
+    head: str = "a" * 40
+    #: Per repository (``owner/name``): its tree and head, over ``files`` and ``head``.
+    trees: dict[str, tuple[dict[str, Content], str]] = field(default_factory=dict)
+    #: Per repository: its issues by number (stateful issue endpoints), or None.
+    issues: dict[str, dict[int, dict[str, Any]]] | None = None
+    #: Answers that replace the fake's for "METHOD /path" (while they are here).
+    faults: dict[str, httpx.Response] = field(default_factory=dict)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
+
+    def commit(self, files: Mapping[str, Content], sha: str, *, repo: str | None = None) -> None:
+        """The default branch (of ``repo``, or of every repository) moves to ``sha``, whose tree is ``files``."""
+        if repo is None:
+            self.files, self.head = dict(files), sha
+        else:
+            self.trees[repo] = (dict(files), sha)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
         if self.script:
             return self.script.pop(0)
         path = request.url.raw_path.decode().split("?")[0]  # %2F stays encoded, as GitHub sees it
+        fault = self.faults.get(f"{request.method} {path}")
+        if fault is not None:
+            return fault
+        answer = self._stateful(request, path)
+        if answer is not None:
+            return answer
         for method, pattern, respond in ROUTES:
             match = re.fullmatch(pattern, path)
             if method == request.method and match:
@@ -330,3 +391,60 @@ class FakeGitHub:
                     answer = _json(201, {**json.loads(answer.content), "expires_at": self.token_expiry})
                 return answer
         return _json(404, {"message": f"no fake route for {request.method} {path}"})
+
+    def _stateful(self, request: httpx.Request, path: str) -> httpx.Response | None:
+        found = re.match(r"/repos/(?P<repo>[^/]+/[^/]+)", path)
+        repo = unquote(found.group("repo")) if found else ""
+        files: Mapping[str, Content] = FILES if self.files is None else self.files
+        files, head = self.trees.get(repo, (files, self.head))
+        method = request.method
+        if method == "GET" and (m := re.fullmatch(r"/repos/[^/]+/[^/]+/branches/(?P<b>[^/]+)", path)):
+            return _json(200, {"name": unquote(m.group("b")), "commit": {"sha": head}})
+        if method == "GET" and (m := re.fullmatch(r"/repos/[^/]+/[^/]+/contents/(?P<path>.+)", path)):
+            return _contents(files, unquote(m.group("path")))
+        if method == "GET" and (
+            m := re.fullmatch(r"/repos/[^/]+/[^/]+/git/blobs/(?P<sha>[0-9a-f]{40})", path)
+        ):
+            return _blob(files, m.group("sha"))
+        if self.issues is None:
+            return None
+        return self._issue_route(request, path, self.issues.setdefault(repo, {}))
+
+    @staticmethod
+    def _issue_route(
+        request: httpx.Request, path: str, issues: dict[int, dict[str, Any]]
+    ) -> httpx.Response | None:
+        method = request.method
+        if re.fullmatch(r"/repos/[^/]+/[^/]+/issues", path):
+            if method == "POST":
+                body = json.loads(request.content)
+                number = max(issues, default=0) + 1
+                issues[number] = _issue(
+                    number,
+                    title=body["title"],
+                    body=body.get("body", ""),
+                    labels=[{"name": name} for name in body.get("labels", [])],
+                )
+                return _json(201, issues[number])
+            if method == "GET":
+                state = request.url.params.get("state", "open")
+                wanted = {label for label in request.url.params.get("labels", "").split(",") if label}
+                found = [
+                    issue
+                    for _, issue in sorted(issues.items(), reverse=True)  # newest first
+                    if state in ("all", issue["state"])
+                    and wanted <= {label["name"] for label in issue["labels"]}
+                ]
+                return _json(200, found)
+        m = re.fullmatch(r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)", path)
+        if m and int(m.group("n")) in issues:
+            issue = issues[int(m.group("n"))]
+            if method == "PATCH":
+                issue.update(json.loads(request.content))
+            return _json(200, issue) if method in ("GET", "PATCH") else None
+        m = re.fullmatch(r"/repos/[^/]+/[^/]+/issues/(?P<n>\d+)/comments", path)
+        if m and method == "POST" and int(m.group("n")) in issues:
+            comments = issues[int(m.group("n"))].setdefault("comments_made", [])
+            comments.append(json.loads(request.content)["body"])
+            return _json(201, {"id": len(comments), "body": comments[-1]})
+        return None

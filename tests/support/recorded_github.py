@@ -37,7 +37,10 @@ class RecordedGitHub:
     merge_answer: httpx.Response | None = None
     #: Each user's repository role; anyone else is a reader (as on a public repository).
     roles: dict[str, str] = field(default_factory=dict)
+    #: What GitHub says the PR changes (``changed_files``); None: not said.
+    changed_files: int | None = None
     writes: list[tuple[str, str, Any]] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
     #: The logins whose permission was asked, in order.
     asked: list[str] = field(default_factory=list)
 
@@ -59,13 +62,15 @@ class RecordedGitHub:
             "head": {"ref": "feat/issue-38", "sha": SHA, "repo": repo},
             "base": {"ref": self.base, "sha": "d" * 40, "repo": repo},
             "updated_at": "2026-11-23T12:00:00Z",
-        }
+        } | ({} if self.changed_files is None else {"changed_files": self.changed_files})
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         operation = validate(request)
         body = json.loads(request.content) if request.content else None
         if request.method != "GET":
             self.writes.append((request.method, operation.operation_id, body))
+        else:
+            self.reads.append(operation.operation_id)
         answers: dict[str, Any] = {
             "pulls/get": self.pull(),
             "pulls/list-files": [{"filename": name, "status": "modified"} for name in self.files],

@@ -118,3 +118,53 @@ def test_the_defaults_of_a_broken_repository_act_as_the_deployed_app_too() -> No
         ConfigLoader(files, bot_login="acme-bot[bot]"), ttl=timedelta(seconds=60), clock=clock
     )
     assert cache.policy_for("octo/app").bot_login == "acme-bot[bot]"
+
+
+class Notices:
+    """Records what each repository is told; can refuse (GitHub down) a number of times."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[str, str, str]] = []
+        self.refuse = 0
+
+    def __call__(self, repo: str, problems: object, branch: str, sha: str) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            raise RuntimeError("GitHub is down")
+        self.told.append((repo, sha, "valid" if problems is None else "invalid"))
+
+
+def test_a_broken_repository_is_paused_and_told_once_per_change() -> None:
+    files, clock, notices = FakeRepositoryFiles(), Clock(), Notices()
+    files.commit("octo/app", "sha1", DEPTH_5)
+    cache = PolicyCache(ConfigLoader(files), ttl=timedelta(seconds=60), clock=clock, notices=notices)
+
+    assert cache.pause_reason("octo/app") is None
+    files.commit("octo/app", "sha2", BROKEN)
+    clock.now += timedelta(minutes=2)
+    assert cache.pause_reason("octo/app") == "the configuration on main at sha2 is invalid (1 problem)"
+    files.commit("octo/app", "sha3", {"config.yaml": "version: 1\nmax_issue_depht: 7\n# same problem\n"})
+    clock.now += timedelta(minutes=2)
+    assert cache.pause_reason("octo/app") is not None  # the same problem at another commit: not told again
+    files.commit("octo/app", "sha4", DEPTH_7)
+    clock.now += timedelta(minutes=2)
+    assert cache.pause_reason("octo/app") is None
+
+    assert notices.told == [
+        ("octo/app", "sha1", "valid"),  # first sight: an old notice may wait to be closed
+        ("octo/app", "sha2", "invalid"),
+        ("octo/app", "sha4", "valid"),
+    ]
+
+
+def test_a_notice_that_could_not_be_posted_is_tried_again_at_the_next_check() -> None:
+    files, clock, notices = FakeRepositoryFiles(), Clock(), Notices()
+    files.commit("octo/app", "sha1", BROKEN)
+    cache = PolicyCache(ConfigLoader(files), ttl=timedelta(seconds=60), clock=clock, notices=notices)
+    notices.refuse = 1
+
+    assert cache.pause_reason("octo/app") is not None  # routing is not held up by the notice
+    assert notices.told == []
+    clock.now += timedelta(minutes=2)
+    cache.policy_for("octo/app")
+    assert notices.told == [("octo/app", "sha1", "invalid")]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from squadron import deploy_cli, operator_cli
+from squadron.cli_types import github_id, port, positive_number, repo_name
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.config.constants import CONFIG_DIR
 from squadron.domain.permissions import Caller
@@ -54,10 +55,14 @@ def _configure_validate(parser: argparse.ArgumentParser) -> None:
 def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
     directory = Path(args.path)
     if not directory.is_dir():
-        out.write(f"{args.path}: no such directory\n")
+        exists = directory.exists() or directory.is_symlink()
+        out.write(f"{args.path}: {'not a directory' if exists else 'no such directory'}\n")
         return EXIT_PROBLEMS
     try:
         config = load_directory(directory, root=args.path.rstrip("/") or args.path)
+    except OSError as exc:
+        out.write(f"{args.path}: cannot be read: {exc.strerror or exc}\n")
+        return EXIT_PROBLEMS
     except ConfigError as exc:
         for problem in exc.problems:
             out.write(f"{problem}\n")
@@ -102,7 +107,12 @@ def _configure_schema(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_schema(args: argparse.Namespace, out: TextIO) -> int:
-    for path in write_schemas(Path(args.out)):
+    try:
+        written = write_schemas(Path(args.out))
+    except OSError as exc:
+        out.write(f"{args.out}: cannot write the schemas there: {exc.strerror or exc}\n")
+        return EXIT_PROBLEMS
+    for path in written:
         out.write(f"wrote {path}\n")
     return EXIT_OK
 
@@ -116,9 +126,14 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
         default=".squadron-local",
         help="directory for all local state; a restart resumes from it (default: ./.squadron-local)",
     )
-    parser.add_argument("--repo", default="octo/demo", help="the sandbox repository (default: octo/demo)")
     parser.add_argument(
-        "--reconcile-seconds", type=float, default=30.0, help="the reconciler's period (default: 30 s)"
+        "--repo", type=repo_name, default="octo/demo", help="the sandbox repository (default: octo/demo)"
+    )
+    parser.add_argument(
+        "--reconcile-seconds",
+        type=positive_number,
+        default=30.0,
+        help="the reconciler's period (default: 30 s)",
     )
     parser.add_argument(
         "--demo",
@@ -138,7 +153,7 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
         "variables); without any, a GitHub sandbox stands in",
     )
     parser.add_argument(
-        "--port", type=int, default=0, help="the webhook endpoint's port (default: any free one)"
+        "--port", type=port, default=0, help="the webhook endpoint's port (default: any free one)"
     )
     parser.add_argument("--root", default=".", help=argparse.SUPPRESS)
 
@@ -281,14 +296,15 @@ def _local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
 
 def _configure_protection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("plan", "apply"), help="plan: print what apply would set")
-    parser.add_argument("--repo", required=True, help="owner/name of the repository to protect")
+    parser.add_argument(
+        "--repo", type=repo_name, required=True, help="owner/name of the repository to protect"
+    )
     parser.add_argument(
         "--path", default=CONFIG_DIR, help=f"the .squadron directory with the flows (default: ./{CONFIG_DIR})"
     )
     parser.add_argument(
         "--app-id",
-        type=int,
-        default=int(os.environ.get("GITHUB_APP_ID", "0") or 0),
+        type=github_id,
         help="the Squadron App's id: its squadron/* checks are pinned to it (default: $GITHUB_APP_ID)",
     )
     parser.add_argument(
@@ -305,10 +321,15 @@ def _protection_http(api_url: str) -> GitHubHttp:
 
 
 def _run_protection(args: argparse.Namespace, out: TextIO) -> int:
-    if "/" not in args.repo:
-        out.write(f"--repo {args.repo!r}: expected owner/name\n")
-        return EXIT_PROBLEMS
-    if args.app_id <= 0:
+    app_id = args.app_id
+    if app_id is None:
+        from_environment = os.environ.get("GITHUB_APP_ID", "").strip() or "0"
+        try:
+            app_id = github_id(from_environment)
+        except argparse.ArgumentTypeError as exc:
+            out.write(f"GITHUB_APP_ID: {exc}\n")
+            return EXIT_PROBLEMS
+    if not app_id:
         out.write(
             "the App id is needed to pin the squadron/* checks to it: pass --app-id or set GITHUB_APP_ID\n"
         )
@@ -339,7 +360,7 @@ def _run_protection(args: argparse.Namespace, out: TextIO) -> int:
         default_branch = str(github.get_repository().get("default_branch") or "main")
         existing = [str(b.get("name")) for b in github.list_branches()]
         plans = [
-            protection_for(flows, branch, app_id=args.app_id)
+            protection_for(flows, branch, app_id=app_id)
             for branch in protected_branches(flows, default_branch, existing)
         ]
         for plan in plans:

@@ -64,7 +64,7 @@ class DeploymentSettings(BaseModel):
     region: Annotated[str | None, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")] = None
     """Target AWS region; unset means an environment-agnostic stack."""
 
-    github_app_id: Annotated[str, Field(pattern=r"^\d+$")] = "0"
+    github_app_id: Annotated[str, Field(pattern=r"^\d{1,19}$")] = "0"
     """The GitHub App's numeric id ("0" until the App exists: the stack then waits for it)."""
 
     github_app_slug: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]{0,33}$")] = "squadron"

@@ -18,3 +18,13 @@ class ConfigurationError(SquadronError):
     def __init__(self, message: str, *, source: str | None = None) -> None:
         self.source = source
         super().__init__(f"{source}: {message}" if source else message)
+
+
+class FileTooLargeError(SquadronError):
+    """A file is larger than the caller is willing to read; nothing of it was read past the limit."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        self.path = path
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{path} is {size} bytes, over the {limit} bytes read at most")

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from squadron.cli_types import port, repo_name
 from squadron.domain.app_manifest import GITHUB_API_URL
 from squadron.operator_view import agent_detail, agent_row, dead_letter_table, sort_agents, status_table
 
@@ -57,7 +59,7 @@ def _now() -> datetime:
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
     _where(parser)
-    parser.add_argument("--repo", help="only this repository's agents (owner/name)")
+    parser.add_argument("--repo", type=repo_name, help="only this repository's agents (owner/name)")
 
 
 def run_status(args: argparse.Namespace, out: TextIO) -> int:
@@ -190,7 +192,7 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
         help="with create and no --stack: where the private key and webhook secret go (default: ./squadron-app)",
     )
     parser.add_argument(
-        "--port", type=int, default=0, help="with create: the local callback's port (default: any free one)"
+        "--port", type=port, default=0, help="with create: the local callback's port (default: any free one)"
     )
     parser.add_argument("--no-browser", action="store_true", help="with create: only print the page's URL")
     parser.add_argument(
@@ -300,7 +302,7 @@ def _create_app(args: argparse.Namespace, out: TextIO) -> int:
     from squadron.adapters.operations import Operations, OperatorError, stack_target  # noqa: PLC0415
     from squadron.domain.app_manifest import SecretsStored, created_report  # noqa: PLC0415
 
-    if args.timeout <= 0:
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
         out.write(f"--timeout {args.timeout:g}: minutes to wait, more than 0\n")
         return EXIT_PROBLEMS
     # Where the secrets go is checked before GitHub creates anything: they are shown only once.

@@ -262,7 +262,7 @@ CONFIG_CASES = [
         "roles:\n  feat-dev: [1,\n",
         3,
         "",
-        "YAML syntax error: while parsing a flow node expected the node content, but found '<stream end>'",
+        "YAML syntax error: while parsing a flow node did not find expected node content",
         id="yaml-syntax",
     ),
 ]

@@ -64,6 +64,7 @@ ALLOWED_BY_ROLE: dict[str, tuple[bool, bool, bool, bool]] = {
     "get_repository": (Y, Y, Y, Y),
     "get_branch": (Y, Y, Y, Y),
     "read_file": (Y, Y, Y, Y),
+    "list_issues": (Y, Y, Y, Y),
     "list_directory": (Y, Y, Y, Y),
     "collaborator_permission": (Y, Y, Y, Y),
     "get_app": (Y, Y, Y, Y),
@@ -289,5 +290,5 @@ def test_the_large_file_case_is_readable(monkeypatch: pytest.MonkeyPatch) -> Non
     for path, text in case.files.items():
         monkeypatch.setitem(github_fake.FILES, path, text)
     fake = FakeGitHub()
-    assert case.call(_client(fake, PM)) == next(iter(case.files.values()))
+    assert case.call(_client(fake, PM)) == next(iter(case.files.values())).encode()
     assert [r.url.path.split("/")[4] for r in fake.requests] == ["contents", "git"]

@@ -103,9 +103,10 @@ def test_configuration_is_read_from_the_default_branch_head() -> None:
     github.remember("octo/app", 7)
     files = app_repository_files(github)
     assert files.default_branch_head("octo/app") == ("main", "a" * 40)
-    assert files.list_dir("octo/app", ".squadron", "main") == ["config.yaml"]  # sub-directories are not files
-    assert files.list_dir("octo/app", ".squadron/workflows", "main") == []
-    assert files.read_text("octo/app", ".squadron/missing.yaml", "main") is None
+    listing = files.list_dir("octo/app", ".squadron", "main")
+    assert [(e.name, e.kind) for e in listing.entries] == [("agents", "dir"), ("config.yaml", "file")]
+    assert files.list_dir("octo/app", ".squadron/workflows", "main").kind == "absent"
+    assert files.read_bytes("octo/app", ".squadron/missing.yaml", "main", limit=100) is None
 
     config = ConfigLoader(files).load("octo/app")
     assert routing_policy(config).max_issue_depth == 4

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
@@ -44,8 +44,23 @@ class FrameworkDoor(Protocol):
     def register_blocker(self, issue: int, blocker: int, *, sleep: bool, note: str, what: str) -> str: ...
 
 
+#: An issue or pull request number: a JSON integer from 1 to 2^31-1 (never true, 3.0 or "3").
+IssueNumber = Annotated[int, Field(strict=True, gt=0, le=2**31 - 1)]
+#: A label of the taxonomy (GitHub's names are at most 50 characters).
+LabelName = Annotated[str, Field(min_length=1, max_length=50)]
+
+
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _text_only(cls, value: Any) -> Any:
+        for item in value if isinstance(value, list) else [value]:
+            # No git argument can hold a NUL (pydantic itself refuses lone surrogates).
+            if isinstance(item, str) and "\x00" in item:
+                raise ValueError("text may not contain a NUL character")
+        return value
 
 
 class NoParams(_Params):
@@ -53,21 +68,20 @@ class NoParams(_Params):
 
 
 class ReadIssue(_Params):
-    number: int | None = Field(default=None, gt=0, description="Issue number; defaults to your own issue.")
+    number: IssueNumber | None = Field(default=None, description="Issue number; defaults to your own issue.")
 
 
 class Comment(_Params):
     body: str = Field(min_length=1, max_length=60_000, description="Markdown comment.")
-    number: int | None = Field(
+    number: IssueNumber | None = Field(
         default=None,
-        gt=0,
         description="Issue or pull request to comment on; defaults to your own (the PM names one).",
     )
 
 
 class ReportBlocked(_Params):
-    blocker_issue: int = Field(
-        gt=0, description="The open issue that must be closed before you can continue."
+    blocker_issue: IssueNumber = Field(
+        description="The open issue that must be closed before you can continue."
     )
     reason: str = Field(min_length=1, max_length=2_000, description="What you need from it.")
 
@@ -77,7 +91,12 @@ class OpenPr(_Params):
     body: str = Field(
         min_length=1, max_length=60_000, description="What changed and how it was tested; 'Closes #N'."
     )
-    base: str | None = Field(default=None, description="Target branch; defaults to the default branch.")
+    base: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="Target branch; defaults to the default branch.",
+    )
     draft: bool = False
 
 
@@ -113,25 +132,32 @@ class CreateBlockerIssue(_Params):
 
 
 class RegisterBlockerParams(_Params):
-    issue: int = Field(gt=0, description="The issue that cannot go on.")
-    blocked_by: int = Field(gt=0, description="The open issue it waits for.")
+    issue: IssueNumber = Field(description="The issue that cannot go on.")
+    blocked_by: IssueNumber = Field(description="The open issue it waits for.")
     reason: str = Field(default="", max_length=2_000)
 
 
 class LabelIssue(_Params):
-    number: int = Field(gt=0)
-    labels: list[str] = Field(min_length=1, max_length=10, description="Labels from the taxonomy.")
+    number: IssueNumber
+    labels: list[LabelName] = Field(min_length=1, max_length=10, description="Labels from the taxonomy.")
 
 
 class AssignIssue(_Params):
-    number: int = Field(gt=0)
-    role: str = Field(min_length=1, max_length=64, description="The dev role that should work on it.")
+    number: IssueNumber
+    role: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9][a-z0-9-]*$",
+        description="The dev role that should work on it.",
+    )
 
 
 class CreateIssue(_Params):
     title: str = Field(min_length=1, max_length=256)
     body: str = Field(min_length=1, max_length=60_000)
-    labels: list[str] = Field(default_factory=list, max_length=10, description="Labels from the taxonomy.")
+    labels: list[LabelName] = Field(
+        default_factory=list, max_length=10, description="Labels from the taxonomy."
+    )
 
 
 class EscalateToHuman(_Params):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from squadron.config.constants import PROMPT_PLACEHOLDERS, WAKE_PLACEHOLDERS
 from squadron.config.errors import Problem
+from squadron.config.limits import MAX_FRONT_MATTER_BYTES
 
 _FENCE = "---"
 
@@ -29,6 +30,7 @@ def split_front_matter(text: str, file: str) -> AgentSource:
         raise FrontMatterError(
             Problem(file, 1, "", "an agent file starts with YAML front matter between '---' lines")
         )
+    size = 0
     for index in range(1, len(lines)):
         if lines[index].rstrip("\r\n").rstrip() in (_FENCE, "..."):
             return AgentSource(
@@ -36,6 +38,17 @@ def split_front_matter(text: str, file: str) -> AgentSource:
                 front_matter_line=2,
                 body="".join(lines[index + 1 :]),
                 body_line=index + 2,
+            )
+        size += len(lines[index].encode("utf-8", "surrogatepass"))
+        if size > MAX_FRONT_MATTER_BYTES:
+            raise FrontMatterError(
+                Problem(
+                    file,
+                    2,
+                    "",
+                    f"the front matter is over {MAX_FRONT_MATTER_BYTES} bytes (MAX_FRONT_MATTER_BYTES) "
+                    "before its closing '---' line",
+                )
             )
     raise FrontMatterError(Problem(file, 1, "", "the front matter is not closed by a '---' line"))
 
@@ -65,9 +78,19 @@ def placeholder_problems(
     for offset, line_text in enumerate(text.splitlines()):
         line = first_line if same_line or first_line is None else first_line + offset
         try:
-            fields = [name for _, name, _, _ in string.Formatter().parse(line_text) if name is not None]
+            parsed = [(name, spec, conv) for _, name, spec, conv in string.Formatter().parse(line_text)]
         except ValueError as exc:
             yield Problem(file, line, key_path, f"{exc}; write '{{{{' or '}}}}' for a literal brace")
+            continue
+        fields = [name for name, _, _ in parsed if name is not None]
+        if any(spec or conv for name, spec, conv in parsed if name is not None):
+            # "{project_name:>999999999}" would build a gigabyte-long prompt when the agent starts.
+            yield Problem(
+                file,
+                line,
+                key_path,
+                "placeholders take no format spec (':') or conversion ('!'): write {name} only",
+            )
             continue
         for name in fields:
             if name not in allowed:

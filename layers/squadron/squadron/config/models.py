@@ -12,12 +12,13 @@ loader merges a repository's files over them.
 from __future__ import annotations
 
 import re
-from fnmatch import fnmatchcase
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from squadron.config.constants import BYOK_SECRET_PREFIX
+from squadron.config.globs import fnmatch_matches
+from squadron.config.limits import MAX_BRANCH_RULES, MAX_GLOB_LENGTH, MAX_PATH_GLOBS
 from squadron.config.types import (
     BranchTemplate,
     Duration,
@@ -437,7 +438,9 @@ class BranchRule(_Model):
     """
 
     pattern: str = Field(
-        min_length=1, description="fnmatch pattern of the PR's base branch: main, release/*."
+        min_length=1,
+        max_length=MAX_GLOB_LENGTH,
+        description="fnmatch pattern of the PR's base branch: main, release/*.",
     )
     description: str = ""
     required_reviews: list[ReviewRequirement] | None = None
@@ -447,7 +450,7 @@ class BranchRule(_Model):
     escalation: FlowEscalationOverride | None = None
 
     def matches(self, branch: str) -> bool:
-        return fnmatchcase(branch, self.pattern)
+        return fnmatch_matches(branch, self.pattern)
 
 
 class ApprovalFlowsFile(_Model):
@@ -455,7 +458,20 @@ class ApprovalFlowsFile(_Model):
 
     version: Literal[1] = Field(default=1, description="Schema version of this file.")
     default: ApprovalFlow = Field(default_factory=ApprovalFlow, description="The flow of every PR.")
-    branch_rules: list[BranchRule] = Field(default_factory=list, description="Per-base-branch overrides.")
+    branch_rules: list[BranchRule] = Field(
+        default_factory=list, max_length=MAX_BRANCH_RULES, description="Per-base-branch overrides."
+    )
+
+    @model_validator(mode="after")
+    def _bounded_globs(self) -> ApprovalFlowsFile:
+        flows: list[ApprovalFlow | BranchRule] = [self.default, *self.branch_rules]
+        count = sum(len(path.paths) for flow in flows for path in flow.protected_paths or [])
+        if count > MAX_PATH_GLOBS:
+            raise ValueError(
+                f"{count} path globs in protected_paths, over the limit of {MAX_PATH_GLOBS} "
+                "for the whole file (MAX_PATH_GLOBS)"
+            )
+        return self
 
     def rules_for(self, branch: str) -> list[BranchRule]:
         return [rule for rule in self.branch_rules if rule.matches(branch)]

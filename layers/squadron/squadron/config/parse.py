@@ -463,8 +463,17 @@ def _unwrap(annotation: Any) -> list[Any]:
     return [annotation]
 
 
+#: Suggestions are looked for among at most this many names of at most this length: difflib is
+#: quadratic in a name's length, and a hostile file may be full of long names.
+_SUGGEST_AMONG = 200
+_SUGGEST_LENGTH = 64
+
+
 def _did_you_mean(value: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.7)
+    names = [name for name in choices if len(name) <= _SUGGEST_LENGTH]
+    if len(value) > _SUGGEST_LENGTH or len(names) > _SUGGEST_AMONG:
+        return ""
+    close = difflib.get_close_matches(value, names, n=1, cutoff=0.7)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

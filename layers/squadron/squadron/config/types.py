@@ -8,7 +8,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
 
+from squadron.config import globs
 from squadron.config.constants import BRANCH_PLACEHOLDERS, FRAMEWORK_TOOLS, HOST_TOOLS, PRINCIPAL_KINDS
+from squadron.config.limits import MAX_GLOB_LENGTH
 
 _DURATION_RE = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -140,14 +142,23 @@ HostTool = Annotated[
     str, AfterValidator(_check_host_tool), WithJsonSchema({"type": "string", "enum": sorted(HOST_TOOLS)})
 ]
 
+#: Longest branch template (git refuses overlong ref names anyway).
+MAX_BRANCH_TEMPLATE_LENGTH = 200
+
 _BAD_REF_RE = re.compile(r"[\s~^:?*\[\\]|\.\.|@\{|//|\.lock(?:/|$)|^[/.-]|[/.]$")
 
 
 def _check_branch_template(value: str) -> str:
+    if len(value) > MAX_BRANCH_TEMPLATE_LENGTH:
+        raise ValueError(f"a branch template is at most {MAX_BRANCH_TEMPLATE_LENGTH} characters")
     try:
-        fields = [name for _, name, _, _ in string.Formatter().parse(value) if name is not None]
+        parsed = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(value)]
     except ValueError as exc:
         raise ValueError(f"bad template {value!r}: {exc}") from exc
+    fields = [name for name, _, _ in parsed if name is not None]
+    if any(spec or conversion for name, spec, conversion in parsed if name is not None):
+        # "{issue_number:>999999999}" would build a gigabyte-long branch name.
+        raise ValueError(f"placeholders take no format spec (':') or conversion ('!') (got {value!r})")
     unknown = sorted(set(fields) - BRANCH_PLACEHOLDERS)
     if unknown:
         raise ValueError(
@@ -156,6 +167,11 @@ def _check_branch_template(value: str) -> str:
         )
     if "issue_number" not in fields:
         raise ValueError(f"a branch template must contain {{issue_number}} (got {value!r})")
+    repeated = sorted(name for name in set(fields) if fields.count(name) > 1)
+    if repeated:
+        # Each placeholder is read back from branch names (which issue a branch is for):
+        # once each keeps that reading unambiguous and quick.
+        raise ValueError(f"{{{repeated[0]}}} may appear only once in a branch template (got {value!r})")
     sample = value.format(issue_number=1, role="role")
     if _BAD_REF_RE.search(sample):
         raise ValueError(f"{value!r} does not make a valid git branch name")
@@ -175,38 +191,19 @@ def _check_glob(value: str) -> str:
         raise ValueError(
             f"a path glob is relative to the repository root, with '/' separators (got {value!r})"
         )
+    if len(value) > MAX_GLOB_LENGTH:
+        raise ValueError(
+            f"a path glob is at most {MAX_GLOB_LENGTH} characters (MAX_GLOB_LENGTH); this one has {len(value)}"
+        )
     return value
 
 
-#: A repository path glob: ``*`` within one segment, ``**`` across segments.
-PathGlob = Annotated[str, AfterValidator(_check_glob), WithJsonSchema({"type": "string", "minLength": 1})]
+#: A repository path glob: ``*`` within one segment, ``**`` across segments (see squadron.config.globs).
+PathGlob = Annotated[
+    str,
+    AfterValidator(_check_glob),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": MAX_GLOB_LENGTH}),
+]
 
-
-def glob_to_regex(glob: str) -> re.Pattern[str]:
-    """Compile a path glob: ``**/`` any leading dirs, ``**`` anything, ``*`` and ``?`` within a segment."""
-    out = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return re.compile("".join(out))
-
-
-def path_matches(glob: str, path: str) -> bool:
-    """Whether repository path ``path`` matches ``glob`` (a glob without '/' matches the file name anywhere)."""
-    if "/" not in glob:
-        return bool(glob_to_regex(glob).fullmatch(path.rsplit("/", 1)[-1]))
-    return bool(glob_to_regex(glob).fullmatch(path))
+#: Matching a path glob against a repository path, in linear time.
+path_matches = globs.path_matches

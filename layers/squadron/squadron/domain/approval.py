@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from squadron.config.flows import merge_reviews, resolve_flow
+from squadron.config.limits import MAX_CHANGED_FILES, MAX_CHANGED_PATH_LENGTH, MAX_MATCH_WORK
 from squadron.config.models import ApprovalFlow, ApprovalFlowsFile, ReviewRequirement
 from squadron.domain.authority import Rule, decide, is_app
 
@@ -43,20 +44,49 @@ class EffectiveFlow:
     added_by: tuple[str, ...] = ()
 
 
-def effective_flow(flows: ApprovalFlowsFile, base_branch: str, changed_files: Iterable[str]) -> EffectiveFlow:
+def effective_flow(
+    flows: ApprovalFlowsFile,
+    base_branch: str,
+    changed_files: Iterable[str],
+    *,
+    changed_count: int | None = None,
+) -> EffectiveFlow:
+    """The flow of a PR into ``base_branch`` changing ``changed_files`` (GitHub counts
+    ``changed_count`` of them). Past :data:`MAX_CHANGED_FILES` files, or a path longer than
+    :data:`MAX_CHANGED_PATH_LENGTH`, the files are not matched: every protected path applies
+    (fail closed — the humans and reviews they require decide); so does a match that would take
+    more than :data:`MAX_MATCH_WORK`."""
     flow = resolve_flow(flows, base_branch)
     files = list(changed_files)
+    globs = sum(len(protected.paths) for protected in flow.protected_paths)
+    unmatched = unmatched_files(files, changed_count, globs=globs) if globs else None
     reviews = list(flow.required_reviews)
     require_human = flow.merge_policy.require_human
     added: list[str] = []
     for protected in flow.protected_paths:
-        touched = [path for path in files if protected.matches(path)]
-        if not touched:
+        touched = unmatched or next((path for path in files if protected.matches(path)), None)
+        if touched is None:
             continue
         reviews = merge_reviews(reviews, protected.required_reviews)
         require_human = require_human or protected.require_human
-        added.append(f"{touched[0]} ({protected.description or ', '.join(protected.paths)})")
+        added.append(f"{touched} ({protected.description or ', '.join(protected.paths)})")
     return EffectiveFlow(flow.model_copy(update={"required_reviews": reviews}), require_human, tuple(added))
+
+
+def unmatched_files(files: list[str], changed_count: int | None = None, *, globs: int = 1) -> str | None:
+    """Why a PR's changed files are not matched against ``globs`` path globs (None: they are)."""
+    count = max(len(files), changed_count or 0)
+    if count > MAX_CHANGED_FILES:
+        return f"{count} changed files, over the {MAX_CHANGED_FILES} matched (MAX_CHANGED_FILES)"
+    if len(files) < count:
+        return f"{count} changed files but {len(files)} listed"
+    longest = max((len(path) for path in files), default=0)
+    if longest > MAX_CHANGED_PATH_LENGTH:
+        return f"a changed path of {longest} characters (MAX_CHANGED_PATH_LENGTH)"
+    work = sum(len(path) for path in files) * globs
+    if work > MAX_MATCH_WORK:
+        return f"{work} path characters x globs to match, over {MAX_MATCH_WORK} (MAX_MATCH_WORK)"
+    return None
 
 
 @dataclass(frozen=True)

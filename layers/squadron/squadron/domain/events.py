@@ -30,6 +30,26 @@ MAX_LIST_ITEMS = 100
 #: A serialized envelope never exceeds this many bytes (SQS accepts 256 KiB).
 MAX_ENVELOPE_BYTES = 200 * 1024
 
+#: GitHub's ids (users, repositories, installations, comments, reviews, checks) are 64-bit.
+MAX_GITHUB_ID = 2**63 - 1
+#: Issue and pull request numbers are 32-bit.
+MAX_ISSUE_NUMBER = 2**31 - 1
+
+#: An id GitHub gave: a positive 64-bit integer, never a boolean, float or string.
+GitHubId = Annotated[int, Field(strict=True, gt=0, le=MAX_GITHUB_ID)]
+#: An issue or pull request number: a positive 32-bit integer.
+IssueNumber = Annotated[int, Field(strict=True, gt=0, le=MAX_ISSUE_NUMBER)]
+#: A person's id: a GitHub account's (from 1), or 0 for the framework's own actors.
+ActorId = Annotated[int, Field(strict=True, ge=0, le=MAX_GITHUB_ID)]
+Login = Annotated[str, Field(min_length=1, max_length=64)]
+Word = Annotated[str, Field(max_length=64)]
+Ref = Annotated[str, Field(max_length=1024)]
+Sha = Annotated[str, Field(max_length=64)]
+Url = Annotated[str, Field(max_length=2048)]
+Label = Annotated[str, Field(max_length=256)]
+#: SQS takes a deduplication id of 1 to 128 characters, each ASCII letter, digit or punctuation.
+DELIVERY_ID_PATTERN = r"^[!-~]{1,128}$"
+
 #: The (event, actions) pairs the router handles. ``None`` means "every action"
 #: (the event has no action field). Anything else is dropped at the ingress with a
 #: reason, so it never costs a queue message. The router's routing table must
@@ -99,9 +119,9 @@ class _Model(BaseModel):
 class Actor(_Model):
     """Who did something: a user, a bot or an organization."""
 
-    login: str
-    id: int
-    type: str = "User"
+    login: Login
+    id: ActorId
+    type: Word = "User"
 
     @property
     def is_bot(self) -> bool:
@@ -109,94 +129,94 @@ class Actor(_Model):
 
 
 class RepositoryRef(_Model):
-    id: int
-    full_name: str
-    default_branch: str | None = None
+    id: GitHubId
+    full_name: str = Field(min_length=3, max_length=256)
+    default_branch: Ref | None = None
     private: bool = False
 
 
 class IssueFields(_Model):
-    number: int
+    number: IssueNumber
     title: str
     body: str = ""
     body_truncated: bool = False
-    state: str
-    state_reason: str | None = None
-    labels: tuple[str, ...] = ()
-    assignees: tuple[str, ...] = ()
-    author: str | None = None
-    author_association: str | None = None
+    state: Word
+    state_reason: Word | None = None
+    labels: tuple[Label, ...] = Field(default=(), max_length=MAX_LIST_ITEMS)
+    assignees: tuple[Login, ...] = Field(default=(), max_length=MAX_LIST_ITEMS)
+    author: Login | None = None
+    author_association: Word | None = None
     is_pull_request: bool = False
-    html_url: str | None = None
+    html_url: Url | None = None
 
 
 class CommentFields(_Model):
     """An issue comment or a pull request review comment (``kind`` says which)."""
 
-    id: int
+    id: GitHubId
     kind: Literal["issue_comment", "review_comment"]
     body: str = ""
     body_truncated: bool = False
     author: Actor
-    author_association: str | None = None
-    html_url: str | None = None
-    path: str | None = None
-    in_reply_to_id: int | None = None
+    author_association: Word | None = None
+    html_url: Url | None = None
+    path: str | None = Field(default=None, max_length=4096)
+    in_reply_to_id: GitHubId | None = None
 
 
 class PullRequestFields(_Model):
-    number: int
+    number: IssueNumber
     title: str
     body: str = ""
     body_truncated: bool = False
-    state: str
+    state: Word
     draft: bool = False
     merged: bool = False
-    merge_commit_sha: str | None = None
-    head_ref: str
-    head_sha: str
-    head_repo_full_name: str | None = None
-    base_ref: str
-    author: str | None = None
-    author_association: str | None = None
-    labels: tuple[str, ...] = ()
-    html_url: str | None = None
+    merge_commit_sha: Sha | None = None
+    head_ref: Ref
+    head_sha: Sha
+    head_repo_full_name: str | None = Field(default=None, max_length=256)
+    base_ref: Ref
+    author: Login | None = None
+    author_association: Word | None = None
+    labels: tuple[Label, ...] = Field(default=(), max_length=MAX_LIST_ITEMS)
+    html_url: Url | None = None
 
 
 class ReviewFields(_Model):
-    id: int
-    state: str
+    id: GitHubId
+    state: Word
     body: str = ""
     body_truncated: bool = False
     author: Actor
-    author_association: str | None = None
-    commit_id: str | None = None
+    author_association: Word | None = None
+    commit_id: Sha | None = None
     submitted_at: datetime | None = None
 
 
 class CheckFields(_Model):
     """A check run or a check suite (``kind`` says which)."""
 
-    id: int
+    id: GitHubId
     kind: Literal["check_run", "check_suite"]
-    name: str | None = None
-    status: str | None = None
-    conclusion: str | None = None
-    head_sha: str
-    head_branch: str | None = None
-    app_slug: str | None = None
-    pull_request_numbers: tuple[int, ...] = ()
+    name: str | None = Field(default=None, max_length=1024)
+    status: Word | None = None
+    conclusion: Word | None = None
+    head_sha: Sha
+    head_branch: Ref | None = None
+    app_slug: Login | None = None
+    pull_request_numbers: tuple[IssueNumber, ...] = Field(default=(), max_length=MAX_LIST_ITEMS)
 
 
 class StatusFields(_Model):
     """A commit status (the ``status`` event)."""
 
-    sha: str
-    state: str
-    context: str
+    sha: Sha
+    state: Word
+    context: str = Field(max_length=1024)
     description: str | None = None
-    target_url: str | None = None
-    branches: tuple[str, ...] = ()
+    target_url: Url | None = None
+    branches: tuple[Ref, ...] = Field(default=(), max_length=MAX_LIST_ITEMS)
 
 
 class RegisterBlocker(_Model):
@@ -207,8 +227,8 @@ class RegisterBlocker(_Model):
     """
 
     type: Literal["register_blocker"] = "register_blocker"
-    issue_number: int = Field(gt=0)
-    blocker_number: int = Field(gt=0)
+    issue_number: IssueNumber
+    blocker_number: IssueNumber
     #: The agent that sent the command and the launch token of the task that sent it: a
     #: command from a task that was since replaced (relaunched, or a restarted generation)
     #: must not act on its successor.
@@ -240,7 +260,7 @@ class RecoverAgent(_Model):
     type: Literal["recover_agent"] = "recover_agent"
     agent_id: str = Field(min_length=1)
     #: The agent's issue (its message group); None for a repository's PM.
-    issue_number: int | None = Field(default=None, gt=0)
+    issue_number: IssueNumber | None = None
     seen_version: int = Field(ge=1)
     action: Literal["relaunch", "escalate", "launch"]
     reason: str = Field(min_length=1, max_length=2_000)
@@ -255,8 +275,8 @@ class ReportConflict(_Model):
     """
 
     type: Literal["report_conflict"] = "report_conflict"
-    issue_number: int = Field(gt=0)
-    pr_number: int = Field(gt=0)
+    issue_number: IssueNumber
+    pr_number: IssueNumber
     head_sha: str = Field(min_length=1, max_length=64)
     base: str = Field(min_length=1, max_length=255)
 
@@ -284,7 +304,7 @@ class TaskEnded(_Model):
     agent_id: str = Field(min_length=1, max_length=200)
     launch_token: str = Field(min_length=1, max_length=64)
     #: The agent's issue (its message group); None for a repository's PM.
-    issue_number: int | None = Field(default=None, gt=0)
+    issue_number: IssueNumber | None = None
     #: idle: the turn ended (report_complete or nothing left), the agent waits for its next event;
     #: sleeping: it reported a blocker (its register_blocker command came first); escalated: a
     #: breaker tripped or it asked for humans; failed: the host crashed (the reconciler relaunches).
@@ -324,14 +344,14 @@ class EventEnvelope(_Model):
     origin: Literal["github", "squadron", "reconciler", "agent"] = "github"
     #: The agent whose task sent this (origin ``agent`` only), as the gateway verified it.
     source_agent: str | None = Field(default=None, max_length=200)
-    delivery_id: str = Field(min_length=1, max_length=128)
-    event: str
-    action: str | None = None
+    delivery_id: str = Field(pattern=DELIVERY_ID_PATTERN)
+    event: str = Field(min_length=1, max_length=64)
+    action: Word | None = None
     received_at: datetime
     #: When the change happened on GitHub (from the payload's own timestamps); unlike
     #: ``received_at`` it stays the same when GitHub redelivers the event.
     occurred_at: datetime | None = None
-    installation_id: int | None = None
+    installation_id: GitHubId | None = None
     repository: RepositoryRef
     sender: Actor
     issue: IssueFields | None = None
@@ -340,7 +360,7 @@ class EventEnvelope(_Model):
     review: ReviewFields | None = None
     check: CheckFields | None = None
     status: StatusFields | None = None
-    label: str | None = None
+    label: Label | None = None
     assignee: Actor | None = None
     command: SquadronCommand | None = None
 

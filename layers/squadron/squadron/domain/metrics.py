@@ -70,6 +70,9 @@ _SPECS = (
         "inputs without authority, discarded (the authority rule)",
         "Rule",
     ),
+    MetricSpec(
+        "DeliveriesPaused", "router", "Count", "deliveries of a repository whose configuration is invalid"
+    ),
     MetricSpec("RoutingEffects", "router", "Count", "effects applied, by kind", "Effect"),
     MetricSpec("AgentLaunches", "router", "Count", "agent tasks started for new work"),
     MetricSpec("AgentWakes", "router", "Count", "sleeping, idle or escalated agents woken"),
@@ -159,6 +162,8 @@ def routing_points(summary: Mapping[str, object]) -> list[MetricPoint]:
     and the authority rule that refused it, if one did)."""
     effects = [str(name) for name in _strings(summary.get("effects"))]
     points = [point("DeliveriesRouted", dimension=str(summary.get("event", "unknown")))]
+    if summary.get("paused"):
+        points.append(point("DeliveriesPaused"))
     if effects and all(name == "Discard" for name in effects):
         points.append(point("DeliveriesDiscarded"))
     points.extend(point("HumanInputsRefused", dimension=rule) for rule in _strings(summary.get("refused")))

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any
 
 from squadron.config.flows import resolve_flow
+from squadron.config.globs import fnmatch_matches
 from squadron.config.models import ApprovalFlowsFile
 from squadron.domain.approval import AGENT, GROUP, MERGE_CONTEXT
 
@@ -40,7 +40,7 @@ def protected_branches(flows: ApprovalFlowsFile, default_branch: str, existing: 
     branches = list(existing)
     for rule in flows.branch_rules:
         if _WILDCARDS & set(rule.pattern):
-            names += [b for b in branches if fnmatchcase(b, rule.pattern)]
+            names += [b for b in branches if fnmatch_matches(b, rule.pattern)]
         else:
             names.append(rule.pattern)
     return list(dict.fromkeys(names))

@@ -15,10 +15,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from fnmatch import fnmatchcase
 from typing import Literal
 
 from squadron.config.flows import resolve_flow
+from squadron.config.globs import fnmatch_matches
 from squadron.config.models import ApprovalFlowsFile, EscalationRule, FlowEscalation
 from squadron.domain.agents import (
     LIVE,
@@ -179,7 +179,7 @@ class RoutingPolicy:
         """The agent review roles a PR into ``base_branch`` gets: the default's plus matching rules'."""
         roles = list(self.review_roles)
         for pattern, extra in self.branch_review_roles:
-            if fnmatchcase(base_branch, pattern):
+            if fnmatch_matches(base_branch, pattern):
                 roles += [role for role in extra if role not in roles]
         return tuple(roles)
 

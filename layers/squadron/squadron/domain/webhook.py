@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -120,19 +121,88 @@ def _lower_keys(headers: Mapping[str, str]) -> dict[str, str]:
     return {key.lower(): value for key, value in headers.items()}
 
 
+#: Longest integer the ingress reads (GitHub's ids are 64-bit: at most 19 digits).
+MAX_JSON_INT_DIGITS = 20
+#: A ``\uXXXX`` escape of a UTF-16 surrogate: paired, it is one character; alone, no text.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Refused(Exception):
+    """Internal: the JSON is refused while it is read (a hook of ``json.loads`` raised it)."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        self.code = code
+        self.reason = reason
+        super().__init__(reason)
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        counted = Counter(key for key, _ in pairs)
+        twice = next(key for key, _ in pairs if counted[key] > 1)
+        raise _Refused("body_duplicate_key", f"the JSON has the key {twice[:80]!r} twice in one object")
+    return found
+
+
+def _integer(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_JSON_INT_DIGITS:
+        raise _Refused(
+            "body_number_too_large",
+            f"the JSON has an integer of {digits} digits (GitHub's are 64-bit, at most 19)",
+        )
+    return int(text)
+
+
+def _constant(name: str) -> Any:
+    raise _Refused("body_not_json", f"the body is not JSON: {name} is not a JSON value")
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a string anywhere in ``value`` (keys too) holds half a UTF-16 surrogate pair."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _parse_object(body: bytes) -> dict[str, Any] | Rejected:
+    """The body as one JSON object — strictly: UTF-8, no duplicate keys, no NaN, integers that
+    can be ids, strings that are text, nesting Python can read; or why not."""
     try:
         # Decode strictly: json.loads(bytes) would also sniff UTF-16/32, which GitHub never sends.
         text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return Rejected(400, "body_not_utf8", "the body is not UTF-8 text")
+    except UnicodeDecodeError as exc:
+        return Rejected(400, "body_not_utf8", f"the body is not UTF-8 text (byte {exc.start}: {exc.reason})")
     try:
-        parsed = json.loads(text)
+        parsed = json.loads(text, object_pairs_hook=_object, parse_int=_integer, parse_constant=_constant)
+    except _Refused as exc:
+        return Rejected(400, exc.code, exc.reason)
+    except RecursionError:
+        return Rejected(400, "body_too_deep", "the JSON is nested too deeply to be a webhook")
     except json.JSONDecodeError as exc:
         return Rejected(400, "body_not_json", f"the body is not JSON: {exc.msg} at line {exc.lineno}")
+    except ValueError as exc:  # anything else json.loads refuses to read
+        return Rejected(400, "body_not_json", f"the body is not JSON: {exc}"[:300])
     if not isinstance(parsed, dict):
         return Rejected(
             400, "body_not_object", f"the body is JSON but not an object (got {type(parsed).__name__})"
+        )
+    if _SURROGATE_ESCAPE.search(text) and _lone_surrogate(parsed):
+        return Rejected(
+            400,
+            "body_lone_surrogate",
+            "the JSON has a lone UTF-16 surrogate escape (\\ud800-\\udfff) in a string: it is not text",
         )
     return parsed
 
@@ -203,6 +273,25 @@ def triage_webhook(
         envelope = build_envelope(
             event=event, delivery_id=delivery_id, payload=payload, received_at=received_at
         )
+        envelope.to_message()  # within the queue's size, or refused here (never a crash later)
     except EnvelopeError as exc:
         return Rejected(400, "payload_invalid", str(exc))
+    people = _unknown_people(envelope)
+    if people is not None:
+        return Rejected(400, "payload_invalid", f"{event} payload is not usable: {people}")
     return Accepted(envelope)
+
+
+def _unknown_people(envelope: EventEnvelope) -> str | None:
+    """A webhook's people are GitHub accounts (ids from 1); only the framework's own envelopes
+    use id 0 for themselves."""
+    actors = {
+        "sender": envelope.sender,
+        "assignee": envelope.assignee,
+        "comment.author": envelope.comment.author if envelope.comment else None,
+        "review.author": envelope.review.author if envelope.review else None,
+    }
+    for where, actor in actors.items():
+        if actor is not None and actor.id < 1:
+            return f"{where}.id: Input should be greater than 0"
+    return None

@@ -116,16 +116,19 @@ class GitStore:
             return None
         return self.git("cat-file", "blob", f"{ref}:{path}") + "\n"
 
-    def list_dir(self, ref: str, path: str) -> list[tuple[str, str]] | None:
-        """``(name, "file"|"dir")`` of a directory at ``ref``; None when it is not one."""
+    def list_dir(self, ref: str, path: str) -> list[tuple[str, str, int]] | None:
+        """``(name, "file"|"dir"|"symlink"|"submodule", size)`` of a directory at ``ref``; None when
+        it is not one."""
         spec = f"{ref}:{path}" if path else f"{ref}^{{tree}}"
         if self.git("cat-file", "-t", spec, check=False) != "tree":
             return None
-        out = self.git("ls-tree", spec)
+        out = self.git("ls-tree", "-l", spec)
+        kinds = {"040000": "dir", "120000": "symlink", "160000": "submodule"}
         items = []
         for line in out.splitlines():
             meta, name = line.split("\t", 1)
-            items.append((name, "dir" if meta.split()[1] == "tree" else "file"))
+            mode, _kind, _sha, size = meta.split()
+            items.append((name, kinds.get(mode, "file"), int(size) if size.isdigit() else 0))
         return items
 
     def changed_files(self, base: str, head: str) -> list[ChangedFile]:

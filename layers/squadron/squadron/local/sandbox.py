@@ -584,7 +584,14 @@ class GitHubSandbox:
         if listing is None:
             raise ApiError(404, "Not Found")
         return 200, [
-            {"type": kind, "name": name, "path": f"{path}/{name}".strip("/")} for name, kind in listing
+            # GitHub lists a submodule as a "file" (for compatibility), and a link as a "symlink".
+            {
+                "type": "file" if kind == "submodule" else kind,
+                "name": name,
+                "path": f"{path}/{name}".strip("/"),
+                "size": size,
+            }
+            for name, kind, size in listing
         ]
 
     def _op_repos__get_collaborator_permission_level(
@@ -653,6 +660,21 @@ class GitHubSandbox:
         issue["assignee"] = issue["assignees"][0] if issue["assignees"] else None
         self.emit(repo, "issues", "opened", {"issue": issue}, caller)
         return 201, issue
+
+    def _op_issues__list_for_repo(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        """Newest first, by state (open by default) and labels (each one required); one page."""
+        repo = self._repo(params)
+        state = query.get("state") or "open"
+        wanted = {name for name in str(query.get("labels") or "").split(",") if name}
+        per_page = min(int(query.get("per_page") or 30), 100)
+        found = [
+            issue
+            for _, issue in sorted(repo.issues.items(), reverse=True)
+            if state in ("all", issue["state"]) and wanted <= {label["name"] for label in issue["labels"]}
+        ]
+        return 200, found[:per_page]
 
     def _op_issues__get(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:
         return 200, self._issue(self._repo(params), int(params["issue_number"]))

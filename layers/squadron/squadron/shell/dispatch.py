@@ -5,6 +5,11 @@ that is not a valid envelope raises :class:`InvalidRecordError` (the record
 goes back to the queue and, after its receives run out, to the DLQ, where a
 human can read the precise problem); any failure while routing propagates the
 same way. A delivery already completed is skipped by the delivery records.
+
+A delivery of a paused repository (its configuration is invalid) is routed with
+what starts something withheld, and is *not* recorded as completed: the same
+delivery (a reconciler replay, a redelivery) is routed in full once the
+configuration is valid again.
 """
 
 from __future__ import annotations
@@ -54,11 +59,15 @@ class Dispatcher:
         the rest is the first routing's summary, and nothing was done now).
         """
         self._routed = False
-        summary = self._route(envelope=parse_record(body, message_id))
+        envelope = parse_record(body, message_id)
+        pause = self.service.pause_for(envelope)
+        if pause is not None:
+            return {**self._route_once(envelope, pause=pause), "duplicate": False, "paused": pause}
+        summary = self._route(envelope=envelope)
         return {**summary, "duplicate": not self._routed}
 
-    def _route_once(self, envelope: EventEnvelope) -> dict[str, Any]:
-        result = self.service.process(envelope)
+    def _route_once(self, envelope: EventEnvelope, pause: str | None = None) -> dict[str, Any]:
+        result = self.service.process(envelope, pause=pause)
         self._routed = True
         return {
             "delivery_id": result.delivery_id,

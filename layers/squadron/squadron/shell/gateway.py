@@ -55,7 +55,9 @@ from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, Inbo
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import (
     Actor,
+    EnvelopeError,
     EventEnvelope,
+    IssueNumber,
     RegisterBlocker,
     TaskEnded,
     TaskUsage,
@@ -235,8 +237,8 @@ class Blocker(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["register_blocker"] = "register_blocker"
-    issue_number: int = Field(gt=0)
-    blocker_number: int = Field(gt=0)
+    issue_number: IssueNumber
+    blocker_number: IssueNumber
     sleep: bool = False
     note: str = Field(default="", max_length=2_000)
     what: str = Field(pattern=_WHAT)
@@ -626,6 +628,10 @@ class AgentGateway:
         message = request.message
         agent = self._verified(request, winding_down=isinstance(message, Ended))
         envelope = self.envelope(agent, request.launch_token, message)
+        try:
+            envelope.to_message()  # within the queue's size, or refused (never a crash of the send)
+        except EnvelopeError as exc:
+            raise LaunchRefusedError("invalid_request", str(exc)) from exc
         message_id = self.queue.send(envelope)
         return Answer({"message_id": message_id, "delivery_id": envelope.delivery_id})
 
@@ -721,8 +727,9 @@ class AgentGateway:
         """An echo is about the agent's own pull request, branch or issue."""
         pull = echo.parts.get("pull_request")
         if agent.kind is RoleKind.DEV and echo.event == "pull_request":
-            head = pull.get("head", {}).get("ref") if isinstance(pull, dict) else None
-            if head != agent.branch:
+            head = pull.get("head") if isinstance(pull, dict) else None
+            ref = head.get("ref") if isinstance(head, dict) else None
+            if ref != agent.branch:
                 raise LaunchRefusedError(
                     "forbidden", f"{agent.agent_id} reports PRs from {agent.branch} only"
                 )

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from squadron.adapters.github.errors import GitHubError, GitHubUnavailableError, RateLimitedError
+from squadron.config.limits import MAX_CHANGED_FILES
 from squadron.config.parse import SquadronConfig
 from squadron.domain.approval import (
     MERGE_CONTEXT,
@@ -173,7 +174,13 @@ class MergeGate:
         head = pr.get("head") or {}
         sha = str(head.get("sha") or "")
         config = self.config_for(repo)
-        files = [str(f.get("filename")) for f in github.list_pull_files(pr_number)]
+        count = pr.get("changed_files")
+        count = count if isinstance(count, int) and not isinstance(count, bool) else None
+        files = (  # past the cap every protected path applies: the list is not even read
+            []
+            if count is not None and count > MAX_CHANGED_FILES
+            else [str(f.get("filename")) for f in github.list_pull_files(pr_number)]
+        )
         author = str((pr.get("user") or {}).get("login") or "")
         listed = github.list_reviews(pr_number)
         reviews, bots = latest_reviews(listed), bot_reviewers(listed)
@@ -194,7 +201,10 @@ class MergeGate:
         groups = {name: group.members for name, group in config.config.human_groups.items()}
         base = str((pr.get("base") or {}).get("ref") or "")
         result = evaluate(
-            effective_flow(config.approval_flows, base, files), state, groups, bot_login=self.bot_login
+            effective_flow(config.approval_flows, base, files, changed_count=count),
+            state,
+            groups,
+            bot_login=self.bot_login,
         )
         github.create_status(
             sha, state=result.status_state, context=MERGE_CONTEXT, description=result.description

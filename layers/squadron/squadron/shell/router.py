@@ -3,7 +3,9 @@
 One call of :meth:`RouterService.process` handles one envelope. It raises on
 any failure, so the record goes back to the queue (and, after enough
 receives, to the DLQ); a retry re-reads the registry, so effects already
-applied are not decided again.
+applied are not decided again. A repository whose configuration is invalid is
+paused (:meth:`RouterService.pause_for`): its events are routed, but what would
+start something is withheld (:func:`~squadron.domain.pause.hold_while_paused`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from squadron.domain.effects import (
 )
 from squadron.domain.events import EventEnvelope, RegisterBlocker, command_envelope
 from squadron.domain.launches import SECRET_BYTES, SECRET_TTL, secret_digest
+from squadron.domain.pause import hold_while_paused
 from squadron.domain.routing import RoutingPolicy, Snapshot, SnapshotRequest, route, snapshot_request
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
 
@@ -51,6 +54,8 @@ def _now() -> datetime:
 
 
 PolicySource = Callable[[EventEnvelope], RoutingPolicy]
+#: Why the event's repository is paused (its configuration is invalid), or None.
+PauseSource = Callable[[EventEnvelope], str | None]
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,10 @@ class RouterService:
         attempts: int = 3,
         merge_gate: MergeGatePort | None = None,
         queue: EventQueue | None = None,
+        paused: PauseSource | None = None,
     ) -> None:
         self.merge_gate = merge_gate
+        self.paused = paused
         #: events.fifo, for the commands effects lead to (a filed blocker issue's registration).
         self.queue = queue
         if attempts < 1:
@@ -93,8 +100,12 @@ class RouterService:
         self.clock = clock
         self._held: list[str] = []
 
-    def process(self, event: EventEnvelope) -> RoutingResult:
-        """Route ``event`` and apply its effects.
+    def pause_for(self, event: EventEnvelope) -> str | None:
+        """Why ``event``'s repository is paused, or None (it is not, or nothing says)."""
+        return self.paused(event) if self.paused is not None else None
+
+    def process(self, event: EventEnvelope, *, pause: str | None = None) -> RoutingResult:
+        """Route ``event`` and apply its effects (with ``pause``, only what starts nothing).
 
         A lost conditional write (an agent task renewed its lease or heartbeat between
         our read and our write) re-reads and re-decides, up to :attr:`attempts` times:
@@ -109,6 +120,8 @@ class RouterService:
         for attempt in range(1, self.attempts + 1):
             snapshot = self.load(event, snapshot_request(event, policy), policy)
             effects = route(event, snapshot, policy)
+            if pause is not None:
+                effects = hold_while_paused(effects, snapshot.agents(), pause)
             try:
                 self.apply(event, effects, snapshot.now)
             except ConflictError as exc:

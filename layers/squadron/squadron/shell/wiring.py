@@ -24,6 +24,7 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
 from squadron.domain.routing import RoutingPolicy
+from squadron.ports import EventQueue, Registry, TaskLauncher
 from squadron.settings import (
     LAMBDA_RATE_LIMIT_WAIT_SECONDS,
     AppNotConfiguredError,
@@ -34,6 +35,7 @@ from squadron.settings import (
     app_configured,
     load_settings,
 )
+from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.gateway import AgentGateway
 from squadron.shell.merge_gate import MergeGate
@@ -139,29 +141,9 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
     if not app_configured(environ):
         raise AppNotConfiguredError("router")
     settings = load_settings(RouterSettings, environ)
-    app = _github_app(settings)
-    github = AppGitHub(app)
-    cache = PolicyCache(
-        ConfigLoader(app_repository_files(github), bot_login=settings.bot_login),
-        ttl=timedelta(seconds=settings.policy_ttl_seconds),
-    )
-
-    def policies(event: EventEnvelope) -> RoutingPolicy:
-        github.remember(event.repository.full_name, event.installation_id)
-        return cache(event)
-
-    queue = SqsEventQueue(settings.events_queue_url)
-    gate = MergeGate(
-        client=github.client,
-        config_for=cache.config_for,
-        bot_login=settings.bot_login,
-        announce=queue.send,
-        permission=github.permission,  # the router's own five-minute cache of permissions
-    )
-    service = RouterService(
+    return assemble_router(
+        github=AppGitHub(_github_app(settings)),
         registry=DynamoRegistry(settings.registry_table_name),
-        merge_gate=gate,
-        queue=queue,
         launcher=EcsTaskLauncher(
             cluster=settings.agent_cluster,
             task_definition=settings.agent_task_definition,
@@ -170,8 +152,54 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
             security_groups=settings.agent_security_groups,
             assign_public_ip=settings.agent_assign_public_ip == "ENABLED",
         ),
+        queue=SqsEventQueue(settings.events_queue_url),
+        records=DeliveryRecords(settings.registry_table_name),
+        bot_login=settings.bot_login,
+        policy_ttl=timedelta(seconds=settings.policy_ttl_seconds),
+    )
+
+
+def assemble_router(
+    *,
+    github: AppGitHub,
+    registry: Registry,
+    launcher: TaskLauncher,
+    queue: EventQueue,
+    records: DeliveryRecords | None,
+    bot_login: str,
+    policy_ttl: timedelta,
+) -> RouterRuntime:
+    """The router's parts put together: each repository's policy (paused while its configuration
+    is invalid, and told so through one issue), the merge gate, the routing service."""
+    notices = ConfigNotices(lambda repo: github.client(None, repo))
+    cache = PolicyCache(
+        ConfigLoader(app_repository_files(github), bot_login=bot_login),
+        ttl=policy_ttl,
+        notices=lambda repo, problems, branch, sha: notices.sync(repo, problems, branch=branch, sha=sha),
+    )
+
+    def policies(event: EventEnvelope) -> RoutingPolicy:
+        github.remember(event.repository.full_name, event.installation_id)
+        return cache(event)
+
+    def paused(event: EventEnvelope) -> str | None:
+        github.remember(event.repository.full_name, event.installation_id)
+        return cache.pause_reason(event.repository.full_name)
+
+    gate = MergeGate(
+        client=github.client,
+        config_for=cache.config_for,
+        bot_login=bot_login,
+        announce=queue.send,
+        permission=github.permission,  # the router's own five-minute cache of permissions
+    )
+    service = RouterService(
+        registry=registry,
+        merge_gate=gate,
+        queue=queue,
+        launcher=launcher,
         github=github,
         policies=policies,
+        paused=paused,
     )
-    records = DeliveryRecords(settings.registry_table_name)
-    return RouterRuntime(Dispatcher(service, once=records.once), records)
+    return RouterRuntime(Dispatcher(service, once=records.once if records is not None else None), records)

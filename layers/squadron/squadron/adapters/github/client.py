@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 from urllib.parse import quote
 
-from squadron.adapters.github.errors import NotFoundError, ValidationFailedError
+from squadron.adapters.github.errors import GitHubError, NotFoundError, ValidationFailedError
 from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.permissions import (
     REVIEW_EVENT_ACTIONS,
@@ -26,6 +26,7 @@ from squadron.domain.permissions import (
     check,
     tagged,
 )
+from squadron.errors import FileTooLargeError
 
 Json = dict[str, Any]
 ReviewEvent = Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
@@ -102,6 +103,15 @@ class GitHubClient:
             payload["assignees"] = list(assignees)
         result: Json = self._send("POST", "/issues", json=payload)
         return result
+
+    def list_issues(self, *, labels: Iterable[str] = (), state: str = "open", limit: int = 100) -> list[Json]:
+        """The newest issues (and pull requests) with every one of ``labels``, up to ``limit``."""
+        check(self.caller, Action.READ)
+        params: dict[str, Any] = {"state": state, "per_page": min(limit, 100)}
+        if labels:
+            params["labels"] = ",".join(labels)
+        result = self._send("GET", "/issues", params=params)
+        return [item for item in result if isinstance(item, dict)][:limit] if isinstance(result, list) else []
 
     def update_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> Json:
         check(self.caller, Action.UPDATE_ISSUE)
@@ -319,8 +329,12 @@ class GitHubClient:
         result: Json = self._send("GET", f"/branches/{quote(branch, safe='')}")
         return result
 
-    def read_file(self, path: str, ref: str) -> str | None:
-        """The UTF-8 text of ``path`` at ``ref``; None when there is no such file."""
+    def read_file(self, path: str, ref: str, *, max_bytes: int | None = None) -> bytes | None:
+        """The bytes of the regular file ``path`` at ``ref``; None when there is no such file.
+
+        With ``max_bytes``, a file GitHub says is larger is not downloaded:
+        :class:`~squadron.errors.FileTooLargeError` names its size instead.
+        """
         check(self.caller, Action.READ)
         try:
             data = self._send("GET", f"/contents/{quote(path)}", params={"ref": ref})
@@ -328,19 +342,31 @@ class GitHubClient:
             return None
         if not isinstance(data, dict) or data.get("type") != "file":
             return None
+        size = data.get("size")
+        if max_bytes is not None and isinstance(size, int) and size > max_bytes:
+            raise FileTooLargeError(path, size, max_bytes)
         if data.get("encoding") == "none":  # over 1 MB: the contents API leaves the content out
             data = self._send("GET", f"/git/blobs/{quote(str(data['sha']))}")
-        # GitHub wraps the base64 every 60 characters; b64decode skips the newlines.
-        return base64.b64decode(data.get("content", "")).decode("utf-8")
+        try:
+            # GitHub wraps the base64 every 60 characters; b64decode skips the newlines.
+            content = base64.b64decode(str(data.get("content") or ""))
+        except ValueError as exc:
+            raise GitHubError(200, f"the contents of {path} are not valid base64: {exc}") from exc
+        if max_bytes is not None and len(content) > max_bytes:
+            raise FileTooLargeError(path, len(content), max_bytes)
+        return content
 
-    def list_directory(self, path: str, ref: str) -> list[Json]:
-        """The entries of directory ``path`` at ``ref``; [] when there is none."""
+    def list_directory(self, path: str, ref: str) -> list[Json] | Json | None:
+        """The entries of directory ``path`` at ``ref``; what is there instead (a file, a symbolic
+        link: one object with its ``type``); None when there is nothing."""
         check(self.caller, Action.READ)
         try:
             data = self._send("GET", f"/contents/{quote(path)}", params={"ref": ref})
         except NotFoundError:
-            return []
-        return data if isinstance(data, list) else []
+            return None
+        if isinstance(data, list):
+            return [entry for entry in data if isinstance(entry, dict)]
+        return data if isinstance(data, dict) else None
 
     def collaborator_permission(self, login: str) -> str:
         """admin, maintain, write, triage, read or none.

@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
+from squadron.config.loader import ABSENT, Entry, EntryKind, Listing
 from squadron.domain.permissions import Caller, CallerKind
 from squadron.errors import SquadronError
 
@@ -119,12 +121,31 @@ class RepositoryFilesOverGitHub:
         branch = str(client.get_repository()["default_branch"])
         return branch, str(client.get_branch(branch)["commit"]["sha"])
 
-    def list_dir(self, repo: str, path: str, ref: str) -> list[str]:
-        entries = self.client_for(repo).list_directory(path, ref)
-        return sorted(str(e["name"]) for e in entries if e.get("type") == "file")
+    def list_dir(self, repo: str, path: str, ref: str) -> Listing:
+        found = self.client_for(repo).list_directory(path, ref)
+        if found is None:
+            return ABSENT
+        if isinstance(found, dict):  # the path is no directory: GitHub describes what it is
+            kind = found.get("type")
+            return Listing("symlink" if kind == "symlink" else "file" if kind == "file" else "other")
+        return Listing("dir", tuple(_entry(item) for item in found if isinstance(item.get("name"), str)))
 
-    def read_text(self, repo: str, path: str, ref: str) -> str | None:
-        return self.client_for(repo).read_file(path, ref)
+    def read_bytes(self, repo: str, path: str, ref: str, *, limit: int) -> bytes | None:
+        return self.client_for(repo).read_file(path, ref, max_bytes=limit)
+
+
+#: The contents API's entry types; a submodule is listed as a "file" of size 0 (GitHub keeps
+#: that for compatibility) and read as none.
+_KINDS: dict[object, EntryKind] = {"file": "file", "dir": "dir", "symlink": "symlink"}
+
+
+def _entry(item: dict[str, Any]) -> Entry:
+    size = item.get("size")
+    return Entry(
+        str(item["name"]),
+        _KINDS.get(item.get("type"), "other"),
+        size if isinstance(size, int) and not isinstance(size, bool) else None,
+    )
 
 
 def app_repository_files(github: AppGitHub) -> RepositoryFilesOverGitHub:

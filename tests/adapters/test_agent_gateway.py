@@ -23,7 +23,14 @@ from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.door import Door
 from squadron.config import load_directory
 from squadron.config.models import ByokProvider
-from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
+from squadron.domain.agents import (
+    INBOX_BODY_CHARS,
+    INBOX_BODY_CUT,
+    INBOX_PAGE_ITEMS,
+    AgentRecord,
+    AgentStatus,
+    InboxItem,
+)
 from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded, TaskUsage
 from squadron.domain.launches import LaunchRefusedError, secret_digest
 from squadron.domain.routing import RoutingPolicy
@@ -568,6 +575,25 @@ def test_a_task_reads_and_acknowledges_only_its_own_inbox(world: World) -> None:
     assert [i.agent_id for i in items] == [A38] and "for 38" in items[0].body
     door.ack_inbox(A38, items)
     assert world.registry.pending_inbox(A38) == [] and len(world.registry.pending_inbox(A39)) == 1
+
+
+def test_a_flooded_inbox_is_handed_over_a_bounded_page_at_a_time(world: World) -> None:
+    """Comments without end on the agent's issue: each answer is a page of cut bodies, none lost."""
+    for i in range(INBOX_PAGE_ITEMS + 5):
+        world.router.process(world.events.comment(38, f"note {i} " + "z" * 70_000))
+    door = world.door(A38)
+    door.begin()
+    seen: list[str] = []
+    while True:
+        page, more = door.inbox_page()
+        if not page:
+            break
+        assert len(page) <= INBOX_PAGE_ITEMS
+        assert all(len(item.body) <= INBOX_BODY_CHARS + len(INBOX_BODY_CUT) for item in page)
+        seen += [item.body.split(" ")[1] for item in page]
+        door.ack_inbox(A38, page)
+        assert more == len(world.registry.pending_inbox(A38))
+    assert sorted(seen, key=int) == [str(i) for i in range(INBOX_PAGE_ITEMS + 5)]
 
 
 def test_a_task_publishes_its_own_metrics_under_the_agent_service(world: World) -> None:

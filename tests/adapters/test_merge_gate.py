@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from squadron.adapters.github.errors import GitHubUnavailableError
+from squadron.config.limits import MAX_LISTED
 from squadron.config.parse import parse_files
 from squadron.domain.events import EventEnvelope
 from squadron.shell.merge_gate import MAX_REVIEWERS_CHECKED, MergeGate
@@ -263,6 +264,29 @@ def test_a_judgement_asks_a_bounded_number_of_permissions_and_fails_closed_past_
     assert merge_status(github)["description"] == (
         "blocked: changes requested by @carol; access of 6 reviewers unchecked"
     )
+
+
+def test_a_pr_with_more_reviews_than_the_gate_reads_never_merges() -> None:
+    """GitHub lists reviews oldest first: past MAX_LISTED, a maintainer's latest change request
+    would be unread, so the gate blocks instead of trusting an old approval."""
+    spam = [{"user": {"login": "mallory", "type": "User"}, "state": "COMMENTED"}] * MAX_LISTED
+    github = RecordedGitHub(
+        statuses=[
+            {"context": "squadron/pr-review", "state": "success"},
+            {"context": "ci", "state": "success"},
+        ],
+        reviews=[
+            {"user": {"login": "bob", "type": "User"}, "state": "APPROVED"},
+            *spam,
+            {"user": {"login": "bob", "type": "User"}, "state": "CHANGES_REQUESTED"},  # never read
+        ],
+        roles={"bob": "write"},
+    )
+    outcome = gate(github).evaluate(77, "octo/repo", 101, "feat-dev")
+    assert not outcome.merged
+    assert "pulls/merge" not in [op for _, op, _ in github.writes]
+    assert merge_status(github)["state"] == "failure"
+    assert "MAX_LISTED" in merge_status(github)["description"]
 
 
 def test_the_routers_cached_permissions_are_used_when_wired() -> None:

@@ -139,6 +139,14 @@ VERDICTS: list[tuple[str, str, PullRequestState, str, bool, str]] = [  # one row
     ),
     ("a draft waits", "develop", replace(GREEN, draft=True), "waiting", False, "waiting: draft"),
     (
+        "more reviews than the gate reads: an unread change request might hide there",
+        "develop",
+        replace(GREEN, reviews={"octo-maintainer": "APPROVED"}, reviews_cut=True),
+        "blocked",
+        False,
+        "blocked: over 3000 reviews, more than the gate reads (MAX_LISTED)",
+    ),
+    (
         "the author's own role never counts as its reviewer",
         "develop",
         replace(GREEN, author_role="pr-review"),

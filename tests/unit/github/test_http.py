@@ -19,6 +19,7 @@ from squadron.adapters.github.errors import (
     ValidationFailedError,
 )
 from squadron.adapters.github.http import GitHubHttp, Throttle
+from squadron.config.limits import MAX_LISTED
 from squadron.domain.metrics import GitHubTraffic
 from squadron.domain.permissions import Caller
 from tests.support.github_fake import FakeGitHub
@@ -288,6 +289,50 @@ def test_client_lists_read_every_page(operation: str, items_key: str | None) -> 
     assert len(items) == 203
     assert len(fake.requests) == 3
     assert fake.requests[0].url.params["per_page"] == "100"
+
+
+@pytest.mark.parametrize(
+    ("limit", "items", "calls"),
+    [(None, 250, 3), (250, 250, 3), (200, 200, 2), (150, 150, 2), (100, 100, 1), (1, 1, 1)],
+)
+def test_pagination_stops_at_its_limit_without_asking_for_more(
+    limit: int | None, items: int, calls: int
+) -> None:
+    def page(n: int) -> httpx.Response:
+        link = f'<https://api.github.com/x?per_page=100&page={n + 1}>; rel="next"' if n < 3 else ""
+        return httpx.Response(
+            200, json=list(range(100 if n < 3 else 50)), headers={"link": link} if link else {}
+        )
+
+    fake, clock = FakeGitHub(script=[page(1), page(2), page(3)]), Clock()
+    got = list(_http(fake, clock).paginate("/x", token="t", throttle_key="i", limit=limit))
+    assert (len(got), len(fake.requests)) == (items, calls)
+
+
+def test_a_list_anyone_can_grow_is_read_to_max_listed_only() -> None:
+    """A hostile issue with endless comments costs MAX_LISTED / 100 calls, not one per page."""
+    pages_asked: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        n = int(request.url.params.get("page", "1"))
+        pages_asked.append(n)
+        link = (
+            f'<https://api.github.com/repositories/1/issues/7/comments?per_page=100&page={n + 1}>; rel="next"'
+        )
+        return httpx.Response(200, json=[{"id": n * 100 + i} for i in range(100)], headers={"link": link})
+
+    clock = Clock()
+    http = GitHubHttp(
+        transport=httpx.MockTransport(handler),
+        sleep=clock.sleep,
+        wall_clock=lambda: NOW,
+        throttle=Throttle(clock=clock, sleep=clock.sleep),
+    )
+    client = GitHubClient(
+        http=http, token=lambda: "t", installation_id=1, repo="octo/app", caller=Caller.framework()
+    )
+    assert len(client.list_comments(7)) == MAX_LISTED
+    assert len(pages_asked) == MAX_LISTED // 100
 
 
 def test_a_wait_longer_than_the_bound_fails_at_once() -> None:

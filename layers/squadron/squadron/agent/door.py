@@ -91,7 +91,16 @@ class Door:
     # --- its inbox ---------------------------------------------------------------------------
 
     def pending_inbox(self, agent_id: str | None = None) -> list[InboxItem]:
-        return [InboxItem.model_validate(item) for item in self.call("inbox")["items"]]
+        """The inbox's first page (the gateway hands at most INBOX_PAGE_ITEMS at once)."""
+        return self.inbox_page()[0]
+
+    def inbox_page(self) -> tuple[list[InboxItem], int]:
+        """The inbox's first page, oldest first, and how many items wait after it."""
+        answer = self.call("inbox")
+        more = answer.get("more", 0)
+        return [InboxItem.model_validate(item) for item in answer["items"]], more if isinstance(
+            more, int
+        ) else 0
 
     def ack_inbox(self, agent_id: str | None, items: list[InboxItem]) -> None:
         if items:

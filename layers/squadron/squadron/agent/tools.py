@@ -12,7 +12,7 @@ agent gateway (:class:`~squadron.agent.door.Door`), which stamps who sent it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Annotated, Any, Literal, Protocol
@@ -23,6 +23,7 @@ from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.agent.writes import GatewayWrites
+from squadron.config.limits import MAX_LISTED
 from squadron.config.models import RepoConfig
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.launches import LaunchRefusedError
@@ -34,11 +35,45 @@ _REVIEW_STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED",
 #: The most diff text read_pull_request hands the model; the rest is read from the checkout.
 PATCH_BUDGET = 60_000
 
+#: The most text read_issue hands the model: the issue's body (cut at a third of it) and as
+#: many of the newest comments as fit. Anyone can comment, without end.
+ISSUE_BUDGET = 60_000
+
+
+def issue_text(number: int, issue: Mapping[str, Any], comments: Sequence[Mapping[str, Any]]) -> str:
+    """An issue and its comments as read_issue shows them, in about :data:`ISSUE_BUDGET` characters.
+
+    The newest comments are kept (they are what changed); older ones past the budget are
+    counted, not shown. GitHub's list starts with the oldest: past :data:`MAX_LISTED` comments
+    the newest were never read, and the text says so.
+    """
+    body = str(issue.get("body") or "")
+    if len(body) > ISSUE_BUDGET // 3:
+        body = body[: ISSUE_BUDGET // 3] + "\n(the issue's body is cut here)"
+    head = [f"#{number} [{issue.get('state')}] {issue.get('title')}", body]
+    budget = ISSUE_BUDGET - sum(len(line) + 1 for line in head)  # each line and its newline
+    shown: list[str] = []
+    for comment in reversed(comments):
+        user = comment.get("user")
+        login = user.get("login", "?") if isinstance(user, Mapping) else "?"
+        line = f"--- {login}: {comment.get('body') or ''}"
+        if len(line) + 1 > budget:
+            if not shown:  # the newest comment always shows, cut to what is left
+                shown.append(line[: max(budget, 200)] + "\n(this comment is cut here)")
+            break
+        budget -= len(line) + 1
+        shown.append(line)
+    omitted = len(comments) - len(shown)
+    lines = head + ([f"({omitted} older comment{'s' if omitted > 1 else ''} not shown)"] if omitted else [])
+    if len(comments) >= MAX_LISTED:
+        shown.insert(0, f"(only the first {MAX_LISTED} comments were read: newer ones are on GitHub)")
+    return "\n".join(lines + shown[::-1])
+
 
 class FrameworkDoor(Protocol):
     """What the tools ask of the agent gateway (:class:`squadron.agent.door.Door`)."""
 
-    def pending_inbox(self) -> list[InboxItem]: ...
+    def inbox_page(self) -> tuple[list[InboxItem], int]: ...
     def ack_inbox(self, agent_id: str | None, items: list[InboxItem]) -> None: ...
     def echo(self, event: str, action: str | None, parts: Mapping[str, Any], what: str) -> str: ...
     def register_blocker(self, issue: int, blocker: int, *, sleep: bool, note: str, what: str) -> str: ...
@@ -334,13 +369,16 @@ class FrameworkTools:
     # --- tools ---------------------------------------------------------------------------------
 
     def check_for_events(self, params: NoParams) -> str:
-        items = self.door.pending_inbox()
+        items, more = self.door.inbox_page()
         if not items:
             return "No new events."
         self.door.ack_inbox(self.agent.agent_id, items)
-        return "\n".join(
+        lines = [
             f"- [{item.kind}] {item.summary}" + (f"\n  {item.body}" if item.body else "") for item in items
-        )
+        ]
+        if more:
+            lines.append(f"({more} more event{'s' if more > 1 else ''} waiting: call check_for_events again)")
+        return "\n".join(lines)
 
     def read_issue(self, params: ReadIssue) -> str:
         number = params.number or self.agent.issue_number
@@ -348,9 +386,7 @@ class FrameworkTools:
             return "Which issue? You have none of your own: pass number."
         issue = self.github.get_issue(number)
         comments = self.github.list_comments(number)
-        lines = [f"#{number} [{issue.get('state')}] {issue.get('title')}", str(issue.get("body") or "")]
-        lines += [f"--- {c.get('user', {}).get('login', '?')}: {c.get('body', '')}" for c in comments]
-        return "\n".join(lines)
+        return issue_text(number, issue, comments)
 
     def comment(self, params: Comment) -> str:
         own = {n for n in (self.agent.issue_number, self.agent.pr_number) if n is not None}

@@ -53,6 +53,13 @@ MAX_CHANGED_PATH_LENGTH = 1024
 #: pull request touches every protected path. Each unit costs well under a microsecond.
 MAX_MATCH_WORK = 2_000_000
 
+# --- lists read from GitHub -------------------------------------------------------------------
+
+#: Most items read from one of GitHub's lists (an issue's comments, a PR's reviews, files and
+#: check runs, a repository's branches): anyone can grow some of them. Past it the list is cut
+#: (the reader says so) and the merge gate, unable to see every review, does not merge.
+MAX_LISTED = 3000
+
 #: Every limit above by name (a test keeps the README's table in step).
 LIMITS: dict[str, int] = {
     "MAX_FILE_BYTES": MAX_FILE_BYTES,
@@ -68,4 +75,5 @@ LIMITS: dict[str, int] = {
     "MAX_CHANGED_FILES": MAX_CHANGED_FILES,
     "MAX_CHANGED_PATH_LENGTH": MAX_CHANGED_PATH_LENGTH,
     "MAX_MATCH_WORK": MAX_MATCH_WORK,
+    "MAX_LISTED": MAX_LISTED,
 }

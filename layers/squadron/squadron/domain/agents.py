@@ -281,6 +281,26 @@ class InboxItem(BaseModel):
     subject: int | None = None
 
 
+#: Most inbox items an agent is handed at once, oldest first (check_for_events reads the rest
+#: on its next call): a busy issue never floods the model's context or the gateway's answer.
+INBOX_PAGE_ITEMS = 20
+#: Longest item body handed over (a GitHub comment may hold 65,536 characters); the whole text
+#: stays on GitHub for read_issue.
+INBOX_BODY_CHARS = 4000
+INBOX_BODY_CUT = "\n(cut here: read the issue or pull request for the rest)"
+
+
+def inbox_page(items: list[InboxItem]) -> tuple[list[InboxItem], int]:
+    """The first page of an inbox (bodies cut to :data:`INBOX_BODY_CHARS`) and how many wait after it."""
+    page = [
+        item
+        if len(item.body) <= INBOX_BODY_CHARS
+        else item.model_copy(update={"body": item.body[:INBOX_BODY_CHARS] + INBOX_BODY_CUT})
+        for item in items[:INBOX_PAGE_ITEMS]
+    ]
+    return page, len(items) - len(page)
+
+
 DEFAULT_LEASE = timedelta(minutes=5)
 
 #: The longest a held launch waits before its next attempt.

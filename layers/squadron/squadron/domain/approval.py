@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from squadron.config.flows import merge_reviews, resolve_flow
-from squadron.config.limits import MAX_CHANGED_FILES, MAX_CHANGED_PATH_LENGTH, MAX_MATCH_WORK
+from squadron.config.limits import MAX_CHANGED_FILES, MAX_CHANGED_PATH_LENGTH, MAX_LISTED, MAX_MATCH_WORK
 from squadron.config.models import ApprovalFlow, ApprovalFlowsFile, ReviewRequirement
 from squadron.domain.authority import Rule, decide, is_app
 
@@ -110,6 +110,9 @@ class PullRequestState:
     permissions: Mapping[str, str] = field(default_factory=dict)
     #: Reviewers that are bots (GitHub's user type): their reviews never count.
     bots: frozenset[str] = frozenset()
+    #: The PR has more reviews than the gate read (:data:`MAX_LISTED`): a later change request
+    #: might be among the unread, so it never merges.
+    reviews_cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,8 @@ def evaluate(
         waiting.append("draft")
     if pr.mergeable_state == "dirty":
         blocked.append("merge conflict with the base branch")
+    if pr.reviews_cut:
+        blocked.append(f"over {MAX_LISTED} reviews, more than the gate reads (MAX_LISTED)")
     humans, ignored, unchecked = _human_reviews(pr, bot_login)
     for login, state in sorted(humans.items()):
         if state == "CHANGES_REQUESTED":

@@ -51,7 +51,7 @@ from squadron.adapters.github.errors import GitHubError
 from squadron.config.constants import BYOK_SECRET_PREFIX
 from squadron.config.models import ByokProvider
 from squadron.config.parse import SquadronConfig
-from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind
+from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind, inbox_page
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import (
     Actor,
@@ -426,8 +426,8 @@ class AgentGateway:
                 return Answer({"released": True})
             case ReadInbox():
                 self._verified(request)
-                items = self.registry.pending_inbox(request.agent_id)
-                return Answer({"items": [item.model_dump(mode="json") for item in items]})
+                page, more = inbox_page(self.registry.pending_inbox(request.agent_id))
+                return Answer({"items": [item.model_dump(mode="json") for item in page], "more": more})
             case AckInbox():
                 return self._ack(request)
             case GitHubToken():

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from squadron.adapters.github.errors import GitHubError, GitHubUnavailableError, RateLimitedError
-from squadron.config.limits import MAX_CHANGED_FILES
+from squadron.config.limits import MAX_CHANGED_FILES, MAX_LISTED
 from squadron.config.parse import SquadronConfig
 from squadron.domain.approval import (
     MERGE_CONTEXT,
@@ -197,6 +197,7 @@ class MergeGate:
             reviews=reviews,
             permissions=permissions,
             bots=bots,
+            reviews_cut=len(listed) >= MAX_LISTED,
         )
         groups = {name: group.members for name, group in config.config.human_groups.items()}
         base = str((pr.get("base") or {}).get("ref") or "")

@@ -17,6 +17,7 @@ from urllib.parse import quote
 
 from squadron.adapters.github.errors import GitHubError, NotFoundError, ValidationFailedError
 from squadron.adapters.github.http import GitHubHttp
+from squadron.config.limits import MAX_LISTED
 from squadron.domain.permissions import (
     REVIEW_EVENT_ACTIONS,
     Action,
@@ -75,6 +76,7 @@ class GitHubClient:
     def _list(
         self, path: str, *, params: Mapping[str, Any] | None = None, items_key: str | None = None
     ) -> list[Json]:
+        """At most :data:`MAX_LISTED` items of a list (a caller that must see them all checks)."""
         return list(
             self.http.paginate(
                 self._base + path,
@@ -82,6 +84,7 @@ class GitHubClient:
                 throttle_key=f"installation-{self.installation_id}",
                 params=params,
                 items_key=items_key,
+                limit=MAX_LISTED,
             )
         )
 

@@ -242,14 +242,26 @@ class GitHubHttp:
         throttle_key: str,
         params: Mapping[str, Any] | None = None,
         items_key: str | None = None,
+        limit: int | None = None,
     ) -> Iterator[Any]:
-        """Every item of a list, following ``Link: rel="next"`` (100 per page)."""
+        """Every item of a list, following ``Link: rel="next"`` (100 per page), up to ``limit``.
+
+        With ``limit``, no page past the one that reaches it is asked for: a list a stranger can
+        grow (comments, reviews) costs a bounded number of calls.
+        """
         url: str | None = path
         query: Mapping[str, Any] | None = {"per_page": 100, **(params or {})}
+        given = 0
         while url is not None:
             response = self.request("GET", url, token=token, throttle_key=throttle_key, params=query)
             body = response.json()
-            yield from body[items_key] if items_key else body
+            for item in body[items_key] if items_key else body:
+                if limit is not None and given >= limit:
+                    return
+                given += 1
+                yield item
+            if limit is not None and given >= limit:
+                return
             match = _NEXT_LINK.search(response.headers.get("link", ""))
             url, query = (match.group(1), None) if match else (None, None)
 

@@ -58,7 +58,8 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
     logger.set_correlation_id(_delivery_id(record))
     logger.append_keys(message_group=record.attributes.message_group_id, message_id=record.message_id)
     try:
-        summary = dispatcher().handle(record.body, record.message_id)
+        first = record.attributes.approximate_receive_count == "1"
+        summary = dispatcher().handle(record.body, record.message_id, first_receive=first)
     except Exception:
         published.publish([point("DeliveriesFailed")])
         logger.exception("routing failed; the record and the rest of its group go back to the queue")

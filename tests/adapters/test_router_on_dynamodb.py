@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -14,7 +14,7 @@ from moto import mock_aws
 
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.domain.agents import AgentStatus
-from squadron.domain.effects import AgentWrite
+from squadron.domain.effects import Decision, Write, agent_writes
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.router import RouterService
@@ -49,7 +49,7 @@ class Router:
         self.calls[model.name] += 1
 
     def send(self, event: EventEnvelope) -> None:
-        self.service.process(event)
+        self.service.process(event, first_receive=True)  # as the queue hands a record over first
 
     def count(self, event: EventEnvelope) -> int:
         self.calls.clear()
@@ -142,15 +142,16 @@ def test_a_lifecycle_on_dynamodb(router: Router) -> None:
 
 
 class HeartbeatOnce(DynamoRegistry):
-    """A task renews its lease between the router's read and its write, once."""
+    """A task renews its lease between the router's read and its commit, once."""
 
     beat = False
 
-    def _write_agent(self, write: AgentWrite, *extra: tuple[str, dict[str, Any], str]) -> None:
-        if not self.beat and write.expected_version is not None:
+    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
+        updated = [w for w in agent_writes(writes) if w.expected_version is not None]
+        if not self.beat and updated:
             self.beat = True
-            self.acquire_lease(write.record.agent_id, "task-1", T0, timedelta(minutes=5))
-        super()._write_agent(write, *extra)
+            self.acquire_lease(updated[0].record.agent_id, "task-1", T0, timedelta(minutes=5))
+        super().commit(writes, decision)
 
 
 def test_a_conflict_is_re_read_and_re_decided(router: Router) -> None:

@@ -8,8 +8,9 @@ the two cannot drift apart.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from squadron.domain.agents import (
@@ -23,7 +24,18 @@ from squadron.domain.agents import (
     candidate_uid,
     parse_agent_id,
 )
-from squadron.domain.effects import AgentWrite, RecordReview
+from squadron.domain.effects import (
+    AddBlocker,
+    AgentWrite,
+    Decision,
+    DeliverInbox,
+    LinkPullRequest,
+    PutAgent,
+    RecordReview,
+    RemoveBlocker,
+    Write,
+    commit_agents,
+)
 from squadron.domain.routing import IssueView
 
 
@@ -42,6 +54,8 @@ class FakeRegistry:
         self.calls: Counter[str] = Counter()
         #: uid -> the agent that claimed it
         self.uids: dict[int, str] = {}
+        #: decision key -> the committed decision (done or not)
+        self.decisions: dict[str, Decision] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -58,6 +72,7 @@ class FakeRegistry:
                 "branches": self.branches,
                 "inbox": self.inbox,
                 "reviews": self.reviews,
+                "decisions": self.decisions,
             }
         )
 
@@ -195,6 +210,55 @@ class FakeRegistry:
             self._check_agent(agent)
             self._store_agent(agent)
         self.pr_links[(repo_id, pr_number)] = issue_number
+
+    # --- decisions ---------------------------------------------------------------------------
+
+    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
+        """All or nothing, as the adapter's TransactWriteItems: every condition first, then the writes."""
+        self.calls["commit"] += 1
+        if decision.key in self.decisions:
+            raise ConflictError(f"decision {decision.key}", "already committed")
+        agents = commit_agents(writes)
+        for write in agents:
+            self._check_agent(write)
+        for effect in writes:
+            if (
+                isinstance(effect, AddBlocker)
+                and self.issue_states.get((effect.repo_id, effect.blocker)) is IssueState.CLOSED
+            ):
+                raise ConflictError(f"blocker #{effect.blocker}", "it is closed")
+        for write in agents:
+            self._store_agent(write)
+        for effect in writes:
+            match effect:
+                case AddBlocker(repo_id=repo_id, issue=issue, blocker=blocker):
+                    self.edges[(repo_id, issue, blocker)] = False
+                case RemoveBlocker(repo_id=repo_id, issue=issue, blocker=blocker):
+                    if (repo_id, issue, blocker) in self.edges:
+                        self.edges[(repo_id, issue, blocker)] = True
+                case LinkPullRequest(repo_id=repo_id, pr_number=pr, issue_number=issue):
+                    self.pr_links[(repo_id, pr)] = issue
+                case DeliverInbox(item=item):
+                    parse_agent_id(item.agent_id)
+                    self.inbox.setdefault(item.agent_id, {})[(item.delivery_id, item.kind)] = item
+                case PutAgent():
+                    pass
+        self.decisions[decision.key] = decision
+
+    def decision(self, key: str) -> Decision | None:
+        self.calls["decision"] += 1
+        return self.decisions.get(key)
+
+    def finish_decision(self, key: str, at: datetime) -> None:
+        self.calls["finish_decision"] += 1
+        found = self.decisions.get(key)
+        if found is None:
+            raise ConflictError(f"decision {key}", "does not exist")
+        self.decisions[key] = dataclasses.replace(found, outside=(), done=True)
+
+    def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
+        found = [d for d in self.decisions.values() if not d.done and d.decided_at < decided_before]
+        return sorted(found, key=lambda d: (d.decided_at, d.key))[:limit]
 
     def deliver(self, item: InboxItem) -> None:
         self.calls["deliver"] += 1
@@ -371,6 +435,11 @@ class FakeRouterGitHub:
         self.permission_calls = 0
         #: Every login whose permission was asked, in order.
         self.asked: list[str] = []
+        #: The idempotency key each comment (by index in ``comments``) and issue was created with.
+        self.comment_keys: list[str | None] = []
+        self.issue_keys: list[str | None] = []
+        #: Lookups by key a retry made (what a resumed decision asked before creating again).
+        self.lookups: list[str] = []
 
     def permission(self, installation_id: int | None, repo_full_name: str, login: str) -> str:
         """The login's role (as the permission endpoint's ``role_name``); anyone else reads."""
@@ -379,9 +448,17 @@ class FakeRouterGitHub:
         return self.permissions.get(login, "read")
 
     def comment(
-        self, installation_id: int | None, repo_full_name: str, number: int, body: str, author: str
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        number: int,
+        body: str,
+        author: str,
+        *,
+        key: str | None = None,
     ) -> None:
         self.comments.append((repo_full_name, number, body, author))
+        self.comment_keys.append(key)
 
     def close_issue(self, installation_id: int | None, repo_full_name: str, number: int, reason: str) -> None:
         self.closed.append((repo_full_name, number, reason))
@@ -400,8 +477,33 @@ class FakeRouterGitHub:
         body: str,
         labels: tuple[str, ...],
         assignees: tuple[str, ...],
+        key: str | None = None,
     ) -> int:
         self.created.append(
             {"repo": repo_full_name, "title": title, "body": body, "labels": labels, "assignees": assignees}
         )
+        self.issue_keys.append(key)
         return 900 + len(self.created)
+
+    def find_comment(
+        self, installation_id: int | None, repo_full_name: str, number: int, key: str, since: datetime
+    ) -> bool:
+        self.lookups.append(key)
+        return any(
+            k == key and (repo, n) == (repo_full_name, number)
+            for (repo, n, _, _), k in zip(self.comments, self.comment_keys, strict=True)
+        )
+
+    def find_issue(
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        key: str,
+        labels: tuple[str, ...],
+        since: datetime,
+    ) -> int | None:
+        self.lookups.append(key)
+        for index, (issue, k) in enumerate(zip(self.created, self.issue_keys, strict=True)):
+            if k == key and issue["repo"] == repo_full_name:
+                return 901 + index
+        return None

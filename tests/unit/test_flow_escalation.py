@@ -32,11 +32,12 @@ def test_a_fourth_failing_commit_hands_the_issue_to_humans() -> None:
         )  # another check, same round
     assert w.agent(A38).counters.ci_failures == 3
     said = w.say(w.events.check("feat/issue-38", "failure", prs=(101,), sha="sha3"))
-    assert said[:4] == [
+    assert said[:5] == [
+        f"inbox {A38} check_failed",
+        f"put {A38} ESCALATED (v7)",
         "label #38 needs-human",
         "comment #38",
         "create issue 'needs-human: #38 (feat-dev-38)'",
-        f"inbox {A38} check_failed",
     ]
     agent = w.agent(A38)
     assert agent.status is AgentStatus.ESCALATED

@@ -50,10 +50,10 @@ CASES: list[tuple[str, Callable[[World], None], str, Action, list[str]]] = [
         A38,
         "relaunch",
         [
+            f"put {A38} ESCALATED (v6)",
             "label #38 needs-human",
             "comment #38",
             "create issue 'needs-human: #38 (feat-dev-38)'",
-            f"put {A38} ESCALATED (v6)",
             f"stop {A38}",
         ],
     ),
@@ -63,10 +63,10 @@ CASES: list[tuple[str, Callable[[World], None], str, Action, list[str]]] = [
         A38,
         "escalate",
         [
+            f"put {A38} ESCALATED (v4)",
             "label #38 needs-human",
             "comment #38",
             "create issue 'needs-human: #38 (feat-dev-38)'",
-            f"put {A38} ESCALATED (v4)",
         ],
     ),
     (
@@ -81,7 +81,7 @@ CASES: list[tuple[str, Callable[[World], None], str, Action, list[str]]] = [
         with_a_pm,
         PM,
         "escalate",
-        ["create issue 'needs-human: the PM (pm)'", f"put {PM} ESCALATED (v3)", f"stop {PM}"],
+        [f"put {PM} ESCALATED (v3)", "create issue 'needs-human: the PM (pm)'", f"stop {PM}"],
     ),
 ]
 
@@ -111,7 +111,7 @@ def test_a_replayed_command_relaunches_once() -> None:
     running(world)
     command = recover(world.events, world.agent(A38), "relaunch")
     world.send(command)
-    assert world.say(command) == ["discard"]  # the version moved on with the first
+    assert world.say(command) == []  # the same delivery: its decision was carried out already
     assert len(world.launcher.tasks_for(A38)) == 2
 
 

@@ -87,10 +87,10 @@ CASES: list[Case] = [
         working,
         lambda w: ended(w, outcome="escalated", reason="turns reached 21 of 20", summary="I looped."),
         [
+            f"put {A38} ESCALATED (v5)",
             "label #38 needs-human",
             "comment #38",
             "create issue 'needs-human: #38 (feat-dev-38)'",
-            f"put {A38} ESCALATED (v5)",
         ],
     ),
     (

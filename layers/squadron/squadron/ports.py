@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from squadron.domain.agents import AgentRecord, InboxItem, IssueState
-from squadron.domain.effects import AgentWrite, RecordReview
+from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.events import EventEnvelope
 from squadron.domain.metrics import MetricPoint
 from squadron.domain.routing import IssueView
@@ -101,6 +101,26 @@ class Registry(Protocol):
         """Count a failed RunTask on the pending launch ``token`` (which stays pending)."""
         ...
 
+    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
+        """Store a decision's conditional ``writes`` and its record all or nothing.
+
+        Raises :class:`~squadron.domain.agents.ConflictError` (nothing stored) when a condition
+        fails, the decision's record existing already among them.
+        """
+        ...
+
+    def decision(self, key: str) -> Decision | None:
+        """The committed decision ``key`` (done or not), or None."""
+        ...
+
+    def finish_decision(self, key: str, at: datetime) -> None:
+        """Mark decision ``key`` carried out (its outbox is no longer needed)."""
+        ...
+
+    def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
+        """Decisions committed before ``decided_before`` and not carried out, oldest first."""
+        ...
+
 
 class TaskLauncher(Protocol):
     """Starts and stops agent tasks (ECS Fargate on AWS, local processes in the local stack)."""
@@ -124,8 +144,17 @@ class RouterGitHub(Protocol):
         ...
 
     def comment(
-        self, installation_id: int | None, repo_full_name: str, number: int, body: str, author: str
-    ) -> None: ...
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        number: int,
+        body: str,
+        author: str,
+        *,
+        key: str | None = None,
+    ) -> None:
+        """Comment as the framework; ``key`` (an effect's idempotency key) is marked in the body."""
+        ...
 
     def close_issue(
         self, installation_id: int | None, repo_full_name: str, number: int, reason: str
@@ -144,8 +173,26 @@ class RouterGitHub(Protocol):
         body: str,
         labels: tuple[str, ...],
         assignees: tuple[str, ...],
+        key: str | None = None,
     ) -> int:
-        """Open an issue as the framework; its number."""
+        """Open an issue as the framework; its number. ``key`` is marked in the body."""
+        ...
+
+    def find_comment(
+        self, installation_id: int | None, repo_full_name: str, number: int, key: str, since: datetime
+    ) -> bool:
+        """Whether the App commented on ``number`` with ``key`` marked, at or after ``since``."""
+        ...
+
+    def find_issue(
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        key: str,
+        labels: tuple[str, ...],
+        since: datetime,
+    ) -> int | None:
+        """The number of the issue the App opened with ``key`` marked (and ``labels``), or None."""
         ...
 
 

@@ -111,3 +111,74 @@ def test_configuration_is_read_from_the_default_branch_head() -> None:
     config = ConfigLoader(files).load("octo/app")
     assert routing_policy(config).max_issue_depth == 4
     assert config.commit_sha == "a" * 40
+
+
+BOT = "squadron-test[bot]"
+KEY = "0123456789abcdef01234567"
+MARK = f"<!-- squadron:effect {KEY} -->"
+
+
+def _answer(body: object) -> httpx.Response:
+    return httpx.Response(200, json=body)
+
+
+def _bot_github(fake: FakeGitHub, clock: Clock) -> AppGitHub:
+    private, _ = app_private_key()
+    http = GitHubHttp(transport=fake.transport(), sleep=lambda s: None)
+    app = GitHubApp(app_id=42, http=http, private_key=lambda: private, clock=clock)
+    return AppGitHub(app, clock=clock, bot_login=BOT)
+
+
+def test_an_effects_key_is_marked_in_what_it_creates() -> None:
+    fake, clock = FakeGitHub(), Clock()
+    github = _bot_github(fake, clock)
+    github.comment(7, "octo/app", 38, "Handed to humans", "framework", key=KEY)
+    sent = next(r for r in fake.requests if r.url.path.endswith("/comments"))
+    assert json.loads(sent.content)["body"] == f"[squadron:framework] Handed to humans\n\n{MARK}"
+
+
+FOUND_COMMENTS = [
+    # (id, the comments GitHub lists, found?)
+    (
+        "the App's comment with the key",
+        [{"user": {"login": BOT, "type": "Bot"}, "body": f"x\n\n{MARK}"}],
+        True,
+    ),
+    ("another key", [{"user": {"login": BOT}, "body": "<!-- squadron:effect ffff -->"}], False),
+    (
+        "a stranger copied the marker (it never suppresses the App's comment)",
+        [{"user": {"login": "mallory", "type": "User"}, "body": MARK}],
+        False,
+    ),
+    ("another App's bot copied it", [{"user": {"login": "other[bot]", "type": "Bot"}, "body": MARK}], False),
+    ("no comments", [], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("listed", "found"), [c[1:] for c in FOUND_COMMENTS], ids=[c[0] for c in FOUND_COMMENTS]
+)
+def test_a_retry_finds_only_the_apps_own_comment_by_its_key(listed: list[object], found: bool) -> None:
+    fake, clock = FakeGitHub(), Clock()
+    fake.faults["GET /repos/octo/app/issues/38/comments"] = _answer(listed)
+    github = _bot_github(fake, clock)
+    assert github.find_comment(7, "octo/app", 38, KEY, T0) is found
+    asked = next(r for r in fake.requests if r.url.path.endswith("/comments"))
+    assert asked.url.params["since"] == "2026-11-23T12:00:00Z"  # only what is recent is read
+
+
+def test_a_retry_finds_the_issue_it_opened_by_its_key_and_never_a_pull_request() -> None:
+    fake, clock = FakeGitHub(), Clock()
+    fake.faults["GET /repos/octo/app/issues"] = _answer(
+        [
+            {"number": 90, "user": {"login": BOT}, "body": MARK, "pull_request": {"url": "x"}},
+            {"number": 91, "user": {"login": "mallory"}, "body": MARK},
+            {"number": 92, "user": {"login": BOT}, "body": f"Resolve it\n\n{MARK}"},
+        ]
+    )
+    github = _bot_github(fake, clock)
+    assert github.find_issue(7, "octo/app", KEY, ("needs-human",), T0) == 92
+    listed = next(r for r in fake.requests if r.url.path.endswith("/issues"))
+    assert listed.url.params["labels"] == "needs-human" and listed.url.params["state"] == "all"
+    fake.faults["GET /repos/octo/app/issues"] = _answer([{"number": 93, "user": {"login": BOT}, "body": "x"}])
+    assert github.find_issue(7, "octo/app", KEY, ("needs-human",), T0) is None

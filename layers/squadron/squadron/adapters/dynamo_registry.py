@@ -18,6 +18,8 @@ reviews of a PR, latest per reviewer   ``ISSUE#<r>#<pr>`` / ``REVIEW#<login>``  
 an agent's inbox, oldest first         ``INBOX#<agent>`` / ``<time>#<delivery>#<kind>``  Query on PK
 agents by status (reconciler)          GSI ``by-status``: ``STATUS#<s>`` / ``<updated>#<agent>``  Query on GSI
 who owns a POSIX uid (agent gateway)   ``UID#<uid>`` / ``UID``                    PutItem (claim)
+a committed decision (the outbox)      ``DECISION#<delivery>`` / ``DECISION``     GetItem
+decisions not carried out yet          GSI ``by-status``: ``DECISION#OPEN#<s>`` / ``<time>#<key>``  Query on GSI
 =====================================  =========================================  ==============
 
 So everything the router needs about one number is one Query on its
@@ -34,6 +36,8 @@ guards against older news is a silent no-op, as in the in-memory fake.
 
 from __future__ import annotations
 
+import hashlib
+import zlib
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -56,7 +60,18 @@ from squadron.domain.agents import (
     candidate_uid,
     parse_agent_id,
 )
-from squadron.domain.effects import AgentWrite, RecordReview
+from squadron.domain.effects import (
+    AddBlocker,
+    AgentWrite,
+    Decision,
+    DeliverInbox,
+    LinkPullRequest,
+    PutAgent,
+    RecordReview,
+    RemoveBlocker,
+    Write,
+    commit_agents,
+)
 from squadron.domain.routing import IssueView
 
 if TYPE_CHECKING:
@@ -64,6 +79,12 @@ if TYPE_CHECKING:
 
 STATUS_INDEX = "by-status"
 TTL_ATTRIBUTE = "expires_at"
+#: How long a decision record is kept (a redelivery within it is recognised as done).
+DECISION_RETENTION = timedelta(days=14)
+#: Unfinished decisions spread over this many GSI partitions (a burst never heats one key).
+DECISION_SHARDS = 8
+#: TransactWriteItems takes at most 100 items.
+TRANSACTION_ITEMS = 100
 
 #: The table's shape; the CDK construct and the tests create it from this.
 TABLE_DEFINITION: dict[str, Any] = {
@@ -450,6 +471,15 @@ class DynamoRegistry:
     def add_blocker(
         self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
     ) -> None:
+        parts = self._add_blocker_parts(repo_id, issue, blocker)
+        if agent is not None:
+            self._write_agent(agent, *parts)
+        else:
+            self._transact(parts)
+
+    def _add_blocker_parts(
+        self, repo_id: int, issue: int, blocker: int
+    ) -> list[tuple[str, dict[str, Any], str]]:
         open_blocker = (
             "ConditionCheck",
             {
@@ -461,17 +491,22 @@ class DynamoRegistry:
             },
             f"blocker #{blocker}: it is closed",
         )
-        parts = [open_blocker, *self._edge(repo_id, issue, blocker, resolved=False)]
-        if agent is not None:
-            self._write_agent(agent, *parts)
-        else:
-            self._transact(parts)
+        return [open_blocker, *self._edge(repo_id, issue, blocker, resolved=False)]
 
     def remove_blocker(
         self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
     ) -> None:
+        parts = self._remove_blocker_parts(repo_id, issue, blocker)
+        if agent is not None:
+            self._write_agent(agent, *parts)
+        elif parts:
+            self._transact(parts)
+
+    def _remove_blocker_parts(
+        self, repo_id: int, issue: int, blocker: int
+    ) -> list[tuple[str, dict[str, Any], str]]:
         exists = self._partition_has(repo_id, issue, f"BLOCKED_BY#{blocker}")
-        parts = (
+        return (
             [
                 (
                     "Update",
@@ -491,10 +526,6 @@ class DynamoRegistry:
             if exists
             else []
         )
-        if agent is not None:
-            self._write_agent(agent, *parts)
-        elif parts:
-            self._transact(parts)
 
     def _partition_has(self, repo_id: int, number: int, sk: str) -> bool:
         response = self._call(
@@ -509,6 +540,15 @@ class DynamoRegistry:
     def link_pull_request(
         self, repo_id: int, pr_number: int, issue_number: int, agent: AgentWrite | None, at: datetime
     ) -> None:
+        parts = self._link_parts(repo_id, pr_number, issue_number)
+        if agent is not None:
+            self._write_agent(agent, *parts)
+        else:
+            self._transact(parts)
+
+    def _link_parts(
+        self, repo_id: int, pr_number: int, issue_number: int
+    ) -> list[tuple[str, dict[str, Any], str]]:
         link = {
             "PK": issue_pk(repo_id, pr_number),
             "SK": "PRLINK",
@@ -521,28 +561,130 @@ class DynamoRegistry:
             "entity": "prlink",
             "pr_number": pr_number,
         }
-        parts = [
+        return [
             ("Put", {"TableName": self.table_name, "Item": _dump(link)}, f"PR #{pr_number} link"),
             ("Put", {"TableName": self.table_name, "Item": _dump(back)}, f"#{issue_number} PR list"),
         ]
-        if agent is not None:
-            self._write_agent(agent, *parts)
-        else:
-            self._transact(parts)
+
+    # --- decisions (the commit point and its outbox) -------------------------------------------
+
+    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
+        """Store ``writes`` and ``decision`` all or nothing (see :mod:`squadron.domain.effects`).
+
+        One TransactWriteItems: every agent write conditional on its version (an agent written
+        twice is written once, expecting the version the decision read), edges and links, the
+        blockers' "not closed" checks, and the decision record, conditional on not existing. A
+        lost condition raises :class:`ConflictError` and nothing is stored. A decision of more
+        than 100 items (a closed issue waking dozens of agents) is stored in chunks, its record
+        in the last: a conflict in a later chunk leaves the earlier ones stored, which the
+        re-decision then reads, as before the commit point existed.
+        """
+        parts: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
+        checks: list[tuple[str, dict[str, Any], str]] = []
+
+        def add(found: Iterable[tuple[str, dict[str, Any], str]]) -> None:
+            for kind, request, what in found:
+                if kind == "ConditionCheck":
+                    checks.append((kind, request, what))
+                    continue
+                item = request.get("Item") or request.get("Key") or {}
+                parts[(str(item["PK"]["S"]), str(item["SK"]["S"]))] = (kind, request, what)
+
+        for write in commit_agents(writes):
+            expected = write.expected_version
+            detail = "already exists" if expected is None else f"expected version {expected}"
+            add([("Put", self._agent_put(write), f"agent {write.record.agent_id}: {detail}")])
+            branch = self._branch_put(write.record)
+            if branch is not None:
+                add([("Put", branch, f"branch {write.record.branch}: not written")])
+        for effect in writes:
+            match effect:
+                case AddBlocker(repo_id=repo_id, issue=issue, blocker=blocker):
+                    add(self._add_blocker_parts(repo_id, issue, blocker))
+                case RemoveBlocker(repo_id=repo_id, issue=issue, blocker=blocker):
+                    add(self._remove_blocker_parts(repo_id, issue, blocker))
+                case LinkPullRequest(repo_id=repo_id, pr_number=pr, issue_number=issue):
+                    add(self._link_parts(repo_id, pr, issue))
+                case DeliverInbox(item=item):
+                    # Unconditional: the commit happens once per decision (its record's condition).
+                    add([("Put", {"TableName": self.table_name, "Item": _inbox_item(item)}, "inbox")])
+                case PutAgent():
+                    pass  # among commit_agents above
+        record = ("Put", self._decision_put(decision), f"decision {decision.key}: already committed")
+        ordered = [*checks, *parts.values()]
+        while len(ordered) + 1 > TRANSACTION_ITEMS:
+            self._transact(ordered[:TRANSACTION_ITEMS])
+            ordered = ordered[TRANSACTION_ITEMS:]
+        self._transact([*ordered, record])
+
+    def _decision_put(self, decision: Decision) -> dict[str, Any]:
+        item: dict[str, Any] = {
+            "PK": f"DECISION#{decision.key}",
+            "SK": "DECISION",
+            "entity": "decision",
+            "key": decision.key,
+            "decided_at": _iso(decision.decided_at),
+            "done": decision.done,
+            "installation_id": decision.installation_id,
+            "repo_full_name": decision.repo_full_name,
+            "repo_id": decision.repo_id,
+            TTL_ATTRIBUTE: int((decision.decided_at + DECISION_RETENTION).timestamp()),
+        }
+        if decision.outside:
+            item["outside"] = zlib.compress(decision.dump_outside())
+        if not decision.done:
+            item["GSI1PK"] = _open_decisions(decision.key)
+            item["GSI1SK"] = f"{_iso(decision.decided_at)}#{decision.key}"
+        return {
+            "TableName": self.table_name,
+            "Item": _dump(item),
+            "ConditionExpression": "attribute_not_exists(PK)",
+        }
+
+    def decision(self, key: str) -> Decision | None:
+        response = self._call(
+            "get_item",
+            TableName=self.table_name,
+            Key=_dump({"PK": f"DECISION#{key}", "SK": "DECISION"}),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return None if item is None else _decision_from(item)
+
+    def finish_decision(self, key: str, at: datetime) -> None:
+        """Mark the decision carried out: off the open index, its outbox dropped."""
+        self._call(
+            "update_item",
+            TableName=self.table_name,
+            Key=_dump({"PK": f"DECISION#{key}", "SK": "DECISION"}),
+            UpdateExpression="SET done = :t, finished_at = :at REMOVE GSI1PK, GSI1SK, outside",
+            ConditionExpression="attribute_exists(PK)",
+            ExpressionAttributeValues=_dump({":t": True, ":at": _iso(at)}),
+        )
+
+    def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
+        """Decisions not carried out whose time is before ``decided_before``, oldest first."""
+        found: list[Decision] = []
+        for shard in range(DECISION_SHARDS):
+            page = self._call(
+                "query",
+                TableName=self.table_name,
+                IndexName=STATUS_INDEX,
+                KeyConditionExpression="GSI1PK = :pk AND GSI1SK < :before",
+                ExpressionAttributeValues=_dump(
+                    {":pk": f"DECISION#OPEN#{shard}", ":before": _iso(decided_before)}
+                ),
+                Limit=limit,
+            )
+            found += [_decision_from(item) for item in page.get("Items", [])]
+        return sorted(found, key=lambda d: (d.decided_at, d.key))[:limit]
 
     def deliver(self, item: InboxItem) -> None:
-        parse_agent_id(item.agent_id)
-        stored = {
-            **item.model_dump(mode="json"),
-            "PK": f"INBOX#{item.agent_id}",
-            "SK": _inbox_sk(item),
-            "entity": "inbox",
-        }
         try:
             self._call(
                 "put_item",
                 TableName=self.table_name,
-                Item=_dump(stored),
+                Item=_inbox_item(item),
                 ConditionExpression="attribute_not_exists(PK)",
             )
         except ClientError:
@@ -759,6 +901,40 @@ class DynamoRegistry:
             )
         except ClientError:
             return
+
+
+def _open_decisions(key: str) -> str:
+    shard = hashlib.sha256(key.encode()).digest()[0] % DECISION_SHARDS
+    return f"DECISION#OPEN#{shard}"
+
+
+def _decision_from(item: Mapping[str, Any]) -> Decision:
+    raw = _deserializer.deserialize(item["outside"]) if "outside" in item else None
+    data = _load({k: v for k, v in item.items() if k != "outside"})
+    outside = Decision.load_outside(zlib.decompress(bytes(raw))) if raw is not None else ()
+    installation = data.get("installation_id")
+    repo_id = data.get("repo_id")
+    return Decision(
+        key=str(data["key"]),
+        decided_at=datetime.fromisoformat(str(data["decided_at"]).replace("Z", "+00:00")),
+        outside=outside,
+        done=bool(data.get("done")),
+        installation_id=int(installation) if installation is not None else None,
+        repo_full_name=str(data.get("repo_full_name") or ""),
+        repo_id=int(repo_id) if repo_id is not None else None,
+    )
+
+
+def _inbox_item(item: InboxItem) -> dict[str, Any]:
+    parse_agent_id(item.agent_id)
+    return _dump(
+        {
+            **item.model_dump(mode="json"),
+            "PK": f"INBOX#{item.agent_id}",
+            "SK": _inbox_sk(item),
+            "entity": "inbox",
+        }
+    )
 
 
 def _inbox_sk(item: InboxItem) -> str:

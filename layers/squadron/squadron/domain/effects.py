@@ -2,17 +2,31 @@
 
 Registry effects carry the new record and the version they expect to replace,
 so applying one twice, or after somebody else's write, fails its condition
-instead of overwriting newer state. Effects are applied in the order given:
-GitHub calls, then registry writes, then task launches (whose tokens make a
-repeated launch a no-op on ECS).
+instead of overwriting newer state.
+
+A decision is carried out in three steps (:func:`split_decision`):
+
+1. *facts* — news of the event itself (an issue's state, the App's assignment, a
+   review): idempotent writes guarded by GitHub's time or id, applied first;
+2. the *commit* — every registry write of the decision (agents, edges, links, inbox
+   items) together with
+   its :class:`Decision` record (the outbox: every effect outside the commit, in
+   order) in one transaction. A lost condition re-reads and re-decides: nothing
+   outside the registry has happened yet;
+3. the *outbox* — GitHub calls, task launches and the merge gate, carried out from the committed record, each with a key
+   (:func:`effect_key`) that makes a retry harmless. A retry of the same delivery
+   finds the record and carries out the rest instead of deciding again.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal, assert_never
+
+from pydantic import Field, TypeAdapter
 
 from squadron.domain.agents import AgentRecord, InboxItem, IssueState
 
@@ -233,22 +247,147 @@ TASK_EFFECTS = (LaunchAgent, StopAgentTask)
 #: Judged last, after the registry reflects the event (the gate reads GitHub, not the registry).
 GATE_EFFECTS = (EvaluateMerge, FileBlockerIssue)
 
+#: News of the event itself: idempotent, guarded by GitHub's time or id, applied before the commit.
+Fact = SetIssueState | SetIssueAssignment | RecordReview
+#: The registry writes of a decision: committed together with its record (an inbox item's key
+#: is its delivery's, so storing it in the commit is storing it once).
+Write = PutAgent | AddBlocker | RemoveBlocker | LinkPullRequest | DeliverInbox
+#: What a decision does outside its commit, carried out from the committed record in this order.
+Outside = (
+    PostComment
+    | CloseIssue
+    | AddLabels
+    | CreateIssue
+    | LaunchAgent
+    | StopAgentTask
+    | EvaluateMerge
+    | FileBlockerIssue
+)
+
+FACTS = (SetIssueState, SetIssueAssignment, RecordReview)
+WRITES = (PutAgent, AddBlocker, RemoveBlocker, LinkPullRequest, DeliverInbox)
+#: Effects that create something on GitHub: a retry looks for their key before creating again.
+CREATES = (PostComment, CreateIssue, FileBlockerIssue)
+
+
+def _outside_rank(effect: Outside) -> int:
+    """GitHub first, then tasks (an agent woken finds its inbox committed), then the merge gate."""
+    if isinstance(effect, GITHUB_EFFECTS):
+        return 0
+    if isinstance(effect, TASK_EFFECTS):
+        return 1
+    return 2
+
+
+@dataclass(frozen=True)
+class Split:
+    """A decision's effects by when they are carried out (see the module's docstring)."""
+
+    facts: tuple[Fact, ...]
+    writes: tuple[Write, ...]
+    outside: tuple[Outside, ...]
+    discards: tuple[Discard, ...]
+
+
+def split_decision(effects: Iterable[Effect]) -> Split:
+    """Sort ``effects`` into facts, the commit's writes, the outbox (in order) and discards.
+
+    Exhaustive: an effect type that is none of these fails type checking here.
+    """
+    facts: list[Fact] = []
+    writes: list[Write] = []
+    outside: list[Outside] = []
+    discards: list[Discard] = []
+    for effect in effects:
+        match effect:
+            case SetIssueState() | SetIssueAssignment() | RecordReview():
+                facts.append(effect)
+            case PutAgent() | AddBlocker() | RemoveBlocker() | LinkPullRequest() | DeliverInbox():
+                writes.append(effect)
+            case (
+                PostComment()
+                | CloseIssue()
+                | AddLabels()
+                | CreateIssue()
+                | LaunchAgent()
+                | StopAgentTask()
+                | EvaluateMerge()
+                | FileBlockerIssue()
+            ):
+                outside.append(effect)
+            case Discard():
+                discards.append(effect)
+            case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
+                assert_never(effect)
+    ordered = sorted(outside, key=_outside_rank)
+    return Split(tuple(facts), tuple(writes), tuple(ordered), tuple(discards))
+
 
 def apply_order(effects: list[Effect]) -> list[Effect]:
-    """GitHub effects first, registry writes second, tasks third, the merge gate fourth, discards last."""
+    """The order a decision's effects take effect: facts, the commit's writes, the outbox, discards."""
+    split = split_decision(effects)
+    return [*split.facts, *split.writes, *split.outside, *split.discards]
 
-    def rank(effect: Effect) -> int:
-        if isinstance(effect, GITHUB_EFFECTS):
-            return 0
-        if isinstance(effect, TASK_EFFECTS):
-            return 2
-        if isinstance(effect, GATE_EFFECTS):
-            return 3
-        if isinstance(effect, Discard):
-            return 4
-        return 1
 
-    return sorted(effects, key=rank)
+_OUTSIDE = TypeAdapter(list[Annotated[Outside, Field(discriminator="kind")]])
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A committed decision: the delivery it answers and what it does outside the registry.
+
+    ``key`` is the delivery id (one decision per delivery; a paused repository's withheld
+    routing has its own, :func:`decision_key`). ``done`` once every outside effect was
+    carried out; until then a retry of the delivery, or the reconciler's sweep, carries them
+    out again, each under its :func:`effect_key`.
+    """
+
+    key: str
+    decided_at: datetime
+    outside: tuple[Outside, ...]
+    done: bool = False
+    #: The repository, for the reconciler's sweep (a :class:`FinishDecision` names it).
+    installation_id: int | None = None
+    repo_full_name: str = ""
+    repo_id: int | None = None
+
+    def dump_outside(self) -> bytes:
+        return _OUTSIDE.dump_json(list(self.outside))
+
+    @staticmethod
+    def load_outside(data: bytes | str) -> tuple[Outside, ...]:
+        return tuple(_OUTSIDE.validate_json(data))
+
+
+def decision_key(delivery_id: str, *, paused: bool = False) -> str:
+    """The decision record's key: the delivery, or its routing while its repository was paused."""
+    return f"{delivery_id}#paused" if paused else delivery_id
+
+
+def effect_key(decision: str, index: int) -> str:
+    """The idempotency key of the ``index``-th outside effect of ``decision``.
+
+    A hash: it names the effect without revealing the delivery id, and nobody who only sees
+    public facts (an issue number, a launch count) can predict it.
+    """
+    return hashlib.sha256(f"{decision}\x00{index}".encode()).hexdigest()[:24]
+
+
+#: The hidden line that marks what an effect created on GitHub (a comment, an issue).
+EFFECT_MARKER = "<!-- squadron:effect {key} -->"
+
+
+def effect_marker(key: str) -> str:
+    return EFFECT_MARKER.format(key=key)
+
+
+def marked(body: str, key: str) -> str:
+    """``body`` with the effect's hidden marker as its last line."""
+    return f"{body}\n\n{effect_marker(key)}"
+
+
+def has_marker(body: object, key: str) -> bool:
+    return isinstance(body, str) and effect_marker(key) in body
 
 
 def agent_writes(effects: Iterable[Effect]) -> Iterator[AgentWrite]:
@@ -274,3 +413,17 @@ def status_changes(before: Iterable[AgentRecord], effects: Iterable[Effect]) -> 
             changes.append(f"{old}>{new}")
         status[write.record.agent_id] = new
     return tuple(changes)
+
+
+def commit_agents(writes: Iterable[Effect]) -> list[AgentWrite]:
+    """One write per agent a commit stores: its first expected version, its last record.
+
+    A decision that writes one agent twice (the second expecting the first's version)
+    commits it once, conditional on the version the decision read.
+    """
+    expected: dict[str, int | None] = {}
+    last: dict[str, AgentRecord] = {}
+    for write in agent_writes(writes):
+        expected.setdefault(write.record.agent_id, write.expected_version)
+        last[write.record.agent_id] = write.record
+    return [AgentWrite(record, expected[agent_id]) for agent_id, record in last.items()]

@@ -319,8 +319,23 @@ class TaskEnded(_Model):
     finished: bool = True
 
 
+class FinishDecision(_Model):
+    """Framework command from the reconciler: carry out what a committed decision left undone.
+
+    A decision's outside effects are carried out right after its commit; when that failed and
+    its delivery was not retried (it went to the dead-letter queue), the reconciler sends this.
+    The router looks the decision up by ``decision`` and carries out its outbox, each effect
+    under its key (what was done already is not done again). It never decides anything.
+    """
+
+    type: Literal["finish_decision"] = "finish_decision"
+    decision: str = Field(min_length=1, max_length=200)
+    #: In the repository's message group (a decision spans the issues of its delivery).
+    issue_number: None = None
+
+
 SquadronCommand = Annotated[
-    RegisterBlocker | RecoverAgent | ReportConflict | TaskEnded, Field(discriminator="type")
+    RegisterBlocker | RecoverAgent | ReportConflict | TaskEnded | FinishDecision, Field(discriminator="type")
 ]
 
 #: The event name of framework commands. Never in :data:`ROUTED_EVENTS`, so a

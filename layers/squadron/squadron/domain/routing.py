@@ -1421,6 +1421,9 @@ ROUTES: Mapping[tuple[str, str | None], Handler] = {
     (SQUADRON_EVENT, "recover_agent"): _on_recover_agent,
     (SQUADRON_EVENT, "report_conflict"): _on_report_conflict,
     (SQUADRON_EVENT, "task_ended"): _on_task_ended,
+    # The router shell carries a FinishDecision out itself (it decides nothing); routed here only
+    # when no such decision is pending.
+    (SQUADRON_EVENT, "finish_decision"): lambda e, s, p: [Discard("no unfinished decision of that key")],
 }
 
 

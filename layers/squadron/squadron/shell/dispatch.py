@@ -51,14 +51,19 @@ class Dispatcher:
         self.service = service
         self._route: Callable[..., dict[str, Any]] = once(self._route_once) if once else self._route_once
         self._routed = False
+        self._first_receive = False
 
-    def handle(self, body: str, message_id: str | None = None) -> dict[str, Any]:
+    def handle(
+        self, body: str, message_id: str | None = None, *, first_receive: bool = False
+    ) -> dict[str, Any]:
         """Route the envelope in ``body``; returns a summary (also what a duplicate is answered with).
 
         The summary's ``duplicate`` says whether this delivery had been routed already (then
-        the rest is the first routing's summary, and nothing was done now).
+        the rest is the first routing's summary, and nothing was done now). ``first_receive``:
+        the queue hands this record over for the first time (its ApproximateReceiveCount is 1).
         """
         self._routed = False
+        self._first_receive = first_receive
         envelope = parse_record(body, message_id)
         pause = self.service.pause_for(envelope)
         if pause is not None:
@@ -67,7 +72,7 @@ class Dispatcher:
         return {**summary, "duplicate": not self._routed}
 
     def _route_once(self, envelope: EventEnvelope, pause: str | None = None) -> dict[str, Any]:
-        result = self.service.process(envelope, pause=pause)
+        result = self.service.process(envelope, pause=pause, first_receive=self._first_receive)
         self._routed = True
         return {
             "delivery_id": result.delivery_id,
@@ -80,4 +85,5 @@ class Dispatcher:
             "launches": [effect.purpose for effect in result.effects if isinstance(effect, LaunchAgent)],
             "transitions": list(result.transitions),
             "held": list(result.held),
+            "resumed": result.resumed,
         }

@@ -1,46 +1,62 @@
-"""The router shell: load what the core asks for, route, apply the effects in order.
+"""The router shell: load what the core asks for, route, commit the decision, carry it out.
 
-One call of :meth:`RouterService.process` handles one envelope. It raises on
-any failure, so the record goes back to the queue (and, after enough
-receives, to the DLQ); a retry re-reads the registry, so effects already
-applied are not decided again. A repository whose configuration is invalid is
-paused (:meth:`RouterService.pause_for`): its events are routed, but what would
-start something is withheld (:func:`~squadron.domain.pause.hold_while_paused`).
+One call of :meth:`RouterService.process` handles one envelope:
+
+1. If a decision of this delivery is committed already (an earlier attempt crashed
+   after its commit), nothing is decided again: what it left undone is carried out.
+2. Otherwise route (pure), apply the event's facts (idempotent), and commit the
+   decision: its registry writes (agents, edges, links, inbox items) and its record, the outbox of every
+   effect outside the registry, in one transaction. A lost condition (a heartbeat
+   moved an agent's version) re-reads and re-decides: nothing outside the registry
+   has happened yet.
+3. Carry out the outbox in order — GitHub, tasks, merge gate — each effect
+   under its key (:func:`~squadron.domain.effects.effect_key`), then mark the
+   decision done. A retry finds what a crash left: creations (comments, issues)
+   are looked up by their hidden key first; labels, closing and launches (by
+   their token) are harmless to repeat.
+
+It raises on any failure, so the record goes back to the queue (and, after enough
+receives, to the DLQ); a decision left unfinished there is found by the
+reconciler, which sends :class:`~squadron.domain.events.FinishDecision`. A
+repository whose configuration is invalid is paused (:meth:`RouterService.pause_for`):
+its events are routed, but what would start something is withheld
+(:func:`~squadron.domain.pause.hold_while_paused`), under a decision of its own.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import assert_never
 
 from squadron.adapters.ecs import TaskLaunchError
 from squadron.domain.agents import ConflictError
 from squadron.domain.effects import (
-    AddBlocker,
     AddLabels,
     CloseIssue,
     CreateIssue,
-    DeliverInbox,
+    Decision,
     Discard,
     Effect,
     EvaluateMerge,
+    Fact,
     FileBlockerIssue,
     LaunchAgent,
-    LinkPullRequest,
+    Outside,
     PostComment,
-    PutAgent,
     RecordReview,
-    RemoveBlocker,
     SetIssueAssignment,
     SetIssueState,
     StopAgentTask,
-    apply_order,
+    decision_key,
+    effect_key,
+    split_decision,
     status_changes,
 )
-from squadron.domain.events import EventEnvelope, RegisterBlocker, command_envelope
+from squadron.domain.events import EventEnvelope, FinishDecision, RegisterBlocker, command_envelope
 from squadron.domain.launches import SECRET_BYTES, SECRET_TTL, secret_digest
 from squadron.domain.pause import hold_while_paused
 from squadron.domain.routing import RoutingPolicy, Snapshot, SnapshotRequest, route, snapshot_request
@@ -51,6 +67,11 @@ logger = logging.getLogger(__name__)
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+#: How far before a decision's time a retry looks for what it created (GitHub's clock and
+#: ours may disagree by a little; a wider window only reads a few more comments).
+CLOCK_SKEW = timedelta(minutes=5)
 
 
 PolicySource = Callable[[EventEnvelope], RoutingPolicy]
@@ -66,6 +87,8 @@ class RoutingResult:
     transitions: tuple[str, ...] = ()
     #: Agents whose launch RunTask refused: held, to be retried with back-off.
     held: tuple[str, ...] = ()
+    #: A decision committed by an earlier attempt was carried out (nothing was decided now).
+    resumed: bool = False
 
     @property
     def discarded(self) -> bool:
@@ -104,37 +127,91 @@ class RouterService:
         """Why ``event``'s repository is paused, or None (it is not, or nothing says)."""
         return self.paused(event) if self.paused is not None else None
 
-    def process(self, event: EventEnvelope, *, pause: str | None = None) -> RoutingResult:
-        """Route ``event`` and apply its effects (with ``pause``, only what starts nothing).
+    def process(
+        self, event: EventEnvelope, *, pause: str | None = None, first_receive: bool = False
+    ) -> RoutingResult:
+        """Route ``event``, commit the decision, carry it out (with ``pause``, only what starts nothing).
 
-        A lost conditional write (an agent task renewed its lease or heartbeat between
-        our read and our write) re-reads and re-decides, up to :attr:`attempts` times:
-        what was applied before the conflict is in the registry now, so the new decision
-        does only the rest. Past the bound the ConflictError propagates and the queue
-        retries the record later.
+        A lost conditional write (an agent task renewed its lease or heartbeat between our
+        read and our commit) stores nothing: re-read and re-decide, up to :attr:`attempts`
+        times. Past the bound the ConflictError propagates and the queue retries the record
+        later. A decision already committed for this delivery is carried out, not re-decided.
+
+        ``first_receive``: the queue delivers this record for the first time, so no earlier
+        attempt of it committed anything, and the decision is not looked up first (a read per
+        event saved). Should another message of the same delivery have committed one, the
+        commit says so (its record exists) and the next attempt carries that one out; a
+        re-decision that commits nothing leaves it to the reconciler's sweep.
         """
-        policy = self.policies(event)
-        applied: list[Effect] = []
-        transitions: tuple[str, ...] = ()
         self._held = []
+        if isinstance(event.command, FinishDecision):
+            return self._finish(event, event.command.decision)
+        key = decision_key(event.delivery_id, paused=pause is not None)
+        policy = self.policies(event)
         for attempt in range(1, self.attempts + 1):
+            committed = self.registry.decision(key) if attempt > 1 or not first_receive else None
+            if committed is not None:
+                return self._resume(event, committed)
             snapshot = self.load(event, snapshot_request(event, policy), policy)
             effects = route(event, snapshot, policy)
             if pause is not None:
                 effects = hold_while_paused(effects, snapshot.agents(), pause)
-            try:
-                self.apply(event, effects, snapshot.now)
-            except ConflictError as exc:
-                if attempt == self.attempts:
-                    raise
-                logger.info(
-                    "conflict routing %s (attempt %d): %s; re-reading", event.delivery_id, attempt, exc
-                )
-                continue
-            applied = effects
+            split = split_decision(effects)
+            for fact in split.facts:
+                self._fact(fact, snapshot.now)
+            # Launches alone need no sweep: an agent's committed pending launch is its own outbox
+            # (a retry of this delivery starts it, else the next event of its issue or the
+            # reconciler). The record keeps them for the retry, and is done at once.
+            kept = any(not isinstance(e, LaunchAgent) for e in split.outside)
+            decision = Decision(
+                key,
+                snapshot.now,
+                split.outside,
+                done=not kept,
+                installation_id=event.installation_id,
+                repo_full_name=event.repository.full_name,
+                repo_id=event.repository.id,
+            )
+            if split.writes or split.outside:
+                try:
+                    self.registry.commit(split.writes, decision)
+                except ConflictError as exc:
+                    if attempt == self.attempts:
+                        raise
+                    logger.info(
+                        "conflict routing %s (attempt %d): %s; re-reading", event.delivery_id, attempt, exc
+                    )
+                    continue
             transitions = status_changes(snapshot.agents(), effects)
-            break
-        return RoutingResult(event.delivery_id, tuple(applied), transitions, tuple(self._held))
+            self._carry_out(
+                event, decision.key, split.outside, snapshot.now, resumed=False, finish=bool(kept)
+            )
+            return RoutingResult(event.delivery_id, tuple(effects), transitions, tuple(self._held))
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _resume(self, event: EventEnvelope, decision: Decision) -> RoutingResult:
+        if decision.done:
+            # Only its launches may be left (each a no-op unless still pending).
+            launches = [effect for effect in decision.outside if isinstance(effect, LaunchAgent)]
+            logger.info(
+                "decision %s was carried out already (%d launches checked)", decision.key, len(launches)
+            )
+            self._carry_out(event, decision.key, launches, decision.decided_at, resumed=True, finish=False)
+            return RoutingResult(event.delivery_id, (), (), tuple(self._held), resumed=True)
+        logger.info("carrying out what decision %s left undone", decision.key)
+        self._carry_out(event, decision.key, decision.outside, decision.decided_at, resumed=True, finish=True)
+        return RoutingResult(event.delivery_id, decision.outside, (), tuple(self._held), resumed=True)
+
+    def _finish(self, event: EventEnvelope, key: str) -> RoutingResult:
+        """The reconciler's FinishDecision: carry out an unfinished decision, decide nothing."""
+        decision = self.registry.decision(key)
+        if decision is None or decision.done:
+            reason = "no such decision" if decision is None else "carried out already"
+            return RoutingResult(event.delivery_id, (Discard(f"decision {key}: {reason}"),))
+        if decision.repo_id != event.repository.id:
+            reason = f"decision {key} is not of repository {event.repository.id}"
+            return RoutingResult(event.delivery_id, (Discard(reason),))
+        return self._resume(event, decision)
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -183,21 +260,112 @@ class RouterService:
 
     # --- writes ---------------------------------------------------------------------------
 
-    def apply(self, event: EventEnvelope, effects: list[Effect], now: datetime) -> None:
-        for effect in apply_order(effects):
-            self._apply_one(event, effect, now)
+    def _fact(self, fact: Fact, now: datetime) -> None:
+        """News of the event itself: idempotent, and older news never overwrites newer."""
+        match fact:
+            case SetIssueState(repo_id=repo_id, number=number, state=state, occurred_at=occurred_at):
+                self.registry.set_issue_state(repo_id, number, state, occurred_at)
+            case SetIssueAssignment(
+                repo_id=repo_id, number=number, assigned=assigned, occurred_at=occurred_at
+            ):
+                self.registry.set_issue_assignment(repo_id, number, assigned, occurred_at)
+            case RecordReview():
+                self.registry.record_review(fact, now)
 
-    def _file_blocker(self, event: EventEnvelope, effect: FileBlockerIssue, now: datetime) -> None:
-        """Open the issue, then register it as the agent's blocker (it sleeps) through events.fifo."""
+    def _carry_out(
+        self,
+        event: EventEnvelope,
+        key: str,
+        outside: Sequence[Outside],
+        decided_at: datetime,
+        *,
+        resumed: bool,
+        finish: bool,
+    ) -> None:
+        """Every outside effect in order, each under its key; then (``finish``) the decision is done.
+
+        ``resumed``: an earlier attempt may have carried out some of them (a crash after the
+        commit), so what creates something on GitHub is looked up by its key first.
+        """
+        since = decided_at - CLOCK_SKEW
+        for index, effect in enumerate(outside):
+            self._outside(event, effect, effect_key(key, index), since if resumed else None)
+        if finish:
+            self.registry.finish_decision(key, self.clock())
+
+    def _outside(self, event: EventEnvelope, effect: Outside, key: str, look_since: datetime | None) -> None:
+        github = self.github
+        match effect:
+            case PostComment(repo_full_name=repo, installation_id=inst, number=number, body=body):
+                if look_since is not None and github.find_comment(inst, repo, number, key, look_since):
+                    logger.info("comment %s on %s#%s was posted already", key, repo, number)
+                    return
+                github.comment(inst, repo, number, body, effect.author, key=key)
+            case CloseIssue(repo_full_name=repo, installation_id=inst, number=number, reason=reason):
+                github.close_issue(inst, repo, number, reason)
+            case AddLabels(repo_full_name=repo, installation_id=inst, number=number, labels=labels):
+                github.add_labels(inst, repo, number, labels)
+            case CreateIssue(repo_full_name=repo, installation_id=inst):
+                found = (
+                    github.find_issue(inst, repo, key, effect.labels, look_since)
+                    if look_since is not None
+                    else None
+                )
+                if found is not None:
+                    logger.info("issue %s of %s was opened already: #%s", key, repo, found)
+                    return
+                github.create_issue(
+                    inst,
+                    repo,
+                    title=effect.title,
+                    body=effect.body,
+                    labels=effect.labels,
+                    assignees=effect.assignees,
+                    key=key,
+                )
+            case LaunchAgent(agent_id=agent_id, purpose=purpose, token=token):
+                self._launch(agent_id, purpose, token, self.clock())
+            case StopAgentTask(task_arn=task_arn, reason=reason):
+                self.launcher.stop(task_arn, reason)
+            case EvaluateMerge(repo_full_name=repo, installation_id=inst, pr_number=pr, author_role=role):
+                if self.merge_gate is None:
+                    logger.info("no merge gate wired; PR #%s of %s not judged", pr, repo)
+                else:
+                    outcome = self.merge_gate.evaluate(
+                        inst, repo, pr, role, issue_number=effect.issue_number, cause=effect.cause
+                    )
+                    logger.info("merge gate on %s#%s: %s", repo, pr, getattr(outcome, "detail", outcome))
+            case FileBlockerIssue():
+                self._file_blocker(event, effect, key, look_since)
+            case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
+                assert_never(effect)
+
+    def _file_blocker(
+        self, event: EventEnvelope, effect: FileBlockerIssue, key: str, look_since: datetime | None
+    ) -> None:
+        """Open the issue (once: a retry finds it by its key), then register it as the agent's
+        blocker (it sleeps) through events.fifo (the command's id is the same on a retry)."""
         if self.queue is None:
             raise RuntimeError("a blocker issue needs events.fifo to register it: wire the router's queue")
-        number = self.github.create_issue(
-            effect.installation_id,
-            effect.repo_full_name,
-            title=effect.title,
-            body=effect.body,
-            labels=effect.labels,
-            assignees=effect.assignees,
+        found = (
+            self.github.find_issue(
+                effect.installation_id, effect.repo_full_name, key, effect.labels, look_since
+            )
+            if look_since is not None
+            else None
+        )
+        number = (
+            found
+            if found is not None
+            else self.github.create_issue(
+                effect.installation_id,
+                effect.repo_full_name,
+                title=effect.title,
+                body=effect.body,
+                labels=effect.labels,
+                assignees=effect.assignees,
+                key=key,
+            )
         )
         command = RegisterBlocker(
             issue_number=effect.issue_number,
@@ -213,7 +381,7 @@ class RouterService:
                 repository=event.repository.model_dump(),
                 installation_id=effect.installation_id,
                 delivery_id=f"cmd-{effect.launch_token}-blocker-{number}",
-                now=now,
+                now=self.clock(),
             )
         )
 
@@ -239,58 +407,3 @@ class RouterService:
             self._held.append(agent_id)
             return
         self.registry.confirm_launch(agent_id, token, task_arn, now)
-
-    def _apply_one(self, event: EventEnvelope, effect: Effect, now: datetime) -> None:
-        registry = self.registry
-        match effect:
-            case PostComment(
-                repo_full_name=repo, installation_id=inst, number=number, body=body, author=author
-            ):
-                self.github.comment(inst, repo, number, body, author)
-            case CloseIssue(repo_full_name=repo, installation_id=inst, number=number, reason=reason):
-                self.github.close_issue(inst, repo, number, reason)
-            case AddLabels(repo_full_name=repo, installation_id=inst, number=number, labels=labels):
-                self.github.add_labels(inst, repo, number, labels)
-            case CreateIssue(repo_full_name=repo, installation_id=inst):
-                self.github.create_issue(
-                    inst,
-                    repo,
-                    title=effect.title,
-                    body=effect.body,
-                    labels=effect.labels,
-                    assignees=effect.assignees,
-                )
-            case PutAgent(write=write):
-                registry.put_agent(write)
-            case SetIssueState(repo_id=repo_id, number=number, state=state, occurred_at=occurred_at):
-                registry.set_issue_state(repo_id, number, state, occurred_at)
-            case SetIssueAssignment(
-                repo_id=repo_id, number=number, assigned=assigned, occurred_at=occurred_at
-            ):
-                registry.set_issue_assignment(repo_id, number, assigned, occurred_at)
-            case AddBlocker(repo_id=repo_id, issue=issue, blocker=blocker, agent=agent):
-                registry.add_blocker(repo_id, issue, blocker, agent, now)
-            case RemoveBlocker(repo_id=repo_id, issue=issue, blocker=blocker, agent=agent):
-                registry.remove_blocker(repo_id, issue, blocker, agent, now)
-            case LinkPullRequest(repo_id=repo_id, pr_number=pr, issue_number=issue, agent=agent):
-                registry.link_pull_request(repo_id, pr, issue, agent, now)
-            case DeliverInbox(item=item):
-                registry.deliver(item)
-            case RecordReview():
-                registry.record_review(effect, now)
-            case LaunchAgent(agent_id=agent_id, purpose=purpose, token=token):
-                self._launch(agent_id, purpose, token, now)
-            case StopAgentTask(task_arn=task_arn, reason=reason):
-                self.launcher.stop(task_arn, reason)
-            case EvaluateMerge(repo_full_name=repo, installation_id=inst, pr_number=pr, author_role=role):
-                if self.merge_gate is None:
-                    logger.info("no merge gate wired; PR #%s of %s not judged", pr, repo)
-                else:
-                    outcome = self.merge_gate.evaluate(
-                        inst, repo, pr, role, issue_number=effect.issue_number, cause=effect.cause
-                    )
-                    logger.info("merge gate on %s#%s: %s", repo, pr, getattr(outcome, "detail", outcome))
-            case FileBlockerIssue():
-                self._file_blocker(event, effect, now)
-            case Discard(reason=reason):
-                logger.info("discarded %s.%s: %s", event.event, event.action, reason)

@@ -142,7 +142,7 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         raise AppNotConfiguredError("router")
     settings = load_settings(RouterSettings, environ)
     return assemble_router(
-        github=AppGitHub(_github_app(settings)),
+        github=AppGitHub(_github_app(settings), bot_login=settings.bot_login),
         registry=DynamoRegistry(settings.registry_table_name),
         launcher=EcsTaskLauncher(
             cluster=settings.agent_cluster,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -30,6 +31,13 @@ from squadron.domain.permissions import (
 from squadron.errors import FileTooLargeError
 
 Json = dict[str, Any]
+
+
+def _timestamp(at: datetime) -> str:
+    """GitHub's ISO 8601 timestamp (``YYYY-MM-DDTHH:MM:SSZ``), a second earlier to be inclusive."""
+    return at.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 ReviewEvent = Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
 #: GitHub's repository roles that are no custom role (``role_name`` of the permission endpoint).
 _BASE_ROLES = frozenset({"admin", "maintain", "write", "triage", "read", "none"})
@@ -107,12 +115,24 @@ class GitHubClient:
         result: Json = self._send("POST", "/issues", json=payload)
         return result
 
-    def list_issues(self, *, labels: Iterable[str] = (), state: str = "open", limit: int = 100) -> list[Json]:
-        """The newest issues (and pull requests) with every one of ``labels``, up to ``limit``."""
+    def list_issues(
+        self,
+        *,
+        labels: Iterable[str] = (),
+        state: str = "open",
+        limit: int = 100,
+        since: datetime | None = None,
+    ) -> list[Json]:
+        """The newest issues (and pull requests) with every one of ``labels``, up to ``limit``.
+
+        ``since``: only those updated at or after it.
+        """
         check(self.caller, Action.READ)
         params: dict[str, Any] = {"state": state, "per_page": min(limit, 100)}
         if labels:
             params["labels"] = ",".join(labels)
+        if since is not None:
+            params["since"] = _timestamp(since)
         result = self._send("GET", "/issues", params=params)
         return [item for item in result if isinstance(item, dict)][:limit] if isinstance(result, list) else []
 
@@ -160,9 +180,11 @@ class GitHubClient:
         result: Json = self._send("DELETE", f"/issues/{number}/assignees", json={"assignees": list(logins)})
         return result
 
-    def list_comments(self, number: int) -> list[Json]:
+    def list_comments(self, number: int, *, since: datetime | None = None) -> list[Json]:
+        """The comments on ``number`` (``since``: only those updated at or after it)."""
         check(self.caller, Action.READ)
-        return self._list(f"/issues/{number}/comments")
+        params = {"since": _timestamp(since)} if since is not None else None
+        return self._list(f"/issues/{number}/comments", params=params)
 
     def comment(self, number: int, body: str) -> Json:
         check(self.caller, Action.COMMENT)

@@ -15,6 +15,7 @@ from typing import Any
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.config.loader import ABSENT, Entry, EntryKind, Listing
+from squadron.domain.effects import has_marker, marked
 from squadron.domain.permissions import Caller, CallerKind
 from squadron.errors import SquadronError
 
@@ -32,8 +33,12 @@ class MissingInstallationError(SquadronError):
 class AppGitHub:
     """Framework-role clients per (installation, repository)."""
 
-    def __init__(self, app: GitHubApp, *, clock: Callable[[], datetime] = _now) -> None:
+    def __init__(
+        self, app: GitHubApp, *, clock: Callable[[], datetime] = _now, bot_login: str | None = None
+    ) -> None:
         self.app = app
+        #: The App's own login: only what it wrote counts as an effect already carried out.
+        self.bot_login = bot_login
         self.clock = clock
         self._permissions: dict[tuple[str, str], tuple[str, datetime]] = {}
         self._installations: dict[str, int] = {}
@@ -77,12 +82,19 @@ class AppGitHub:
         return permission
 
     def comment(
-        self, installation_id: int | None, repo_full_name: str, number: int, body: str, author: str
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        number: int,
+        body: str,
+        author: str,
+        *,
+        key: str | None = None,
     ) -> None:
         client = self.client(installation_id, repo_full_name)
         if author != "framework":  # the framework writing on behalf of a named part of itself
             client.caller = Caller(CallerKind.FRAMEWORK, author, author)
-        client.comment(number, body)
+        client.comment(number, marked(body, key) if key else body)
 
     def close_issue(self, installation_id: int | None, repo_full_name: str, number: int, reason: str) -> None:
         self.client(installation_id, repo_full_name).close_issue(
@@ -103,11 +115,42 @@ class AppGitHub:
         body: str,
         labels: tuple[str, ...],
         assignees: tuple[str, ...],
+        key: str | None = None,
     ) -> int:
         issue = self.client(installation_id, repo_full_name).create_issue(
-            title, body, labels=labels, assignees=assignees
+            title, marked(body, key) if key else body, labels=labels, assignees=assignees
         )
         return int(issue["number"])
+
+    def _by_app(self, item: dict[str, Any]) -> bool:
+        """Written by the App (a stranger's text carrying a copied marker never counts)."""
+        user = item.get("user") if isinstance(item.get("user"), dict) else {}
+        login = user.get("login") if isinstance(user, dict) else None
+        if self.bot_login is not None:
+            return login == self.bot_login
+        return isinstance(user, dict) and user.get("type") == "Bot"
+
+    def find_comment(
+        self, installation_id: int | None, repo_full_name: str, number: int, key: str, since: datetime
+    ) -> bool:
+        comments = self.client(installation_id, repo_full_name).list_comments(number, since=since)
+        return any(self._by_app(c) and has_marker(c.get("body"), key) for c in comments)
+
+    def find_issue(
+        self,
+        installation_id: int | None,
+        repo_full_name: str,
+        key: str,
+        labels: tuple[str, ...],
+        since: datetime,
+    ) -> int | None:
+        issues = self.client(installation_id, repo_full_name).list_issues(
+            labels=labels, state="all", since=since
+        )
+        for issue in issues:
+            if "pull_request" not in issue and self._by_app(issue) and has_marker(issue.get("body"), key):
+                return int(issue["number"])
+        return None
 
 
 class RepositoryFilesOverGitHub:

@@ -1,0 +1,313 @@
+"""Exactly-once effects over at-least-once delivery: fail at any point, replay, nothing repeats.
+
+For each scenario (an event sequence that makes the router comment, label, close, open
+needs-human issues, file blocker issues and start and stop tasks) a reference run without
+faults records what GitHub saw. Then, for every point k of the run — each call outside the
+router's own memory: the decision's commit, each GitHub call, each task launch or stop,
+each command put on the queue, marking the decision done — and in both ways a call can
+fail (``before``: it did not happen; ``after``: it happened and the answer was lost, as
+when a Lambda times out), the run is repeated with that one fault and the failed delivery
+is retried as SQS would retry it. GitHub must end up with exactly the reference's comments
+and issues (none twice, none lost), the same labels and closed issues, and the registry
+with the same agents in the same states.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import pytest
+
+from squadron.domain.agents import AgentStatus
+from squadron.domain.effects import Decision, Write
+from squadron.domain.events import EventEnvelope, ReportConflict, command_envelope
+from squadron.domain.routing import RoutingPolicy
+from squadron.shell.router import RouterService
+from tests.support.events import T0, Events, recover
+from tests.support.fake_registry import FakeLauncher, FakeRegistry, FakeRouterGitHub
+
+A38 = "1-38-feat-dev"
+Mode = Literal["before", "after"]
+
+
+class Crash(Exception):
+    """The injected fault: the call failed (``before``) or its answer was lost (``after``)."""
+
+
+@dataclass
+class Faults:
+    """Counts the calls that leave the router; crashes once at call ``at``."""
+
+    at: int | None = None
+    mode: Mode = "before"
+    calls: int = 0
+    log: list[str] = field(default_factory=list)
+
+    def step(self, what: str, call: Callable[[], Any]) -> Any:
+        self.calls += 1
+        self.log.append(what)
+        hit = self.calls == self.at
+        if hit and self.mode == "before":
+            raise Crash(what)
+        result = call()
+        if hit:
+            raise Crash(what)
+        return result
+
+
+class FlakyGitHub(FakeRouterGitHub):
+    def __init__(self, faults: Faults) -> None:
+        super().__init__({"alice": "write", "bob": "admin"})
+        self.faults = faults
+
+    def comment(self, *args: Any, **kwargs: Any) -> None:
+        self.faults.step("comment", lambda: super(FlakyGitHub, self).comment(*args, **kwargs))
+
+    def close_issue(self, *args: Any, **kwargs: Any) -> None:
+        self.faults.step("close", lambda: super(FlakyGitHub, self).close_issue(*args, **kwargs))
+
+    def add_labels(self, *args: Any, **kwargs: Any) -> None:
+        self.faults.step("label", lambda: super(FlakyGitHub, self).add_labels(*args, **kwargs))
+
+    def create_issue(self, *args: Any, **kwargs: Any) -> int:
+        number: int = self.faults.step(
+            "create issue", lambda: super(FlakyGitHub, self).create_issue(*args, **kwargs)
+        )
+        return number
+
+
+class FlakyLauncher(FakeLauncher):
+    def __init__(self, faults: Faults) -> None:
+        super().__init__()
+        self.faults = faults
+
+    def launch(self, agent_id: str, purpose: str, token: str, secret: str) -> str:
+        arn: str = self.faults.step(
+            "launch", lambda: super(FlakyLauncher, self).launch(agent_id, purpose, token, secret)
+        )
+        return arn
+
+    def stop(self, task_arn: str, reason: str) -> None:
+        self.faults.step("stop", lambda: super(FlakyLauncher, self).stop(task_arn, reason))
+
+
+class FlakyRegistry(FakeRegistry):
+    def __init__(self, faults: Faults) -> None:
+        super().__init__()
+        self.faults = faults
+
+    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
+        self.faults.step("commit", lambda: super(FlakyRegistry, self).commit(writes, decision))
+
+    def finish_decision(self, key: str, at: datetime) -> None:
+        self.faults.step("finish", lambda: super(FlakyRegistry, self).finish_decision(key, at))
+
+
+@dataclass
+class FifoQueue:
+    """events.fifo: a message with a deduplication id seen before is dropped."""
+
+    faults: Faults
+    waiting: list[EventEnvelope] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+
+    def send(self, envelope: EventEnvelope) -> str:
+        def put() -> str:
+            if envelope.delivery_id not in self.seen:
+                self.seen.add(envelope.delivery_id)
+                self.waiting.append(envelope)
+            return envelope.delivery_id
+
+        sent: str = self.faults.step("send", put)
+        return sent
+
+
+@dataclass
+class Run:
+    faults: Faults
+    events: Events = field(default_factory=Events)
+
+    def __post_init__(self) -> None:
+        self.registry = FlakyRegistry(self.faults)
+        self.github = FlakyGitHub(self.faults)
+        self.launcher = FlakyLauncher(self.faults)
+        self.queue = FifoQueue(self.faults)
+        self.now = T0
+        self.router = RouterService(
+            registry=self.registry,
+            launcher=self.launcher,
+            github=self.github,
+            policies=lambda _event: RoutingPolicy(),
+            clock=self._clock,
+            queue=self.queue,
+        )
+
+    def _clock(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+    def deliver(self, envelope: EventEnvelope) -> None:
+        """Process ``envelope`` as the queue would: retried after a failure until it succeeds."""
+        first = True
+        for _ in range(5):
+            try:
+                self.router.process(envelope, first_receive=first)
+                break
+            except Crash:
+                first = False
+        else:  # pragma: no cover - a delivery that never succeeds is a failure of its own
+            raise AssertionError(f"{envelope.delivery_id} never succeeded")
+        while self.queue.waiting:
+            self.deliver(self.queue.waiting.pop(0))
+
+    def agent(self, agent_id: str) -> Any:
+        return self.registry.get_agent(agent_id)
+
+    def what_github_saw(self) -> dict[str, object]:
+        return {
+            "comments": Counter((repo, number, author) for repo, number, _, author in self.github.comments),
+            "issues": Counter(str(issue["title"]) for issue in self.github.created),
+            "labels": {(repo, number, labels) for repo, number, labels in self.github.labelled},
+            "closed": {(repo, number) for repo, number, _ in self.github.closed},
+        }
+
+    def agents(self) -> dict[str, AgentStatus]:
+        return {agent_id: agent.status for agent_id, agent in self.registry.agents.items()}
+
+
+Step = Callable[[Run], EventEnvelope]
+
+
+def _conflict(sha: str, n: int) -> Step:
+    def make(run: Run) -> EventEnvelope:
+        command = ReportConflict(issue_number=38, pr_number=101, head_sha=sha, base="main")
+        return command_envelope(
+            command,
+            repository={"id": 1, "full_name": "octo/repo"},
+            installation_id=77,
+            delivery_id=f"conflict-{n}",
+            now=run.now,
+        )
+
+    return make
+
+
+def _idle(run: Run) -> None:
+    """The dev agent's task ended its turn (outside the router: the test plays the task)."""
+    record = run.registry.agents[A38]
+    if record.status is AgentStatus.CREATED:
+        record = record.transition(AgentStatus.ACTIVE, now=record.updated_at)
+    run.registry.agents[A38] = record.updated(now=record.updated_at, task_arn=None)
+
+
+def _failing_check(n: int) -> Step:
+    return lambda r: r.events.check("feat/issue-38", "failure", prs=(101,), sha=f"s{n}")
+
+
+def _after_idle(step: Step) -> Step:
+    def make(run: Run) -> EventEnvelope:
+        _idle(run)
+        return step(run)
+
+    return make
+
+
+SCENARIOS: list[tuple[str, list[Step]]] = [
+    (
+        "two deaths escalate: label, comment, needs-human issue, task stopped",
+        [
+            lambda r: r.events.assigned(38),
+            lambda r: recover(r.events, r.agent(A38), "relaunch"),
+            lambda r: recover(r.events, r.agent(A38), "relaunch"),
+        ],
+    ),
+    (
+        "a sleeper past its limit is escalated",
+        [
+            lambda r: r.events.assigned(38),
+            lambda r: r.events.register_blocker(38, 42, agent_id=A38, sleep=True),
+            lambda r: recover(r.events, r.agent(A38), "escalate"),
+        ],
+    ),
+    (
+        "a merge conflict the agent could not resolve files a blocker issue for humans",
+        [
+            lambda r: r.events.assigned(38),
+            lambda r: r.events.pr(101, "feat/issue-38", "Closes #38"),
+            _conflict("c" * 40, 1),
+            _after_idle(_conflict("c" * 40, 2)),
+        ],
+    ),
+    (
+        "a merged pull request completes the agent and closes its issue",
+        [
+            lambda r: r.events.assigned(38),
+            lambda r: r.events.pr(101, "feat/issue-38", "Closes #38"),
+            lambda r: r.events.pr_closed(101, "feat/issue-38", merged=True, body="Closes #38"),
+        ],
+    ),
+    (
+        "a cycle is refused in a comment, then four failing checks hand the issue to humans",
+        [
+            lambda r: r.events.assigned(38),
+            lambda r: r.events.register_blocker(42, 38),
+            lambda r: r.events.register_blocker(38, 42),
+            lambda r: r.events.pr(101, "feat/issue-38", "Closes #38"),
+            *[_failing_check(n) for n in range(4)],
+        ],
+    ),
+]
+
+
+def _play(steps: list[Step], faults: Faults) -> Run:
+    run = Run(faults)
+    for step in steps:
+        run.deliver(step(run))
+    return run
+
+
+def _points() -> list[tuple[str, list[Step], int, Mode]]:
+    cases: list[tuple[str, list[Step], int, Mode]] = []
+    modes: tuple[Mode, ...] = ("before", "after")
+    for name, steps in SCENARIOS:
+        reference = _play(steps, Faults())
+        for k in range(1, reference.faults.calls + 1):
+            for mode in modes:
+                cases.append((f"{name} | {mode} call {k} ({reference.faults.log[k - 1]})", steps, k, mode))
+    return cases
+
+
+POINTS = _points()
+
+
+def test_the_scenarios_reach_every_kind_of_outside_call() -> None:
+    """The table is worth its name: commits, GitHub creations, labels, closing, tasks, commands."""
+    seen = {kind for _, steps in SCENARIOS for kind in _play(steps, Faults()).faults.log}
+    assert seen >= {"commit", "comment", "create issue", "label", "close", "launch", "stop", "send", "finish"}
+
+
+@pytest.mark.parametrize(("steps", "at", "mode"), [p[1:] for p in POINTS], ids=[p[0] for p in POINTS])
+def test_a_fault_at_any_point_then_a_retry_repeats_and_loses_nothing(
+    steps: list[Step], at: int, mode: Mode
+) -> None:
+    reference = _play(steps, Faults())
+    faulty = _play(steps, Faults(at=at, mode=mode))
+    assert faulty.what_github_saw() == reference.what_github_saw()
+    assert faulty.agents() == reference.agents()
+    assert all(decision.done for decision in faulty.registry.decisions.values())
+
+
+def test_a_retry_after_a_crash_looks_up_only_what_it_may_have_created() -> None:
+    """The happy path reads nothing back from GitHub; a resumed decision asks once per creation."""
+    steps = SCENARIOS[0][1]
+    assert _play(steps, Faults()).github.lookups == []
+    reference = _play(steps, Faults())
+    finish = max(i for i, what in enumerate(reference.faults.log, start=1) if what == "finish")
+    crashed = _play(steps, Faults(at=finish, mode="before"))
+    # The escalation's decision: one comment and one needs-human issue, each looked up once.
+    assert len(crashed.github.lookups) == 2
+    assert crashed.what_github_saw() == reference.what_github_saw()

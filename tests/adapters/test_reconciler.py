@@ -25,7 +25,7 @@ from squadron.domain.routing import RoutingPolicy
 from squadron.shell.reconciler import ReconcilerService
 from squadron.shell.router import RouterService
 from tests.support.aws import drain, registry_and_queue
-from tests.support.events import BOT, T0, Events
+from tests.support.events import BOT, T0, Events, recover
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
 from tests.support.github_openapi import validate
 from tests.support.lambdas import FakeLambdaContext, load_handler
@@ -408,3 +408,42 @@ def test_redelivery_through_the_app_api_as_github_describes_it(stack: Stack) -> 
     service.deliveries = app
     assert service.run().redelivered == [21]
     assert calls == ["apps/list-webhook-deliveries", "apps/redeliver-webhook-delivery"]
+
+
+class DownGitHub(FakeRouterGitHub):
+    """GitHub refuses to create anything while ``down`` (an outage, a revoked installation)."""
+
+    down = True
+
+    def create_issue(self, *args: Any, **kwargs: Any) -> int:
+        if self.down:
+            raise RuntimeError("GitHub is down")
+        return super().create_issue(*args, **kwargs)
+
+
+def test_a_decision_its_delivery_could_not_finish_is_finished_by_the_sweep_once(stack: Stack) -> None:
+    """A dead-lettered escalation still reaches humans: its committed outbox is carried out."""
+    github = DownGitHub({"alice": "write"})
+    stack.router.github = github
+    stack.router.process(stack.events.assigned(38))
+    stack.router.process(stack.events.register_blocker(38, 42, agent_id=A38, sleep=True))
+    agent = stack.registry.get_agent(A38)
+    assert agent is not None
+    escalate = recover(stack.events, agent, "escalate")  # it slept past its limit
+    for _ in range(3):  # the delivery's retries, all failing, until the DLQ keeps it
+        with pytest.raises(RuntimeError, match="down"):
+            stack.router.process(escalate)
+    assert stack.registry.get_agent(A38).status is AgentStatus.ESCALATED  # type: ignore[union-attr]
+    assert github.created == [] and len(github.comments) == 1  # commented, then the issue failed
+
+    assert stack.reconciler().run().finished == []  # too recent: its own retries may still come
+    stack.now = NOW + timedelta(minutes=11)
+    github.down = False
+    report = stack.reconciler().run()
+    assert len(report.finished) == 1 and report.repairs()["unfinished_decision"] == 1
+    (command,) = stack.route_queued()
+    assert command.origin == "reconciler" and command.action == "finish_decision"
+    assert [issue["title"] for issue in github.created] == ["needs-human: #38 (feat-dev-38)"]
+    assert len(github.comments) == 1  # found by its key, not posted again
+    assert github.labelled == [("octo/repo", 38, ("needs-human",))] * len(github.labelled)
+    assert stack.reconciler().run().finished == []  # done: nothing left to sweep

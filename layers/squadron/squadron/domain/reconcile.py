@@ -18,6 +18,7 @@ was not processed by the router; each at most once per run.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,8 +26,10 @@ from typing import Any, Literal
 
 from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind, launch_retry_delay
 from squadron.domain.breakers import Limits, sleep_overdue
+from squadron.domain.effects import Decision
 from squadron.domain.events import (
     EventEnvelope,
+    FinishDecision,
     RecoverAgent,
     ReportConflict,
     build_envelope,
@@ -396,3 +399,32 @@ def _ours_to_retry(attempt: Json) -> bool:
     """A failure on our side (5xx, or no answer: status 0) is worth retrying; a 4xx repeats."""
     code = attempt.get("status_code")
     return isinstance(code, int) and (code == 0 or code >= 500)
+
+
+#: A decision is swept once it has been unfinished this long: its delivery's own retries
+#: (SQS's back-off, about a minute apart) had their chance, and it went to the dead-letter queue.
+UNFINISHED_AFTER = timedelta(minutes=10)
+
+
+def finish_commands(decisions: Iterable[Decision], now: datetime) -> list[EventEnvelope]:
+    """A :class:`FinishDecision` per committed decision left unfinished, in its repository's group.
+
+    Its id is the decision's (hashed): sent again by the next run while it is still unfinished,
+    the queue's deduplication and the router's delivery records keep it to one routing at a time.
+    """
+    out: list[EventEnvelope] = []
+    for decision in decisions:
+        if decision.done or decision.repo_id is None:
+            continue
+        digest = hashlib.sha256(decision.key.encode()).hexdigest()[:32]
+        out.append(
+            command_envelope(
+                FinishDecision(decision=decision.key),
+                repository={"id": decision.repo_id, "full_name": decision.repo_full_name},
+                installation_id=decision.installation_id,
+                delivery_id=f"finish-{digest}",
+                now=now,
+                origin="reconciler",
+            )
+        )
+    return out

@@ -28,11 +28,14 @@ from squadron.config.models import RepoConfig
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.effects import Decision
 from squadron.domain.reconcile import (
     RELAUNCH,
+    UNFINISHED_AFTER,
     Liveness,
     RepoState,
     conflicts,
+    finish_commands,
     plan_reads,
     redeliveries,
     replays,
@@ -50,6 +53,7 @@ Json = dict[str, Any]
 
 class AgentSweep(Protocol):
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
+    def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]: ...
 
 
 class RepoReader(Protocol):
@@ -110,6 +114,8 @@ class ReconcileReport:
     #: PRs that waited past their flow's on_timeout and were handed to humans.
     timed_out: list[str] = field(default_factory=list)
     redelivered: list[int] = field(default_factory=list)
+    #: FinishDecision commands sent (decisions committed and left unfinished).
+    finished: list[str] = field(default_factory=list)
     #: What could not be read or done, in words (logged; the next run tries again).
     problems: list[str] = field(default_factory=list)
     #: Agents per status (the live ones and those with humans), counted this run.
@@ -128,6 +134,7 @@ class ReconcileReport:
             "missed_event": len(self.replayed),
             "review_timeout": len(self.timed_out),
             "redelivery": len(self.redelivered),
+            "unfinished_decision": len(self.finished),
         }
 
 
@@ -191,6 +198,7 @@ class ReconcilerService:
                 if state.rate_limited:
                     break  # this installation's budget is GitHub's now; the next run goes on
         self._redeliver(now, report)
+        self._sweep_decisions(now, report)
         for problem in report.problems:
             logger.warning("reconciler: %s", problem)
         return report
@@ -242,6 +250,17 @@ class ReconcilerService:
                 report.problems.append(f"{repo}#{notice.pr_number}: timeout not escalated: {exc}")
                 continue
             report.timed_out.append(f"{repo}#{notice.pr_number}")
+
+    def _sweep_decisions(self, now: datetime, report: ReconcileReport) -> None:
+        """Decisions the router committed and did not carry out (their delivery was dead-lettered)."""
+        try:
+            left = self.registry.unfinished_decisions(now - UNFINISHED_AFTER)
+        except SquadronError as exc:
+            report.problems.append(f"unfinished decisions not read: {exc}")
+            return
+        for envelope in finish_commands(left, now):
+            self.queue.send(envelope)
+            report.finished.append(envelope.delivery_id)
 
     def _running(self, live: list[AgentRecord], report: ReconcileReport) -> frozenset[str] | None:
         arns = [agent.task_arn for agent in live if agent.task_arn]

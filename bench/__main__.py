@@ -19,7 +19,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import config_validation, cost, gateway, image, imports, ingress, local, router_calls, routing
+from bench import (
+    cold_start,
+    config_validation,
+    cost,
+    gateway,
+    image,
+    imports,
+    ingress,
+    local,
+    router_calls,
+    routing,
+)
 from bench.machine import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -35,6 +46,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "ingress_triage": Benchmark(ingress.bench_ingress_triage, ingress.triage_summary),
     "ingress_handler": Benchmark(ingress.bench_ingress_handler, ingress.handler_summary),
     "cold_imports": Benchmark(imports.bench_cold_imports, imports.summary),
+    "cold_start": Benchmark(cold_start.bench_cold_start, cold_start.summary),
     "routing_lifecycle": Benchmark(routing.bench_routing_lifecycle, routing.summary),
     "config_validation": Benchmark(config_validation.bench_config_validation, config_validation.summary),
     "router_calls": Benchmark(router_calls.bench_router_calls, router_calls.summary),

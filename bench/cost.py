@@ -13,6 +13,7 @@ provider, not AWS.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,11 @@ PRICES: dict[str, float] = {
     "ecr_gb_month": 0.10,
     "fargate_vcpu_hour": 0.04048,
     "fargate_gb_hour": 0.004445,
+    # Cold starts (x86): provisioned concurrency, and SnapStart for Python (cache and restore).
+    "lambda_provisioned_gb_second": 0.0000041667,
+    "lambda_provisioned_duration_gb_second": 0.0000097222,
+    "snapstart_cache_gb_second": 0.0000015046,
+    "snapstart_restore_gb": 0.0001397998,
 }
 
 #: What this machine cannot measure, stated so the figures can be redone with better numbers.
@@ -55,10 +61,15 @@ ASSUMPTIONS: dict[str, float] = {
     # An idle FIFO event source mapping long-polls (20 s) with a few pollers.
     "idle_pollers": 5.0,
     "agent_image_gb": 0.7,  # bench/results/image.json: about 680 MB
+    # Cold starts of one function a month: Lambda keeps an idle environment for minutes, not
+    # hours (undocumented), so a webhook stream with quiet gaps starts cold ~100 times a day.
+    "cold_starts_per_month": 3000.0,
+    # What a SnapStart restore takes before the handler runs (not measurable without AWS).
+    "snapstart_restore_ms": 400.0,
 }
 
 #: Memory of each function (infra/constructs): GB-seconds follow from it.
-MEMORY_GB = {"ingress": 0.25, "router": 0.5, "reconciler": 0.5}
+MEMORY_GB = {"ingress": 0.5, "router": 0.5, "reconciler": 0.5}
 #: The agent task's size (infra/constructs/agents.py).
 AGENT_VCPU, AGENT_GB = 1.0, 4.0
 #: Secrets the stack creates (webhook secret, App key, Copilot token); BYOK keys add their own.
@@ -145,7 +156,72 @@ def agent_hour(gateway_usd: float = 0.0) -> dict[str, float]:
     }
 
 
-def cost_model(router_calls: dict[str, Any], gateway: dict[str, Any] | None = None) -> dict[str, Any]:
+def _share(memory_mb: int) -> float:
+    """Lambda's CPU share of one vCPU at ``memory_mb`` (1,769 MB is one vCPU)."""
+    return min(1.0, memory_mb / 1769)
+
+
+def cold_start_options(function: Mapping[str, Any], *, warm_ms: float) -> dict[str, Any]:
+    """A month of one function's cold starts three ways, from its measured cold path.
+
+    ``function`` is one entry of bench/results/cold_start.json (its cold path's CPU seconds and
+    the part that must run again after a SnapStart restore); ``warm_ms`` what an event takes
+    warm at the configured memory. The INIT phase is billed like the handler's duration (AWS
+    bills it for on-demand functions since August 2025).
+    """
+    p, a = PRICES, ASSUMPTIONS
+    starts = a["cold_starts_per_month"]
+    month_s = HOURS_PER_MONTH * 3600
+    cpu_s = float(function["cold_path_cpu_s"])
+    memory = int(function["memory_mb"])
+    sizes = sorted({128, 256, 512, 1024, 1769, memory})
+    on_demand = {}
+    for mb in sizes:
+        wall = cpu_s / _share(mb)
+        on_demand[str(mb)] = {
+            "cold_start_wall_s": round(wall, 2),
+            "usd_per_month": round(starts * wall * mb / 1024 * p["lambda_gb_second"], 4),
+        }
+    gb = memory / 1024
+    # After a restore only the per-request work remains: clients and the secret are refreshed
+    # in the after-restore hook (a secret may have rotated), the import is in the snapshot.
+    after_restore_s = float(function["cold_path_cpu_s"]) - float(function["import_cpu_s"])
+    snapstart_wall = a["snapstart_restore_ms"] / 1000 + after_restore_s / _share(memory)
+    snapstart = {
+        "cold_start_wall_s": round(snapstart_wall, 2),
+        "usd_per_month": round(
+            gb * month_s * p["snapstart_cache_gb_second"]
+            + starts * gb * p["snapstart_restore_gb"]
+            + starts * after_restore_s / _share(memory) * gb * p["lambda_gb_second"],
+            4,
+        ),
+        "note": "one published version cached all month; restores billed per GB; needs a version "
+        "or alias behind API Gateway, and excludes provisioned concurrency",
+    }
+    provisioned = {
+        "cold_start_wall_s": 0.0,
+        "usd_per_month": round(gb * month_s * p["lambda_provisioned_gb_second"], 4),
+        "note": "one instance always warm (a second concurrent request still starts cold); its "
+        f"events bill {p['lambda_provisioned_duration_gb_second']} USD per GB-second instead of "
+        f"{p['lambda_gb_second']}",
+    }
+    return {
+        "memory_mb": memory,
+        "cold_starts_per_month": starts,
+        "warm_event_usd_per_million_by_memory_mb": {
+            str(mb): round(1e6 * warm_ms / 1000 * mb / 1024 * p["lambda_gb_second"], 2) for mb in sizes
+        },
+        "on_demand_by_memory_mb": on_demand,
+        "snapstart_at_configured_memory": snapstart,
+        "provisioned_concurrency_1_at_configured_memory": provisioned,
+    }
+
+
+def cost_model(
+    router_calls: dict[str, Any],
+    gateway: dict[str, Any] | None = None,
+    cold_start: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     lifecycle, events = router_calls["lifecycle_total"], int(router_calls["lifecycle_events"])
     idle = idle_month()
     nat = nat_month()
@@ -169,6 +245,16 @@ def cost_model(router_calls: dict[str, Any], gateway: dict[str, Any] | None = No
         "per_1000_events_total_usd": round(sum(per_event.values()), 4),
         "agent_task_hour_usd": hour,
         "agent_task_hour_total_usd": round(sum(hour.values()), 4),
+        "cold_starts": (
+            {
+                "from": cold_start.get("commit"),
+                "ingress": cold_start_options(
+                    cold_start["functions"]["ingress"], warm_ms=ASSUMPTIONS["ingress_ms"]
+                ),
+            }
+            if cold_start
+            else None
+        ),
         "not_counted": [
             "the model's tokens (Copilot seats or the BYOK provider's bill)",
             "with agent_egress=nat: NAT data processing of agent traffic (0.045 USD per GB: git clones, model calls)",
@@ -186,9 +272,11 @@ def bench_cost() -> dict[str, Any]:
     if not source.exists():
         raise FileNotFoundError(f"{source} is missing: run `python -m bench router_calls` first")
     gateway = RESULTS / "gateway.json"
+    cold_start = RESULTS / "cold_start.json"
     return cost_model(
         json.loads(source.read_text(encoding="utf-8")),
         json.loads(gateway.read_text(encoding="utf-8")) if gateway.exists() else None,
+        json.loads(cold_start.read_text(encoding="utf-8")) if cold_start.exists() else None,
     )
 
 

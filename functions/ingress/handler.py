@@ -10,7 +10,7 @@ import binascii
 import functools
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -18,10 +18,11 @@ from squadron.adapters.metrics import EmfMetrics
 from squadron.domain.metrics import ingress_points
 from squadron.errors import ConfigurationError
 from squadron.shell.ingress import IngressOutcome, WebhookIngress, build_ingress
+from squadron.shell.tracing import Tracing
 
 logger = Logger()
 metrics = Metrics()
-tracer = Tracer()
+tracing = Tracing()  # X-Ray only when the environment turns it on (imported then)
 app = APIGatewayHttpResolver()
 published = EmfMetrics(metrics)
 
@@ -65,7 +66,7 @@ def _answer(outcome: IngressOutcome) -> Response[Any]:
 
 
 @app.post("/webhook")
-@tracer.capture_method
+@tracing.capture_method
 def webhook() -> Response[Any]:
     headers = {key.lower(): value for key, value in (app.current_event.headers or {}).items()}
     logger.set_correlation_id(headers.get("x-github-delivery"))
@@ -90,7 +91,7 @@ def not_found(exc: Exception) -> Response[Any]:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracing.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

@@ -15,7 +15,7 @@ import functools
 import json
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -26,10 +26,11 @@ from squadron.domain.metrics import github_points, point, routing_points
 from squadron.settings import AppNotConfiguredError
 from squadron.shell import wiring
 from squadron.shell.dispatch import Dispatcher
+from squadron.shell.tracing import Tracing
 
 logger = Logger()
 metrics = Metrics()
-tracer = Tracer()
+tracing = Tracing()  # X-Ray only when the environment turns it on (imported then)
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 published = EmfMetrics(metrics)
 
@@ -53,7 +54,7 @@ def _delivery_id(record: SQSRecord) -> str | None:
     return delivery if isinstance(delivery, str) else None
 
 
-@tracer.capture_method
+@tracing.capture_method
 def record_handler(record: SQSRecord) -> dict[str, Any]:
     logger.set_correlation_id(_delivery_id(record))
     logger.append_keys(message_group=record.attributes.message_group_id, message_id=record.message_id)
@@ -86,7 +87,7 @@ def _hold(event: dict[str, Any], reason: AppNotConfiguredError) -> PartialItemFa
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracing.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     try:

@@ -133,6 +133,8 @@ def task_environment(gateway_function: str) -> dict[str, str]:
 class AgentCompute(Construct):
     TASK_CPU = 1024
     TASK_MEMORY_MIB = 4096
+    GATEWAY_MEMORY_SIZE_MB = 512  # README "Cold starts": agents wait on its cold path
+    GATEWAY_TRACING = False  # the gateway's handler has no Tracer
 
     def __init__(
         self,
@@ -260,7 +262,7 @@ class AgentCompute(Construct):
             handler="handler.handler",
             code=function_code(REPO_ROOT / "functions" / "gateway"),
             layers=[layer],
-            memory_size=256,
+            memory_size=self.GATEWAY_MEMORY_SIZE_MB,
             timeout=cdk.Duration.seconds(30),
             role=role,
             log_group=log_group,

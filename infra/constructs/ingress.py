@@ -75,7 +75,11 @@ class WebhookIngress(Construct):
     RUNTIME = SharedLayer.RUNTIME  # the layer's wheels are built for this runtime
     ARCHITECTURE = SharedLayer.ARCHITECTURE
     HANDLER = "handler.handler"
-    MEMORY_SIZE_MB = 256
+    MEMORY_SIZE_MB = 512  # README "Cold starts": the cold path halves, cold starts cost the same
+    #: X-Ray for the ingress is off: importing the X-Ray SDK was the largest part of its cold
+    #: import, and its trace would show one SendMessage (README, "Cold starts"). True turns on
+    #: active tracing; the handler builds its Tracer only then (squadron.shell.tracing).
+    TRACING = False
     TIMEOUT = cdk.Duration.seconds(10)  # GitHub gives up on a delivery after 10 s
     ROUTE_PATH = "/webhook"
     POWERTOOLS_SERVICE_NAME = "ingress"
@@ -115,9 +119,10 @@ class WebhookIngress(Construct):
             description="Squadron ingress: enqueue verified webhooks",
         )
         self.function_log_group.grant_write(role)
-        cdk.Validations.of(role).acknowledge(
-            cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_XRAY_WILDCARD_REASON)
-        )
+        if self.TRACING:
+            cdk.Validations.of(role).acknowledge(
+                cdk.Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_XRAY_WILDCARD_REASON)
+            )
         return role
 
     def _build_function(
@@ -140,8 +145,9 @@ class WebhookIngress(Construct):
             timeout=self.TIMEOUT,
             role=self.role,
             log_group=self.function_log_group,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if self.TRACING else lambda_.Tracing.DISABLED,
             environment={
+                "POWERTOOLS_TRACE_DISABLED": "false" if self.TRACING else "true",
                 "EVENTS_QUEUE_URL": queue.queue_url,
                 "WEBHOOK_SECRET_ARN": webhook_secret.secret_arn,
                 "GITHUB_APP_ID": settings.github_app_id,

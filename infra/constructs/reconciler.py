@@ -35,6 +35,7 @@ class Reconciler(Construct):
     ARCHITECTURE = SharedLayer.ARCHITECTURE
     HANDLER = "handler.handler"
     MEMORY_SIZE_MB = 512
+    TRACING = True  # X-Ray, active (bench/cold_start.py reads it)
     SCHEDULE = cdk.Duration.minutes(5)
     #: How late a tick may still start a run: EventBridge may hold it this long when the invoke
     #: is throttled, then Lambda's asynchronous queue as long again (both minimums).
@@ -121,7 +122,7 @@ class Reconciler(Construct):
             max_event_age=self.MAX_EVENT_AGE,
             role=self.role,
             log_group=self.log_group,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if self.TRACING else lambda_.Tracing.DISABLED,
             environment={
                 "REGISTRY_TABLE_NAME": table.table_name,
                 "EVENTS_QUEUE_URL": queue.queue_url,

@@ -71,6 +71,7 @@ class EventRouter(Construct):
     ARCHITECTURE = SharedLayer.ARCHITECTURE
     HANDLER = "handler.handler"
     MEMORY_SIZE_MB = 512
+    TRACING = True  # X-Ray, active (bench/cold_start.py reads it)
     TIMEOUT = EventQueue.ROUTER_TIMEOUT
     BATCH_SIZE = EventQueue.ROUTER_BATCH_SIZE
     POWERTOOLS_SERVICE_NAME = "router"
@@ -133,7 +134,7 @@ class EventRouter(Construct):
             timeout=self.TIMEOUT,
             role=self.role,
             log_group=self.log_group,
-            tracing=lambda_.Tracing.ACTIVE,
+            tracing=lambda_.Tracing.ACTIVE if self.TRACING else lambda_.Tracing.DISABLED,
             environment={
                 "REGISTRY_TABLE_NAME": table.table_name,
                 "EVENTS_QUEUE_URL": queue.queue_url,

@@ -154,3 +154,31 @@ def test_the_gateway_share_of_an_agent_hour_follows_its_measured_cost() -> None:
         {"usd_per_agent_hour_total": 0.0002},
     )
     assert with_gateway["agent_task_hour_usd"]["agent gateway (its calls)"] == 0.0002
+
+
+_COLD = {"memory_mb": 512, "cold_path_cpu_s": 0.3, "import_cpu_s": 0.16}
+
+
+@pytest.mark.parametrize(
+    ("memory_mb", "wall_s"),
+    [(128, 4.15), (256, 2.07), (512, 1.04), (1024, 0.52), (1769, 0.3)],
+    ids=["128", "256", "512", "1024", "one-vcpu"],
+)
+def test_a_cold_path_is_projected_by_the_cpu_share_of_memory(memory_mb: int, wall_s: float) -> None:
+    options = cost.cold_start_options(_COLD, warm_ms=60.0)
+    assert options["on_demand_by_memory_mb"][str(memory_mb)]["cold_start_wall_s"] == wall_s
+
+
+def test_a_cpu_bound_cold_start_costs_the_same_at_any_memory_up_to_one_vcpu() -> None:
+    by_memory = cost.cold_start_options(_COLD, warm_ms=60.0)["on_demand_by_memory_mb"]
+    assert len({by_memory[mb]["usd_per_month"] for mb in ("128", "256", "512", "1024", "1769")}) == 1
+
+
+def test_snapstart_restores_and_caches_and_provisioned_concurrency_never_starts_cold() -> None:
+    options = cost.cold_start_options(_COLD, warm_ms=60.0)
+    snapstart = options["snapstart_at_configured_memory"]
+    # After a restore the import is in the snapshot; what each request needs runs again.
+    restored_work_s = (0.3 - 0.16) / (512 / 1769)
+    assert snapstart["cold_start_wall_s"] == round(0.4 + restored_work_s, 2)
+    assert snapstart["usd_per_month"] > 0.5 * 730 * 3600 * cost.PRICES["snapstart_cache_gb_second"]
+    assert options["provisioned_concurrency_1_at_configured_memory"]["cold_start_wall_s"] == 0.0

@@ -8,10 +8,11 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from squadron.adapters.errors import QueueUnavailableError
-from squadron.domain.events import EventEnvelope
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
+
+    from squadron.domain.events import EventEnvelope
 
 
 class SqsEventQueue:

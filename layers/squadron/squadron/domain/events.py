@@ -17,6 +17,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+# Re-exported (the `as` form tells mypy so): they lived here before the ingress needed them light.
+from squadron.domain.routed import ROUTED_EVENTS as ROUTED_EVENTS  # noqa: PLC0414
+from squadron.domain.routed import performed_by_app as performed_by_app  # noqa: PLC0414
+from squadron.domain.routed import routing_interest as routing_interest  # noqa: PLC0414
 from squadron.errors import SquadronError
 
 ENVELOPE_SCHEMA_VERSION: Literal[1] = 1
@@ -49,45 +53,6 @@ Url = Annotated[str, Field(max_length=2048)]
 Label = Annotated[str, Field(max_length=256)]
 #: SQS takes a deduplication id of 1 to 128 characters, each ASCII letter, digit or punctuation.
 DELIVERY_ID_PATTERN = r"^[!-~]{1,128}$"
-
-#: The (event, actions) pairs the router handles. ``None`` means "every action"
-#: (the event has no action field). Anything else is dropped at the ingress with a
-#: reason, so it never costs a queue message. The router's routing table must
-#: cover exactly these.
-ROUTED_EVENTS: Mapping[str, frozenset[str] | None] = {
-    "issues": frozenset(
-        {
-            "opened",
-            "edited",
-            "reopened",
-            "closed",
-            "deleted",
-            "transferred",
-            "labeled",
-            "assigned",
-            "unassigned",
-        }
-    ),
-    "issue_comment": frozenset({"created", "edited"}),
-    "pull_request": frozenset(
-        {"opened", "reopened", "edited", "synchronize", "closed", "ready_for_review", "converted_to_draft"}
-    ),
-    "pull_request_review": frozenset({"submitted", "dismissed"}),
-    "pull_request_review_comment": frozenset({"created"}),
-    "check_run": frozenset({"completed"}),
-    "check_suite": frozenset({"completed"}),
-    "status": None,
-}
-
-#: Events whose subject object records the App that created it in
-#: ``performed_via_github_app``. Only for these actions does that field say the
-#: App performed *this* event; on other actions it describes who created the
-#: object long ago (a human labelling an App-created issue is not the App).
-_CREATED_BY_APP_SUBJECT: Mapping[tuple[str, str], str] = {
-    ("issues", "opened"): "issue",
-    ("issue_comment", "created"): "comment",
-    ("issue_comment", "edited"): "comment",
-}
 
 
 class EnvelopeError(SquadronError):
@@ -410,33 +375,6 @@ class EventEnvelope(_Model):
     @classmethod
     def from_message(cls, text: str | bytes) -> EventEnvelope:
         return cls.model_validate_json(text)
-
-
-def routing_interest(event: str, action: str | None) -> str | None:
-    """Why the router would never handle this (event, action), or ``None`` if it would."""
-    if event not in ROUTED_EVENTS:
-        return f"event '{event}' is not routed"
-    actions = ROUTED_EVENTS[event]
-    if actions is not None and action not in actions:
-        return f"action '{action}' of event '{event}' is not routed"
-    return None
-
-
-def performed_by_app(
-    event: str, action: str | None, payload: Mapping[str, Any], *, app_id: int, app_slug: str
-) -> bool:
-    """Whether the App itself caused this event (so routing it could loop)."""
-    sender = payload.get("sender")
-    if isinstance(sender, Mapping) and sender.get("login") == f"{app_slug}[bot]":
-        return True
-    subject_key = _CREATED_BY_APP_SUBJECT.get((event, action or ""))
-    if subject_key is None:
-        return False
-    subject = payload.get(subject_key)
-    if not isinstance(subject, Mapping):
-        return False
-    via = subject.get("performed_via_github_app")
-    return isinstance(via, Mapping) and via.get("id") == app_id
 
 
 # --- trimming -------------------------------------------------------------------------------

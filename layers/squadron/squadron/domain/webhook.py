@@ -23,15 +23,12 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from squadron.domain.events import (
-    EnvelopeError,
-    EventEnvelope,
-    build_envelope,
-    performed_by_app,
-    routing_interest,
-)
+from squadron.domain.routed import performed_by_app, routing_interest
+
+if TYPE_CHECKING:
+    from squadron.domain.events import EventEnvelope
 
 SIGNATURE_HEADER = "x-hub-signature-256"
 LEGACY_SIGNATURE_HEADER = "x-hub-signature"
@@ -269,6 +266,10 @@ def triage_webhook(
     not_routed = routing_interest(event, action)
     if not_routed is not None:
         return Dropped(delivery_id, event, action, "not_routed", not_routed)
+    # The envelope's models are built only now: a rejected, pinged or dropped delivery is
+    # answered without them (a cold ingress pays for pydantic's models only when it enqueues).
+    from squadron.domain.events import EnvelopeError, build_envelope  # noqa: PLC0415
+
     try:
         envelope = build_envelope(
             event=event, delivery_id=delivery_id, payload=payload, received_at=received_at

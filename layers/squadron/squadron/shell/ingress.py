@@ -12,14 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squadron.adapters.errors import QueueUnavailableError, SecretUnavailableError
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.domain.webhook import Accepted, AppIdentity, Dropped, Pong, Rejected, triage_webhook
-from squadron.ports import EventQueue, SecretSource
-from squadron.settings import UNCONFIGURED_APP_ID, IngressSettings, load_settings
+
+if TYPE_CHECKING:
+    # The ports module imports every domain model; the ingress needs two Protocols. The
+    # settings' pydantic models are built on the first request, when they are first used.
+    from squadron.ports import EventQueue, SecretSource
+    from squadron.settings import IngressSettings
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,12 @@ class IngressOutcome:
     code: str
     body: dict[str, Any] = field(default_factory=dict)
     delivery_id: str | None = None
+
+
+def _unconfigured_app_id() -> int:
+    from squadron.settings import UNCONFIGURED_APP_ID  # noqa: PLC0415 (loaded with the settings)
+
+    return UNCONFIGURED_APP_ID
 
 
 def _now() -> datetime:
@@ -55,6 +65,7 @@ class WebhookIngress:
         self.secrets = secrets
         self.clock = clock
         self.app = AppIdentity(app_id=settings.github_app_id, slug=settings.github_app_slug)
+        self.app_configured = settings.github_app_id != _unconfigured_app_id()
 
     def handle(self, headers: Mapping[str, str], body: bytes) -> IngressOutcome:
         try:
@@ -85,7 +96,7 @@ class WebhookIngress:
                 return IngressOutcome(
                     202, "dropped", code, {"status": "dropped", "reason": reason}, delivery_id
                 )
-            case Accepted(envelope=envelope) if self.app.app_id == UNCONFIGURED_APP_ID:
+            case Accepted(envelope=envelope) if not self.app_configured:
                 return IngressOutcome(
                     503,
                     "failed",
@@ -127,6 +138,8 @@ class WebhookIngress:
 
 def build_ingress(environ: Mapping[str, str] | None = None) -> WebhookIngress:
     """Wire the ingress to AWS from its environment (see :class:`IngressSettings`)."""
+    from squadron.settings import IngressSettings, load_settings  # noqa: PLC0415 (see above)
+
     settings = load_settings(IngressSettings, environ)
     return WebhookIngress(
         settings,

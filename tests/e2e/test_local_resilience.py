@@ -234,7 +234,11 @@ def test_an_agent_killed_mid_turn_is_relaunched_by_the_reconciler_and_resumes(
     copilot_home = AgentDirs(tmp_path / "state" / "agents", "1-1-feat-dev").copilot_home
     events = copilot_home / "session-state" / "1-1-feat-dev-g1" / "events.jsonl"
     if saved:  # the CLI writes the conversation a little after it happens
-        eventually(lambda: events.exists() and "check_for_events" in events.read_text(), "the session saved")
+        # Saved means the tool call *and its result*: a call whose result was not written yet is
+        # dropped from the resumed conversation (a call without its answer is no valid history).
+        eventually(
+            lambda: events.exists() and "tool.execution_complete" in events.read_text(), "the session saved"
+        )
     stack.launcher.kill("1-1-feat-dev")
     if not saved:  # as when the task dies before the CLI's first write (it writes a little late)
         events.unlink(missing_ok=True)

@@ -1,4 +1,4 @@
-"""A burst: 200 issues across 20 repositories, each opened, commented on and closed, all at once.
+"""A burst: 96 issues across 12 repositories, each opened, commented on and closed, all at once.
 
 Through the whole local stack (sandbox webhooks, the ingress handler, events.fifo on moto with
 one message group per issue, the router in batches, a PM agent per repository as a local
@@ -17,11 +17,14 @@ from tests.e2e.conftest import Human, StackFactory, agent, eventually, launches,
 
 pytestmark = pytest.mark.e2e
 
-REPOS = [f"octo/burst-{n:02d}" for n in range(20)]
-ISSUES_PER_REPO = 10
+#: Enough groups and interleaving to exercise batches, per-group order and one PM per repository
+#: (bench/local.py measures throughput at larger sizes; this is about order and exactly-once).
+REPOS = [f"octo/burst-{n:02d}" for n in range(12)]
+ISSUES_PER_REPO = 8
+ISSUES = len(REPOS) * ISSUES_PER_REPO
 
 
-def test_a_burst_of_200_issues_across_20_repositories_keeps_each_issues_order(
+def test_a_burst_of_issues_across_repositories_keeps_each_issues_order(
     local_stack: StackFactory,
 ) -> None:
     # The PMs linger as deployed: each repository's stays up while its part of the burst comes in.
@@ -30,10 +33,10 @@ def test_a_burst_of_200_issues_across_20_repositories_keeps_each_issues_order(
     people = {name: Human(stack, repo=name) for name in REPOS}
     # The burst arrives faster than it is routed: it waits in events.fifo, then drains in batches.
     stack.pause_routing()
-    # Round-robin across repositories: every issue's events interleave with 199 others'.
+    # Round-robin across repositories: every issue's events interleave with all the others'.
     for _ in range(ISSUES_PER_REPO):
         for name in REPOS:
-            people[name].open_issue("Burst", body="One of two hundred.")
+            people[name].open_issue("Burst", body="One of many.")
     for number in range(1, ISSUES_PER_REPO + 1):
         for name in REPOS:
             people[name].comment(number, f"A note on #{number}.")
@@ -46,7 +49,7 @@ def test_a_burst_of_200_issues_across_20_repositories_keeps_each_issues_order(
         if delivery.payload["sender"]["login"] == "octo-human":
             group = f"{delivery.payload['repository']['id']}#{delivery.payload['issue']['number']}"
             sent[group].append(delivery.guid)
-    assert len(sent) == 200 and all(len(ids) == 3 for ids in sent.values())
+    assert len(sent) == ISSUES and all(len(ids) == 3 for ids in sent.values())
     stack.sandbox.wait_for_deliveries(timeout=300)
     stack.resume_routing()
     wanted = {guid for ids in sent.values() for guid in ids}
@@ -73,5 +76,5 @@ def test_a_burst_of_200_issues_across_20_repositories_keeps_each_issues_order(
         pm = agent(stack, f"{repo_id}-pm")
         assert pm is not None and pm.status is AgentStatus.ACTIVE
     pm_runs = sum(len(launches(stack, f"{r}-pm")) for r in range(1, len(REPOS) + 1))
-    print(f"PM runs for the burst: {pm_runs}")  # batched: far fewer than 200
+    print(f"PM runs for the burst: {pm_runs}")  # batched: far fewer than one per issue
     assert stack.errors == []

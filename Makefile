@@ -51,6 +51,7 @@ test: setup lint typecheck unit
 lint: $(PY_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: $(PY_STAMP)
 	$(BIN)/mypy

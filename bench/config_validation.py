@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from squadron.config import ConfigError, ConfigLoader, load_directory
-from squadron.config.limits import MAX_FILE_BYTES, MAX_FILES, MAX_PATH_GLOBS, MAX_TOTAL_BYTES
+from squadron.domain.repo_config.limits import MAX_FILE_BYTES, MAX_FILES, MAX_PATH_GLOBS, MAX_TOTAL_BYTES
 from tests.support.repo_files import FakeRepositoryFiles
 
 REPEATS = 5

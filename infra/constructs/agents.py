@@ -34,7 +34,7 @@ from constructs import Construct
 
 from infra.constructs.layer import SharedLayer, function_code
 from infra.constructs.router import AgentTarget, as_nag_renders
-from squadron.config.constants import BYOK_SECRET_PREFIX
+from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENTS_PATH = "/mnt/agents"

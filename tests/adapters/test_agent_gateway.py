@@ -22,7 +22,6 @@ from squadron.adapters.metrics import RecordedMetrics
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.door import Door
 from squadron.config import load_directory
-from squadron.config.models import ByokProvider
 from squadron.domain.agents import (
     INBOX_BODY_CHARS,
     INBOX_BODY_CUT,
@@ -33,6 +32,7 @@ from squadron.domain.agents import (
 )
 from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded, TaskUsage
 from squadron.domain.launches import LaunchRefusedError, secret_digest
+from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import ConfigurationError
 from squadron.shell.gateway import AgentGateway

@@ -26,8 +26,8 @@ from squadron.agent.__main__ import configure_logging
 from squadron.agent.door import Door
 from squadron.agent.wiring import build_host, provider_for
 from squadron.config import load_directory
-from squadron.config.models import ByokProvider
 from squadron.domain.launches import LaunchRefusedError
+from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import ConfigurationError
 from squadron.shell.gateway import AgentGateway

@@ -27,13 +27,13 @@ import pytest
 from moto import mock_aws
 
 from squadron.adapters.confinement import AgentDirs, AgentUser
+from squadron.adapters.copilot import CopilotRuntime
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.git import FrameworkClone, GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.metrics import RecordedMetrics
 from squadron.adapters.sqs import SqsEventQueue
-from squadron.agent.copilot_runtime import CopilotRuntime
 from squadron.agent.host import AgentHost, HostResult
 from squadron.agent.prompts import IssueFacts
 from squadron.agent.tools import FrameworkTools, HostState

@@ -6,7 +6,7 @@ import fnmatch
 
 from hypothesis import given
 
-from squadron.config.globs import fnmatch_matches, path_matches
+from squadron.domain.repo_config.globs import fnmatch_matches, path_matches
 from tests.fuzz import CPU_SECONDS, DEADLINE_SECONDS, FUZZ, MEMORY_MIB
 from tests.fuzz.strategies import globs, paths
 from tests.support.bounded import run_bounded

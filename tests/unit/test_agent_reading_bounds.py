@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from squadron.agent.tools import ISSUE_BUDGET, issue_text
-from squadron.config.limits import MAX_LISTED
 from squadron.domain.agents import INBOX_BODY_CHARS, INBOX_BODY_CUT, INBOX_PAGE_ITEMS, InboxItem, inbox_page
+from squadron.domain.repo_config.limits import MAX_LISTED
 
 ISSUE = {"state": "open", "title": "Export API", "body": "Add an export endpoint."}
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from squadron.config import load_directory
-from squadron.config.models import ApprovalFlowsFile
 from squadron.domain.approval import PullRequestState, effective_flow, evaluate
+from squadron.domain.repo_config.models import ApprovalFlowsFile
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOWS = load_directory(ROOT / ".squadron").approval_flows  # the repository's own flows (the example)

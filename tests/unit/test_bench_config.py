@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.config_validation import largest_config
 from squadron.config import parse_files
-from squadron.config.limits import MAX_FILE_BYTES, MAX_FILES, MAX_PATH_GLOBS, MAX_TOTAL_BYTES
+from squadron.domain.repo_config.limits import MAX_FILE_BYTES, MAX_FILES, MAX_PATH_GLOBS, MAX_TOTAL_BYTES
 
 
 def test_the_largest_config_is_at_the_limits_and_valid() -> None:

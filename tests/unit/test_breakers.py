@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from squadron.config.models import BreakerLimits
 from squadron.domain.breakers import (
     Limit,
     Usage,
@@ -16,6 +15,7 @@ from squadron.domain.breakers import (
     on_turn,
     sleep_overdue,
 )
+from squadron.domain.repo_config.models import BreakerLimits
 
 LIMITS = BreakerLimits(max_iterations=5, max_tool_calls=10, max_turns=5, max_active_duration=600)
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

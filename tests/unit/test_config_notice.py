@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from squadron.config.errors import Problem
 from squadron.domain.config_notice import (
     MAX_PROBLEMS_SHOWN,
     NOTICE_LABEL,
@@ -21,6 +20,7 @@ from squadron.domain.config_notice import (
     plan_notice,
     problems_digest,
 )
+from squadron.domain.repo_config.errors import Problem
 
 P1 = (Problem(".squadron/config.yaml", 3, "roles.x.kind", "Input should be 'pm', 'dev' or 'review'"),)
 P2 = (Problem(".squadron/config.yaml", None, "", "is not UTF-8 text"),)

@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 
 from squadron.adapters.ecs import TaskLaunchError
-from squadron.config.models import BreakerLimits
 from squadron.domain.agents import AgentStatus, launch_retry_delay
 from squadron.domain.metrics import routing_points
 from squadron.domain.reconcile import Liveness, rescues
+from squadron.domain.repo_config.models import BreakerLimits
 from squadron.shell.dispatch import Dispatcher
 from tests.support.world import World
 

@@ -13,10 +13,15 @@ from pathlib import Path
 import pytest
 
 from squadron.config import load_directory
-from squadron.config.limits import MAX_CHANGED_FILES, MAX_CHANGED_PATH_LENGTH, MAX_MATCH_WORK, MAX_PATH_GLOBS
-from squadron.config.models import ApprovalFlowsFile
 from squadron.config.parse import parse_files
 from squadron.domain.approval import effective_flow, unmatched_files
+from squadron.domain.repo_config.limits import (
+    MAX_CHANGED_FILES,
+    MAX_CHANGED_PATH_LENGTH,
+    MAX_MATCH_WORK,
+    MAX_PATH_GLOBS,
+)
+from squadron.domain.repo_config.models import ApprovalFlowsFile
 from tests.support.bounded import run_bounded
 from tests.support.recorded_github import RecordedGitHub, gate_over
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from squadron.config import load_directory
-from squadron.config.models import BreakerLimits
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.events import EventEnvelope, RecoverAgent, ReportConflict
@@ -24,6 +23,7 @@ from squadron.domain.reconcile import (
     rescues,
     timeouts,
 )
+from squadron.domain.repo_config.models import BreakerLimits
 from tests.support.events import T0
 
 BOT = "squadron[bot]"

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, TextIO
 from squadron import deploy_cli, operator_cli
 from squadron.cli_types import github_id, port, positive_number, repo_name
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
-from squadron.config.constants import CONFIG_DIR
 from squadron.domain.permissions import Caller
 from squadron.domain.protection import protected_branches, protection_for
+from squadron.domain.repo_config.constants import CONFIG_DIR
 
 if TYPE_CHECKING:
     from squadron.adapters.github.http import GitHubHttp

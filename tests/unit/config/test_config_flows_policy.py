@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from squadron.config import load_directory
-from squadron.config.flows import agent_review_roles, resolve_flow
-from squadron.config.models import ApprovalFlowsFile
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import RoleKind
+from squadron.domain.repo_config.flows import agent_review_roles, resolve_flow
+from squadron.domain.repo_config.models import ApprovalFlowsFile
 from squadron.domain.routing import RoutingPolicy
 
 REFERENCE = Path(__file__).resolve().parents[3] / ".squadron"

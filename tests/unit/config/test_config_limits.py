@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from squadron.config import ConfigError, ConfigLoader, Problem, load_directory, parse_files
-from squadron.config.limits import (
+from squadron.config.loader import SYMLINK_PROBLEM
+from squadron.domain.repo_config.limits import (
     LIMITS,
     MAX_FILE_BYTES,
     MAX_FILES,
@@ -27,7 +28,6 @@ from squadron.config.limits import (
     MAX_YAML_DEPTH,
     MAX_YAML_NODES,
 )
-from squadron.config.loader import SYMLINK_PROBLEM
 from tests.support.bounded import run_bounded
 from tests.support.repo_files import Content, FakeRepositoryFiles, Link
 

@@ -15,7 +15,7 @@ from squadron.config import (
     parse_files,
     read_directory,
 )
-from squadron.config.types import format_duration, parse_duration, path_matches
+from squadron.domain.repo_config.types import format_duration, parse_duration, path_matches
 from squadron.errors import ConfigurationError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from squadron.config.globs import compile_glob, fnmatch_matches, path_matches
+from squadron.domain.repo_config.globs import compile_glob, fnmatch_matches, path_matches
 from tests.support.bounded import run_bounded
 
 
@@ -139,7 +139,7 @@ def test_compiled_globs_are_shared() -> None:
 def test_what_compiled_globs_remember_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Globs and file names from many repositories cannot grow a long-lived router's memory:
     past the budget every compiled glob is forgotten, and matching is as right as before."""
-    from squadron.config import globs  # noqa: PLC0415
+    from squadron.domain.repo_config import globs  # noqa: PLC0415
 
     monkeypatch.setattr(globs, "_MAX_REMEMBERED", 500)
     monkeypatch.setattr(globs, "_remembered", 0)

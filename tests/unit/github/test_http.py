@@ -19,9 +19,9 @@ from squadron.adapters.github.errors import (
     ValidationFailedError,
 )
 from squadron.adapters.github.http import GitHubHttp, Throttle
-from squadron.config.limits import MAX_LISTED
 from squadron.domain.metrics import GitHubTraffic
 from squadron.domain.permissions import Caller
+from squadron.domain.repo_config.limits import MAX_LISTED
 from tests.support.github_fake import FakeGitHub
 
 NOW = 1_800_000_000.0

@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 from squadron.adapters import confinement
 from squadron.adapters.confinement import AgentDirs, AgentUser
+from squadron.adapters.copilot import CopilotRuntime, SessionRequest
 from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
-from squadron.agent.copilot_runtime import CopilotRuntime, SessionRequest
 from squadron.agent.door import Door
 from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, system_prompt, wake_prompt
 from squadron.agent.tools import FrameworkTools, HostState

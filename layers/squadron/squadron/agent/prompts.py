@@ -31,7 +31,7 @@ def _duration(seconds: int) -> str:
 def prompt_values(
     config: SquadronConfig, role: ResolvedRole, agent: AgentRecord, facts: IssueFacts
 ) -> dict[str, Any]:
-    """Every documented placeholder's value (see squadron.config.constants.PROMPT_PLACEHOLDERS)."""
+    """Every documented placeholder's value (see squadron.domain.repo_config.constants.PROMPT_PLACEHOLDERS)."""
     repo = config.config
     limits = role.limits
     return {

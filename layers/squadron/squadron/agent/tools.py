@@ -23,11 +23,11 @@ from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.agent.writes import GatewayWrites
-from squadron.config.limits import MAX_LISTED
-from squadron.config.models import RepoConfig
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, CallerKind, PermissionDeniedError, check
+from squadron.domain.repo_config.limits import MAX_LISTED
+from squadron.domain.repo_config.models import RepoConfig
 
 #: The review state a verdict stands for (what the router records and tells the dev agent).
 _REVIEW_STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}

@@ -8,19 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from squadron.adapters.confinement import AgentDirs, AgentUser
+from squadron.adapters.copilot import CopilotRuntime
 from squadron.adapters.gateway_client import LambdaTransport
 from squadron.adapters.git import FrameworkClone, GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.for_router import RepositoryFilesOverGitHub
 from squadron.adapters.github.http import GitHubHttp
-from squadron.agent.copilot_runtime import CopilotRuntime
 from squadron.agent.door import Door, Transport
 from squadron.agent.host import AgentHost
 from squadron.agent.prompts import IssueFacts
 from squadron.config import ConfigLoader
-from squadron.config.models import ByokProvider
 from squadron.domain.agents import AgentRecord, RoleKind
 from squadron.domain.permissions import Caller, agent_caller
+from squadron.domain.repo_config.models import ByokProvider
 from squadron.errors import ConfigurationError
 from squadron.settings import AgentSettings, load_settings
 

@@ -11,13 +11,6 @@ I/O of its own and never imports boto3 or httpx.
 
 from __future__ import annotations
 
-from squadron.config.constants import (
-    FRAMEWORK_TOOLS,
-    HOST_TOOLS,
-    PROMPT_PLACEHOLDERS,
-    WAKE_PLACEHOLDERS,
-)
-from squadron.config.errors import ConfigError, Problem
 from squadron.config.loader import (
     ConfigLoader,
     RepositoryFiles,
@@ -25,7 +18,16 @@ from squadron.config.loader import (
     read_directory,
     with_bot_login,
 )
-from squadron.config.models import (
+from squadron.config.parse import ResolvedRole, SquadronConfig, parse_files
+from squadron.config.schema import json_schemas, write_schemas
+from squadron.domain.repo_config.constants import (
+    FRAMEWORK_TOOLS,
+    HOST_TOOLS,
+    PROMPT_PLACEHOLDERS,
+    WAKE_PLACEHOLDERS,
+)
+from squadron.domain.repo_config.errors import ConfigError, Problem
+from squadron.domain.repo_config.models import (
     AgentDefinition,
     AgentFrontMatter,
     ApprovalFlow,
@@ -35,8 +37,6 @@ from squadron.config.models import (
     RepoConfig,
     RoleConfig,
 )
-from squadron.config.parse import ResolvedRole, SquadronConfig, parse_files
-from squadron.config.schema import json_schemas, write_schemas
 
 __all__ = [
     "FRAMEWORK_TOOLS",

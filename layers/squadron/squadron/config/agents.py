@@ -6,9 +6,9 @@ import string
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from squadron.config.constants import PROMPT_PLACEHOLDERS, WAKE_PLACEHOLDERS
-from squadron.config.errors import Problem
-from squadron.config.limits import MAX_FRONT_MATTER_BYTES
+from squadron.domain.repo_config.constants import PROMPT_PLACEHOLDERS, WAKE_PLACEHOLDERS
+from squadron.domain.repo_config.errors import Problem
+from squadron.domain.repo_config.limits import MAX_FRONT_MATTER_BYTES
 
 _FENCE = "---"
 

@@ -9,7 +9,7 @@ and the router agree on every file: which ones are configuration, that a
 symbolic link is refused (GitHub's contents API lists a link as ``symlink``; a
 directory has ``lstat``), the size and count limits (checked on the listing,
 before anything is read), and that every file is UTF-8 text. Each refusal is a
-:class:`~squadron.config.errors.Problem` naming the file.
+:class:`~squadron.domain.repo_config.errors.Problem` naming the file.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from squadron.config.constants import AGENTS_DIR, CONFIG_DIR
-from squadron.config.errors import ConfigError, Problem
-from squadron.config.limits import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES
-from squadron.config.models import RepoConfig
 from squadron.config.parse import SquadronConfig, parse_files
+from squadron.domain.repo_config.constants import AGENTS_DIR, CONFIG_DIR
+from squadron.domain.repo_config.errors import ConfigError, Problem
+from squadron.domain.repo_config.limits import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES
+from squadron.domain.repo_config.models import RepoConfig
 from squadron.errors import FileTooLargeError
 
 #: Sub-directories of .squadron/ whose files are configuration (schemas/ is generated, not read).

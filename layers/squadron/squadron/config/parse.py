@@ -4,7 +4,7 @@ Each file is parsed with line numbers, merged over the documented defaults
 (mappings merge key by key; ``null`` removes a default entry; lists replace),
 validated by its model, then the files are checked against each other (roles,
 agent definitions, human groups). Every problem of every file is collected into
-one :class:`~squadron.config.errors.ConfigError`.
+one :class:`~squadron.domain.repo_config.errors.ConfigError`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from squadron.config.agents import (
     split_front_matter,
 )
 from squadron.config.builtin import BUILTIN_AGENTS, DEFAULT_WAKE_PROMPT
-from squadron.config.constants import AGENTS_DIR, APPROVAL_FLOWS_FILE, CONFIG_DIR, CONFIG_FILE
-from squadron.config.errors import ConfigError, Problem
-from squadron.config.models import (
+from squadron.config.yamlsource import LineMap, YamlProblems, dotted, load_yaml
+from squadron.domain.repo_config.constants import AGENTS_DIR, APPROVAL_FLOWS_FILE, CONFIG_DIR, CONFIG_FILE
+from squadron.domain.repo_config.errors import ConfigError, Problem
+from squadron.domain.repo_config.models import (
     AgentDefinition,
     AgentFrontMatter,
     ApprovalFlow,
@@ -41,7 +42,6 @@ from squadron.config.models import (
     RepoConfig,
     RoleKind,
 )
-from squadron.config.yamlsource import LineMap, YamlProblems, dotted, load_yaml
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 KeyPath = tuple[str | int, ...]

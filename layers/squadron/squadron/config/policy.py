@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from squadron.config.flows import agent_review_roles
-from squadron.config.models import RepoConfig
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import RoleKind
+from squadron.domain.repo_config.flows import agent_review_roles
+from squadron.domain.repo_config.models import RepoConfig
 from squadron.domain.routing import RoutingPolicy
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from squadron.config.models import AgentFrontMatter, ApprovalFlowsFile, RepoConfig
+from squadron.domain.repo_config.models import AgentFrontMatter, ApprovalFlowsFile, RepoConfig
 
 _DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

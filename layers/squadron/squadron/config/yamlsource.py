@@ -7,9 +7,9 @@ user wrote it on. Duplicate keys, which YAML silently resolves to the last one,
 are problems here.
 
 Configuration files come from strangers' repositories, so the parse is bounded
-(:mod:`squadron.config.limits`): nesting depth and alias count while composing,
+(:mod:`squadron.domain.repo_config.limits`): nesting depth and alias count while composing,
 values built while expanding aliases (a "billion laughs" document stops at
-:data:`~squadron.config.limits.MAX_YAML_NODES`), and only plain YAML — mappings,
+:data:`~squadron.domain.repo_config.limits.MAX_YAML_NODES`), and only plain YAML — mappings,
 lists, strings, numbers, booleans, null, timestamps — with any other tag
 (``!!python/object``, ``!!binary``, ``!custom``) refused by name. Events come
 from libyaml when PyYAML has it (several times faster than the pure-Python
@@ -32,8 +32,8 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
-from squadron.config.errors import Problem
-from squadron.config.limits import MAX_YAML_ALIASES, MAX_YAML_DEPTH, MAX_YAML_NODES
+from squadron.domain.repo_config.errors import Problem
+from squadron.domain.repo_config.limits import MAX_YAML_ALIASES, MAX_YAML_DEPTH, MAX_YAML_NODES
 
 KeyPath = tuple[str | int, ...]
 

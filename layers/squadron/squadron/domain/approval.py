@@ -1,7 +1,7 @@
 """The merge gate — pure: is a pull request ready to merge under its approval flow, and why not.
 
 1. The effective flow: the base branch's flow (defaults + every matching branch
-   rule, strictest wins: :func:`squadron.config.flows.resolve_flow`), plus what
+   rule, strictest wins: :func:`squadron.domain.repo_config.flows.resolve_flow`), plus what
    the protected paths among the PR's changed files add (reviews, a human).
 2. The verdict over what GitHub says about the PR's head commit: agent reviews
    as ``squadron/<role>`` statuses, human reviews (latest per reviewer, the
@@ -20,10 +20,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from squadron.config.flows import merge_reviews, resolve_flow
-from squadron.config.limits import MAX_CHANGED_FILES, MAX_CHANGED_PATH_LENGTH, MAX_LISTED, MAX_MATCH_WORK
-from squadron.config.models import ApprovalFlow, ApprovalFlowsFile, ReviewRequirement
 from squadron.domain.authority import Rule, decide, is_app
+from squadron.domain.repo_config.flows import merge_reviews, resolve_flow
+from squadron.domain.repo_config.limits import (
+    MAX_CHANGED_FILES,
+    MAX_CHANGED_PATH_LENGTH,
+    MAX_LISTED,
+    MAX_MATCH_WORK,
+)
+from squadron.domain.repo_config.models import ApprovalFlow, ApprovalFlowsFile, ReviewRequirement
 
 AGENT = "agent:"
 GROUP = "human_group:"

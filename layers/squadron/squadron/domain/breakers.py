@@ -20,7 +20,7 @@ from typing import Protocol
 
 
 class Limits(Protocol):
-    """The limits (``squadron.config.models.BreakerLimits`` satisfies it)."""
+    """The limits (``squadron.domain.repo_config.models.BreakerLimits`` satisfies it)."""
 
     @property
     def max_iterations(self) -> int: ...

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from squadron.config.errors import Problem
+from squadron.domain.repo_config.errors import Problem
 
 NOTICE_TITLE = "Squadron configuration is invalid"
 NOTICE_LABEL = "squadron-config"

@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from squadron.config.flows import resolve_flow
-from squadron.config.globs import fnmatch_matches
-from squadron.config.models import ApprovalFlowsFile
 from squadron.domain.approval import AGENT, GROUP, MERGE_CONTEXT
+from squadron.domain.repo_config.flows import resolve_flow
+from squadron.domain.repo_config.globs import fnmatch_matches
+from squadron.domain.repo_config.models import ApprovalFlowsFile
 
 _WILDCARDS = frozenset("*?[")
 

@@ -17,9 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from squadron.config.flows import resolve_flow
-from squadron.config.globs import fnmatch_matches
-from squadron.config.models import ApprovalFlowsFile, EscalationRule, FlowEscalation
 from squadron.domain.agents import (
     LIVE,
     TERMINAL,
@@ -67,6 +64,9 @@ from squadron.domain.events import (
     ReportConflict,
     TaskEnded,
 )
+from squadron.domain.repo_config.flows import resolve_flow
+from squadron.domain.repo_config.globs import fnmatch_matches
+from squadron.domain.repo_config.models import ApprovalFlowsFile, EscalationRule, FlowEscalation
 
 FAILED_CHECK_CONCLUSIONS = frozenset(
     {"failure", "timed_out", "cancelled", "action_required", "startup_failure"}

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
-from squadron.config.errors import Problem
 from squadron.domain.config_notice import (
     NOTICE_LABEL,
     CloseNotice,
@@ -22,6 +21,7 @@ from squadron.domain.config_notice import (
     notice_issue,
     plan_notice,
 )
+from squadron.domain.repo_config.errors import Problem
 
 logger = logging.getLogger(__name__)
 

@@ -48,8 +48,6 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
-from squadron.config.constants import BYOK_SECRET_PREFIX
-from squadron.config.models import ByokProvider
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind, inbox_page
 from squadron.domain.effects import AgentWrite
@@ -76,6 +74,8 @@ from squadron.domain.permissions import (
     caller_kind,
     check,
 )
+from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
+from squadron.domain.repo_config.models import ByokProvider
 from squadron.ports import EventQueue, MetricsSink, SecretSource
 
 logger = logging.getLogger(__name__)

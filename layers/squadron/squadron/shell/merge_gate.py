@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from squadron.adapters.github.errors import GitHubError, GitHubUnavailableError, RateLimitedError
-from squadron.config.limits import MAX_CHANGED_FILES, MAX_LISTED
 from squadron.config.parse import SquadronConfig
 from squadron.domain.approval import (
     MERGE_CONTEXT,
@@ -38,6 +37,7 @@ from squadron.domain.approval import (
 from squadron.domain.authority import is_app
 from squadron.domain.events import EventEnvelope, ReportConflict, build_envelope, command_envelope
 from squadron.domain.permissions import MergeConsent
+from squadron.domain.repo_config.limits import MAX_CHANGED_FILES, MAX_LISTED
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from squadron.adapters.github.errors import GitHubError, RateLimitedError
-from squadron.config.models import RepoConfig
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
@@ -42,6 +41,7 @@ from squadron.domain.reconcile import (
     rescues,
     timeouts,
 )
+from squadron.domain.repo_config.models import RepoConfig
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import SquadronError
 from squadron.ports import EventQueue

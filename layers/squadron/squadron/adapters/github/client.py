@@ -18,7 +18,6 @@ from urllib.parse import quote
 
 from squadron.adapters.github.errors import GitHubError, NotFoundError, ValidationFailedError
 from squadron.adapters.github.http import GitHubHttp
-from squadron.config.limits import MAX_LISTED
 from squadron.domain.permissions import (
     REVIEW_EVENT_ACTIONS,
     Action,
@@ -28,6 +27,7 @@ from squadron.domain.permissions import (
     check,
     tagged,
 )
+from squadron.domain.repo_config.limits import MAX_LISTED
 from squadron.errors import FileTooLargeError
 
 Json = dict[str, Any]

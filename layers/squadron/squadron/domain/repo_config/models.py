@@ -16,10 +16,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from squadron.config.constants import BYOK_SECRET_PREFIX
-from squadron.config.globs import fnmatch_matches
-from squadron.config.limits import MAX_BRANCH_RULES, MAX_GLOB_LENGTH, MAX_PATH_GLOBS
-from squadron.config.types import (
+from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
+from squadron.domain.repo_config.globs import fnmatch_matches
+from squadron.domain.repo_config.limits import MAX_BRANCH_RULES, MAX_GLOB_LENGTH, MAX_PATH_GLOBS
+from squadron.domain.repo_config.types import (
     BranchTemplate,
     Duration,
     FrameworkTool,

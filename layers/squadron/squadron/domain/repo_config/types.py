@@ -8,9 +8,14 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
 
-from squadron.config import globs
-from squadron.config.constants import BRANCH_PLACEHOLDERS, FRAMEWORK_TOOLS, HOST_TOOLS, PRINCIPAL_KINDS
-from squadron.config.limits import MAX_GLOB_LENGTH
+from squadron.domain.repo_config import globs
+from squadron.domain.repo_config.constants import (
+    BRANCH_PLACEHOLDERS,
+    FRAMEWORK_TOOLS,
+    HOST_TOOLS,
+    PRINCIPAL_KINDS,
+)
+from squadron.domain.repo_config.limits import MAX_GLOB_LENGTH
 
 _DURATION_RE = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?")
 _UNIT_SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -198,7 +203,7 @@ def _check_glob(value: str) -> str:
     return value
 
 
-#: A repository path glob: ``*`` within one segment, ``**`` across segments (see squadron.config.globs).
+#: A repository path glob: ``*`` within one segment, ``**`` across segments (see squadron.domain.repo_config.globs).
 PathGlob = Annotated[
     str,
     AfterValidator(_check_glob),

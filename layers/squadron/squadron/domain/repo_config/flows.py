@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from squadron.config.models import (
+from squadron.domain.repo_config.models import (
     ApprovalFlow,
     ApprovalFlowsFile,
     EscalationRule,

@@ -291,3 +291,17 @@ def test_issues_are_listed_newest_first_by_state_and_label(sandbox: Sandbox) -> 
     labelled = bot.list_issues(labels=["squadron-config"], state="all")
     assert [i["number"] for i in labelled] == [third["number"], first["number"]]
     assert [i["number"] for i in bot.list_issues(labels=["squadron-config"])] == [third["number"]]
+
+
+def test_another_apps_bot_is_not_this_app(sandbox: Sandbox) -> None:
+    """dependabot[bot] is a bot with its own id: its events reach the ingress as anyone else's."""
+    other, alice = sandbox.client("dependabot[bot]"), sandbox.client("alice")
+    issue = alice.create_issue("Bump", "A dependency is old.")
+    comment = other.comment(issue["number"], "Bumps lodash.")
+    mine = sandbox.client().comment(issue["number"], "On it.")
+    assert comment["user"]["type"] == "Bot" and comment["user"]["id"] != APP.app_id
+    assert "performed_via_github_app" not in comment
+    assert mine["user"]["id"] == APP.app_id and mine["performed_via_github_app"]["id"] == APP.app_id
+    sandbox.settle()
+    assert sandbox.receiver.accepted() == [("issues", "opened"), ("issue_comment", "created")]
+    assert [d.code for d in sandbox.receiver.decisions if isinstance(d, Dropped)] == ["own_event"]

@@ -142,11 +142,17 @@ class GitHubSandbox:
     def bot_login(self) -> str:
         return f"{self.app_slug}[bot]"
 
+    def is_app(self, login: str) -> bool:
+        """Whether ``login`` is this App (another App's ``<slug>[bot]`` is a bot, not the App)."""
+        return login == self.bot_login
+
     def user(self, login: str) -> Json:
         bot = login.endswith("[bot]")
         return {
             "login": login,
-            "id": 10_000 + sum(login.encode()) if not bot else self.app_id,
+            # The App's bot user has its own id on GitHub; any other account (another App's bot
+            # included) has one of its own too, never this App's.
+            "id": self.app_id if self.is_app(login) else 10_000 + sum(login.encode()),
             "node_id": f"U_{login}",
             "type": "Bot" if bot else "User",
             "site_admin": False,
@@ -647,7 +653,7 @@ class GitHubSandbox:
             "updated_at": now,
             "closed_at": None,
         }
-        if author.endswith("[bot]"):
+        if self.is_app(author):
             issue["performed_via_github_app"] = self._app()
         repo.issues[number] = issue
         return issue
@@ -794,7 +800,7 @@ class GitHubSandbox:
             "created_at": now,
             "updated_at": now,
         }
-        if caller.endswith("[bot]"):
+        if self.is_app(caller):
             comment["performed_via_github_app"] = self._app()
         repo.comments.setdefault(number, []).append(comment)
         issue["comments"] += 1

@@ -10,6 +10,12 @@ from pydantic import ValidationError
 from squadron.domain.agents import AgentStatus
 from squadron.domain.events import ROUTED_EVENTS, SQUADRON_EVENT, EventEnvelope, RegisterBlocker
 from squadron.domain.routing import ROUTES, RoutingPolicy, routed_pairs
+from squadron.domain.routing.ci import CI_ROUTES
+from squadron.domain.routing.commands import COMMAND_ROUTES
+from squadron.domain.routing.comments import COMMENT_ROUTES
+from squadron.domain.routing.issues import ISSUE_ROUTES
+from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
+from squadron.domain.routing.table import _compose
 from tests.support.events import BOT, Events
 from tests.support.world import World
 
@@ -527,3 +533,10 @@ def test_a_delivery_never_wakes_the_same_agent_twice() -> None:
     # A redelivery: its decision was carried out already, so nothing is decided or done again.
     assert world.say(comment) == []
     assert len(world.launcher.tasks_for(A38)) == 2
+
+
+def test_the_topics_tables_compose_into_one_without_overlap() -> None:
+    topics = [ISSUE_ROUTES, COMMENT_ROUTES, PULL_REQUEST_ROUTES, CI_ROUTES, COMMAND_ROUTES]
+    assert sum(len(table) for table in topics) == len(ROUTES)
+    with pytest.raises(ValueError, match="routed twice"):
+        _compose(ISSUE_ROUTES, {("issues", "opened"): ISSUE_ROUTES[("issues", "opened")]})

@@ -1,0 +1,468 @@
+"""Effect builders shared by the topics: launches and wakes, inbox items, new agents and generations, escalation, unblocking, review and CI rounds, the merge gate."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from squadron.domain.agents import (
+    LIVE,
+    TERMINAL,
+    AgentRecord,
+    AgentStatus,
+    BreakerCounters,
+    InboxItem,
+    RoleKind,
+    agent_id_for,
+)
+from squadron.domain.effects import (
+    AddLabels,
+    AgentWrite,
+    CreateIssue,
+    DeliverInbox,
+    Discard,
+    Effect,
+    EvaluateMerge,
+    LaunchAgent,
+    PostComment,
+    PutAgent,
+    RemoveBlocker,
+    StopAgentTask,
+)
+from squadron.domain.events import (
+    EventEnvelope,
+)
+from squadron.domain.repo_config.models import EscalationRule
+from squadron.domain.routing.normalize import closing_references
+from squadron.domain.routing.policy import RoutingPolicy
+from squadron.domain.routing.snapshot import Snapshot
+
+
+def launch_token(agent: AgentRecord) -> str:
+    """The id of ``agent``'s latest launch (see :attr:`AgentRecord.launch_token`)."""
+    return agent.launch_token
+
+
+def _with_launch(agent: AgentRecord, cause: str) -> AgentRecord:
+    """``agent`` marked as needing a task, with a fresh launch token.
+
+    A launch that was decided but never confirmed keeps its token: the task it names may be
+    starting right now (ECS deduplicates RunTask by that token), so a second decision must
+    resume it rather than start a second task for the same agent.
+    """
+    if agent.pending_launch is not None:
+        return agent.model_copy(update={"launch_cause": cause})
+    counters = agent.counters.model_copy(update={"launches": agent.counters.launches + 1})
+    launched = agent.model_copy(update={"counters": counters, "launch_cause": cause})
+    return launched.model_copy(update={"pending_launch": launch_token(launched), "task_arn": None})
+
+
+def _launch(agent: AgentRecord, reason: str) -> LaunchAgent:
+    assert agent.pending_launch is not None
+    purpose: Literal["start", "wake"] = "start" if agent.status is AgentStatus.CREATED else "wake"
+    return LaunchAgent(agent.agent_id, purpose, reason, agent.pending_launch)
+
+
+def _wake(
+    agent: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str
+) -> tuple[AgentWrite, LaunchAgent]:
+    counters = agent.counters.model_copy(update={"wakes": agent.counters.wakes + 1})
+    changes = {"wake_reason": reason, "counters": counters}
+    awake = (
+        agent.updated(now=snap.now, **changes)  # idle: already ACTIVE, only its task had ended
+        if agent.status is AgentStatus.ACTIVE
+        else agent.transition(AgentStatus.ACTIVE, now=snap.now, **changes)
+    )
+    woken = _with_launch(awake, event.delivery_id)
+    return AgentWrite(woken, agent.version), _launch(woken, reason)
+
+
+def is_idle(agent: AgentRecord) -> bool:
+    """ACTIVE, but its task ended its turn (report_complete, or nothing left to do): no task runs."""
+    return agent.status is AgentStatus.ACTIVE and agent.task_arn is None and agent.pending_launch is None
+
+
+def _wakeable(agent: AgentRecord, event: EventEnvelope) -> bool:
+    """Asleep, escalated or idle — and not already launched by this very delivery (a replay)."""
+    if agent.launch_cause == event.delivery_id:
+        return False
+    return agent.status in (AgentStatus.SLEEPING, AgentStatus.ESCALATED) or is_idle(agent)
+
+
+def _inbox(
+    agent: AgentRecord,
+    event: EventEnvelope,
+    kind: str,
+    summary: str,
+    *,
+    body: str = "",
+    url: str | None = None,
+    subject: int | None = None,
+) -> DeliverInbox:
+    return DeliverInbox(
+        InboxItem(
+            agent_id=agent.agent_id,
+            delivery_id=event.delivery_id,
+            received_at=event.received_at,
+            kind=kind,
+            summary=summary,
+            actor=event.sender.login,
+            url=url,
+            body=body,
+            subject=subject,
+        )
+    )
+
+
+def _notify(
+    agent: AgentRecord | None,
+    event: EventEnvelope,
+    snap: Snapshot,
+    kind: str,
+    summary: str,
+    *,
+    wake: bool,
+    body: str = "",
+    url: str | None = None,
+) -> list[Effect]:
+    """Put an item in the agent's inbox; wake it when asked and it is asleep or escalated."""
+    if agent is None:
+        return [Discard(f"no agent to tell: {summary}")]
+    if agent.status in TERMINAL:
+        return [Discard(f"agent {agent.agent_id} is {agent.status}; stale event: {summary}")]
+    if agent.predates(event.occurred_at):
+        return [Discard(f"event predates generation {agent.generation} of {agent.agent_id}: {summary}")]
+    effects: list[Effect] = [_inbox(agent, event, kind, summary, body=body, url=url)]
+    if wake and _wakeable(agent, event):
+        write, launch = _wake(agent, event, snap, summary)
+        effects += [PutAgent(write), launch]
+    return effects
+
+
+def _new_agent(
+    event: EventEnvelope,
+    snap: Snapshot,
+    policy: RoutingPolicy,
+    role: str,
+    number: int | None,
+    *,
+    branch: str | None,
+) -> AgentRecord:
+    return AgentRecord(
+        generation_started_at=event.occurred_at or event.received_at,
+        last_event_at=event.occurred_at or event.received_at,
+        agent_id=agent_id_for(event.repository.id, role, number),
+        role=role,
+        kind=policy.kind_of(role),
+        repo_id=event.repository.id,
+        repo_full_name=event.repository.full_name,
+        installation_id=event.installation_id,
+        issue_number=number,
+        branch=branch,
+        created_at=snap.now,
+        updated_at=snap.now,
+    )
+
+
+def _new_generation(existing: AgentRecord, fresh: AgentRecord, snap: Snapshot) -> AgentRecord:
+    """A terminal agent restarted as its next generation: a new session, nothing carried over."""
+    return existing.transition(
+        AgentStatus.CREATED,
+        now=snap.now,
+        generation=existing.generation + 1,
+        generation_started_at=fresh.generation_started_at,
+        last_event_at=fresh.last_event_at,
+        blocked_by=frozenset(),
+        pr_number=fresh.pr_number,
+        branch=fresh.branch,
+        installation_id=fresh.installation_id or existing.installation_id,
+        counters=BreakerCounters(),
+        wake_reason=None,
+        escalation_reason=None,
+        lease_owner=None,
+        lease_expires_at=None,
+        heartbeat_at=None,
+        task_arn=None,
+        pending_launch=None,
+        launch_secret_hash=None,
+        launch_secret_expires_at=None,
+    )
+
+
+def _start(
+    existing: AgentRecord | None, fresh: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str
+) -> list[Effect]:
+    """Create ``fresh``, or restart a terminal ``existing`` one as a new generation; then launch it."""
+    if existing is None:
+        record = _with_launch(fresh, event.delivery_id)
+        return [PutAgent(AgentWrite(record, None)), _launch(record, reason)]
+    if existing.superseded(fresh.generation_started_at):
+        return [Discard(f"{existing.agent_id} changed after this event happened: {reason}")]
+    restarted = _new_generation(existing, fresh, snap)
+    record = _with_launch(restarted, event.delivery_id)
+    return [PutAgent(AgentWrite(record, existing.version)), _launch(record, reason)]
+
+
+def _end(
+    agent: AgentRecord, event: EventEnvelope, snap: Snapshot, status: AgentStatus, reason: str
+) -> list[Effect]:
+    """Finish a non-terminal agent (COMPLETED or CANCELLED) and stop its task if one may run."""
+    if agent.status in TERMINAL:
+        return []
+    if agent.superseded(event.occurred_at):
+        return [Discard(f"{agent.agent_id} changed after this event happened: {reason}")]
+    ended = agent.transition(
+        status,
+        now=snap.now,
+        pending_launch=None,
+        blocked_by=frozenset(),
+        last_event_at=event.occurred_at or agent.last_event_at,
+    )
+    effects: list[Effect] = [PutAgent(AgentWrite(ended, agent.version))]
+    if agent.task_arn and agent.status in LIVE:
+        effects.append(StopAgentTask(agent.agent_id, agent.task_arn, reason))
+    return effects
+
+
+def _pm_effects(
+    event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, kind: str, summary: str, *, body: str = ""
+) -> list[Effect]:
+    """Queue an item for the repository's PM and make sure one PM task (at most) is running."""
+    pm = snap.pm
+    fresh = _new_agent(event, snap, policy, policy.pm_role, None, branch=None)
+    effects: list[Effect] = []
+    if pm is None or pm.status in TERMINAL:
+        effects += _start(pm, fresh, event, snap, f"PM batch: {summary}")
+    target = pm if pm is not None and pm.status not in TERMINAL else fresh
+    effects.append(_inbox(target, event, kind, summary, body=body))
+    if pm is not None and _wakeable(pm, event):
+        write, launch = _wake(pm, event, snap, summary)
+        effects += [PutAgent(write), launch]
+    return effects
+
+
+def _unblock(event: EventEnvelope, snap: Snapshot, blocker: int) -> list[Effect]:
+    """``blocker`` is gone: resolve every edge on it, waking agents whose last blocker it was."""
+    effects: list[Effect] = []
+    for issue in sorted(snap.view(blocker).blocks):
+        view = snap.view(issue)
+        agent = view.agent_of_kind(RoleKind.DEV)
+        write: AgentWrite | None = None
+        launch: LaunchAgent | None = None
+        if agent is not None and agent.status not in TERMINAL and blocker in agent.blocked_by:
+            remaining = agent.blocked_by - {blocker}
+            if agent.status is AgentStatus.SLEEPING and not remaining:
+                reason = f"blocker #{blocker} was closed; #{issue} has no open blockers left"
+                counters = agent.counters.model_copy(update={"wakes": agent.counters.wakes + 1})
+                woken = _with_launch(
+                    agent.transition(
+                        AgentStatus.ACTIVE,
+                        now=snap.now,
+                        blocked_by=remaining,
+                        wake_reason=reason,
+                        counters=counters,
+                    ),
+                    event.delivery_id,
+                )
+                write, launch = AgentWrite(woken, agent.version), _launch(woken, reason)
+            else:
+                write = AgentWrite(agent.updated(now=snap.now, blocked_by=remaining), agent.version)
+        if blocker in view.blockers or write is not None:
+            effects.append(RemoveBlocker(event.repository.id, issue, blocker, write))
+            if agent is not None and write is not None:
+                effects.append(
+                    _inbox(
+                        agent,
+                        event,
+                        "blocker_closed",
+                        f"blocker #{blocker} of #{issue} was closed",
+                        subject=blocker,
+                    )
+                )
+        if launch is not None:
+            effects.append(launch)
+    return effects
+
+
+def _linked_issue(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int) -> int | None:
+    """PR → issue: the registry's link, then the head branch, then closing keywords."""
+    linked = snap.view(pr_number).linked_issue
+    if linked is not None:
+        return linked
+    pr = event.pull_request
+    branch = pr.head_ref if pr is not None else (event.check.head_branch if event.check else None)
+    if branch:
+        if branch in snap.branch_links:
+            return snap.branch_links[branch]
+        from_name = policy.issue_from_branch(branch)
+        if from_name is not None:
+            return from_name
+    if pr is not None:
+        refs = closing_references(pr.body, event.repository.full_name)
+        with_agent = [n for n in refs if snap.view(n).agent_of_kind(RoleKind.DEV) is not None]
+        if with_agent:
+            return with_agent[0]
+        if refs:
+            return refs[0]
+    return None
+
+
+def _dev_agent_for_pr(
+    event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int
+) -> AgentRecord | None:
+    issue = _linked_issue(event, snap, policy, pr_number)
+    return snap.view(issue).agent_of_kind(RoleKind.DEV) if issue is not None else None
+
+
+def _request_reviews(
+    event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int, why: str
+) -> list[Effect]:
+    view = snap.view(pr_number)
+    effects: list[Effect] = []
+    base = event.pull_request.base_ref if event.pull_request is not None else ""
+    for role in policy.review_roles_for(base):
+        existing = view.agent_with_role(role)
+        if existing is not None and existing.status not in TERMINAL:
+            if event.action == "synchronize":
+                effects.append(_inbox(existing, event, "pull_request_updated", f"PR #{pr_number}: {why}"))
+            else:
+                effects.append(Discard(f"{existing.agent_id} is already reviewing PR #{pr_number}"))
+            continue
+        fresh = _new_agent(event, snap, policy, role, pr_number, branch=None)
+        fresh = fresh.model_copy(update={"pr_number": pr_number})
+        effects += _start(existing, fresh, event, snap, f"review PR #{pr_number}: {why}")
+    return effects
+
+
+def _gate(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int) -> EvaluateMerge:
+    agent = _dev_agent_for_pr(event, snap, policy, pr_number)
+    return EvaluateMerge(
+        event.repository.full_name,
+        event.installation_id,
+        pr_number,
+        agent.role if agent is not None else None,
+        agent.issue_number if agent is not None else None,
+        event.delivery_id,
+    )
+
+
+def _rounds(
+    agent: AgentRecord | None,
+    event: EventEnvelope,
+    snap: Snapshot,
+    policy: RoutingPolicy,
+    *,
+    trigger: Literal["on_ci_failure", "on_review_rejection"],
+    round_key: str,
+    base: str,
+    notice: tuple[str, str, str, str | None],
+) -> list[Effect]:
+    """Tell (and wake) the dev agent of one more failed round; past the flow's max_retries, escalate.
+
+    A CI round is one failing head commit (several failing checks on it are one round);
+    each change request is a round of review. ``notice`` is (kind, summary, body, url).
+    """
+    kind, summary, body, url = notice
+    if agent is None or agent.status in TERMINAL or agent.predates(event.occurred_at):
+        return _notify(agent, event, snap, kind, summary, wake=True, body=body, url=url)
+    marker = "last_ci_failure" if trigger == "on_ci_failure" else "last_rejection"
+    if round_key == getattr(agent, marker):
+        return _notify(agent, event, snap, kind, summary, wake=True, body=body, url=url)
+    counter = "ci_failures" if trigger == "on_ci_failure" else "rejections"
+    used = getattr(agent.counters, counter) + 1
+    counters = agent.counters.model_copy(update={counter: used})
+    rule: EscalationRule = getattr(policy.escalation_for(base), trigger)
+    counted = agent.model_copy(update={"counters": counters, marker: round_key})
+    if rule.max_retries is not None and used > rule.max_retries and agent.status is not AgentStatus.ESCALATED:
+        what = "CI failed" if trigger == "on_ci_failure" else "changes were requested"
+        reason = f"{what} {used} times, over {trigger}.max_retries {rule.max_retries}"
+        return [
+            _inbox(agent, event, kind, summary, body=body, url=url),
+            *_escalate(counted, event, snap, policy, reason, rule=rule),
+        ]
+    effects = _notify(counted, event, snap, kind, summary, wake=True, body=body, url=url)
+    if not any(isinstance(effect, PutAgent) for effect in effects):
+        effects.append(
+            PutAgent(
+                AgentWrite(
+                    agent.updated(now=snap.now, counters=counters, **{marker: round_key}), agent.version
+                )
+            )
+        )
+    return effects
+
+
+def _agent_for_commit(
+    event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, branch: str | None, prs: Iterable[int]
+) -> AgentRecord | None:
+    """commit → branch → issue → dev agent (or through the check's pull requests)."""
+    if branch:
+        issue = snap.branch_links.get(branch) or policy.issue_from_branch(branch)
+        if issue is not None:
+            agent = snap.view(issue).agent_of_kind(RoleKind.DEV)
+            if agent is not None:
+                return agent
+    for pr in prs:
+        agent = _dev_agent_for_pr(event, snap, policy, pr)
+        if agent is not None:
+            return agent
+    return None
+
+
+def _escalate(
+    agent: AgentRecord,
+    event: EventEnvelope,
+    snap: Snapshot,
+    policy: RoutingPolicy,
+    reason: str,
+    *,
+    rule: EscalationRule | None = None,
+    details: str = "",
+) -> list[Effect]:
+    """Hand ``agent``'s issue to humans: ESCALATED, its task stopped, the issue labelled and explained.
+
+    ``rule`` (an approval flow's escalation rule) overrides the repository's label, adds
+    whom it notifies and assigns. ``details`` (the agent's own summary, what happened to its
+    work) follow the explanation.
+    """
+    escalated = agent.transition(
+        AgentStatus.ESCALATED,
+        now=snap.now,
+        escalation_reason=reason[:1000],
+        pending_launch=None,
+        task_arn=None,
+    )
+    effects: list[Effect] = [PutAgent(AgentWrite(escalated, agent.version))]
+    if agent.task_arn:
+        effects.append(StopAgentTask(agent.agent_id, agent.task_arn, reason))
+    repo, inst = event.repository.full_name, event.installation_id
+    waiting = (
+        f" It waits for {', '.join(f'#{n}' for n in sorted(agent.blocked_by))}." if agent.blocked_by else ""
+    )
+    label = (rule.label if rule is not None and rule.label else None) or policy.escalation_label
+    mentions = tuple(
+        dict.fromkeys([*policy.escalation_mentions, *policy.mentions(rule.notify if rule else ())])
+    )
+    assignees = tuple(dict.fromkeys([*policy.escalation_assignees, *(rule.assign if rule else ())]))
+    notify = f" {' '.join(mentions)}" if mentions else ""
+    body = f"{agent.display_name} ({agent.agent_id}) needs a human: {reason.rstrip('.')}.{waiting}{notify}"
+    if details:
+        body = f"{body}\n\n{details}"
+    if agent.issue_number is not None:
+        effects += [
+            AddLabels(repo, inst, agent.issue_number, (label,)),
+            PostComment(repo, inst, agent.issue_number, body, "framework"),
+        ]
+    if policy.escalation_issue:
+        subject = f"#{agent.issue_number}" if agent.issue_number is not None else "the PM"
+        effects.append(
+            CreateIssue(
+                repo,
+                inst,
+                f"needs-human: {subject} ({agent.display_name})",
+                f"{subject} was handed to humans.\n\n{body}",
+                (label,),
+                assignees,
+            )
+        )
+    return effects

@@ -1,0 +1,322 @@
+"""The framework's own commands (blockers, recovery, conflicts, how a task ended) and what an agent's task may send."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from squadron.domain.agents import (
+    LIVE,
+    TERMINAL,
+    AgentStatus,
+    IssueState,
+    RegistryError,
+    RoleKind,
+    parse_agent_id,
+)
+from squadron.domain.blockers import BlockerError, check_new_blocker
+from squadron.domain.effects import (
+    AddBlocker,
+    AgentWrite,
+    Discard,
+    Effect,
+    FileBlockerIssue,
+    PutAgent,
+    StopAgentTask,
+)
+from squadron.domain.events import (
+    SQUADRON_EVENT,
+    EventEnvelope,
+    RecoverAgent,
+    RegisterBlocker,
+    ReportConflict,
+    TaskEnded,
+)
+from squadron.domain.routing.builders import (
+    _escalate,
+    _inbox,
+    _launch,
+    _notify,
+    _with_launch,
+    is_idle,
+    launch_token,
+)
+from squadron.domain.routing.policy import RoutingPolicy
+from squadron.domain.routing.snapshot import Handler, Snapshot
+
+
+def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    command = event.command
+    assert isinstance(command, RegisterBlocker)
+    issue, blocker = command.issue_number, command.blocker_number
+    view = snap.view(issue)
+    agent = view.agent_of_kind(RoleKind.DEV)
+    if agent is not None and agent.status in TERMINAL:
+        agent = None
+    if (
+        agent is not None
+        and command.agent_id == agent.agent_id
+        and command.launch_token != launch_token(agent)
+    ):
+        # Its task was replaced since (relaunched, or the agent restarted as a new generation):
+        # the current task decides for itself. A pending launch is still finished (healing).
+        return [
+            Discard(
+                f"sent by task {command.launch_token} of {agent.agent_id}, since replaced by {launch_token(agent)}"
+            )
+        ]
+    if issue in snap.view(blocker).blocks and blocker not in view.blockers:
+        # The edge exists and was already resolved: a late replay of this command.
+        return [Discard(f"#{issue} blocked by #{blocker} was registered and resolved before")]
+    problem: str | None = None
+    if snap.view(blocker).state is IssueState.CLOSED:
+        problem = f"#{blocker} is already closed, so it cannot block #{issue}"
+    elif blocker not in view.blockers:
+        try:
+            check_new_blocker(snap.graph, issue, blocker, max_depth=policy.max_issue_depth)
+        except BlockerError as exc:
+            problem = str(exc)
+    if problem is not None:
+        effects: list[Effect] = []
+        # Only the agent that sent the command hears why it was refused.
+        if agent is not None and agent.agent_id == command.agent_id and not agent.predates(event.occurred_at):
+            effects.append(_inbox(agent, event, "blocker_rejected", problem))
+            if command.sleep and agent.status in LIVE:
+                # The agent's task exited expecting to sleep; it must run again to hear why not.
+                relaunch = _with_launch(agent.updated(now=snap.now, wake_reason=problem), event.delivery_id)
+                effects += [PutAgent(AgentWrite(relaunch, agent.version)), _launch(relaunch, problem)]
+        return effects or [Discard(problem)]
+    write: AgentWrite | None = None
+    if agent is not None:
+        blocked_by = agent.blocked_by | {blocker}
+        if command.sleep and command.agent_id == agent.agent_id and agent.status in LIVE:
+            asleep = agent.transition(
+                AgentStatus.SLEEPING, now=snap.now, blocked_by=blocked_by, pending_launch=None, task_arn=None
+            )
+            write = AgentWrite(asleep, agent.version)
+        elif blocked_by != agent.blocked_by:
+            write = AgentWrite(agent.updated(now=snap.now, blocked_by=blocked_by), agent.version)
+    if blocker in view.blockers and write is None:
+        return [Discard(f"#{issue} is already blocked by #{blocker}")]
+    effects = [AddBlocker(event.repository.id, issue, blocker, write)]
+    if agent is not None and agent.agent_id != command.agent_id and agent.status in LIVE:
+        # Registered by someone else (the PM) while the agent works: it hears of it and decides
+        # whether to sleep on it (report_blocked) or go on; the closing still reaches it.
+        note = f": {command.note}" if command.note else ""
+        effects.append(_inbox(agent, event, "blocker_registered", f"#{issue} is blocked by #{blocker}{note}"))
+    return effects
+
+
+def _on_recover_agent(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    command = event.command
+    assert isinstance(command, RecoverAgent)
+    agent = next((a for a in snap.agents() if a.agent_id == command.agent_id), None)
+    if agent is None or agent.status in TERMINAL:
+        return [Discard(f"{command.agent_id} is gone or finished; nothing to recover")]
+    if agent.version != command.seen_version:
+        return [
+            Discard(
+                f"{agent.agent_id} changed since the reconciler looked (v{command.seen_version} -> v{agent.version})"
+            )
+        ]
+    if command.action == "launch":
+        # A held launch (RunTask refused it) whose back-off is over: try it again, as decided.
+        if agent.status not in LIVE or agent.pending_launch is None:
+            return [Discard(f"{agent.agent_id} has no held launch any more")]
+        return [_launch(agent, f"retrying its launch: {command.reason}")]
+    if (
+        command.action == "relaunch"
+        and agent.status in LIVE
+        and agent.counters.recoveries < policy.max_recoveries
+    ):
+        counters = agent.counters.model_copy(update={"recoveries": agent.counters.recoveries + 1})
+        reason = f"relaunched by the reconciler: {command.reason}"
+        # The dead task's lease goes with it: the relaunched task must be able to take it now,
+        # not when it expires (a holder that was only slow is stopped and loses its renewal).
+        stale = agent.updated(
+            now=snap.now,
+            counters=counters,
+            wake_reason=reason,
+            task_arn=None,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
+        relaunched = _with_launch(stale, event.delivery_id)
+        effects: list[Effect] = [PutAgent(AgentWrite(relaunched, agent.version))]
+        if agent.task_arn:
+            effects.append(StopAgentTask(agent.agent_id, agent.task_arn, reason))
+        return [*effects, _launch(relaunched, reason)]
+    if agent.status is AgentStatus.ESCALATED:
+        return [Discard(f"{agent.agent_id} is already with humans")]
+    why = (
+        command.reason
+        if command.action == "escalate"
+        else f"{command.reason} (relaunched {agent.counters.recoveries} time(s) already)"
+    )
+    return _escalate(agent, event, snap, policy, why)
+
+
+def _on_report_conflict(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """AD-005: the dev agent resolves its PR's conflict first; if it cannot, a human does."""
+    command = event.command
+    assert isinstance(command, ReportConflict)
+    agent = snap.view(command.issue_number).agent_of_kind(RoleKind.DEV)
+    what = f"PR #{command.pr_number} conflicts with {command.base} at {command.head_sha[:7]}"
+    if agent is None or agent.status in TERMINAL:
+        return [Discard(f"{what}; no live agent owns #{command.issue_number}")]
+    if agent.last_conflict == f"{command.head_sha}:escalated":
+        return [Discard(f"{what}; humans were asked already")]
+    if agent.last_conflict != command.head_sha:
+        marked = agent.model_copy(update={"last_conflict": command.head_sha})
+        body = (
+            f"Merge origin/{command.base} into your branch, resolve every conflict, run the tests and "
+            "git_push. If you cannot resolve them with confidence, say so with escalate_to_human."
+        )
+        effects = _notify(marked, event, snap, "merge_conflict", what, wake=True, body=body)
+        if not any(isinstance(effect, PutAgent) for effect in effects):
+            effects.append(
+                PutAgent(
+                    AgentWrite(agent.updated(now=snap.now, last_conflict=command.head_sha), agent.version)
+                )
+            )
+        return effects
+    if agent.status in LIVE and not is_idle(agent):
+        return [Discard(f"{what}; {agent.agent_id} is working on it")]
+    # The agent's attempt ended and the head did not move: a human resolves it (AD-005).
+    mentions = " ".join(policy.escalation_mentions)
+    body = (
+        f"{agent.display_name} could not resolve the merge conflict of PR #{command.pr_number} "
+        f"(#{command.issue_number}) with `{command.base}` at {command.head_sha[:7]}. Please resolve it "
+        f"on the PR's branch and close this issue; the agent then resumes.{' ' + mentions if mentions else ''}"
+    )
+    marked = agent.updated(now=snap.now, last_conflict=f"{command.head_sha}:escalated")
+    return [
+        PutAgent(AgentWrite(marked, agent.version)),
+        FileBlockerIssue(
+            event.repository.full_name,
+            event.installation_id,
+            agent.agent_id,
+            launch_token(marked),
+            command.issue_number,
+            f"Resolve the merge conflict of PR #{command.pr_number} (#{command.issue_number})",
+            body,
+            (policy.escalation_label,),
+            policy.escalation_assignees,
+        ),
+    ]
+
+
+def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """An agent's task reports how it ended: count its usage, then idle, escalate or leave it be.
+
+    The launch's secret ends here (nothing the task sends later is accepted). An idle agent
+    whose inbox got news while its task was winding down is woken at once: events for it
+    that arrived before this report found its task still running and only filled its inbox.
+    """
+    command = event.command
+    assert isinstance(command, TaskEnded)
+    agent = next((a for a in snap.agents() if a.agent_id == command.agent_id), None)
+    if agent is None:
+        return [Discard(f"{command.agent_id} is gone; its task's end changes nothing")]
+    if agent.launch_token != command.launch_token:
+        return [
+            Discard(f"task {command.launch_token} of {agent.agent_id} was replaced by {agent.launch_token}")
+        ]
+    if agent.launch_secret_hash is None:
+        # Its launch ended already: this report was routed before (a replay counts nothing twice).
+        return [Discard(f"the end of task {command.launch_token} of {agent.agent_id} was reported already")]
+    used = command.usage
+    counters = agent.counters.model_copy(
+        update={
+            "tool_calls": agent.counters.tool_calls + used.tool_calls,
+            "turns": agent.counters.turns + used.turns,
+            "iterations": agent.counters.iterations + used.iterations,
+            "active_seconds": agent.counters.active_seconds + used.active_seconds,
+            "recoveries": 0 if command.finished else agent.counters.recoveries,
+        }
+    )
+    base = agent.model_copy(
+        update={"counters": counters, "launch_secret_hash": None, "launch_secret_expires_at": None}
+    )
+    if command.outcome == "escalated" and agent.status not in (*TERMINAL, AgentStatus.ESCALATED):
+        details = "\n\n".join(
+            part
+            for part in (
+                command.summary.strip(),
+                f"Work in progress on `{agent.branch}`: {command.saved}" if command.saved else "",
+            )
+            if part
+        )
+        effects = _escalate(
+            base, event, snap, policy, command.reason or "it asked for humans", details=details
+        )
+        # Its task has ended by itself: nothing to stop.
+        return [e for e in effects if not isinstance(e, StopAgentTask)]
+    if command.outcome == "idle" and agent.status is AgentStatus.ACTIVE and agent.pending_launch is None:
+        if snap.inbox:
+            kinds = ", ".join(sorted({item.kind for item in snap.inbox}))
+            reason = f"news arrived as its task ended ({kinds})"
+            woken = _with_launch(
+                base.updated(now=snap.now, wake_reason=reason, task_arn=None), event.delivery_id
+            )
+            return [PutAgent(AgentWrite(woken, agent.version)), _launch(woken, reason)]
+        return [PutAgent(AgentWrite(base.updated(now=snap.now, task_arn=None), agent.version))]
+    # Sleeping (its blocker command came first), failed (the reconciler sees the dead task and
+    # relaunches it once, or escalates), or already ended otherwise: the usage is what is left.
+    return [PutAgent(AgentWrite(base.updated(now=snap.now), agent.version))]
+
+
+#: The commands an agent's task may send (through the gateway), about itself only.
+AGENT_COMMANDS = (RegisterBlocker, TaskEnded)
+
+
+#: The App's own webhooks an agent's task may report (the gateway checks them per role).
+AGENT_ECHOES = frozenset(
+    {
+        ("issues", "opened"),
+        ("issues", "assigned"),
+        ("pull_request", "opened"),
+        ("pull_request", "synchronize"),
+        ("pull_request_review", "submitted"),
+        ("status", None),
+    }
+)
+
+
+def agent_envelope_problem(event: EventEnvelope) -> str | None:
+    """Why an envelope an agent's task sent may not be routed (None: it may).
+
+    The gateway already stamps and checks these; the router checks again, because nothing
+    an agent's task sends is trusted twice over: it speaks only of itself, in its repository.
+    """
+    if event.origin != "agent":
+        return None
+    source = event.source_agent
+    if source is None:
+        return "an agent's envelope without its verified source"
+    try:
+        repo_id, _, _ = parse_agent_id(source)
+    except RegistryError:
+        return f"{source!r} is not an agent id"
+    if event.repository.id != repo_id:
+        return f"{source} may not speak for repository {event.repository.id}"
+    command = event.command
+    if command is not None:
+        if not isinstance(command, AGENT_COMMANDS):
+            return f"an agent may not send {command.type}"
+        if command.agent_id not in (None, source):
+            return f"{source} may not speak for {command.agent_id}"
+        return None
+    if (event.event, event.action) not in AGENT_ECHOES:
+        return f"an agent may not report {event.event}.{event.action}"
+    return None
+
+
+COMMAND_ROUTES: Mapping[tuple[str, str | None], Handler] = {
+    (SQUADRON_EVENT, "register_blocker"): _on_register_blocker,
+    (SQUADRON_EVENT, "recover_agent"): _on_recover_agent,
+    (SQUADRON_EVENT, "report_conflict"): _on_report_conflict,
+    (SQUADRON_EVENT, "task_ended"): _on_task_ended,
+    # The router shell carries a FinishDecision out itself (it decides nothing); routed here only
+    # when no such decision is pending.
+    (SQUADRON_EVENT, "finish_decision"): lambda e, s, p: [Discard("no unfinished decision of that key")],
+}

@@ -1,0 +1,170 @@
+"""Issues: opened, labeled, edited, assigned to the App (an agent starts), unassigned, closed (its agents end, what it blocked wakes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from squadron.domain.agents import (
+    TERMINAL,
+    AgentStatus,
+    IssueState,
+    RoleKind,
+)
+from squadron.domain.blockers import height_of
+from squadron.domain.effects import (
+    AgentWrite,
+    Discard,
+    Effect,
+    PostComment,
+    PutAgent,
+    SetIssueAssignment,
+    SetIssueState,
+)
+from squadron.domain.events import (
+    EventEnvelope,
+)
+from squadron.domain.routing.builders import (
+    _end,
+    _new_agent,
+    _new_generation,
+    _notify,
+    _pm_effects,
+    _start,
+    _unblock,
+)
+from squadron.domain.routing.normalize import _event_time, _issue
+from squadron.domain.routing.policy import RoutingPolicy
+from squadron.domain.routing.snapshot import Handler, IssueView, Snapshot
+
+
+def _on_issue_opened(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    issue = _issue(event)
+    view = snap.view(issue.number)
+    effects: list[Effect] = []
+    if view.state is not IssueState.OPEN and not view.state_is_newer_than(event.occurred_at):
+        effects.append(SetIssueState(event.repository.id, issue.number, IssueState.OPEN, _event_time(event)))
+    verb = "reopened" if event.action == "reopened" else "opened"
+    summary = f"#{issue.number} {verb} by {event.sender.login}: {issue.title}"
+    return effects + _pm_effects(event, snap, policy, f"issue_{verb}", summary, body=issue.body)
+
+
+def _on_issue_labeled(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    issue = _issue(event)
+    summary = f"#{issue.number} labeled '{event.label}' by {event.sender.login}"
+    return _pm_effects(event, snap, policy, "issue_labeled", summary)
+
+
+def _on_issue_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    issue = _issue(event)
+    agent = snap.view(issue.number).agent_of_kind(RoleKind.DEV)
+    summary = f"#{issue.number} was edited by {event.sender.login}"
+    return _notify(
+        agent, event, snap, "issue_edited", summary, wake=False, body=issue.body, url=issue.html_url
+    )
+
+
+def _on_issue_assigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    issue = _issue(event)
+    if event.assignee is None or event.assignee.login != policy.bot_login:
+        return [
+            Discard(
+                f"#{issue.number} assigned to {event.assignee.login if event.assignee else 'nobody'}, not the App"
+            )
+        ]
+    if issue.is_pull_request:
+        return [Discard(f"#{issue.number} is a pull request; only issues get dev agents")]
+    view = snap.view(issue.number)
+    if view.assignment_is_newer_than(event.occurred_at):
+        return [Discard(f"#{issue.number} was (un)assigned after this assignment happened")]
+    recorded: list[Effect] = [SetIssueAssignment(event.repository.id, issue.number, True, _event_time(event))]
+    return recorded + _assign(event, snap, policy, view)
+
+
+def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: IssueView) -> list[Effect]:
+    issue = _issue(event)
+    if view.state is IssueState.CLOSED:
+        return [Discard(f"#{issue.number} is closed; no agent starts on a closed issue")]
+    latest = view.agent_of_kind(RoleKind.DEV)
+    if latest is not None and latest.status not in TERMINAL:
+        return [Discard(f"#{issue.number} already has agent {latest.agent_id} ({latest.status})")]
+    if latest is not None and latest.superseded(event.occurred_at):
+        return [Discard(f"#{issue.number}: {latest.agent_id} changed after this assignment happened")]
+    height = height_of(snap.graph, issue.number)
+    if height > policy.max_issue_depth:
+        body = (
+            f"Squadron will not start an agent on #{issue.number}: it sits {height} levels deep in a chain of "
+            f"blocker issues, over the limit of {policy.max_issue_depth} (max_issue_depth). A human should "
+            "decide how to break this work down."
+        )
+        return [
+            PostComment(event.repository.full_name, event.installation_id, issue.number, body, "framework")
+        ]
+    role = policy.dev_role_for(issue.labels)
+    existing = view.agent_with_role(role)
+    fresh = _new_agent(
+        event, snap, policy, role, issue.number, branch=policy.branch_for(role, issue.number, issue.labels)
+    )
+    if view.pull_requests:
+        # A PR opened before the assignment was processed (another message group).
+        fresh = fresh.model_copy(update={"pr_number": max(view.pull_requests)})
+    open_blockers = view.blockers
+    if open_blockers:
+        # Blockers were registered before the assignment: the agent waits for them asleep.
+        if existing is None:
+            record = fresh.model_copy(update={"status": AgentStatus.SLEEPING, "blocked_by": open_blockers})
+            return [PutAgent(AgentWrite(record, None))]
+        if existing.superseded(fresh.generation_started_at):
+            return [Discard(f"{existing.agent_id} changed after this assignment happened")]
+        restarted = _new_generation(existing, fresh, snap)
+        asleep = restarted.model_copy(update={"status": AgentStatus.SLEEPING, "blocked_by": open_blockers})
+        return [PutAgent(AgentWrite(asleep, existing.version))]
+    return _start(existing, fresh, event, snap, f"assigned #{issue.number} by {event.sender.login}")
+
+
+def _on_issue_unassigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    issue = _issue(event)
+    if event.assignee is None or event.assignee.login != policy.bot_login:
+        return [
+            Discard(f"#{issue.number} unassigned from {event.assignee.login if event.assignee else 'nobody'}")
+        ]
+    view = snap.view(issue.number)
+    if view.assignment_is_newer_than(event.occurred_at):
+        return [Discard(f"#{issue.number} was (un)assigned after this unassignment happened")]
+    reason = f"#{issue.number} unassigned from the App by {event.sender.login}"
+    effects: list[Effect] = [SetIssueAssignment(event.repository.id, issue.number, False, _event_time(event))]
+    for agent in snap.view(issue.number).agents:
+        if agent.kind is RoleKind.DEV:
+            effects += _end(agent, event, snap, AgentStatus.CANCELLED, reason)
+    return effects
+
+
+def _on_issue_closed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    issue = _issue(event)
+    view = snap.view(issue.number)
+    if view.state_is_newer_than(event.occurred_at):
+        return [Discard(f"#{issue.number} changed state after this {event.action} event happened")]
+    effects: list[Effect] = []
+    if view.state is not IssueState.CLOSED:
+        effects.append(
+            SetIssueState(event.repository.id, issue.number, IssueState.CLOSED, _event_time(event))
+        )
+    effects += _unblock(event, snap, issue.number)
+    gone = event.action in ("deleted", "transferred") or issue.state_reason in ("not_planned", "duplicate")
+    status = AgentStatus.CANCELLED if gone else AgentStatus.COMPLETED
+    how = {"closed": "closed", "deleted": "deleted", "transferred": "transferred"}[event.action or "closed"]
+    for agent in view.agents:
+        effects += _end(agent, event, snap, status, f"#{issue.number} was {how} by {event.sender.login}")
+    return effects or [Discard(f"#{issue.number} closed; nothing was waiting on it")]
+
+
+ISSUE_ROUTES: Mapping[tuple[str, str | None], Handler] = {
+    ("issues", "opened"): _on_issue_opened,
+    ("issues", "reopened"): _on_issue_opened,
+    ("issues", "edited"): _on_issue_edited,
+    ("issues", "labeled"): _on_issue_labeled,
+    ("issues", "assigned"): _on_issue_assigned,
+    ("issues", "unassigned"): _on_issue_unassigned,
+    ("issues", "closed"): _on_issue_closed,
+    ("issues", "deleted"): _on_issue_closed,
+    ("issues", "transferred"): _on_issue_closed,
+}

@@ -1,0 +1,86 @@
+"""Events seen the same way whatever their shape: comment-like events, closing references, event times."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from squadron.domain.events import (
+    Actor,
+    EventEnvelope,
+    IssueFields,
+)
+
+_CLOSING_RE = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+(?:(?P<repo>[\w.-]+/[\w.-]+))?#(?P<number>\d+)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class CommentEvent:
+    """Every comment-like event in one shape (Prow's "generic comment")."""
+
+    number: int
+    on_pull_request: bool
+    author: Actor
+    author_association: str | None
+    body: str
+    url: str | None
+    kind: Literal["issue_comment", "review_comment", "review"]
+    review_state: str | None = None
+
+
+def normalize_comment(event: EventEnvelope) -> CommentEvent | None:
+    if event.comment is not None:
+        if event.issue is not None:
+            number, on_pr = event.issue.number, event.issue.is_pull_request
+        elif event.pull_request is not None:
+            number, on_pr = event.pull_request.number, True
+        else:
+            return None
+        return CommentEvent(
+            number,
+            on_pr,
+            event.comment.author,
+            event.comment.author_association,
+            event.comment.body,
+            event.comment.html_url,
+            event.comment.kind,
+        )
+    if event.review is not None and event.pull_request is not None:
+        return CommentEvent(
+            event.pull_request.number,
+            True,
+            event.review.author,
+            event.review.author_association,
+            event.review.body,
+            None,
+            "review",
+            event.review.state,
+        )
+    return None
+
+
+def closing_references(body: str, repo_full_name: str) -> list[int]:
+    """Issue numbers a pull request body closes with GitHub's keywords, in order, same repository only."""
+    numbers: list[int] = []
+    for match in _CLOSING_RE.finditer(body or ""):
+        repo = match.group("repo")
+        if repo is not None and repo.lower() != repo_full_name.lower():
+            continue
+        number = int(match.group("number"))
+        if number not in numbers:
+            numbers.append(number)
+    return numbers
+
+
+def _event_time(event: EventEnvelope) -> datetime:
+    return event.occurred_at or event.received_at
+
+
+def _issue(event: EventEnvelope) -> IssueFields:
+    assert event.issue is not None, f"{event.event}.{event.action} without an issue"
+    return event.issue

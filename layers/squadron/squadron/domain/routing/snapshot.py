@@ -1,0 +1,157 @@
+"""What the shell loads for one event (:func:`snapshot_request`) and what handlers read (:class:`Snapshot`, :class:`IssueView`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from squadron.domain.agents import (
+    TERMINAL,
+    AgentRecord,
+    InboxItem,
+    IssueState,
+    RoleKind,
+)
+from squadron.domain.authority import permissions_needed
+from squadron.domain.blockers import BlockerGraph
+from squadron.domain.effects import (
+    Effect,
+)
+from squadron.domain.events import (
+    EventEnvelope,
+    RecoverAgent,
+    RegisterBlocker,
+    ReportConflict,
+    TaskEnded,
+)
+from squadron.domain.routing.normalize import closing_references, normalize_comment
+from squadron.domain.routing.policy import RoutingPolicy
+
+
+@dataclass(frozen=True)
+class IssueView:
+    """What the registry holds about one issue or pull request number."""
+
+    number: int
+    state: IssueState | None = None
+    #: GitHub time of the event that set ``state``.
+    state_at: datetime | None = None
+    #: Whether the App is assigned, and the GitHub time of that (un)assignment.
+    app_assigned: bool | None = None
+    assigned_at: datetime | None = None
+    agents: tuple[AgentRecord, ...] = ()
+    blockers: frozenset[int] = frozenset()
+    blocks: frozenset[int] = frozenset()
+    linked_issue: int | None = None
+    #: Pull requests linked to this issue.
+    pull_requests: frozenset[int] = frozenset()
+
+    def state_is_newer_than(self, occurred_at: datetime | None) -> bool:
+        return occurred_at is not None and self.state_at is not None and self.state_at > occurred_at
+
+    def assignment_is_newer_than(self, occurred_at: datetime | None) -> bool:
+        return occurred_at is not None and self.assigned_at is not None and self.assigned_at > occurred_at
+
+    def agent_of_kind(self, *kinds: RoleKind) -> AgentRecord | None:
+        """The newest agent of one of ``kinds`` on this number (non-terminal first)."""
+        candidates = [a for a in self.agents if a.kind in kinds]
+        candidates.sort(key=lambda a: (a.status not in TERMINAL, a.updated_at))
+        return candidates[-1] if candidates else None
+
+    def agent_with_role(self, role: str) -> AgentRecord | None:
+        return next((a for a in self.agents if a.role == role), None)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    now: datetime
+    issues: Mapping[int, IssueView] = field(default_factory=dict)
+    pm: AgentRecord | None = None
+    branch_links: Mapping[str, int] = field(default_factory=dict)
+    graph: BlockerGraph = field(default_factory=dict)
+    #: Repository permission of each login :attr:`SnapshotRequest.permissions_of` named.
+    permissions: Mapping[str, str] = field(default_factory=dict)
+    #: The pending inbox of :attr:`SnapshotRequest.inbox_of`.
+    inbox: tuple[InboxItem, ...] = ()
+
+    def view(self, number: int) -> IssueView:
+        return self.issues.get(number) or IssueView(number)
+
+    def agents(self) -> Iterable[AgentRecord]:
+        seen: set[str] = set()
+        for view in self.issues.values():
+            for agent in view.agents:
+                if agent.agent_id not in seen:
+                    seen.add(agent.agent_id)
+                    yield agent
+        if self.pm is not None and self.pm.agent_id not in seen:
+            yield self.pm
+
+
+@dataclass(frozen=True)
+class SnapshotRequest:
+    """What the shell must load before routing an event."""
+
+    issues: frozenset[int] = frozenset()
+    branches: frozenset[str] = frozenset()
+    pm: bool = False
+    #: The human actors whose repository permission the authority rule needs.
+    permissions_of: frozenset[str] = frozenset()
+    graph_from: frozenset[int] = frozenset()
+    #: Load the views of issues these numbers block / are linked to (a second round).
+    follow_links: bool = True
+    #: Load this agent's pending inbox (does news wait for an agent whose task just ended?).
+    inbox_of: str | None = None
+
+
+def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotRequest:
+    """The registry items ``route`` needs for this event."""
+    issues: set[int] = set()
+    branches: set[str] = set()
+    graph_from: set[int] = set()
+    pm = False
+    if event.issue is not None:
+        issues.add(event.issue.number)
+        if event.event == "issues" and event.action in ("opened", "reopened", "labeled"):
+            pm = True
+        if event.event == "issues" and event.action == "assigned":
+            graph_from.add(event.issue.number)
+    if event.pull_request is not None:
+        issues.add(event.pull_request.number)
+        branches.add(event.pull_request.head_ref)
+        issues.update(closing_references(event.pull_request.body, event.repository.full_name)[:5])
+    if event.check is not None:
+        issues.update(event.check.pull_request_numbers[:5])
+        if event.check.head_branch:
+            branches.add(event.check.head_branch)
+    if event.status is not None:
+        branches.update(event.status.branches[:10])
+    if isinstance(event.command, RegisterBlocker):
+        issues.update({event.command.issue_number, event.command.blocker_number})
+        graph_from.update({event.command.issue_number, event.command.blocker_number})
+    elif isinstance(event.command, ReportConflict):
+        issues.add(event.command.issue_number)
+    elif isinstance(event.command, RecoverAgent | TaskEnded):
+        if event.command.issue_number is None:
+            pm = True
+        else:
+            issues.add(event.command.issue_number)
+    comment = normalize_comment(event)
+    if comment is not None and event.event != "pull_request_review":
+        pm = pm or policy.mentions_pm(comment.body)
+    return SnapshotRequest(
+        issues=frozenset(issues),
+        branches=frozenset(branches),
+        pm=pm,
+        permissions_of=permissions_needed(event, policy.bot_login),
+        graph_from=frozenset(graph_from),
+        inbox_of=(
+            event.command.agent_id
+            if isinstance(event.command, TaskEnded) and event.command.outcome == "idle"
+            else None
+        ),
+    )
+
+
+Handler = Callable[[EventEnvelope, Snapshot, RoutingPolicy], list[Effect]]

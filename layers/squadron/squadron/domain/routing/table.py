@@ -1,0 +1,96 @@
+"""Routing: the composed table and :func:`route`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from squadron.domain.agents import (
+    LIVE,
+)
+from squadron.domain.authority import judge, refusal
+from squadron.domain.effects import (
+    AddBlocker,
+    Discard,
+    Effect,
+    LaunchAgent,
+    LinkPullRequest,
+    PutAgent,
+    RemoveBlocker,
+)
+from squadron.domain.events import (
+    ROUTED_EVENTS,
+    EventEnvelope,
+)
+from squadron.domain.routing.builders import _launch
+from squadron.domain.routing.ci import CI_ROUTES
+from squadron.domain.routing.commands import COMMAND_ROUTES, agent_envelope_problem
+from squadron.domain.routing.comments import COMMENT_ROUTES
+from squadron.domain.routing.issues import ISSUE_ROUTES
+from squadron.domain.routing.policy import RoutingPolicy
+from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
+from squadron.domain.routing.snapshot import Handler, Snapshot
+
+
+def _compose(*tables: Mapping[tuple[str, str | None], Handler]) -> Mapping[tuple[str, str | None], Handler]:
+    """One table from each topic's; an (event, action) routed by two topics is a programming error."""
+    composed: dict[tuple[str, str | None], Handler] = {}
+    for table in tables:
+        twice = composed.keys() & table.keys()
+        if twice:
+            raise ValueError(f"routed twice: {sorted(twice, key=str)}")
+        composed.update(table)
+    return MappingProxyType(composed)
+
+
+#: Every (event, action) the router handles, composed from each topic's table.
+ROUTES: Mapping[tuple[str, str | None], Handler] = _compose(
+    ISSUE_ROUTES, COMMENT_ROUTES, PULL_REQUEST_ROUTES, CI_ROUTES, COMMAND_ROUTES
+)
+
+
+def _heal_pending_launches(snap: Snapshot, effects: list[Effect]) -> list[Effect]:
+    """Re-launch agents whose launch was decided but never confirmed (a half-failed earlier attempt)."""
+    touched = {e.agent_id for e in effects if isinstance(e, LaunchAgent)}
+    touched |= {e.write.record.agent_id for e in effects if isinstance(e, PutAgent)}
+    touched |= {
+        e.agent.record.agent_id
+        for e in effects
+        if isinstance(e, (AddBlocker, RemoveBlocker, LinkPullRequest)) and e.agent is not None
+    }
+    return [
+        _launch(agent, agent.wake_reason or "resume an unconfirmed launch")
+        for agent in snap.agents()
+        if agent.pending_launch and agent.status in LIVE and agent.agent_id not in touched
+    ]
+
+
+def route(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """Every effect of ``event`` given ``snap``; at least one (a Discard says why nothing happens)."""
+    refused = agent_envelope_problem(event)
+    if refused is not None:
+        return [Discard(f"refused: {refused}")]
+    judged = judge(event, bot_login=policy.bot_login, permissions=snap.permissions)
+    if judged is not None and not judged[1].authorised:
+        # One authority rule for every human input (domain.authority): nothing of the input's
+        # own happens (no inbox item, wake, counted round or judgement) and nothing is posted
+        # back. A launch an earlier event decided and never confirmed is still finished.
+        found, verdict = judged
+        return [Discard(refusal(found, verdict), rule=verdict.rule), *_heal_pending_launches(snap, [])]
+    handler = ROUTES.get((event.event, event.action)) or ROUTES.get((event.event, None))
+    if handler is None:
+        return [Discard(f"no route for {event.event}.{event.action}")]
+    effects = handler(event, snap, policy)
+    effects += _heal_pending_launches(snap, effects)
+    return effects or [Discard(f"{event.event}.{event.action}: nothing to do")]
+
+
+def routed_pairs() -> frozenset[tuple[str, str | None]]:
+    """The (event, action) pairs the ingress forwards — for the consistency test with :data:`ROUTES`."""
+    pairs: set[tuple[str, str | None]] = set()
+    for event, actions in ROUTED_EVENTS.items():
+        if actions is None:
+            pairs.add((event, None))
+        else:
+            pairs.update((event, action) for action in actions)
+    return frozenset(pairs)

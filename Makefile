@@ -20,7 +20,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup local test lint typecheck unit browser synth deploy bench fuzz clean
+.PHONY: test-under-load setup local test lint typecheck unit browser synth deploy bench fuzz clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -86,6 +86,19 @@ deploy: setup
 
 bench: setup
 	$(BIN)/python -m bench
+
+## make test-under-load: the whole suite LOAD_RUNS times (default 3) in a row while stress-ng keeps
+## every core busy (`stress-ng --cpu 0`: one CPU hog per core; Debian's package, installed here when
+## missing and apt is available). A test that passes on a quiet machine and fails here waits for a
+## duration instead of a condition: a bug in the test or the product.
+test-under-load: setup $(OPENAPI) browser
+	@command -v stress-ng >/dev/null 2>&1 || { sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq stress-ng >/dev/null; }
+	@stress-ng --cpu 0 --quiet --timeout 3h & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; \
+	  for run in $$(seq 1 $(or $(LOAD_RUNS),3)); do \
+	    echo "== run $$run of $(or $(LOAD_RUNS),3) under load"; \
+	    $(BIN)/pytest -p no:cacheprovider || exit 1; \
+	  done
 
 ## make fuzz: the fuzzers of untrusted input (configuration, globs, webhook bodies) at length:
 ## FUZZ_EXAMPLES random inputs per fuzzer (default 2000; `make test` runs 20 fixed ones).

@@ -30,10 +30,21 @@ from squadron.domain.agents import (
     AgentStatus,
     InboxItem,
 )
-from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded, TaskUsage
+from squadron.domain.effects import AgentWrite
+from squadron.domain.events import (
+    AgentAction,
+    AgentOpenedIssue,
+    AgentOpenedPullRequest,
+    AgentPostedStatus,
+    AgentPushedCommits,
+    EventEnvelope,
+    RegisterBlocker,
+    TaskEnded,
+    TaskUsage,
+)
 from squadron.domain.launches import LaunchRefusedError, secret_digest
 from squadron.domain.repo_config.models import ByokProvider
-from squadron.domain.routing import RoutingPolicy
+from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
 from squadron.errors import ConfigurationError
 from squadron.shell.gateway import AgentGateway
 from squadron.shell.router import RouterService
@@ -84,6 +95,11 @@ class World:
         for message in messages:
             self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
         return [EventEnvelope.from_message(m["Body"]) for m in messages]
+
+    def link_pr(self, agent_id: str, pr_number: int) -> None:
+        """The agent's pull request is linked (as the router records it when the PR opens)."""
+        agent = self.agent(agent_id)
+        self.registry.put_agent(AgentWrite(agent.model_copy(update={"pr_number": pr_number}), agent.version))
 
     def route_queued(self) -> list[EventEnvelope]:
         return drain(self.sqs, self.queue_url, self.router.process)
@@ -403,7 +419,7 @@ def test_a_wrong_secret_gets_no_record_no_inbox_and_cannot_queue_or_renew(world:
         forged.begin,
         forged.heartbeat,
         forged.pending_inbox,
-        lambda: forged.echo("issues", "opened", {"issue": {"number": 5}}, "x"),
+        forged.pushed,
         lambda: forged.register_blocker(38, 12, sleep=True, note="n", what="w"),
         lambda: forged.task_ended("escalated", usage=TaskUsage()),
         forged.model_key,
@@ -437,20 +453,89 @@ def test_a_task_speaks_only_for_itself_in_its_own_repository(world: World) -> No
     dev = world.door(A38)
     dev.begin()
     dev.register_blocker(38, 12, sleep=True, note="needs the parser", what="blocked-12")
-    dev.echo("pull_request", "opened", {"pull_request": world_pr(38, "feat/issue-38")}, "pr-101")
     dev.task_ended("sleeping", usage=TaskUsage(tool_calls=3), reason="blocked by #12")
-    blocker, echo, ended = world.queued()
+    blocker, ended = world.queued()
     assert (blocker.origin, blocker.source_agent, blocker.repository.id) == ("agent", A38, 1)
     assert isinstance(blocker.command, RegisterBlocker)
     assert (blocker.command.agent_id, blocker.command.launch_token) == (A38, world.agent(A38).launch_token)
-    assert (echo.event, echo.action, echo.origin, echo.sender.login) == (
-        "pull_request",
-        "opened",
+    assert (ended.origin, ended.source_agent, ended.sender.login) == ("agent", A38, "squadron[bot]")
+    assert ended.repository.full_name == "octo/repo" and ended.installation_id == 77
+    assert isinstance(ended.command, TaskEnded) and ended.command.usage.tool_calls == 3
+
+
+REPORTS: list[tuple[str, str, dict[str, Any], type[AgentAction] | None]] = [
+    # (id, the agent, its write, the command the router gets, or None)
+    (
+        "a dev's pull request: opened, from GitHub's answer",
+        A38,
+        {
+            "action": "create_pull",
+            "title": "Export",
+            "head": "feat/issue-38",
+            "base": "main",
+            "body": "Closes #38",
+        },
+        AgentOpenedPullRequest,
+    ),
+    (
+        "a dev's blocker issue: the PM triages it",
+        A38,
+        {"action": "create_issue", "title": "t", "body": "b"},
+        AgentOpenedIssue,
+    ),
+    ("a dev's comment: nothing to report", A38, {"action": "comment", "number": 38, "body": "hi"}, None),
+    (
+        "the PM's own issue: not triaged again",
+        "1-pm",
+        {"action": "create_issue", "title": "t", "body": "b"},
+        None,
+    ),
+    (
+        "a reviewer's status: the gate judges again",
+        R101,
+        {"action": "create_status", "sha": "c" * 40, "state": "success", "context": "squadron/pr-review"},
+        AgentPostedStatus,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("agent_id", "write", "reported"), [r[1:] for r in REPORTS], ids=[r[0] for r in REPORTS]
+)
+def test_what_an_agent_does_reaches_the_router_from_githubs_answer(
+    world: World, agent_id: str, write: dict[str, Any], reported: type[AgentAction] | None
+) -> None:
+    """No echo from the task: the gateway that carried the write out reports it as a typed command."""
+    world.router.process(world.events.opened(40))
+    door = world.door(agent_id)
+    door.begin()
+    door.github(write)
+    queued = world.queued()
+    if reported is None:
+        assert queued == []
+        return
+    (envelope,) = queued
+    assert isinstance(envelope.command, reported)
+    assert (envelope.origin, envelope.source_agent, envelope.sender.login) == (
         "agent",
+        agent_id,
         "squadron[bot]",
     )
-    assert echo.repository.full_name == "octo/repo" and echo.installation_id == 77
-    assert isinstance(ended.command, TaskEnded) and ended.command.usage.tool_calls == 3
+    assert envelope.delivery_id.startswith(f"agent-{world.agent(agent_id).launch_token}-")
+    assert agent_envelope_problem(envelope) is None  # the router takes it
+
+
+def test_a_push_is_reported_with_the_pull_request_as_github_has_it(world: World) -> None:
+    dev = world.door(A38)
+    dev.begin()
+    world.link_pr(A38, 101)
+    dev.pushed()
+    (envelope,) = world.queued()
+    assert isinstance(envelope.command, AgentPushedCommits)
+    assert (
+        envelope.command.pull_request.number == 101
+        and envelope.command.pull_request.head_ref == "feat/issue-38"
+    )
 
 
 def world_pr(number: int, head: str) -> dict[str, Any]:
@@ -471,21 +556,7 @@ def world_pr(number: int, head: str) -> dict[str, Any]:
         (A38, lambda d: d.register_blocker(39, 12, sleep=False, note="", what="b")),
         (A38, lambda d: d.register_blocker(39, 12, sleep=True, note="", what="b")),
         (R101, lambda d: d.register_blocker(38, 12, sleep=False, note="", what="b")),
-        (A38, lambda d: d.echo("pull_request", "opened", {"pull_request": world_pr(7, "main")}, "pr")),
-        (
-            A38,
-            lambda d: d.echo("pull_request", "closed", {"pull_request": world_pr(7, "feat/issue-38")}, "x"),
-        ),
-        (A38, lambda d: d.echo("pull_request_review", "submitted", {"review": {}, "pull_request": {}}, "r")),
-        (
-            R101,
-            lambda d: d.echo(
-                "pull_request_review", "submitted", {"review": {}, "pull_request": {"number": 7}}, "r"
-            ),
-        ),
-        (A38, lambda d: d.echo("issues", "opened", {"issue": {}, "repository": {"id": 999}}, "i")),
-        (A38, lambda d: d.echo("issues", "opened", {"issue": {}, "sender": {"login": "octo-human"}}, "i")),
-        (A38, lambda d: d.echo("issue_comment", "created", {"comment": {}}, "c")),
+        (R101, lambda d: d.pushed()),
         (A38, lambda d: d.ack_inbox(A39, [_item(A39)])),
         (
             A38,
@@ -498,13 +569,7 @@ def world_pr(number: int, head: str) -> dict[str, Any]:
         "dev blocks another issue",
         "dev sleeps another's issue",
         "reviewer registers blockers",
-        "dev reports a PR from another branch",
-        "dev reports a merge",
-        "dev reports a review",
-        "reviewer reports on another PR",
-        "echo names another repository",
-        "echo names a human sender",
-        "echo of a human's comment",
+        "a reviewer says it pushed",
         "ack another agent's inbox",
         "publish a router metric",
     ],
@@ -531,26 +596,12 @@ def test_what_a_task_may_not_say_is_refused_and_never_queued(world: World, agent
             "send",
             message={"kind": "register_blocker", "issue_number": 38, "blocker_number": 2**40, "what": "b"},
         ),
-        lambda d: d.echo("pull_request", "opened", {"pull_request": {"head": "feat/issue-38"}}, "pr"),
-        lambda d: d.echo(
-            "pull_request",
-            "opened",
-            {"pull_request": {**world_pr(38, "feat/issue-38"), "number": 2**31}},
-            "pr",
-        ),
-        lambda d: d.echo(
-            "pull_request",
-            "opened",
-            {"pull_request": {**world_pr(38, "feat/issue-38"), "labels": [{"name": "x" * 10_000}]}},
-            "pr",
-        ),
+        lambda d: d.call("send", message={"kind": "echo", "event": "pull_request", "action": "opened"}),
     ],
     ids=[
         "a boolean blocker",
         "a 41-bit blocker",
-        "a head that is no object",
-        "a 32-bit PR number",
-        "a huge label",
+        "an echo of a webhook (no such message any more)",
     ],
 )
 def test_what_a_task_cannot_mean_is_an_invalid_request_never_a_crash(world: World, send: Any) -> None:

@@ -300,10 +300,10 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     pull = next(r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/pulls"))
     assert json.loads(pull.content)["head"] == "feat/issue-38"
 
-    echo, ended = stack.route_queued()  # the App's own PR, told to the router by the host
-    assert (echo.event, echo.action, echo.origin, echo.source_agent) == (
-        "pull_request",
-        "opened",
+    opened, ended = stack.route_queued()  # the App's own PR, told to the router by the gateway
+    assert (opened.event, opened.action, opened.origin, opened.source_agent) == (
+        "squadron",
+        "agent_opened_pull_request",
         "agent",
         A38,
     )
@@ -465,7 +465,7 @@ def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> Non
 
     routed = stack.route_queued()
     assert [(e.event, e.action) for e in routed] == [
-        ("issues", "opened"),
+        ("squadron", "agent_opened_issue"),
         ("squadron", "register_blocker"),
         ("squadron", "task_ended"),
     ]
@@ -516,7 +516,7 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
     routed = stack.route_queued()
     assert [(r.event, r.action) for r in routed] == [
         ("squadron", "register_blocker"),
-        ("issues", "assigned"),
+        ("squadron", "agent_assigned_issue"),
         ("squadron", "task_ended"),
     ]
     # The label routed the assignment to bug-fix; its agent waits asleep for the blocker.
@@ -633,11 +633,12 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     status = next(r for r in stack.github.requests if "/statuses/" in r.url.path)
     assert json.loads(status.content)["context"] == "squadron/pr-review"
     assert "The pull request's head" in model.contents_seen(0)[-1]
-    # The App's own review and status produce no webhook: the host told the router itself.
-    echoes = stack.route_queued()
-    assert [(e.event, e.action) for e in echoes] == [
-        ("pull_request_review", "submitted"),
-        ("status", None),
+    # The App's own review and status produce no webhook: the gateway that posted them tells the
+    # router, from GitHub's answers.
+    reported = stack.route_queued()
+    assert [(e.event, e.action) for e in reported] == [
+        ("squadron", "agent_submitted_review"),
+        ("squadron", "agent_posted_status"),
         ("squadron", "task_ended"),
     ]
     assert stack.registry.reviews_of(1, 101)["squadron[bot]"].state == "approved"

@@ -27,7 +27,19 @@ from squadron.domain.effects import (
     SetIssueState,
     StopAgentTask,
 )
-from squadron.domain.events import SQUADRON_EVENT, EventEnvelope, RecoverAgent, RegisterBlocker
+from squadron.domain.events import (
+    SQUADRON_EVENT,
+    AgentAction,
+    AgentAssignedIssue,
+    AgentOpenedIssue,
+    AgentOpenedPullRequest,
+    AgentPostedStatus,
+    AgentPushedCommits,
+    AgentSubmittedReview,
+    EventEnvelope,
+    RecoverAgent,
+    RegisterBlocker,
+)
 
 BOT = "squadron[bot]"
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -325,3 +337,47 @@ def summarize(effects: list[Effect]) -> list[str]:
             case Discard():
                 out.append("discard")
     return out
+
+
+def agent_did(webhook: EventEnvelope, source_agent: str, *, pr_number: int | None = None) -> EventEnvelope:
+    """What the agent gateway sends when ``source_agent`` did what ``webhook`` describes.
+
+    The typed command (its fields are the webhook's), origin ``agent``, the verified source
+    stamped, the App as sender — as :meth:`AgentGateway._report` builds it from GitHub's answer.
+    """
+    action: AgentAction
+    match (webhook.event, webhook.action):
+        case ("issues", "opened"):
+            assert webhook.issue is not None
+            action = AgentOpenedIssue(issue=webhook.issue)
+        case ("issues", "assigned"):
+            assert webhook.issue is not None
+            action = AgentAssignedIssue(issue=webhook.issue)
+        case ("pull_request", "opened"):
+            assert webhook.pull_request is not None
+            action = AgentOpenedPullRequest(pull_request=webhook.pull_request)
+        case ("pull_request", "synchronize"):
+            assert webhook.pull_request is not None
+            action = AgentPushedCommits(pull_request=webhook.pull_request)
+        case ("pull_request_review", "submitted"):
+            assert webhook.review is not None and webhook.pull_request is not None
+            action = AgentSubmittedReview(review=webhook.review, pull_request=webhook.pull_request)
+        case ("status", None):
+            assert webhook.status is not None and pr_number is not None
+            action = AgentPostedStatus(status=webhook.status, pr_number=pr_number)
+        case other:
+            raise ValueError(f"no agent action reports {other}")
+    return webhook.model_copy(
+        update={
+            "event": SQUADRON_EVENT,
+            "action": action.type,
+            "origin": "agent",
+            "source_agent": source_agent,
+            "command": action,
+            "issue": None,
+            "pull_request": None,
+            "review": None,
+            "status": None,
+            "assignee": None,
+        }
+    )

@@ -361,6 +361,8 @@ class FakeGitHub:
     issues: dict[str, dict[int, dict[str, Any]]] | None = None
     #: Answers that replace the fake's for "METHOD /path" (while they are here).
     faults: dict[str, httpx.Response] = field(default_factory=dict)
+    #: Labels added to each (repository, issue) outside the stateful issues.
+    labels_added: dict[tuple[str, int], list[str]] = field(default_factory=dict)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -383,6 +385,9 @@ class FakeGitHub:
         answer = self._stateful(request, path)
         if answer is not None:
             return answer
+        answer = self._labels_kept(request, path)
+        if answer is not None:
+            return answer
         for method, pattern, respond in ROUTES:
             match = re.fullmatch(pattern, path)
             if method == request.method and match:
@@ -391,6 +396,20 @@ class FakeGitHub:
                     answer = _json(201, {**json.loads(answer.content), "expires_at": self.token_expiry})
                 return answer
         return _json(404, {"message": f"no fake route for {request.method} {path}"})
+
+    def _labels_kept(self, request: httpx.Request, path: str) -> httpx.Response | None:
+        """Labels added to an issue stay on it: GitHub's answer to an assignment shows them."""
+        m = re.fullmatch(r"/repos/(?P<repo>[^/]+/[^/]+)/issues/(?P<n>\d+)/(?P<what>labels|assignees)", path)
+        if m is None or request.method != "POST":
+            return None
+        key = (unquote(m.group("repo")), int(m.group("n")))
+        kept = self.labels_added.setdefault(key, [])
+        if m.group("what") == "labels":
+            kept += [name for name in json.loads(request.content)["labels"] if name not in kept]
+            return None  # answered as before
+        logins = json.loads(request.content).get("assignees", [])
+        labels = [{"name": name} for name in kept]
+        return _json(201, _issue(key[1], assignees=[_user(login) for login in logins], labels=labels))
 
     def _stateful(self, request: httpx.Request, path: str) -> httpx.Response | None:
         found = re.match(r"/repos/(?P<repo>[^/]+/[^/]+)", path)

@@ -22,7 +22,7 @@ import pytest
 from squadron.domain.authority import Rule, decide, human_input, judge, permissions_needed
 from squadron.domain.effects import Discard, LaunchAgent, apply_order
 from squadron.domain.events import Actor, EventEnvelope
-from tests.support.events import BOT, Events, summarize
+from tests.support.events import BOT, Events, agent_did, summarize
 from tests.support.fake_registry import FakeRouterGitHub
 from tests.support.world import World
 
@@ -141,20 +141,23 @@ ECHOES = [
     # (id, the echo, the effects)
     (
         "a review agent's change request wakes the dev agent",
-        lambda e: e.review(
-            50, BRANCH, "changes_requested", by=BOT, origin="agent", source_agent="1-50-pr-review"
-        ),
+        lambda e: agent_did(e.review(50, BRANCH, "changes_requested", by=BOT), "1-50-pr-review"),
         [f"review PR #50 {BOT} changes_requested", f"inbox {A38} changes_requested", *WOKEN, "gate PR #50"],
     ),
     (
         "the PM's assignment starts a dev agent",
-        lambda e: e.assigned(39, by=BOT, origin="agent", source_agent="1-pm"),
+        lambda e: agent_did(e.assigned(39, by=BOT), "1-pm"),
         ["assigned #39", "put 1-39-feat-dev CREATED (new)", "launch 1-39-feat-dev start"],
     ),
     (
-        "an echo of a review by a human (forged) is refused",
+        "an agent's report of a review by a human (forged) is refused",
+        lambda e: agent_did(e.review(50, BRANCH, "changes_requested", by="ada"), "1-50-pr-review"),
+        ["discard"],
+    ),
+    (
+        "a webhook-shaped echo from a task is refused: agents report only through the gateway's commands",
         lambda e: e.review(
-            50, BRANCH, "changes_requested", by="ada", origin="agent", source_agent="1-50-pr-review"
+            50, BRANCH, "changes_requested", by=BOT, origin="agent", source_agent="1-50-pr-review"
         ),
         ["discard"],
     ),

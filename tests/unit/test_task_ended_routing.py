@@ -20,7 +20,7 @@ from squadron.domain.events import (
     TaskUsage,
 )
 from squadron.domain.routing import agent_envelope_problem
-from tests.support.events import recover
+from tests.support.events import agent_did, recover
 from tests.support.world import World
 
 A38 = "1-38-feat-dev"
@@ -202,17 +202,18 @@ def test_what_an_agent_task_may_send(envelope: Callable[[World], EventEnvelope],
 
 
 @pytest.mark.parametrize(
-    ("event", "action", "allowed"),
+    ("event", "action"),
     [
-        ("pull_request", "opened", True),
-        ("pull_request", "closed", False),
-        ("issues", "closed", False),
-        ("issue_comment", "created", False),
-        ("pull_request_review", "submitted", True),
-        ("check_run", "completed", False),
+        ("pull_request", "opened"),
+        ("pull_request", "closed"),
+        ("issues", "closed"),
+        ("issue_comment", "created"),
+        ("pull_request_review", "submitted"),
+        ("check_run", "completed"),
     ],
 )
-def test_which_echoes_an_agent_task_may_send(event: str, action: str, allowed: bool) -> None:
+def test_a_task_never_sends_a_webhook_shaped_echo(event: str, action: str) -> None:
+    """What an agent did reaches the router only as the gateway's typed command (from GitHub's answer)."""
     world = World()
     sent = world.events._base(
         event,
@@ -230,4 +231,10 @@ def test_which_echoes_an_agent_task_may_send(event: str, action: str, allowed: b
             "base_ref": "main",
         },
     )
-    assert (agent_envelope_problem(sent) is None) is allowed
+    assert agent_envelope_problem(sent) == f"an agent may not report {event}.{action}"
+
+
+def test_the_gateways_report_of_an_agents_pull_request_is_routed() -> None:
+    world = World()
+    pr = world.events.pr(7, "feat/issue-38", "Closes #38")
+    assert agent_envelope_problem(agent_did(pr, A38)) is None

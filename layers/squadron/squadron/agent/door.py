@@ -140,10 +140,9 @@ class Door:
 
     # --- what it tells the router ------------------------------------------------------------
 
-    def echo(self, event: str, action: str | None, parts: Mapping[str, Any], what: str) -> str:
-        """Report the webhook the App's own action would have caused (dropped at the ingress)."""
-        message = {"kind": "echo", "event": event, "action": action, "parts": dict(parts), "what": what}
-        return str(self.call("send", message=message)["delivery_id"])
+    def pushed(self) -> str:
+        """Tell the router the agent pushed its branch (the gateway reads its PR from GitHub)."""
+        return str(self.call("send", message={"kind": "pushed"})["delivery_id"])
 
     def register_blocker(self, issue: int, blocker: int, *, sleep: bool, note: str, what: str) -> str:
         message = {

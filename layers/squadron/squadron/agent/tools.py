@@ -29,9 +29,6 @@ from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, CallerKind
 from squadron.domain.repo_config.limits import MAX_LISTED
 from squadron.domain.repo_config.models import RepoConfig
 
-#: The review state a verdict stands for (what the router records and tells the dev agent).
-_REVIEW_STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
-
 #: The most diff text read_pull_request hands the model; the rest is read from the checkout.
 PATCH_BUDGET = 60_000
 
@@ -75,7 +72,7 @@ class FrameworkDoor(Protocol):
 
     def inbox_page(self) -> tuple[list[InboxItem], int]: ...
     def ack_inbox(self, agent_id: str | None, items: list[InboxItem]) -> None: ...
-    def echo(self, event: str, action: str | None, parts: Mapping[str, Any], what: str) -> str: ...
+    def pushed(self) -> str: ...
     def register_blocker(self, issue: int, blocker: int, *, sleep: bool, note: str, what: str) -> str: ...
 
 
@@ -411,11 +408,10 @@ class FrameworkTools:
         if own is None:
             return "Only an agent working on an issue can be blocked."
         body = f"{params.body}\n\nBlocks #{own}: {params.reason}"
+        # The gateway tells the router (the App's own issues.opened webhook is dropped at the
+        # ingress), so the PM triages the new issue like any other.
         issue = self.writes.create_issue(params.title, body)
         number = int(issue["number"])
-        # The App's own issues.opened webhook is dropped at the ingress: tell the router, so
-        # the PM triages the new issue like any other.
-        self.door.echo("issues", "opened", {"issue": issue}, f"issue-{number}")
         return f"Filed #{number}. " + self._sleep_on(number, params.reason)
 
     def _sleep_on(self, blocker: int, reason: str) -> str:
@@ -470,9 +466,8 @@ class FrameworkTools:
         committed = f"Committed {sha[:7]}. " if sha else ""
         if result.pushed and self.agent.pr_number is not None:
             # New commits on an open PR: the App's own synchronize webhook is dropped at the
-            # ingress, so tell the router (the reviewers re-run).
-            pr = self.github.get_pull(self.agent.pr_number)
-            self.door.echo("pull_request", "synchronize", {"pull_request": pr}, f"push-{result.sha[:12]}")
+            # ingress, so the router hears it from the gateway, which reads the PR from GitHub.
+            self.door.pushed()
         on_remote = result.pushed or result.detail == "already up to date"
         return on_remote, f"{committed}{result.detail[:1].upper()}{result.detail[1:]} ({branch})."
 
@@ -492,9 +487,8 @@ class FrameworkTools:
             body=params.body,
             draft=params.draft,
         )
-        # The App's own webhooks are dropped at the ingress: tell the router ourselves, so the
+        # The gateway tells the router (the App's own webhooks are dropped at the ingress): the
         # PR is linked to the issue and its reviewers start.
-        self.door.echo("pull_request", "opened", {"pull_request": pr}, f"pr-{pr['number']}")
         return f"{pushed}Opened PR #{pr['number']} from {branch}."
 
     def read_pull_request(self, params: NoParams) -> str:
@@ -573,12 +567,8 @@ class FrameworkTools:
                 f"GitHub did not assign #{params.number} to {bot} (assignees now: {', '.join(logins) or 'none'}); "
                 "no agent starts. Escalate if this persists."
             )
-        issue = {**assigned, "labels": issue.get("labels", assigned.get("labels", []))}
-        # The App's own issues.assigned webhook is dropped at the ingress: tell the router.
-        assignee = {"login": bot, "id": 0, "type": "Bot"}
-        self.door.echo(
-            "issues", "assigned", {"issue": issue, "assignee": assignee}, f"assign-{params.number}"
-        )
+        # The gateway tells the router (the App's own issues.assigned webhook is dropped at the
+        # ingress): the issue's dev agent starts.
         return f"Assigned #{params.number} to {params.role}: its agent starts."
 
     def create_issue(self, params: CreateIssue) -> str:
@@ -606,14 +596,10 @@ class FrameworkTools:
             # verdict is a comment-review, and the squadron/<role> status carries it to the gate.
             event, body = "COMMENT", f"**{params.event.replace('_', ' ').title()}**: {params.body}"
             note = " as a comment (GitHub does not let the App approve its own PR); post_status carries the verdict"
-        review = self.writes.create_review(int(pr["number"]), event, body, commit_id=sha)
-        # The App's own review webhook is dropped at the ingress: tell the router (the dev agent
-        # hears of requested changes, and the merge gate judges the PR again).
-        self.door.echo(
-            "pull_request_review",
-            "submitted",
-            {"review": {**review, "state": _REVIEW_STATES[params.event]}, "pull_request": pr},
-            f"review-{review.get('id')}",
+        # The gateway tells the router (the App's own review webhook is dropped at the ingress):
+        # the dev agent hears of requested changes, and the merge gate judges the PR again.
+        review = self.writes.create_review(
+            int(pr["number"]), event, body, commit_id=sha, verdict=params.event
         )
         return f"Review {review.get('id')} submitted on PR #{pr['number']} ({params.event}){note}."
 
@@ -626,17 +612,9 @@ class FrameworkTools:
         sha = str(pr.get("head", {}).get("sha") or "")
         if not sha:
             return f"PR #{pr['number']} has no head commit yet."
+        # The gateway tells the router (dropped at the ingress as the App's own): the merge gate
+        # judges the PR again.
         self.writes.create_status(sha, state=params.state, context=context, description=params.description)
-        status = {
-            "sha": sha,
-            "state": params.state,
-            "context": context,
-            "description": params.description,
-            "branches": [{"name": pr.get("head", {}).get("ref")}],
-            "updated_at": self.clock().isoformat(),
-        }
-        # Dropped at the ingress as the App's own: tell the router, so the merge gate judges the PR.
-        self.door.echo("status", None, status, f"status-{sha[:12]}-{params.state}")
         return f"Posted {context} = {params.state} on {sha[:7]}."
 
     def report_complete(self, params: ReportComplete) -> str:

@@ -59,12 +59,14 @@ class GatewayWrites:
         body: str,
         *,
         commit_id: str | None = None,
+        verdict: Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"] | None = None,
     ) -> Json:
         result: Json = self.door.github(
             {
                 "action": "create_review",
                 "number": number,
                 "event": event,
+                **({"verdict": verdict} if verdict is not None and verdict != event else {}),
                 "body": body,
                 "commit_id": commit_id,
             }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -284,6 +284,129 @@ class TaskEnded(_Model):
     finished: bool = True
 
 
+class _AgentAction(_Model):
+    """What an agent just did on GitHub, as GitHub answered it (a framework command).
+
+    The App's own webhooks are dropped at the ingress, so the router hears of what the
+    App's agents do from the agent gateway, which carried the write out with the App's
+    credentials and reports it from GitHub's answer — never from the task's words. The
+    router handles each like the webhook GitHub would have sent, with the App as sender.
+    """
+
+    #: The event GitHub would have sent (the router's handlers are shared with it).
+    webhook: ClassVar[tuple[str, str | None]]
+
+
+class AgentOpenedIssue(_AgentAction):
+    """A dev agent filed an issue (its blocker): the PM triages it like any other."""
+
+    type: Literal["agent_opened_issue"] = "agent_opened_issue"
+    webhook: ClassVar[tuple[str, str | None]] = ("issues", "opened")
+    issue: IssueFields
+
+    @property
+    def issue_number(self) -> int:
+        return self.issue.number
+
+
+class AgentAssignedIssue(_AgentAction):
+    """The PM assigned an issue to the App: its dev agent starts."""
+
+    type: Literal["agent_assigned_issue"] = "agent_assigned_issue"
+    webhook: ClassVar[tuple[str, str | None]] = ("issues", "assigned")
+    issue: IssueFields
+
+    @property
+    def issue_number(self) -> int:
+        return self.issue.number
+
+
+class AgentOpenedPullRequest(_AgentAction):
+    """A dev agent opened its pull request: it is linked and its reviewers start."""
+
+    type: Literal["agent_opened_pull_request"] = "agent_opened_pull_request"
+    webhook: ClassVar[tuple[str, str | None]] = ("pull_request", "opened")
+    pull_request: PullRequestFields
+
+    @property
+    def issue_number(self) -> int:
+        return self.pull_request.number
+
+
+class AgentPushedCommits(_AgentAction):
+    """A dev agent pushed to its open pull request's branch: its reviewers run again."""
+
+    type: Literal["agent_pushed_commits"] = "agent_pushed_commits"
+    webhook: ClassVar[tuple[str, str | None]] = ("pull_request", "synchronize")
+    pull_request: PullRequestFields
+
+    @property
+    def issue_number(self) -> int:
+        return self.pull_request.number
+
+
+class AgentSubmittedReview(_AgentAction):
+    """A review agent submitted its review: the dev agent hears of changes, the gate judges."""
+
+    type: Literal["agent_submitted_review"] = "agent_submitted_review"
+    webhook: ClassVar[tuple[str, str | None]] = ("pull_request_review", "submitted")
+    review: ReviewFields
+    pull_request: PullRequestFields
+
+    @property
+    def issue_number(self) -> int:
+        return self.pull_request.number
+
+
+class AgentPostedStatus(_AgentAction):
+    """A review agent posted its squadron/<role> status: the merge gate judges the PR again."""
+
+    type: Literal["agent_posted_status"] = "agent_posted_status"
+    webhook: ClassVar[tuple[str, str | None]] = ("status", None)
+    status: StatusFields
+    #: The pull request it is on (its message group, as the status's webhook has none).
+    pr_number: IssueNumber
+
+    @property
+    def issue_number(self) -> int:
+        return self.pr_number
+
+
+AgentAction = (
+    AgentOpenedIssue
+    | AgentAssignedIssue
+    | AgentOpenedPullRequest
+    | AgentPushedCommits
+    | AgentSubmittedReview
+    | AgentPostedStatus
+)
+AGENT_ACTIONS = (
+    AgentOpenedIssue,
+    AgentAssignedIssue,
+    AgentOpenedPullRequest,
+    AgentPushedCommits,
+    AgentSubmittedReview,
+    AgentPostedStatus,
+)
+
+
+def issue_fields(issue: Mapping[str, Any]) -> IssueFields:
+    """An issue as GitHub answers it, trimmed as a webhook's would be."""
+    return IssueFields.model_validate(_trim_issue(issue))
+
+
+def pull_request_fields(pr: Mapping[str, Any]) -> PullRequestFields:
+    return PullRequestFields.model_validate(_trim_pull_request(pr))
+
+
+def review_fields(review: Mapping[str, Any]) -> ReviewFields:
+    return ReviewFields.model_validate(_trim_review(review))
+
+
+def status_fields(status: Mapping[str, Any]) -> StatusFields:
+    return StatusFields.model_validate(_trim_status(status))
+
+
 class FinishDecision(_Model):
     """Framework command from the reconciler: carry out what a committed decision left undone.
 
@@ -300,7 +423,18 @@ class FinishDecision(_Model):
 
 
 SquadronCommand = Annotated[
-    RegisterBlocker | RecoverAgent | ReportConflict | TaskEnded | FinishDecision, Field(discriminator="type")
+    RegisterBlocker
+    | RecoverAgent
+    | ReportConflict
+    | TaskEnded
+    | FinishDecision
+    | AgentOpenedIssue
+    | AgentAssignedIssue
+    | AgentOpenedPullRequest
+    | AgentPushedCommits
+    | AgentSubmittedReview
+    | AgentPostedStatus,
+    Field(discriminator="type"),
 ]
 
 #: The event name of framework commands. Never in :data:`ROUTED_EVENTS`, so a

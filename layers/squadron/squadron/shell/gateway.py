@@ -21,11 +21,15 @@ op                 what the verified task gets
 ``github``         a write the task asks for (a comment, an issue, its pull request, a
                    review, its status, labels, the App's assignment), checked against the
                    role table with the caller built from the agent's record and carried out
-                   here, with a token narrowed to the role: the task holds no write token for it
+                   here, with a token narrowed to the role: the task holds no write token for it.
+                   What the router must hear of (the App's own webhooks are dropped at the
+                   ingress) is put on events.fifo here as a typed command built from
+                   GitHub's answer (:data:`REPORTED`), never from the task's words
 ``model_key``      the provider key its own role's configuration names (BYOK, or the
                    Copilot token), nothing else
-``send``           an envelope on events.fifo: an echo of its own GitHub action or a
-                   command about itself, checked against its role; the repository,
+``send``           an envelope on events.fifo: a command about itself (a blocker, how its
+                   task ended, that it pushed its branch — its PR is then read from
+                   GitHub), checked against its role; the repository,
                    installation, sender and the command's agent are stamped here from
                    the verified record, never taken from the task
 ``metrics``        its task's metric points published (catalogue names only)
@@ -53,14 +57,24 @@ from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, Inbo
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import (
     Actor,
+    AgentAction,
+    AgentAssignedIssue,
+    AgentOpenedIssue,
+    AgentOpenedPullRequest,
+    AgentPostedStatus,
+    AgentPushedCommits,
+    AgentSubmittedReview,
     EnvelopeError,
     EventEnvelope,
     IssueNumber,
     RegisterBlocker,
     TaskEnded,
     TaskUsage,
-    build_envelope,
     command_envelope,
+    issue_fields,
+    pull_request_fields,
+    review_fields,
+    status_fields,
 )
 from squadron.domain.launches import LaunchRefusedError, check_lease, verify_launch
 from squadron.domain.metrics import CATALOGUE, MetricPoint, point
@@ -85,14 +99,13 @@ LEASE_TTL = timedelta(minutes=15)
 #: A dedup key an agent names its message with: short and plain (it ends up in a delivery id).
 _WHAT = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
 
-#: The webhooks the App's own actions would have caused (GitHub drops them at the ingress as
-#: the App's), which an agent of each role kind may tell the router about.
-ECHOES: dict[RoleKind, frozenset[tuple[str, str | None]]] = {
-    RoleKind.PM: frozenset({("issues", "assigned")}),
-    RoleKind.DEV: frozenset(
-        {("issues", "opened"), ("pull_request", "opened"), ("pull_request", "synchronize")}
-    ),
-    RoleKind.REVIEW: frozenset({("pull_request_review", "submitted"), ("status", None)}),
+#: What each kind of agent does on GitHub that the router must hear of (the App's own webhooks
+#: are dropped at the ingress): the gateway reports it from GitHub's answer to the write.
+_REVIEW_STATES = {"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED"}
+REPORTED: dict[RoleKind, frozenset[str]] = {
+    RoleKind.PM: frozenset({"agent_assigned_issue"}),
+    RoleKind.DEV: frozenset({"agent_opened_issue", "agent_opened_pull_request", "agent_pushed_commits"}),
+    RoleKind.REVIEW: frozenset({"agent_submitted_review", "agent_posted_status"}),
 }
 
 
@@ -183,6 +196,9 @@ class WriteReview(BaseModel):
     event: Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
     body: str = _Body
     commit_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    #: The verdict a review posted as a comment means: GitHub does not let the App approve or
+    #: request changes on its own pull request, so the agent comments and says what it decided.
+    verdict: Literal["APPROVE", "REQUEST_CHANGES"] | None = None
 
 
 class WriteStatus(BaseModel):
@@ -219,16 +235,12 @@ class GitHubWrite(_Request):
     write: GitHubWriteRequest
 
 
-class Echo(BaseModel):
-    """The webhook GitHub would have sent for the App's own action (its parts, no repository)."""
+class Pushed(BaseModel):
+    """A dev agent pushed its branch (with its push token): the gateway reads its PR from GitHub."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["echo"] = "echo"
-    event: str = Field(min_length=1, max_length=64)
-    action: str | None = Field(default=None, max_length=64)
-    parts: dict[str, Any]
-    what: str = Field(pattern=_WHAT)
+    kind: Literal["pushed"] = "pushed"
 
 
 class Blocker(BaseModel):
@@ -258,7 +270,7 @@ class Ended(BaseModel):
     finished: bool = True
 
 
-AgentMessage = Annotated[Echo | Blocker | Ended, Field(discriminator="kind")]
+AgentMessage = Annotated[Pushed | Blocker | Ended, Field(discriminator="kind")]
 
 
 class Send(_Request):
@@ -540,17 +552,7 @@ class AgentGateway:
         check_lease(agent, request.launch_token, self.clock())
         if agent.installation_id is None:
             raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
-        installation, repo = agent.installation_id, agent.repo_full_name
-        permissions = INSTALLATION_PERMISSIONS[caller_kind(agent.kind)]
-        client = GitHubClient(
-            http=self.app.http,
-            token=lambda: (
-                self.app.installation_token(installation, repositories=(repo,), permissions=permissions).token
-            ),
-            installation_id=installation,
-            repo=repo,
-            caller=agent_caller(agent),
-        )
+        client = self._client(agent, INSTALLATION_PERMISSIONS[caller_kind(agent.kind)])
         write = request.write
         own = {n for n in (agent.issue_number, agent.pr_number) if n is not None}
         try:
@@ -604,11 +606,85 @@ class AgentGateway:
                     result = client.add_assignees(write.number, write.assignees)
                 case _:
                     assert_never(write)
+            try:
+                action = self._action_of(agent, write, result, client)
+            except ValidationError as exc:  # GitHub answered something no webhook would carry
+                raise LaunchRefusedError(
+                    "github_refused", f"done, but GitHub's answer could not be reported to the router: {exc}"
+                ) from exc
         except PermissionDeniedError as exc:
             raise LaunchRefusedError("forbidden", str(exc)) from exc
         except GitHubError as exc:
             raise LaunchRefusedError("github_refused", str(exc)) from exc
+        if action is not None:
+            self._report(agent, request.launch_token, action)
         return Answer({"result": result})
+
+    def _action_of(
+        self, agent: AgentRecord, write: GitHubWriteRequest, result: Any, client: GitHubClient
+    ) -> AgentAction | None:
+        """What the router must hear of ``write``, built from GitHub's answer ``result`` (or None)."""
+        answer = result if isinstance(result, dict) else {}
+        bot_login = self.bot_login
+        action: AgentAction | None = None
+        match write:
+            case WriteIssue():
+                action = AgentOpenedIssue(issue=issue_fields(answer))
+            case WriteAssignees():
+                action = AgentAssignedIssue(issue=issue_fields(answer))
+            case WritePull():
+                action = AgentOpenedPullRequest(pull_request=pull_request_fields(answer))
+            case WriteReview():
+                pull = client.get_pull(write.number)
+                review = dict(answer)
+                own = (pull.get("user") or {}).get("login") == bot_login
+                if write.verdict is not None and write.event == "COMMENT" and own:
+                    review["state"] = _REVIEW_STATES[write.verdict]  # what the comment-review means
+                action = AgentSubmittedReview(
+                    review=review_fields(review), pull_request=pull_request_fields(pull)
+                )
+            case WriteStatus():
+                pull = client.get_pull(agent.pr_number or 0)
+                status = {
+                    **answer,
+                    "sha": write.sha,
+                    "state": write.state,  # as GitHub took them (the write succeeded)
+                    "context": write.context,
+                    "description": write.description,
+                    "branches": [{"name": (pull.get("head") or {}).get("ref")}],
+                }
+                action = AgentPostedStatus(status=status_fields(status), pr_number=int(pull["number"]))
+            case WriteComment() | WriteLabels():
+                return None
+            case _:
+                assert_never(write)
+        return action if action is not None and action.type in REPORTED[agent.kind] else None
+
+    def _report(self, agent: AgentRecord, launch_token: str, action: AgentAction) -> None:
+        """Put ``action`` on events.fifo for the router, under an id GitHub's answer fixes."""
+        subject = {
+            AgentOpenedIssue: lambda a: f"issue-{a.issue.number}",
+            AgentAssignedIssue: lambda a: f"assign-{a.issue.number}",
+            AgentOpenedPullRequest: lambda a: f"pr-{a.pull_request.number}",
+            AgentPushedCommits: lambda a: f"push-{a.pull_request.head_sha[:12]}",
+            AgentSubmittedReview: lambda a: f"review-{a.review.id}",
+            AgentPostedStatus: lambda a: f"status-{a.status.sha[:12]}-{a.status.state}",
+        }[type(action)](action)
+        envelope = command_envelope(
+            action,
+            repository={"id": agent.repo_id, "full_name": agent.repo_full_name, "default_branch": None},
+            installation_id=agent.installation_id,
+            delivery_id=f"agent-{launch_token}-{subject}",
+            now=self.clock(),
+            origin="agent",
+        ).model_copy(
+            update={"source_agent": agent.agent_id, "sender": Actor(login=self.bot_login, id=0, type="Bot")}
+        )
+        try:
+            envelope.to_message()
+        except EnvelopeError as exc:
+            raise LaunchRefusedError("invalid_request", str(exc)) from exc
+        self.queue.send(envelope)
 
     def _model_key(self, request: ModelKey) -> Answer:
         agent = self._verified(request)
@@ -636,7 +712,7 @@ class AgentGateway:
         return Answer({"message_id": message_id, "delivery_id": envelope.delivery_id})
 
     def envelope(
-        self, agent: AgentRecord, launch_token: str, message: Echo | Blocker | Ended
+        self, agent: AgentRecord, launch_token: str, message: Pushed | Blocker | Ended
     ) -> EventEnvelope:
         """The envelope ``agent``'s task may put on events.fifo for ``message``, or refused."""
         repository = {
@@ -646,8 +722,8 @@ class AgentGateway:
         }
         now = self.clock()
         match message:
-            case Echo():
-                return self._echo(agent, launch_token, message, repository, now)
+            case Pushed():
+                return self._pushed(agent, launch_token)
             case Blocker():
                 kind = agent.kind
                 if kind is RoleKind.REVIEW:
@@ -693,52 +769,46 @@ class AgentGateway:
             update={"source_agent": agent.agent_id, "sender": Actor(login=self.bot_login, id=0, type="Bot")}
         )
 
-    def _echo(
-        self, agent: AgentRecord, launch_token: str, echo: Echo, repository: dict[str, Any], now: datetime
-    ) -> EventEnvelope:
-        if (echo.event, echo.action) not in ECHOES[agent.kind]:
-            raise LaunchRefusedError(
-                "forbidden", f"a {agent.kind} agent does not report {echo.event}.{echo.action}"
-            )
-        forbidden = {"repository", "sender", "installation", "action"} & echo.parts.keys()
-        if forbidden:
-            raise LaunchRefusedError("forbidden", f"an echo does not name its {', '.join(sorted(forbidden))}")
-        self._check_subject(agent, echo)
-        payload = {
-            **({"action": echo.action} if echo.action is not None else {}),
-            **echo.parts,
-            "repository": repository,
-            "sender": {"login": self.bot_login, "id": 0, "type": "Bot"},
-            "installation": {"id": agent.installation_id} if agent.installation_id else None,
-        }
-        try:
-            envelope = build_envelope(
-                event=echo.event,
-                delivery_id=f"echo-{launch_token}-{echo.what}"[-128:],
-                payload=payload,
-                received_at=now,
-            )
-        except Exception as exc:  # the envelope's own validation: a malformed echo
-            raise LaunchRefusedError("invalid_request", f"not a usable {echo.event} echo: {exc}") from exc
-        return envelope.model_copy(update={"origin": "agent", "source_agent": agent.agent_id})
+    def _client(self, agent: AgentRecord, permissions: Mapping[str, str]) -> GitHubClient:
+        """GitHub as ``agent``'s role (the caller from its record), with a token narrowed to ``permissions``."""
+        installation, repo = agent.installation_id, agent.repo_full_name
+        if installation is None:
+            raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
+        chosen = dict(permissions)
+        return GitHubClient(
+            http=self.app.http,
+            token=lambda: (
+                self.app.installation_token(installation, repositories=(repo,), permissions=chosen).token
+            ),
+            installation_id=installation,
+            repo=repo,
+            caller=agent_caller(agent),
+        )
 
-    @staticmethod
-    def _check_subject(agent: AgentRecord, echo: Echo) -> None:
-        """An echo is about the agent's own pull request, branch or issue."""
-        pull = echo.parts.get("pull_request")
-        if agent.kind is RoleKind.DEV and echo.event == "pull_request":
-            head = pull.get("head") if isinstance(pull, dict) else None
-            ref = head.get("ref") if isinstance(head, dict) else None
-            if ref != agent.branch:
-                raise LaunchRefusedError(
-                    "forbidden", f"{agent.agent_id} reports PRs from {agent.branch} only"
-                )
-        if agent.kind is RoleKind.REVIEW and echo.event == "pull_request_review":
-            number = pull.get("number") if isinstance(pull, dict) else None
-            if number != agent.pr_number:
-                raise LaunchRefusedError(
-                    "forbidden", f"{agent.agent_id} reports on its own PR #{agent.pr_number} only"
-                )
+    def _pushed(self, agent: AgentRecord, launch_token: str) -> EventEnvelope:
+        """A dev agent pushed: its open pull request as GitHub has it now, for the router."""
+        if agent.kind is not RoleKind.DEV or agent.pr_number is None or agent.installation_id is None:
+            raise LaunchRefusedError(
+                "forbidden", f"{agent.agent_id} has no pull request of its own to update"
+            )
+        client = self._client(agent, TASK_READ_PERMISSIONS)
+        try:
+            pull = pull_request_fields(client.get_pull(agent.pr_number))
+        except GitHubError as exc:
+            raise LaunchRefusedError("github_refused", str(exc)) from exc
+        if pull.head_ref != agent.branch:
+            raise LaunchRefusedError("forbidden", f"PR #{pull.number} is not from {agent.branch}")
+        action = AgentPushedCommits(pull_request=pull)
+        return command_envelope(
+            action,
+            repository={"id": agent.repo_id, "full_name": agent.repo_full_name, "default_branch": None},
+            installation_id=agent.installation_id,
+            delivery_id=f"agent-{launch_token}-push-{pull.head_sha[:12]}",
+            now=self.clock(),
+            origin="agent",
+        ).model_copy(
+            update={"source_agent": agent.agent_id, "sender": Actor(login=self.bot_login, id=0, type="Bot")}
+        )
 
     def _metrics(self, request: PublishMetrics) -> Answer:
         self._verified(request, winding_down=True)

@@ -12,15 +12,14 @@ new: that is what makes redelivery harmless.
 """
 
 from squadron.domain.routing.builders import is_idle, launch_token
-from squadron.domain.routing.commands import AGENT_COMMANDS, AGENT_ECHOES, agent_envelope_problem
-from squadron.domain.routing.normalize import CommentEvent, closing_references, normalize_comment
+from squadron.domain.routing.commands import AGENT_COMMANDS, agent_envelope_problem
+from squadron.domain.routing.normalize import CommentEvent, as_webhook, closing_references, normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, IssueView, Snapshot, SnapshotRequest, snapshot_request
 from squadron.domain.routing.table import ROUTES, route, routed_pairs
 
 __all__ = [
     "AGENT_COMMANDS",
-    "AGENT_ECHOES",
     "ROUTES",
     "CommentEvent",
     "Handler",
@@ -29,6 +28,7 @@ __all__ = [
     "Snapshot",
     "SnapshotRequest",
     "agent_envelope_problem",
+    "as_webhook",
     "closing_references",
     "is_idle",
     "launch_token",

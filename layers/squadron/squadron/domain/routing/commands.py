@@ -24,6 +24,7 @@ from squadron.domain.effects import (
     StopAgentTask,
 )
 from squadron.domain.events import (
+    AGENT_ACTIONS,
     SQUADRON_EVENT,
     EventEnvelope,
     RecoverAgent,
@@ -265,21 +266,9 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
     return [PutAgent(AgentWrite(base.updated(now=snap.now), agent.version))]
 
 
-#: The commands an agent's task may send (through the gateway), about itself only.
-AGENT_COMMANDS = (RegisterBlocker, TaskEnded)
-
-
-#: The App's own webhooks an agent's task may report (the gateway checks them per role).
-AGENT_ECHOES = frozenset(
-    {
-        ("issues", "opened"),
-        ("issues", "assigned"),
-        ("pull_request", "opened"),
-        ("pull_request", "synchronize"),
-        ("pull_request_review", "submitted"),
-        ("status", None),
-    }
-)
+#: The commands the agent gateway sends for an agent's task, about that agent only: its own
+#: (a blocker, how its task ended) and what it did on GitHub, as GitHub answered the gateway.
+AGENT_COMMANDS = (RegisterBlocker, TaskEnded, *AGENT_ACTIONS)
 
 
 def agent_envelope_problem(event: EventEnvelope) -> str | None:
@@ -303,12 +292,13 @@ def agent_envelope_problem(event: EventEnvelope) -> str | None:
     if command is not None:
         if not isinstance(command, AGENT_COMMANDS):
             return f"an agent may not send {command.type}"
-        if command.agent_id not in (None, source):
-            return f"{source} may not speak for {command.agent_id}"
+        speaks_for = getattr(command, "agent_id", None)
+        if speaks_for not in (None, source):
+            return f"{source} may not speak for {speaks_for}"
         return None
-    if (event.event, event.action) not in AGENT_ECHOES:
-        return f"an agent may not report {event.event}.{event.action}"
-    return None
+    # A webhook-shaped envelope from a task: what an agent did reaches the router only as the
+    # gateway's command, built from GitHub's answer to the write the gateway carried out.
+    return f"an agent may not report {event.event}.{event.action}"
 
 
 COMMAND_ROUTES: Mapping[tuple[str, str | None], Handler] = {

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Literal
 
 from squadron.domain.events import (
+    AGENT_ACTIONS,
     Actor,
     EventEnvelope,
     IssueFields,
@@ -84,3 +85,29 @@ def _event_time(event: EventEnvelope) -> datetime:
 def _issue(event: EventEnvelope) -> IssueFields:
     assert event.issue is not None, f"{event.event}.{event.action} without an issue"
     return event.issue
+
+
+def as_webhook(event: EventEnvelope, bot_login: str) -> EventEnvelope:
+    """An agent's action (the gateway's command) as the webhook GitHub would have sent for it.
+
+    The router's handlers of issues, pull requests, reviews and statuses serve both: the App
+    (``bot_login``, as configured) is the sender and the assignee of an assignment; the origin
+    and the verified source agent stay, so the authority rule knows it for the App's own act.
+    Every other envelope is returned as it is.
+    """
+    command = event.command
+    if not isinstance(command, AGENT_ACTIONS):
+        return event
+    name, action = command.webhook
+    app = Actor(login=bot_login, id=0, type="Bot")  # the id of the App's bot user is never read
+    fields = command.model_dump(exclude={"type", "pr_number"})
+    return event.model_copy(
+        update={
+            "event": name,
+            "action": action,
+            "command": None,
+            "sender": app,
+            "assignee": app if name == "issues" and action == "assigned" else None,
+            **{key: getattr(command, key) for key in fields},
+        }
+    )

@@ -25,7 +25,7 @@ from squadron.domain.events import (
     ReportConflict,
     TaskEnded,
 )
-from squadron.domain.routing.normalize import closing_references, normalize_comment
+from squadron.domain.routing.normalize import as_webhook, closing_references, normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy
 
 
@@ -107,6 +107,7 @@ class SnapshotRequest:
 
 def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotRequest:
     """The registry items ``route`` needs for this event."""
+    event = as_webhook(event, policy.bot_login)
     issues: set[int] = set()
     branches: set[str] = set()
     graph_from: set[int] = set()

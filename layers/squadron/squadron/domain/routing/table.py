@@ -27,6 +27,7 @@ from squadron.domain.routing.ci import CI_ROUTES
 from squadron.domain.routing.commands import COMMAND_ROUTES, agent_envelope_problem
 from squadron.domain.routing.comments import COMMENT_ROUTES
 from squadron.domain.routing.issues import ISSUE_ROUTES
+from squadron.domain.routing.normalize import as_webhook
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
 from squadron.domain.routing.snapshot import Handler, Snapshot
@@ -70,6 +71,7 @@ def route(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[E
     refused = agent_envelope_problem(event)
     if refused is not None:
         return [Discard(f"refused: {refused}")]
+    event = as_webhook(event, policy.bot_login)
     judged = judge(event, bot_login=policy.bot_login, permissions=snap.permissions)
     if judged is not None and not judged[1].authorised:
         # One authority rule for every human input (domain.authority): nothing of the input's

@@ -79,6 +79,7 @@ from squadron.domain.routing import IssueView
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import StreamSpecificationTypeDef
 
 STATUS_INDEX = "by-status"
 TTL_ATTRIBUTE = "expires_at"
@@ -93,6 +94,8 @@ TRANSACTION_ITEMS = 100
 EVENT_RETENTION = timedelta(days=2)
 #: The ``entity`` of event items: the publisher's stream filter selects inserts of these.
 EVENT_ENTITY = "event"
+#: The table's stream: new images, which carry committed event items to the publisher.
+EVENT_STREAM: StreamSpecificationTypeDef = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
 
 #: The table's shape; the CDK construct and the tests create it from this.
 TABLE_DEFINITION: dict[str, Any] = {

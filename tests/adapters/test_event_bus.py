@@ -29,6 +29,7 @@ from squadron.domain.domain_events import (
     make_event,
 )
 from squadron.domain.effects import Decision
+from tests.support.lambdas import FakeLambdaContext, load_handler
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 TABLE = "registry"
@@ -134,3 +135,33 @@ def test_events_tail_prints_one_line_per_event_of_the_repository(
     details = [json.loads(text) for text in out.getvalue().splitlines()]
     assert {d["detail-type"] for d in details} == {"agent.slept.v1", "pr.merged.v1"}
     assert all(d["stage"] == "ci" for d in details)
+
+
+def _stream_records() -> list[dict[str, object]]:
+    stream = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    return StreamReader(stream).poll()
+
+
+@pytest.mark.parametrize(
+    ("bus_exists", "published", "failed"),
+    [(True, 2, []), (False, 0, ["first"])],
+    ids=["both events published", "a refusal hands the stream back its first record"],
+)
+def test_the_publisher_lambda_publishes_the_stream_batch_or_reports_where_to_resume(
+    aws: tuple[str, str], monkeypatch: pytest.MonkeyPatch, bus_exists: bool, published: int, failed: list[str]
+) -> None:
+    bus, log_group = aws
+    monkeypatch.setenv("EVENT_BUS_NAME", bus if bus_exists else "no-such-bus")
+    monkeypatch.setenv("STAGE", "ci")
+    registry = DynamoRegistry(TABLE)
+    first = _event("d5", 0, "octo/shop", AgentSlept(role="feat-dev", generation=1))
+    second = _event("d5", 1, "octo/shop", PullRequestMerged(pr_number=9))
+    registry.commit([], Decision("d5", NOW, (), done=True), [first, second])
+    records = _stream_records()
+    module = load_handler("publisher")
+    module.publisher.cache_clear()
+    answer = module.handler({"Records": records}, FakeLambdaContext())
+    assert answer["published"] == published
+    sequences = {e.id: seq for seq, e in committed_events(records)}
+    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == [sequences[first.id] for _ in failed]
+    assert len(EventLog(log_group).read(0, set())) == published

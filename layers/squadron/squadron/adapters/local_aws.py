@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from squadron.adapters.dynamo_registry import EVENT_STREAM, TABLE_DEFINITION
+from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, TABLE_DEFINITION
 from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
 from squadron.domain.domain_events import SOURCE
 
@@ -186,7 +186,8 @@ def save_state(resources: LocalResources, path: Path) -> dict[str, int]:
     dynamodb = boto3.client("dynamodb", endpoint_url=resources.endpoint)
     items: list[dict[str, Any]] = []
     for page in dynamodb.get_paginator("scan").paginate(TableName=resources.table_name):
-        items.extend(page["Items"])
+        # Committed events were published already: restored, their inserts would publish them again.
+        items.extend(item for item in page["Items"] if item.get("entity", {}).get("S") != EVENT_ENTITY)
     queues = {
         "events": _drain(resources.endpoint, resources.queue_url),
         "dead_letters": _drain(resources.endpoint, resources.dead_letter_queue_url),

@@ -9,6 +9,7 @@ from constructs import Construct
 
 from infra.constructs.agents import AgentCompute
 from infra.constructs.dashboard import OperationsDashboard, Watched
+from infra.constructs.event_bus import DomainEventBus
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.ingress import WebhookIngress
 from infra.constructs.layer import SharedLayer
@@ -93,6 +94,17 @@ class SquadronStack(cdk.Stack):
             metrics_namespace=settings.metrics_namespace,
             log_level=settings.log_level,
         )
+        self.domain_events = DomainEventBus(
+            self,
+            "DomainEvents",
+            stage=settings.stage,
+            layer=self.layer.layer,
+            table=self.registry.table,
+            log_retention=settings.log_retention,
+            log_level=settings.log_level,
+            metrics_namespace=settings.metrics_namespace,
+        )
+        self.observability.notify_on(*self.domain_events.alarms)
         self.operations = OperationsDashboard(
             self,
             "Operations",
@@ -107,7 +119,7 @@ class SquadronStack(cdk.Stack):
                 queue=self.events.queue,
                 dead_letter_queue=self.events.dead_letter_queue,
                 table=self.registry.table,
-                alarms=self.events.alarms,
+                alarms=[*self.events.alarms, *self.domain_events.alarms],
             ),
         )
         self.observability.notify_on(*self.operations.alarms)
@@ -131,6 +143,14 @@ class SquadronStack(cdk.Stack):
             "CopilotTokenSecretName": (
                 self.secrets.copilot_token.secret_name,
                 "Secret to store a GitHub token with a Copilot seat in (agents whose model Copilot serves)",
+            ),
+            "EventBusName": (
+                self.domain_events.bus.event_bus_name,
+                "The domain event bus (subscribe with a rule)",
+            ),
+            "DomainEventsLogGroupName": (
+                self.domain_events.log_group.log_group_name,
+                "Every domain event as published (squadron events tail reads it)",
             ),
             "GitHubAppId": (self.settings.github_app_id, "The GitHub App (squadron replay signs in as it)"),
             "DashboardUrl": (

@@ -40,6 +40,8 @@ class RegistryTable(Construct):
             ),
             time_to_live_attribute=TTL_ATTRIBUTE,
             deletion_protection=True,
+            # New images carry the committed domain events to their publisher (see event_bus.py).
+            dynamo_stream=dynamodb.StreamViewType.NEW_IMAGE,
             removal_policy=cdk.RemovalPolicy.RETAIN,
             global_secondary_indexes=[
                 dynamodb.GlobalSecondaryIndexPropsV2(

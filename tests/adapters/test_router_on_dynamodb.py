@@ -14,6 +14,7 @@ from moto import mock_aws
 
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.domain.agents import AgentStatus
+from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import Decision, Write, agent_writes
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
@@ -146,12 +147,12 @@ class HeartbeatOnce(DynamoRegistry):
 
     beat = False
 
-    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
+    def commit(self, writes: Sequence[Write], decision: Decision, events: Sequence[DomainEvent] = ()) -> None:
         updated = [w for w in agent_writes(writes) if w.expected_version is not None]
         if not self.beat and updated:
             self.beat = True
             self.acquire_lease(updated[0].record.agent_id, "task-1", T0, timedelta(minutes=5))
-        super().commit(writes, decision)
+        super().commit(writes, decision, events)
 
 
 def test_a_conflict_is_re_read_and_re_decided(router: Router) -> None:

@@ -30,7 +30,9 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions-APIG4": {"AWS::ApiGatewayV2::Route"},  # authenticated by its HMAC signature
     "AwsSolutions-L1": {"AWS::Lambda::Function"},  # runtime pinned to the layer's CPython 3.12
     "AwsSolutions-ECS2": {"AWS::ECS::TaskDefinition"},  # names in the environment, no secrets
-    # X-Ray and ecr:GetAuthorizationToken, which have no resource-level permissions
+    # the publisher's failure destination (positions of events not published): no queue behind it
+    "AwsSolutions-SQS3": {"AWS::SQS::Queue", "AWS::SQS::QueuePolicy"},
+    # X-Ray, ecr:GetAuthorizationToken and dynamodb:ListStreams, which have no resource-level permissions
     "AwsSolutions-IAM5[Resource::*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     # the router: RunTask on the agent task definition family, StopTask on the agent cluster's tasks
     "AwsSolutions-IAM5[Resource::<agent task definition family>:*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},

@@ -63,6 +63,7 @@ ALARMS = [
     ("OperationsLaunchesHeldAlarm", 1, "GreaterThanOrEqualToThreshold", 1, "notBreaching"),
     ("EventsDeadLettersAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
     ("EventsOldestEventAlarm", 300, "GreaterThanThreshold", 1, "notBreaching"),
+    ("DomainEventsPublishFailuresAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
 ]
 
 

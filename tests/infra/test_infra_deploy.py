@@ -27,6 +27,16 @@ from tests.infra.synth import Synthesized, cdk_json_context
 pytestmark = pytest.mark.infra
 
 
+def _scheduled(rules: dict[str, Any]) -> dict[str, Any]:
+    """The rules on a schedule (the reconciler's tick; the domain events' rule has a pattern)."""
+    return {name: rule for name, rule in rules.items() if "ScheduleExpression" in rule["Properties"]}
+
+
+def _from_sqs(mappings: dict[str, Any]) -> dict[str, Any]:
+    """The router's mapping from events.fifo (the event publisher reads the table's stream)."""
+    return {name: m for name, m in mappings.items() if "StartingPosition" not in m["Properties"]}
+
+
 def _one(resources: dict[str, Any]) -> dict[str, Any]:
     (resource,) = resources.values()
     return dict(resource)
@@ -61,7 +71,7 @@ def test_reconciler_runs_never_overlap(synthesized: Synthesized) -> None:
             "MaximumEventAgeInSeconds": 60,
         }
     ]
-    (target,) = _one(synthesized.resources("AWS::Events::Rule"))["Properties"]["Targets"]
+    (target,) = _one(_scheduled(synthesized.resources("AWS::Events::Rule")))["Properties"]["Targets"]
     tick_age = target["RetryPolicy"]["MaximumEventAgeInSeconds"]
     # Started as late as EventBridge and Lambda's queue allow, a run still ends before the next tick.
     latest_end = tick_age + configs[0]["MaximumEventAgeInSeconds"] + function["Properties"]["Timeout"]
@@ -127,7 +137,7 @@ def test_cloudwatch_may_publish_to_the_alarm_topic(synthesized: Synthesized) -> 
 
 
 def test_router_concurrency_is_bounded_by_the_setting(synthesized: Synthesized) -> None:
-    mapping = _one(synthesized.resources("AWS::Lambda::EventSourceMapping"))["Properties"]
+    mapping = _one(_from_sqs(synthesized.resources("AWS::Lambda::EventSourceMapping")))["Properties"]
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 4}  # router_max_concurrency of the context
 
 
@@ -136,7 +146,7 @@ def test_router_batch_fits_its_timeout_and_the_queue_outlasts_retries(synthesize
         synthesized.logical_id(synthesized.stack.router.function)
     ]
     timeout = router["Properties"]["Timeout"]
-    mapping = _one(synthesized.resources("AWS::Lambda::EventSourceMapping"))["Properties"]
+    mapping = _one(_from_sqs(synthesized.resources("AWS::Lambda::EventSourceMapping")))["Properties"]
     # Every record of a batch may wait out one GitHub rate limit and still be done in time.
     per_record = LAMBDA_RATE_LIMIT_WAIT_SECONDS + EventQueue.ROUTER_WORK_SECONDS
     assert mapping["BatchSize"] * per_record <= timeout

@@ -204,19 +204,20 @@ def test_resource_has_properties(
 
 
 RESOURCE_COUNTS = [
-    ("AWS::SQS::Queue", 2),
+    ("AWS::SQS::Queue", 3),  # events.fifo, its DLQ, the event publisher's failure queue
     ("AWS::ApiGatewayV2::Api", 1),
     ("AWS::ApiGatewayV2::Route", 1),  # POST /webhook and nothing else
     ("AWS::ApiGatewayV2::Authorizer", 0),
-    # ingress, router, agent gateway, reconciler, the VPC's default-SG custom resource
-    ("AWS::Lambda::Function", 5),
-    ("AWS::Events::Rule", 1),  # the reconciler's tick
+    # ingress, router, agent gateway, reconciler, event publisher, the VPC's default-SG custom resource
+    ("AWS::Lambda::Function", 6),
+    ("AWS::Events::Rule", 2),  # the reconciler's tick, domain events to their log group
     ("AWS::Lambda::LayerVersion", 1),
-    ("AWS::CloudWatch::Alarm", 8),  # two on the queue, six behind the dashboard
+    ("AWS::CloudWatch::Alarm", 9),  # two on the queue, six behind the dashboard, publish failures
     ("AWS::CloudWatch::Dashboard", 1),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 3),  # webhook secret, App key, Copilot token
-    ("AWS::Logs::LogGroup", 7),  # 4 functions, API access, VPC flow logs, agent tasks
+    # 5 functions, API access, VPC flow logs, agent tasks, domain events
+    ("AWS::Logs::LogGroup", 9),
 ]
 
 
@@ -363,7 +364,7 @@ def test_layer_bundle_has_dependencies_fresh_package_and_312_bytecode(synthesize
 
 def test_every_function_ships_312_bytecode(synthesized: Synthesized) -> None:
     handlers = [path.parent for path in synthesized.outdir.glob("asset.*/handler.py")]
-    assert len(handlers) == 4  # ingress, router, reconciler, agent gateway
+    assert len(handlers) == 5  # ingress, router, reconciler, agent gateway, event publisher
     for code in handlers:
         assert _pyc_problems(code) == [], code
 
@@ -530,7 +531,11 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
 
 def test_the_reconciler_runs_every_five_minutes(synthesized: Synthesized) -> None:
     function = _function(synthesized, synthesized.stack.reconciler.function)
-    (rule,) = synthesized.resources("AWS::Events::Rule").values()
+    (rule,) = [
+        r
+        for r in synthesized.resources("AWS::Events::Rule").values()
+        if "ScheduleExpression" in r["Properties"]
+    ]
     assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
     (target,) = rule["Properties"]["Targets"]
     assert target["Arn"] == {

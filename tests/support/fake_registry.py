@@ -24,6 +24,7 @@ from squadron.domain.agents import (
     candidate_uid,
     parse_agent_id,
 )
+from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import (
     AddBlocker,
     AgentWrite,
@@ -56,6 +57,10 @@ class FakeRegistry:
         self.uids: dict[int, str] = {}
         #: decision key -> the committed decision (done or not)
         self.decisions: dict[str, Decision] = {}
+        #: event id -> the committed domain event, in commit order (what the stream carries)
+        self.events: dict[str, DomainEvent] = {}
+        #: (repo, PR) -> the merge gate's latest verdict
+        self.verdicts: dict[tuple[int, int], str] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -73,6 +78,8 @@ class FakeRegistry:
                 "inbox": self.inbox,
                 "reviews": self.reviews,
                 "decisions": self.decisions,
+                "events": self.events,
+                "verdicts": self.verdicts,
             }
         )
 
@@ -213,11 +220,14 @@ class FakeRegistry:
 
     # --- decisions ---------------------------------------------------------------------------
 
-    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
+    def commit(self, writes: Sequence[Write], decision: Decision, events: Sequence[DomainEvent] = ()) -> None:
         """All or nothing, as the adapter's TransactWriteItems: every condition first, then the writes."""
         self.calls["commit"] += 1
         if decision.key in self.decisions:
             raise ConflictError(f"decision {decision.key}", "already committed")
+        for event in events:
+            if event.id in self.events:
+                raise ConflictError(f"event {event.id}", "exists")
         agents = commit_agents(writes)
         for write in agents:
             self._check_agent(write)
@@ -244,6 +254,19 @@ class FakeRegistry:
                 case PutAgent():
                     pass
         self.decisions[decision.key] = decision
+        self.events.update((event.id, event) for event in events)
+
+    def gate_verdict(self, repo_id: int, pr_number: int) -> str | None:
+        self.calls["gate_verdict"] += 1
+        return self.verdicts.get((repo_id, pr_number))
+
+    def change_verdict(self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent) -> bool:
+        self.calls["change_verdict"] += 1
+        if self.verdicts.get((repo_id, pr_number)) != previous or event.id in self.events:
+            return False
+        self.verdicts[(repo_id, pr_number)] = str(event.data["verdict"])
+        self.events[event.id] = event
+        return True
 
     def decision(self, key: str) -> Decision | None:
         self.calls["decision"] += 1

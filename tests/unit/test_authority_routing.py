@@ -22,6 +22,7 @@ import pytest
 from squadron.domain.authority import Rule, decide, human_input, judge, permissions_needed
 from squadron.domain.effects import Discard, LaunchAgent, apply_order
 from squadron.domain.events import Actor, EventEnvelope
+from squadron.shell.merge_gate import GateOutcome
 from tests.support.events import BOT, Events, agent_did, summarize
 from tests.support.fake_registry import FakeRouterGitHub
 from tests.support.world import World
@@ -223,9 +224,9 @@ class RecordingGate:
 
     def evaluate(
         self, installation_id: int | None, repo: str, pr_number: int, *args: object, **kw: object
-    ) -> str:
+    ) -> GateOutcome:
         self.judged.append(pr_number)
-        return "judged"
+        return GateOutcome(pr_number, None, detail="judged")
 
 
 STRANGER_INPUTS = [

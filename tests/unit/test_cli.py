@@ -103,6 +103,7 @@ def test_subcommands_are_a_table() -> None:
         "status",
         "agent",
         "dlq",
+        "events",
         "replay",
         "app",
         "branch-protection",

@@ -9,7 +9,8 @@ fail (``before``: it did not happen; ``after``: it happened and the answer was l
 when a Lambda times out), the run is repeated with that one fault and the failed delivery
 is retried as SQS would retry it. GitHub must end up with exactly the reference's comments
 and issues (none twice, none lost), the same labels and closed issues, and the registry
-with the same agents in the same states.
+with the same agents in the same states. The domain events committed for the bus must be
+exactly the reference's: each once, under the same id, none lost.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from typing import Any, Literal
 import pytest
 
 from squadron.domain.agents import AgentStatus
+from squadron.domain.approval import GateResult
+from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import Decision, Write
 from squadron.domain.events import EventEnvelope, ReportConflict, command_envelope
 from squadron.domain.routing import RoutingPolicy
+from squadron.shell.merge_gate import GateOutcome
 from squadron.shell.router import RouterService
 from tests.support.events import T0, Events, recover
 from tests.support.fake_registry import FakeLauncher, FakeRegistry, FakeRouterGitHub
@@ -100,11 +104,31 @@ class FlakyRegistry(FakeRegistry):
         super().__init__()
         self.faults = faults
 
-    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
-        self.faults.step("commit", lambda: super(FlakyRegistry, self).commit(writes, decision))
+    def commit(self, writes: Sequence[Write], decision: Decision, events: Sequence[DomainEvent] = ()) -> None:
+        self.faults.step("commit", lambda: super(FlakyRegistry, self).commit(writes, decision, events))
+
+    def change_verdict(self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent) -> bool:
+        changed: bool = self.faults.step(
+            "verdict", lambda: super(FlakyRegistry, self).change_verdict(repo_id, pr_number, previous, event)
+        )
+        return changed
 
     def finish_decision(self, key: str, at: datetime) -> None:
         self.faults.step("finish", lambda: super(FlakyRegistry, self).finish_decision(key, at))
+
+
+class WaitingGate:
+    """The merge gate: every judgement says "waiting" (its verdict event is reported once per PR)."""
+
+    def __init__(self) -> None:
+        self.judged: list[int] = []
+
+    def evaluate(
+        self, installation_id: int | None, repo: str, pr_number: int, *args: object, **kw: object
+    ) -> GateOutcome:
+        self.judged.append(pr_number)
+        result = GateResult("waiting", ("a review",), merge=False, method="squash", delete_branch=False)
+        return GateOutcome(pr_number, result)
 
 
 @dataclass
@@ -144,6 +168,7 @@ class Run:
             policies=lambda _event: RoutingPolicy(),
             clock=self._clock,
             queue=self.queue,
+            merge_gate=WaitingGate(),
         )
 
     def _clock(self) -> datetime:
@@ -174,6 +199,10 @@ class Run:
             "labels": {(repo, number, labels) for repo, number, labels in self.github.labelled},
             "closed": {(repo, number) for repo, number, _ in self.github.closed},
         }
+
+    def published(self) -> list[tuple[str, str, str | None]]:
+        """The committed domain events (what the stream carries to the bus), by id."""
+        return sorted((e.id, e.detail_type, e.agent) for e in self.registry.events.values())
 
     def agents(self) -> dict[str, AgentStatus]:
         return {agent_id: agent.status for agent_id, agent in self.registry.agents.items()}
@@ -287,7 +316,32 @@ POINTS = _points()
 def test_the_scenarios_reach_every_kind_of_outside_call() -> None:
     """The table is worth its name: commits, GitHub creations, labels, closing, tasks, commands."""
     seen = {kind for _, steps in SCENARIOS for kind in _play(steps, Faults()).faults.log}
-    assert seen >= {"commit", "comment", "create issue", "label", "close", "launch", "stop", "send", "finish"}
+    assert seen >= {
+        "commit",
+        "comment",
+        "create issue",
+        "label",
+        "close",
+        "launch",
+        "stop",
+        "send",
+        "finish",
+        "verdict",
+    }
+
+
+def test_the_scenarios_publish_every_kind_of_decided_event() -> None:
+    published = {kind for _, steps in SCENARIOS for _, kind, _ in _play(steps, Faults()).published()}
+    assert published >= {
+        "agent.started.v1",
+        "agent.slept.v1",
+        "agent.escalated.v1",
+        "agent.completed.v1",
+        "blocker.registered.v1",
+        "pr.opened.v1",
+        "pr.merged.v1",
+        "merge_gate.verdict_changed.v1",
+    }
 
 
 @pytest.mark.parametrize(("steps", "at", "mode"), [p[1:] for p in POINTS], ids=[p[0] for p in POINTS])
@@ -298,6 +352,7 @@ def test_a_fault_at_any_point_then_a_retry_repeats_and_loses_nothing(
     faulty = _play(steps, Faults(at=at, mode=mode))
     assert faulty.what_github_saw() == reference.what_github_saw()
     assert faulty.agents() == reference.agents()
+    assert faulty.published() == reference.published()
     assert all(decision.done for decision in faulty.registry.decisions.values())
 
 

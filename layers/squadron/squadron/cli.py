@@ -417,6 +417,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         operator_cli.run_dlq,
     ),
     Subcommand(
+        "events",
+        "the domain events on the bus (agent started, slept, PR merged, ...): tail them",
+        operator_cli.configure_events,
+        operator_cli.run_events,
+    ),
+    Subcommand(
         "replay",
         "ask GitHub to send a webhook delivery again",
         operator_cli.configure_replay,

@@ -1,5 +1,5 @@
 """The operator's subcommands: `squadron status`, `squadron agent show`, `squadron dlq list|redrive`,
-`squadron replay`, `squadron app manifest|create`.
+`squadron replay`, `squadron events tail`, `squadron app manifest|create`.
 
 Each works on a deployed stack (``--stack``, default Squadron-dev, with boto3's default
 credentials and region) or on the running local stack (``--local``). A stack that cannot be
@@ -148,6 +148,64 @@ def run_dlq(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_UNAVAILABLE
     out.write(json.dumps(messages, indent=2) + "\n" if args.json else dead_letter_table(messages))
     return EXIT_OK
+
+
+def configure_events(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("tail",), help="tail: the domain events as they are published")
+    _where(parser)
+    parser.add_argument("--repo", type=repo_name, help="only this repository's events (owner/name)")
+    parser.add_argument(
+        "--since", type=float, default=10.0, help="start this many minutes back (default: 10)"
+    )
+    parser.add_argument("--once", action="store_true", help="print what is there and exit (no following)")
+
+
+def run_events(args: argparse.Namespace, out: TextIO) -> int:
+    """``squadron events tail``: one line per event (``--json``: the whole event detail, one per line)."""
+    from squadron.adapters.event_bus import EventBusError, EventLog  # noqa: PLC0415
+    from squadron.adapters.operations import OperatorError, local_target, stack_target  # noqa: PLC0415
+
+    try:
+        target = (
+            local_target(Path(args.state)) if args.local else stack_target(args.stack, region=args.region)
+        )
+    except OperatorError as exc:
+        out.write(f"{exc}\n")
+        return EXIT_UNAVAILABLE
+    if not target.event_log_group:
+        out.write(
+            "this stack publishes no domain events yet (no DomainEventsLogGroupName): deploy it again\n"
+        )
+        return EXIT_UNAVAILABLE
+    log = EventLog(target.event_log_group, _client=target.logs())
+    since_ms = int((_now().timestamp() - args.since * 60) * 1000)
+    seen: set[str] = set()
+    try:
+        while True:
+            for event in log.read(since_ms, seen):
+                if args.repo and event.repository != args.repo:
+                    continue
+                detail = {"detail-type": event.detail_type, **event.detail}
+                out.write((json.dumps(detail, sort_keys=True) if args.json else event.line()) + "\n")
+            out.flush()
+            if args.once:
+                return EXIT_OK
+            _pause(TAIL_INTERVAL_SECONDS)
+    except EventBusError as exc:
+        out.write(f"{exc}\n")
+        return EXIT_UNAVAILABLE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+#: How often ``events tail`` asks CloudWatch Logs for more (FilterLogEvents: 5 calls a second per account).
+TAIL_INTERVAL_SECONDS = 2.0
+
+
+def _pause(seconds: float) -> None:  # pragma: no cover - the wait between polls of a tail
+    import time  # noqa: PLC0415
+
+    time.sleep(seconds)
 
 
 #: The files ``squadron app create`` writes without --stack (only their owner may read them).

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Protocol
 
 from squadron.domain.agents import AgentRecord, InboxItem, IssueState
+from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.events import EventEnvelope
 from squadron.domain.metrics import MetricPoint
@@ -101,11 +102,23 @@ class Registry(Protocol):
         """Count a failed RunTask on the pending launch ``token`` (which stays pending)."""
         ...
 
-    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
-        """Store a decision's conditional ``writes`` and its record all or nothing.
+    def commit(self, writes: Sequence[Write], decision: Decision, events: Sequence[DomainEvent] = ()) -> None:
+        """Store a decision's conditional ``writes``, its domain ``events`` and its record all or
+        nothing (the events are published from there, once: see :mod:`squadron.domain.domain_events`).
 
         Raises :class:`~squadron.domain.agents.ConflictError` (nothing stored) when a condition
         fails, the decision's record existing already among them.
+        """
+        ...
+
+    def gate_verdict(self, repo_id: int, pr_number: int) -> str | None:
+        """The merge gate's latest verdict on the PR, or None (never judged)."""
+        ...
+
+    def change_verdict(self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent) -> bool:
+        """Store the verdict ``event`` reports and the event, if the verdict is still ``previous``.
+
+        False (nothing stored) when another judgement changed it meanwhile, or ``event`` exists.
         """
         ...
 
@@ -196,6 +209,22 @@ class RouterGitHub(Protocol):
         ...
 
 
+class GateVerdict(Protocol):
+    """A judgement's result (``squadron.domain.approval.GateResult`` satisfies it)."""
+
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+
+
+class GateJudgement(Protocol):
+    """What one evaluation returns (``squadron.shell.merge_gate.GateOutcome`` satisfies it)."""
+
+    @property
+    def result(self) -> GateVerdict | None: ...
+
+
 class MergeGatePort(Protocol):
     """Judges a pull request against its approval flow (``squadron.shell.merge_gate.MergeGate``)."""
 
@@ -208,7 +237,7 @@ class MergeGatePort(Protocol):
         *,
         issue_number: int | None = None,
         cause: str = "",
-    ) -> object: ...
+    ) -> GateJudgement: ...
 
 
 class MetricsSink(Protocol):

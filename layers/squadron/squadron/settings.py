@@ -175,6 +175,15 @@ class GatewaySettings(GitHubAppSettings, _AppLogin):
     )
 
 
+class PublisherSettings(BaseModel):
+    """Environment of the domain event publisher Lambda (the registry's stream -> the bus)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    event_bus_name: str = Field(validation_alias="EVENT_BUS_NAME", min_length=1, max_length=256)
+    stage: str = Field(validation_alias="STAGE", min_length=1, max_length=64)
+
+
 class AgentSettings(BaseModel):
     """Environment of an agent task (the ECS task definition, plus RunTask's per-launch overrides)."""
 

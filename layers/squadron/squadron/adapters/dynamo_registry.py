@@ -20,6 +20,8 @@ agents by status (reconciler)          GSI ``by-status``: ``STATUS#<s>`` / ``<up
 who owns a POSIX uid (agent gateway)   ``UID#<uid>`` / ``UID``                    PutItem (claim)
 a committed decision (the outbox)      ``DECISION#<delivery>`` / ``DECISION``     GetItem
 decisions not carried out yet          GSI ``by-status``: ``DECISION#OPEN#<s>`` / ``<time>#<key>``  Query on GSI
+a committed domain event (the stream)  ``EVENT#<event id>`` / ``EVENT``           the table's stream
+the merge gate's verdict on a PR       ``ISSUE#<r>#<pr>`` / ``GATE``              GetItem
 =====================================  =========================================  ==============
 
 So everything the router needs about one number is one Query on its
@@ -60,6 +62,7 @@ from squadron.domain.agents import (
     candidate_uid,
     parse_agent_id,
 )
+from squadron.domain.domain_events import MAX_EVENTS_WITH_RECORD, DomainEvent
 from squadron.domain.effects import (
     AddBlocker,
     AgentWrite,
@@ -76,6 +79,7 @@ from squadron.domain.routing import IssueView
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import StreamSpecificationTypeDef
 
 STATUS_INDEX = "by-status"
 TTL_ATTRIBUTE = "expires_at"
@@ -85,6 +89,13 @@ DECISION_RETENTION = timedelta(days=14)
 DECISION_SHARDS = 8
 #: TransactWriteItems takes at most 100 items.
 TRANSACTION_ITEMS = 100
+#: How long a committed event's item is kept: the stream carries its insert to the bus within
+#: seconds (a stream keeps records 24 hours); the item itself is read by nobody.
+EVENT_RETENTION = timedelta(days=2)
+#: The ``entity`` of event items: the publisher's stream filter selects inserts of these.
+EVENT_ENTITY = "event"
+#: The table's stream: new images, which carry committed event items to the publisher.
+EVENT_STREAM: StreamSpecificationTypeDef = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
 
 #: The table's shape; the CDK construct and the tests create it from this.
 TABLE_DEFINITION: dict[str, Any] = {
@@ -568,8 +579,8 @@ class DynamoRegistry:
 
     # --- decisions (the commit point and its outbox) -------------------------------------------
 
-    def commit(self, writes: Sequence[Write], decision: Decision) -> None:
-        """Store ``writes`` and ``decision`` all or nothing (see :mod:`squadron.domain.effects`).
+    def commit(self, writes: Sequence[Write], decision: Decision, events: Sequence[DomainEvent] = ()) -> None:
+        """Store ``writes``, ``events`` and ``decision`` all or nothing (see :mod:`squadron.domain.effects`).
 
         One TransactWriteItems: every agent write conditional on its version (an agent written
         twice is written once, expecting the version the decision read), edges and links, the
@@ -578,6 +589,14 @@ class DynamoRegistry:
         than 100 items (a closed issue waking dozens of agents) is stored in chunks, its record
         in the last: a conflict in a later chunk leaves the earlier ones stored, which the
         re-decision then reads, as before the commit point existed.
+
+        The domain ``events`` (one item each, which the table's stream carries to the bus) ride
+        in the record's own transaction, so an event exists only if its decision was committed;
+        the writes go in the chunks before when all would not fit. A decision of more than
+        :data:`~squadron.domain.domain_events.MAX_EVENTS_WITH_RECORD` events puts the first ones
+        in the chunk before the record, with the last writes (the changes they report): should
+        the record's chunk then lose a condition, the re-decision reads those changes as made
+        and does not report them again. A decision without events is stored as before.
         """
         parts: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
         checks: list[tuple[str, dict[str, Any], str]] = []
@@ -612,10 +631,68 @@ class DynamoRegistry:
                     pass  # among commit_agents above
         record = ("Put", self._decision_put(decision), f"decision {decision.key}: already committed")
         ordered = [*checks, *parts.values()]
-        while len(ordered) + 1 > TRANSACTION_ITEMS:
+        published = [("Put", self._event_put(event), f"event {event.id}: exists") for event in events]
+        if len(published) > MAX_EVENTS_WITH_RECORD:
+            ordered += published[:-MAX_EVENTS_WITH_RECORD]
+            published = published[-MAX_EVENTS_WITH_RECORD:]
+        room = TRANSACTION_ITEMS - 1 - len(published)  # writes that still fit with the record
+        while len(ordered) > room:
             self._transact(ordered[:TRANSACTION_ITEMS])
             ordered = ordered[TRANSACTION_ITEMS:]
-        self._transact([*ordered, record])
+        self._transact([*ordered, *published, record])
+
+    def _event_put(self, event: DomainEvent) -> dict[str, Any]:
+        item = {
+            "PK": f"EVENT#{event.id}",
+            "SK": "EVENT",
+            "entity": EVENT_ENTITY,
+            "event_id": event.id,
+            "detail_type": event.detail_type,
+            "detail": event.stored(),
+            "repo_full_name": event.repository.full_name,
+            TTL_ATTRIBUTE: int((event.time + EVENT_RETENTION).timestamp()),
+        }
+        # Conditional: an event id is stored (and so published) once, whatever retries it.
+        return {
+            "TableName": self.table_name,
+            "Item": _dump(item),
+            "ConditionExpression": "attribute_not_exists(PK)",
+        }
+
+    def gate_verdict(self, repo_id: int, pr_number: int) -> str | None:
+        response = self._call(
+            "get_item",
+            TableName=self.table_name,
+            Key=_dump({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
+            ConsistentRead=True,
+        )
+        item = response.get("Item")
+        return None if item is None else str(_load(item).get("verdict") or "") or None
+
+    def change_verdict(self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent) -> bool:
+        """The verdict and its event in one transaction, if the verdict is still ``previous``."""
+        verdict = str(event.data["verdict"])
+        condition = "attribute_not_exists(verdict)" if previous is None else "verdict = :previous"
+        values: dict[str, Any] = {":v": verdict, ":at": _iso(event.time), ":e": "gate"}
+        if previous is not None:
+            values[":previous"] = previous
+        update = {
+            "TableName": self.table_name,
+            "Key": _dump({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
+            "UpdateExpression": "SET verdict = :v, judged_at = :at, entity = :e",
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": _dump(values),
+        }
+        try:
+            self._transact(
+                [
+                    ("Update", update, f"PR #{pr_number} verdict: no longer {previous}"),
+                    ("Put", self._event_put(event), f"event {event.id}: exists"),
+                ]
+            )
+        except ConflictError:
+            return False
+        return True
 
     def _decision_put(self, decision: Decision) -> dict[str, Any]:
         item: dict[str, Any] = {

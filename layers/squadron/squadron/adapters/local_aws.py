@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from squadron.adapters.dynamo_registry import TABLE_DEFINITION
+from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, TABLE_DEFINITION
 from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
+from squadron.domain.domain_events import SOURCE
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -45,6 +46,11 @@ class LocalResources:
     task_definition_arn: str
     subnets: tuple[str, ...]
     security_groups: tuple[str, ...]
+    #: The domain events: the registry's stream, the local bus, and the log group a rule of the
+    #: bus writes every event to (what ``squadron events tail --local`` and the feed read).
+    stream_arn: str = ""
+    event_bus_name: str = f"{PREFIX}-events"
+    event_log_group: str = "/squadron/local/domain-events"
 
 
 def provision(
@@ -90,10 +96,12 @@ def provision(
     dynamodb = boto3.client("dynamodb", endpoint_url=endpoint)
     table = f"{PREFIX}-registry"
     try:
-        dynamodb.create_table(TableName=table, **TABLE_DEFINITION)
+        dynamodb.create_table(TableName=table, StreamSpecification=EVENT_STREAM, **TABLE_DEFINITION)
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "ResourceInUseException":
             raise
+    stream_arn = str(dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"])
+    bus, log_group = provision_event_bus(endpoint)
 
     secrets = boto3.client("secretsmanager", endpoint_url=endpoint)
     webhook_arn = _secret(secrets, f"{PREFIX}/webhook-secret", webhook_secret)
@@ -130,7 +138,33 @@ def provision(
         definition,
         (subnet,),
         (group,),
+        stream_arn,
+        bus,
+        log_group,
     )
+
+
+def provision_event_bus(endpoint: str | None) -> tuple[str, str]:
+    """The local bus and the rule that writes every Squadron event to a log group (as in AWS).
+
+    ``endpoint`` None: boto3's own (moto's in-process mock in tests)."""
+    bus, log_group = f"{PREFIX}-events", "/squadron/local/domain-events"
+    events = boto3.client("events", endpoint_url=endpoint)
+    events.create_event_bus(Name=bus)
+    logs = boto3.client("logs", endpoint_url=endpoint)
+    logs.create_log_group(logGroupName=log_group)
+    group_arn = logs.describe_log_groups(logGroupNamePrefix=log_group)["logGroups"][0]["arn"]
+    events.put_rule(
+        Name=f"{PREFIX}-events-to-log",
+        EventBusName=bus,
+        EventPattern=json.dumps({"source": [SOURCE]}),
+    )
+    events.put_targets(
+        Rule=f"{PREFIX}-events-to-log",
+        EventBusName=bus,
+        Targets=[{"Id": "log", "Arn": group_arn.removesuffix(":*")}],
+    )
+    return bus, log_group
 
 
 def _secret(client: Any, name: str, value: str) -> str:
@@ -152,7 +186,8 @@ def save_state(resources: LocalResources, path: Path) -> dict[str, int]:
     dynamodb = boto3.client("dynamodb", endpoint_url=resources.endpoint)
     items: list[dict[str, Any]] = []
     for page in dynamodb.get_paginator("scan").paginate(TableName=resources.table_name):
-        items.extend(page["Items"])
+        # Committed events were published already: restored, their inserts would publish them again.
+        items.extend(item for item in page["Items"] if item.get("entity", {}).get("S") != EVENT_ENTITY)
     queues = {
         "events": _drain(resources.endpoint, resources.queue_url),
         "dead_letters": _drain(resources.endpoint, resources.dead_letter_queue_url),

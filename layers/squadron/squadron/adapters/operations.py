@@ -54,6 +54,8 @@ class Target:
     github_api_url: str = "https://api.github.com"
     #: The secret holding the App's webhook secret (squadron app create stores it there).
     webhook_secret: str | None = None
+    #: The log group a rule of the domain event bus writes every event to (squadron events tail).
+    event_log_group: str | None = None
 
     def dynamodb(self) -> Any:
         return boto3.client("dynamodb", **self._where())
@@ -63,6 +65,9 @@ class Target:
 
     def sqs(self) -> Any:
         return boto3.client("sqs", **self._where())
+
+    def logs(self) -> Any:
+        return boto3.client("logs", **self._where())
 
     def _where(self) -> dict[str, Any]:
         if self.endpoint is None:  # a deployed stack: boto3's credentials and region
@@ -137,6 +142,7 @@ def stack_target(stack_name: str, *, region: str | None = None) -> Target:
         app_id=int(outputs.get("GitHubAppId") or 0) or None,
         private_key_secret=outputs["GitHubAppPrivateKeySecretName"],
         webhook_secret=outputs.get("WebhookSecretName"),
+        event_log_group=outputs.get("DomainEventsLogGroupName"),
     )
 
 

@@ -237,6 +237,8 @@ class AgentHost:
             turns=used.turns,
             iterations=used.iterations,
             active_seconds=int(self.active_seconds),
+            warned=tuple(sorted(used.warned)),
+            tripped=used.tripped,
         )
         try:
             if result is None:
@@ -456,6 +458,7 @@ class AgentHost:
             tool_calls=self.spent.tool_calls + self.usage.tool_calls,
             turns=self.spent.turns + self.usage.turns,
             iterations=self.spent.iterations + self.usage.iterations,
+            warned=self.spent.warned | self.usage.warned,
         )
 
     async def _watchdog(self, role: ResolvedRole) -> None:

@@ -18,6 +18,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # Re-exported (the `as` form tells mypy so): they lived here before the ingress needed them light.
+from squadron.domain.breakers import Limit
 from squadron.domain.routed import ROUTED_EVENTS as ROUTED_EVENTS  # noqa: PLC0414
 from squadron.domain.routed import performed_by_app as performed_by_app  # noqa: PLC0414
 from squadron.domain.routed import routing_interest as routing_interest  # noqa: PLC0414
@@ -253,6 +254,10 @@ class TaskUsage(_Model):
     turns: int = Field(default=0, ge=0, le=1_000_000)
     iterations: int = Field(default=0, ge=0, le=1_000_000)
     active_seconds: int = Field(default=0, ge=0, le=7 * 24 * 3600)
+    #: The circuit breakers that warned the model (at their warning ratio), and the one that
+    #: tripped, if any: each becomes a domain event when the router records the task's end.
+    warned: tuple[Limit, ...] = Field(default=(), max_length=len(Limit))
+    tripped: Limit | None = None
 
 
 class TaskEnded(_Model):

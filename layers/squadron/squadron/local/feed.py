@@ -1,9 +1,10 @@
 """What the local stack is doing, as lines a person can follow.
 
-The feed watches two things the way an operator would: the webhooks GitHub (the sandbox) sent,
-and the agents' records in the registry. Each poll yields the lines that are new since the last
-one: a delivery (``issues.opened #1 by octo-human``) or an agent's change of status
-(``agent 1-1-feat-dev: SLEEPING -> ACTIVE``). The Lambdas' own JSON logs go to a file in the
+The feed watches three things the way an operator would: the webhooks GitHub (the sandbox) sent,
+the agents' records in the registry, and the domain events on the local bus. Each poll yields
+the lines that are new since the last one: a delivery (``issues.opened #1 by octo-human``), an
+agent's change of status (``agent 1-1-feat-dev: SLEEPING -> ACTIVE``) or an event
+(``event: 12:00:03 agent.slept.v1 octo/repo#1 1-1-feat-dev blocked_by=[2]``). The Lambdas' own JSON logs go to a file in the
 state directory; the feed is what ``squadron local`` prints.
 """
 
@@ -41,6 +42,8 @@ class Feed:
 
     deliveries: Callable[[], list[Any]]
     agents: Callable[[], Iterable[AgentRecord]]
+    #: The bus's events not shown yet (each once, oldest first), as lines.
+    events: Callable[[], list[str]] = list
     _seen_deliveries: int = 0
     _statuses: dict[str, AgentStatus] = field(default_factory=dict)
 
@@ -54,12 +57,14 @@ class Feed:
             if before is not agent.status:
                 self._statuses[agent.agent_id] = agent.status
                 lines.append(describe_agent(agent, before))
+        lines += [f"event: {line}" for line in self.events()]
         return lines
 
 
 def stack_feed(stack: Any) -> Feed:
     """The feed of a started :class:`~squadron.local.stack.LocalStack`."""
     from squadron.adapters.dynamo_registry import DynamoRegistry  # noqa: PLC0415
+    from squadron.adapters.event_bus import EventLog  # noqa: PLC0415
 
     registry = DynamoRegistry(stack.resources.table_name)
 
@@ -69,4 +74,9 @@ def stack_feed(stack: Any) -> Feed:
     def deliveries() -> list[Any]:  # real GitHub's are not ours to list: only the agents show
         return list(stack.sandbox.deliveries) if stack.sandbox is not None else []
 
-    return Feed(deliveries=deliveries, agents=agents)
+    log, seen = EventLog(stack.resources.event_log_group), set[str]()
+
+    def events() -> list[str]:
+        return [event.line() for event in log.read(0, seen)]
+
+    return Feed(deliveries=deliveries, agents=agents, events=events)

@@ -49,6 +49,7 @@ from typing import Any, TextIO
 
 from squadron.adapters.confinement import traversable
 from squadron.adapters.ecs import EcsTaskLauncher
+from squadron.adapters.event_bus import EventBusPublisher, StreamReader, committed_events
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.errors import GitHubError
@@ -80,6 +81,9 @@ WEBHOOK_SECRET = "squadron-local-webhook-secret"  # noqa: S105 (the local sandbo
 GATEWAY_FUNCTION = "squadron-local-gateway"
 COPILOT_TOKEN_SECRET = "squadron-local/copilot-token"  # noqa: S105 (a secret's name)
 LAMBDA_SERVICE = "squadron-local"  # the Powertools service name of the in-process Lambdas
+#: The stage in the local bus's events, and how often the local publisher reads the stream.
+LOCAL_STAGE = "local"
+PUBLISH_SECONDS = 0.5
 HUMANS = {"octo-human": "admin", "octo-maintainer": "admin", "alice": "write"}
 
 
@@ -250,6 +254,7 @@ class LocalStack:
             **({"command": self.options.agent_runtime.command} if self.options.agent_runtime else {}),
         )
         self._loop(self._route_forever)
+        self._loop(self._publish_forever)
         self._loop(self._reconcile_forever)
         # Where `squadron status --local` finds this stack (removed when it stops).
         Target(
@@ -261,6 +266,7 @@ class LocalStack:
             app_id=self.app_id,
             private_key_secret=self.resources.private_key_arn,
             github_api_url=github_url,
+            event_log_group=self.resources.event_log_group,
         ).write(state)
 
     @property
@@ -517,6 +523,19 @@ class LocalStack:
                 self.errors.append(f"router: {exc}")
                 logger.exception("router batch failed")
                 time.sleep(1)
+
+    def _publish_forever(self) -> None:
+        """The local stand-in for the publisher Lambda on the registry's stream: the same code
+        (committed event items -> the local bus, whose rule writes them to a log group)."""
+        assert self.resources is not None
+        reader = StreamReader(self.resources.stream_arn)
+        bus = EventBusPublisher(self.resources.event_bus_name, LOCAL_STAGE)
+        while not self._stop.wait(PUBLISH_SECONDS):
+            try:
+                bus.publish([event for _, event in committed_events(reader.poll())])
+            except Exception as exc:  # the stream keeps the records: counted, logged, tried again
+                self.errors.append(f"publisher: {exc}")
+                logger.exception("publishing domain events failed")
 
     def pause_routing(self, timeout: float = 30.0) -> None:
         """Stop routing once the batch in hand is done: events wait in events.fifo."""

@@ -34,6 +34,13 @@ from typing import assert_never
 
 from squadron.adapters.ecs import TaskLaunchError
 from squadron.domain.agents import ConflictError
+from squadron.domain.domain_events import (
+    MergeGateVerdictChanged,
+    Repository,
+    derive,
+    gate_event_id,
+    make_event,
+)
 from squadron.domain.effects import (
     AddLabels,
     CloseIssue,
@@ -59,7 +66,14 @@ from squadron.domain.effects import (
 from squadron.domain.events import EventEnvelope, FinishDecision, RegisterBlocker, command_envelope
 from squadron.domain.launches import SECRET_BYTES, SECRET_TTL, secret_digest
 from squadron.domain.pause import hold_while_paused
-from squadron.domain.routing import RoutingPolicy, Snapshot, SnapshotRequest, route, snapshot_request
+from squadron.domain.routing import (
+    RoutingPolicy,
+    Snapshot,
+    SnapshotRequest,
+    as_webhook,
+    route,
+    snapshot_request,
+)
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
 
 logger = logging.getLogger(__name__)
@@ -172,9 +186,18 @@ class RouterService:
                 repo_full_name=event.repository.full_name,
                 repo_id=event.repository.id,
             )
-            if split.writes or split.outside:
+            events = derive(
+                as_webhook(event, policy.bot_login),  # an agent's action as the webhook it stands for
+                decision=key,
+                before=snapshot.agents(),
+                blockers={n: view.blockers for n, view in snapshot.issues.items()},
+                linked_issues={n: view.linked_issue for n, view in snapshot.issues.items()},
+                effects=effects,
+                at=snapshot.now,
+            )
+            if split.writes or split.outside or events:
                 try:
-                    self.registry.commit(split.writes, decision)
+                    self.registry.commit(split.writes, decision, events)
                 except ConflictError as exc:
                     if attempt == self.attempts:
                         raise
@@ -335,10 +358,40 @@ class RouterService:
                         inst, repo, pr, role, issue_number=effect.issue_number, cause=effect.cause
                     )
                     logger.info("merge gate on %s#%s: %s", repo, pr, getattr(outcome, "detail", outcome))
+                    if outcome.result is not None:
+                        self._verdict(event, effect, key, outcome.result.verdict, outcome.result.description)
             case FileBlockerIssue():
                 self._file_blocker(event, effect, key, look_since)
             case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
                 assert_never(effect)
+
+    def _verdict(
+        self, event: EventEnvelope, effect: EvaluateMerge, key: str, verdict: str, text: str
+    ) -> None:
+        """Report a change of the gate's verdict on the PR, once (keyed by the effect and verdict)."""
+        repo_id = event.repository.id
+        previous = self.registry.gate_verdict(repo_id, effect.pr_number)
+        if previous == verdict:
+            return
+        data = MergeGateVerdictChanged.model_validate(
+            {
+                "pr_number": effect.pr_number,
+                "verdict": verdict,
+                "previous": previous,
+                "description": text[:140],
+            }
+        )
+        changed = make_event(
+            data,
+            event_id=gate_event_id(key, verdict),
+            at=self.clock(),
+            repository=Repository(id=repo_id, full_name=effect.repo_full_name),
+            correlation_id=event.delivery_id,
+            installation=effect.installation_id,
+            issue=effect.issue_number,
+        )
+        if not self.registry.change_verdict(repo_id, effect.pr_number, previous, changed):
+            logger.info("verdict on #%s changed meanwhile; %s not reported", effect.pr_number, verdict)
 
     def _file_blocker(
         self, event: EventEnvelope, effect: FileBlockerIssue, key: str, look_since: datetime | None

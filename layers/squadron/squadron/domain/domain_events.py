@@ -1,0 +1,423 @@
+"""Domain events: what a committed decision did, as versioned facts on the event bus — pure.
+
+One catalogue (:data:`CATALOGUE`) names every event: its EventBridge ``detail-type``
+(``<topic>.<what>.v1``) and the pydantic model of its ``data``. Every event shares one
+envelope (:class:`DomainEvent`): a deterministic id, the time of the decision, the stage
+(stamped by the publisher, which alone knows its bus), the installation, the repository,
+the issue, the agent, and the correlation id — the delivery whose decision it reports.
+
+The router derives a decision's events here (:func:`derive`) from what the decision read
+(the snapshot's agents and issue views) and what it decided (its effects), and commits them
+with the decision in the same transaction (:mod:`squadron.adapters.dynamo_registry`): an
+event exists only if its decision was committed, and a retry of the delivery resumes the
+committed decision instead of deciding (and deriving) again. The merge gate's verdict is
+known only when the gate judges, so its event is committed then, keyed by the effect
+(:func:`gate_event_id`). The JSON Schema of every event is checked in under
+``schemas/events/`` and registered in the stack's schema registry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.breakers import Limit
+from squadron.domain.effects import (
+    AddBlocker,
+    Effect,
+    LinkPullRequest,
+    RecordReview,
+    RemoveBlocker,
+    agent_writes,
+)
+from squadron.domain.events import EventEnvelope, RecoverAgent, TaskEnded
+
+#: The ``source`` of every event on the bus.
+SOURCE = "squadron"
+#: Events a decision can commit with its record (one TransactWriteItems holds 100 items).
+MAX_EVENTS_WITH_RECORD = 99
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _AgentData(_Data):
+    role: str = Field(max_length=64)
+    generation: int = Field(ge=1)
+    #: The status before (None: the agent was created by this decision).
+    previous_status: str | None = None
+
+
+class AgentStarted(_AgentData):
+    branch: str | None = None
+
+
+class AgentSlept(_AgentData):
+    blocked_by: tuple[int, ...] = ()
+
+
+class AgentWoke(_AgentData):
+    reason: str = ""
+
+
+class AgentEscalated(_AgentData):
+    reason: str = ""
+
+
+class AgentCompleted(_AgentData):
+    pr_number: int | None = None
+
+
+class AgentCancelled(_AgentData):
+    pass
+
+
+class BlockerRegistered(_Data):
+    #: ``issue`` is blocked by ``blocker``.
+    blocker: int = Field(ge=1)
+
+
+class BlockerResolved(_Data):
+    blocker: int = Field(ge=1)
+
+
+class PullRequestOpened(_Data):
+    pr_number: int = Field(ge=1)
+    branch: str | None = None
+    author: str | None = None
+
+
+class ReviewSubmitted(_Data):
+    pr_number: int = Field(ge=1)
+    reviewer: str
+    state: str
+    review_id: int = Field(ge=1)
+    commit_id: str | None = None
+
+
+Verdict = Literal["ready", "waiting", "blocked"]
+
+
+class MergeGateVerdictChanged(_Data):
+    pr_number: int = Field(ge=1)
+    verdict: Verdict
+    #: The verdict the gate gave this PR before (None: its first judgement).
+    previous: Verdict | None = None
+    description: str = Field(default="", max_length=140)
+
+
+class PullRequestMerged(_Data):
+    pr_number: int = Field(ge=1)
+    merge_commit_sha: str | None = None
+    head_ref: str | None = None
+    merged_by: str | None = None
+
+
+class BreakerWarned(_Data):
+    limit: Limit
+
+
+class BreakerTripped(_Data):
+    limit: Limit
+    reason: str = ""
+
+
+class UsageRecorded(_Data):
+    outcome: Literal["idle", "sleeping", "escalated", "failed"]
+    tool_calls: int = Field(ge=0)
+    turns: int = Field(ge=0)
+    iterations: int = Field(ge=0)
+    active_seconds: int = Field(ge=0)
+
+
+class RetrospectiveCompleted(_Data):
+    """A repository's retrospective ran (issue 20 builds its publisher)."""
+
+    window_start: datetime
+    window_end: datetime
+    proposals: int = Field(ge=0)
+    pull_request: int | None = None
+
+
+#: detail-type -> the model of its ``data``: the one catalogue.
+CATALOGUE: Mapping[str, type[_Data]] = {
+    "agent.started.v1": AgentStarted,
+    "agent.slept.v1": AgentSlept,
+    "agent.woke.v1": AgentWoke,
+    "agent.escalated.v1": AgentEscalated,
+    "agent.completed.v1": AgentCompleted,
+    "agent.cancelled.v1": AgentCancelled,
+    "blocker.registered.v1": BlockerRegistered,
+    "blocker.resolved.v1": BlockerResolved,
+    "pr.opened.v1": PullRequestOpened,
+    "review.submitted.v1": ReviewSubmitted,
+    "merge_gate.verdict_changed.v1": MergeGateVerdictChanged,
+    "pr.merged.v1": PullRequestMerged,
+    "breaker.warned.v1": BreakerWarned,
+    "breaker.tripped.v1": BreakerTripped,
+    "usage.recorded.v1": UsageRecorded,
+    "retrospective.completed.v1": RetrospectiveCompleted,
+}
+_TYPE_OF: Mapping[type[_Data], str] = {model: name for name, model in CATALOGUE.items()}
+
+
+class Repository(_Data):
+    id: int = Field(ge=1)
+    full_name: str = Field(min_length=3, max_length=256)
+
+
+class DomainEvent(BaseModel):
+    """The envelope every event carries (its ``detail`` on the bus, with ``data``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    detail_type: str = Field(exclude=True)
+    time: datetime
+    #: The deployment's stage; empty until the publisher stamps it.
+    stage: str = Field(default="", max_length=64)
+    installation: int | None = None
+    repository: Repository
+    issue: int | None = None
+    agent: str | None = None
+    #: The delivery whose committed decision this reports.
+    correlation_id: str = Field(min_length=1, max_length=200)
+    data: dict[str, Any]
+
+    def detail(self) -> dict[str, Any]:
+        """The event's ``detail`` as it goes on the bus."""
+        return self.model_dump(mode="json")
+
+    def stored(self) -> str:
+        """What the commit stores: the detail and its type (:meth:`from_stored` reads it back)."""
+        return json.dumps({**self.detail(), "detail_type": self.detail_type}, separators=(",", ":"))
+
+    @classmethod
+    def from_stored(cls, text: str | bytes) -> DomainEvent:
+        return cls.model_validate_json(text)
+
+    def published(self, stage: str) -> DomainEvent:
+        return self.model_copy(update={"stage": stage})
+
+
+def event_id(decision: str, index: int) -> str:
+    """The ``index``-th event of ``decision``: the same on every attempt (consumers dedupe by it)."""
+    return hashlib.sha256(f"event\x00{decision}\x00{index}".encode()).hexdigest()[:32]
+
+
+def gate_event_id(effect_key: str, verdict: str) -> str:
+    """The merge gate's verdict event of one outside effect (its :func:`~squadron.domain.effects.effect_key`)."""
+    return hashlib.sha256(f"gate\x00{effect_key}\x00{verdict}".encode()).hexdigest()[:32]
+
+
+def make_event(
+    data: _Data,
+    *,
+    event_id: str,
+    at: datetime,
+    repository: Repository,
+    correlation_id: str,
+    installation: int | None = None,
+    issue: int | None = None,
+    agent: str | None = None,
+) -> DomainEvent:
+    return DomainEvent(
+        id=event_id,
+        detail_type=_TYPE_OF[type(data)],
+        time=at,
+        installation=installation,
+        repository=repository,
+        issue=issue,
+        agent=agent,
+        correlation_id=correlation_id,
+        data=data.model_dump(mode="json"),
+    )
+
+
+# --- what a decision reports ------------------------------------------------------------------
+
+
+def _agent_change(agent: AgentRecord, before: AgentStatus | None) -> _Data | None:
+    """The event of an agent's status change, or None (a change no consumer is told about)."""
+    common: dict[str, Any] = {
+        "role": agent.role,
+        "generation": agent.generation,
+        "previous_status": None if before is None else before.value,
+    }
+    match agent.status:
+        case AgentStatus.CREATED | AgentStatus.ACTIVE if before in (
+            AgentStatus.SLEEPING,
+            AgentStatus.ESCALATED,
+        ):
+            return AgentWoke(**common, reason=agent.wake_reason or "")
+        case AgentStatus.CREATED if before in (None, AgentStatus.COMPLETED, AgentStatus.CANCELLED):
+            return AgentStarted(**common, branch=agent.branch)
+        case AgentStatus.SLEEPING:
+            return AgentSlept(**common, blocked_by=tuple(sorted(agent.blocked_by)))
+        case AgentStatus.ESCALATED:
+            return AgentEscalated(**common, reason=agent.escalation_reason or "")
+        case AgentStatus.COMPLETED:
+            return AgentCompleted(**common, pr_number=agent.pr_number)
+        case AgentStatus.CANCELLED:
+            return AgentCancelled(**common)
+        case _:
+            return None  # CREATED -> ACTIVE is the task beginning (the gateway's), not news
+
+
+def derive(
+    event: EventEnvelope,
+    *,
+    decision: str,
+    before: Iterable[AgentRecord],
+    blockers: Mapping[int, frozenset[int]],
+    linked_issues: Mapping[int, int | None],
+    effects: Sequence[Effect],
+    at: datetime,
+) -> tuple[DomainEvent, ...]:
+    """The domain events of one decision, in order.
+
+    ``before``: the agents the decision read; ``blockers``: each read issue's blockers;
+    ``linked_issues``: each read PR's linked issue. An event reports a change the decision
+    makes, so re-registering a known blocker, or a write that leaves a status as it was,
+    reports nothing.
+    """
+    repository = Repository(id=event.repository.id, full_name=event.repository.full_name)
+    found: list[tuple[_Data, int | None, str | None]] = []
+    status: dict[str, AgentStatus] = {a.agent_id: a.status for a in before}
+    effect_list = list(effects)
+    for write in agent_writes(effect_list):
+        record = write.record
+        old = status.get(record.agent_id)
+        if old is not record.status:
+            data = _agent_change(record, old)
+            if data is not None:
+                found.append((data, record.issue_number, record.agent_id))
+        status[record.agent_id] = record.status
+    known = {n: set(b) for n, b in blockers.items()}
+    for effect in effect_list:
+        agent = None
+        if isinstance(effect, AddBlocker | RemoveBlocker | LinkPullRequest) and effect.agent is not None:
+            agent = effect.agent.record.agent_id
+        match effect:
+            case AddBlocker(issue=issue, blocker=blocker) if blocker not in known.setdefault(issue, set()):
+                known[issue].add(blocker)
+                found.append((BlockerRegistered(blocker=blocker), issue, agent))
+            case RemoveBlocker(issue=issue, blocker=blocker) if blocker in known.get(issue, set()):
+                known[issue].discard(blocker)
+                found.append((BlockerResolved(blocker=blocker), issue, agent))
+            case LinkPullRequest(pr_number=pr, issue_number=issue, agent=linked) if linked is not None:
+                pull = event.pull_request
+                opened = PullRequestOpened(
+                    pr_number=pr,
+                    branch=linked.record.branch or (pull.head_ref if pull is not None else None),
+                    author=pull.author if pull is not None and pull.number == pr else None,
+                )
+                found.append((opened, issue, agent))
+            case RecordReview(pr_number=pr):
+                review = ReviewSubmitted(
+                    pr_number=pr,
+                    reviewer=effect.reviewer,
+                    state=effect.state,
+                    review_id=effect.review_id,
+                    commit_id=effect.commit_id,
+                )
+                found.append((review, linked_issues.get(pr), None))
+            case _:
+                pass
+    found += _from_event(event, linked_issues, effect_list)
+    return tuple(
+        make_event(
+            data,
+            event_id=event_id(decision, index),
+            at=at,
+            repository=repository,
+            correlation_id=event.delivery_id,
+            installation=event.installation_id,
+            issue=issue,
+            agent=agent,
+        )
+        for index, (data, issue, agent) in enumerate(found)
+    )
+
+
+def _written(effects: Sequence[Effect], agent_id: str) -> AgentRecord | None:
+    last = None
+    for write in agent_writes(effects):
+        if write.record.agent_id == agent_id:
+            last = write.record
+    return last
+
+
+def _from_event(
+    event: EventEnvelope, linked_issues: Mapping[int, int | None], effects: Sequence[Effect]
+) -> list[tuple[_Data, int | None, str | None]]:
+    """Events the delivery itself reports: a merge, a task's end (usage, breakers), a sleep breaker."""
+    out: list[tuple[_Data, int | None, str | None]] = []
+    pull = event.pull_request
+    if event.event == "pull_request" and event.action == "closed" and pull is not None and pull.merged:
+        merged = PullRequestMerged(
+            pr_number=pull.number,
+            merge_commit_sha=pull.merge_commit_sha,
+            head_ref=pull.head_ref,
+            merged_by=event.sender.login,
+        )
+        out.append((merged, linked_issues.get(pull.number), None))
+    command = event.command
+    if isinstance(command, TaskEnded):
+        record = _written(effects, command.agent_id)
+        if record is None:
+            return out  # the router refused the report (a superseded task): nothing was recorded
+        usage = command.usage
+        out.append(
+            (
+                UsageRecorded(
+                    outcome=command.outcome,
+                    tool_calls=usage.tool_calls,
+                    turns=usage.turns,
+                    iterations=usage.iterations,
+                    active_seconds=usage.active_seconds,
+                ),
+                record.issue_number,
+                record.agent_id,
+            )
+        )
+        for limit in usage.warned:
+            out.append((BreakerWarned(limit=limit), record.issue_number, record.agent_id))
+        if usage.tripped is not None:
+            tripped = BreakerTripped(limit=usage.tripped, reason=command.reason[:1000])
+            out.append((tripped, record.issue_number, record.agent_id))
+    elif isinstance(command, RecoverAgent) and command.action == "escalate":
+        record = _written(effects, command.agent_id)
+        if record is not None and record.status is AgentStatus.ESCALATED:
+            tripped = BreakerTripped(limit=Limit.SLEEP_DURATION, reason=command.reason[:1000])
+            out.append((tripped, record.issue_number, record.agent_id))
+    return out
+
+
+def json_schema(detail_type: str) -> dict[str, Any]:
+    """The JSON Schema of ``detail_type``'s ``detail`` (envelope and data), as checked in."""
+    data = CATALOGUE[detail_type]
+    template = "#/definitions/{model}"
+    envelope = DomainEvent.model_json_schema(mode="serialization", ref_template=template)
+    envelope["properties"].pop("detail_type", None)
+    envelope["required"] = [name for name in envelope["required"] if name != "detail_type"]
+    envelope["properties"]["data"] = {"$ref": template.format(model=data.__name__)}
+    definitions = envelope.pop("$defs", {})
+    data_schema = data.model_json_schema(mode="serialization", ref_template=template)
+    definitions.update(data_schema.pop("$defs", {}))
+    definitions[data.__name__] = data_schema
+    return {
+        # EventBridge's schema registry reads JSON Schema draft 4 (``definitions``, no ``$defs``).
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "title": detail_type,
+        "description": f"Squadron domain event {detail_type}: the EventBridge event's detail.",
+        **{k: v for k, v in envelope.items() if k not in ("title", "description")},
+        "definitions": definitions,
+    }

@@ -1,0 +1,167 @@
+"""Committed events through the registry's stream, the publisher, the bus and its rule to the
+event log, on moto; and ``squadron events tail`` reading them back (--repo, --json)."""
+
+from __future__ import annotations
+
+import io
+import json
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from squadron.adapters.dynamo_registry import EVENT_STREAM, TABLE_DEFINITION, DynamoRegistry
+from squadron.adapters.event_bus import EventBusPublisher, EventLog, StreamReader, committed_events
+from squadron.adapters.local_aws import provision_event_bus
+from squadron.adapters.operations import Target
+from squadron.cli import main
+from squadron.domain.agents import ConflictError
+from squadron.domain.domain_events import (
+    AgentSlept,
+    DomainEvent,
+    PullRequestMerged,
+    Repository,
+    event_id,
+    make_event,
+)
+from squadron.domain.effects import Decision
+from tests.support.lambdas import FakeLambdaContext, load_handler
+
+NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+TABLE = "registry"
+
+
+def _event(decision: str, index: int, repo: str, data: AgentSlept | PullRequestMerged) -> DomainEvent:
+    return make_event(
+        data,
+        event_id=event_id(decision, index),
+        at=NOW,
+        repository=Repository(id=1 if repo == "octo/shop" else 2, full_name=repo),
+        correlation_id=decision,
+        issue=38,
+        agent="1-38-feat-dev",
+    )
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
+    """A moto server (its in-process mock serves no DynamoDB Streams reads)."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for name, value in {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+    }.items():
+        monkeypatch.setenv(name, value)
+    reset = urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=10).close()  # noqa: S310 (loopback)
+    try:
+        boto3.client("dynamodb").create_table(
+            TableName=TABLE, StreamSpecification=EVENT_STREAM, **TABLE_DEFINITION
+        )
+        yield provision_event_bus(None)
+    finally:
+        server.stop()
+
+
+def _publish(bus: str) -> list[DomainEvent]:
+    stream = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    events = [event for _, event in committed_events(StreamReader(stream).poll())]
+    EventBusPublisher(bus, "ci").publish(events)
+    return events
+
+
+def test_only_committed_events_reach_the_bus_once_each(aws: tuple[str, str]) -> None:
+    bus, log_group = aws
+    registry = DynamoRegistry(TABLE)
+    slept = _event("d1", 0, "octo/shop", AgentSlept(role="feat-dev", generation=1, blocked_by=(42,)))
+    registry.commit([], Decision("d1", NOW, (), done=True), [slept])
+    with pytest.raises(ConflictError):  # a retry's commit stores nothing (nor its events again)
+        registry.commit([], Decision("d1", NOW, (), done=True), [slept])
+    published = _publish(bus)
+    assert [e.id for e in published] == [slept.id]  # the decision record and others are not events
+    logged = EventLog(log_group).read(0, set())
+    assert [(e.detail_type, e.detail["id"], e.detail["stage"]) for e in logged] == [
+        ("agent.slept.v1", slept.id, "ci")
+    ]
+    assert logged[0].detail["data"]["blocked_by"] == [42]
+
+
+def test_a_record_delivered_twice_is_shown_once(aws: tuple[str, str]) -> None:
+    bus, log_group = aws
+    merged = _event("d2", 0, "octo/shop", PullRequestMerged(pr_number=101, merged_by="alice"))
+    EventBusPublisher(bus, "ci").publish([merged, merged])  # a retried stream batch
+    assert len(EventLog(log_group).read(0, set())) == 1
+
+
+def test_a_decision_of_many_events_commits_them_with_its_record(aws: tuple[str, str]) -> None:
+    """Over 100 items in all: the writes go first, the events ride with the record."""
+    bus, _ = aws
+    registry = DynamoRegistry(TABLE)
+    events = [
+        _event("big", n, "octo/shop", AgentSlept(role="feat-dev", generation=1, blocked_by=(n + 1,)))
+        for n in range(150)
+    ]
+    registry.commit([], Decision("big", NOW, (), done=True), events)
+    assert sorted(e.id for e in _publish(bus)) == sorted(e.id for e in events)
+
+
+def test_events_tail_prints_one_line_per_event_of_the_repository(
+    aws: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bus, log_group = aws
+    publisher = EventBusPublisher(bus, "ci")
+    publisher.publish(
+        [
+            _event("d3", 0, "octo/shop", AgentSlept(role="feat-dev", generation=1, blocked_by=(42,))),
+            _event("d4", 0, "octo/other", PullRequestMerged(pr_number=7)),
+        ]
+    )
+    target = Target(table_name=TABLE, queue_url="q", dead_letter_queue_url="d", event_log_group=log_group)
+    monkeypatch.setattr("squadron.adapters.operations.stack_target", lambda *a, **k: target)
+    out = io.StringIO()
+    assert main(["events", "tail", "--repo", "octo/shop", "--once", "--since", "1000000"], out=out) == 0
+    (line,) = out.getvalue().splitlines()
+    assert "agent.slept.v1 octo/shop#38 1-38-feat-dev" in line and "blocked_by=[42]" in line
+    out = io.StringIO()
+    assert main(["events", "tail", "--json", "--once", "--since", "1000000"], out=out) == 0
+    details = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert {d["detail-type"] for d in details} == {"agent.slept.v1", "pr.merged.v1"}
+    assert all(d["stage"] == "ci" for d in details)
+
+
+def _stream_records() -> list[dict[str, object]]:
+    stream = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    return StreamReader(stream).poll()
+
+
+@pytest.mark.parametrize(
+    ("bus_exists", "published", "failed"),
+    [(True, 2, []), (False, 0, ["first"])],
+    ids=["both events published", "a refusal hands the stream back its first record"],
+)
+def test_the_publisher_lambda_publishes_the_stream_batch_or_reports_where_to_resume(
+    aws: tuple[str, str], monkeypatch: pytest.MonkeyPatch, bus_exists: bool, published: int, failed: list[str]
+) -> None:
+    bus, log_group = aws
+    monkeypatch.setenv("EVENT_BUS_NAME", bus if bus_exists else "no-such-bus")
+    monkeypatch.setenv("STAGE", "ci")
+    registry = DynamoRegistry(TABLE)
+    first = _event("d5", 0, "octo/shop", AgentSlept(role="feat-dev", generation=1))
+    second = _event("d5", 1, "octo/shop", PullRequestMerged(pr_number=9))
+    registry.commit([], Decision("d5", NOW, (), done=True), [first, second])
+    records = _stream_records()
+    module = load_handler("publisher")
+    module.publisher.cache_clear()
+    answer = module.handler({"Records": records}, FakeLambdaContext())
+    assert answer["published"] == published
+    sequences = {e.id: seq for seq, e in committed_events(records)}
+    assert [f["itemIdentifier"] for f in answer["batchItemFailures"]] == [sequences[first.id] for _ in failed]
+    assert len(EventLog(log_group).read(0, set())) == published

@@ -9,6 +9,7 @@ there by the local launcher, so the reconciler's DescribeTasks sees them).
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -187,7 +188,9 @@ def save_state(resources: LocalResources, path: Path) -> dict[str, int]:
     items: list[dict[str, Any]] = []
     for page in dynamodb.get_paginator("scan").paginate(TableName=resources.table_name):
         # Committed events were published already: restored, their inserts would publish them again.
-        items.extend(item for item in page["Items"] if item.get("entity", {}).get("S") != EVENT_ENTITY)
+        items.extend(
+            _to_json(item) for item in page["Items"] if item.get("entity", {}).get("S") != EVENT_ENTITY
+        )
     queues = {
         "events": _drain(resources.endpoint, resources.queue_url),
         "dead_letters": _drain(resources.endpoint, resources.dead_letter_queue_url),
@@ -204,13 +207,34 @@ def restore_state(resources: LocalResources, path: Path) -> dict[str, int]:
     state = json.loads(path.read_text(encoding="utf-8"))
     dynamodb = boto3.client("dynamodb", endpoint_url=resources.endpoint)
     for item in state["registry"]:
-        dynamodb.put_item(TableName=resources.table_name, Item=item)
+        dynamodb.put_item(TableName=resources.table_name, Item=_from_json(item))
     sqs = boto3.client("sqs", endpoint_url=resources.endpoint)
     urls = {"events": resources.queue_url, "dead_letters": resources.dead_letter_queue_url}
     for name, messages in state["queues"].items():
         for message in messages:
             sqs.send_message(QueueUrl=urls[name], **message)
     return {"items": len(state["registry"]), **{n: len(m) for n, m in state["queues"].items()}}
+
+
+def _to_json(value: Any) -> Any:
+    """A DynamoDB item as JSON can hold it: binary attributes (a decision's outbox) in base64."""
+    if isinstance(value, dict):
+        if set(value) == {"B"}:
+            return {"B64": base64.b64encode(bytes(value["B"])).decode("ascii")}
+        return {key: _to_json(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_to_json(inner) for inner in value]
+    return value
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"B64"}:
+            return {"B": base64.b64decode(value["B64"])}
+        return {key: _from_json(inner) for key, inner in value.items()}
+    if isinstance(value, list):
+        return [_from_json(inner) for inner in value]
+    return value
 
 
 def _drain(endpoint: str, queue_url: str) -> list[dict[str, Any]]:

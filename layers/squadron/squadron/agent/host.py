@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from squadron.adapters import confinement
 from squadron.adapters.confinement import AgentDirs, AgentUser
@@ -37,13 +37,14 @@ from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, syst
 from squadron.agent.tools import FrameworkTools, HostState
 from squadron.agent.writes import GatewayWrites
 from squadron.config.parse import ResolvedRole, SquadronConfig
-from squadron.domain import breakers
+from squadron.domain import breakers, task_ending
 from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
 from squadron.domain.events import TaskUsage
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
 from squadron.domain.shell_policy import refuse_shell
+from squadron.domain.task_ending import Outcome
 
 logger = logging.getLogger(__name__)
 
@@ -72,8 +73,8 @@ def _now() -> datetime:
 #: superseded: the gateway refused its launch (replaced, ended, expired); busy: another task holds
 #: the lease; sleeping: blocked, the router puts it to sleep; escalated: handed to humans; idle:
 #: the turn ended (report_complete), the agent waits ACTIVE without a task for the next event;
-#: failed: the host crashed (reported, so the reconciler relaunches it).
-Outcome = Literal["superseded", "busy", "sleeping", "escalated", "idle"]
+#: failed: the host crashed (reported, so the reconciler relaunches it). Decided in
+#: :mod:`squadron.domain.task_ending`.
 
 
 @dataclass(frozen=True)
@@ -102,12 +103,6 @@ def session_of(agent: AgentRecord, lifecycle: str) -> tuple[str, bool]:
         return f"{agent.session_id}-l{agent.counters.launches}", False
     return agent.session_id, agent.counters.launches > 1
 
-
-#: How a task's outcome is reported to the router (anything else: it goes idle).
-_REPORTED: dict[str, Literal["idle", "sleeping", "escalated"]] = {
-    "sleeping": "sleeping",
-    "escalated": "escalated",
-}
 
 #: Builds the agent's working copy once its user and directories are known (None: no checkout).
 WorkspaceFactory = Callable[[AgentUser, AgentDirs], WorkingCopy]
@@ -229,7 +224,8 @@ class AgentHost:
         """Give up the lease and tell the router how the task ended (also when it crashed)."""
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.door.release)
-        if result is not None and result.outcome in ("superseded", "busy"):
+        told = task_ending.reported(result.outcome if result is not None else None)
+        if told is None:
             return
         used = self.total_usage
         usage = TaskUsage(
@@ -250,10 +246,9 @@ class AgentHost:
                     finished=False,
                 )
             else:
-                outcome = _REPORTED.get(result.outcome, "idle")
                 await asyncio.to_thread(
                     self.door.task_ended,
-                    outcome,
+                    told,
                     usage=usage,
                     reason=result.detail,
                     summary=result.replies[-1] if result.replies else "",
@@ -408,16 +403,11 @@ class AgentHost:
 
     def _finish(self, agent: AgentRecord, replies: list[str]) -> HostResult:
         """After the session: sleep, escalate or go idle, saving the work first."""
-        if self.lease_lost:
-            return HostResult("superseded", "the lease was lost while working", tuple(replies))
-        if self.state.ending == "sleep":
-            saved = self._save_work(agent, f"WIP: {self.state.reason}")
-            return HostResult("sleeping", self.state.reason, tuple(replies), saved)
-        if self.state.ending == "escalate":
-            saved = self._save_work(agent, f"WIP: handed to humans: {self.state.reason}")
-            return HostResult("escalated", self.state.reason, tuple(replies), saved)
-        detail = self.state.reason if self.state.ending == "complete" else "the turn ended without a report"
-        return HostResult("idle", detail, tuple(replies))
+        ended = task_ending.task_outcome(
+            ending=self.state.ending, reason=self.state.reason, lease_lost=self.lease_lost
+        )
+        saved = self._save_work(agent, ended.save_as) if ended.save_as is not None else ""
+        return HostResult(ended.outcome, ended.detail, tuple(replies), saved)
 
     def _heed(self, assessment: breakers.Assessment) -> None:
         """A breaker verdict reached outside a tool call: warn at the next call, or stop the turn."""
@@ -429,14 +419,18 @@ class AgentHost:
     async def _follow_up(self, agent: AgentRecord) -> str | None:
         """The prompt after the model's turn ended: a summary when a breaker tripped, the news that
         came meanwhile, or None to end the session."""
-        if self.lease_lost:
-            return None
-        if self.usage.tripped is not None and self.state.ending not in ("escalate", "sleep"):
-            self.state.ending = "escalate"
-            self.state.reason = self.usage.trip_reason or "circuit breaker"
+        decided = task_ending.after_turn(
+            ending=self.state.ending,
+            reason=self.state.reason,
+            lease_lost=self.lease_lost,
+            tripped=self.usage.tripped,
+            trip_reason=self.usage.trip_reason or "",
+        )
+        self.state.ending, self.state.reason = decided.ending, decided.reason
+        if decided.step == task_ending.SUMMARIZE:
             self.stop.clear()  # the summary turn runs (tools stay denied)
             return SUMMARY_PROMPT.format(reason=self.state.reason)
-        if self.state.ending in (None, "complete") and await self._news():
+        if decided.step == task_ending.CHECK_NEWS and await self._news():
             # News arrived while this task ran (the router only wakes agents without a task).
             self.state.ending = None
             if self.linger_seconds > 0:

@@ -1,0 +1,81 @@
+"""How an agent's task ends, decided in the pure core (the agent host only carries it out).
+
+When the model's turn ends the host asks :func:`after_turn` what comes next: hand over (the
+lease is gone), ask the model for a summary for the humans (a breaker tripped), look for news
+that came while it worked (the only step that needs I/O: :data:`CHECK_NEWS`), or end. When the
+session is over, :func:`task_outcome` says how the task ended, what to save of the work first,
+and :func:`reported` what the router is told (its ``task_ended`` command); the router then
+idles, sleeps or escalates the agent (:mod:`squadron.domain.routing.commands`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+#: What the model said it is doing with its turn (its ending tool), None while it works.
+Ending = Literal["sleep", "escalate", "complete"] | None
+#: How the task ended (the host's result); superseded and busy tell the router nothing.
+Outcome = Literal["superseded", "busy", "sleeping", "escalated", "idle"]
+
+NextStep = Literal["end", "summarize", "check_news"]
+END: Final = "end"
+SUMMARIZE: Final = "summarize"
+CHECK_NEWS: Final = "check_news"
+
+
+@dataclass(frozen=True)
+class AfterTurn:
+    """What comes after the model's turn, and the ending and reason it leaves."""
+
+    step: NextStep
+    ending: Ending
+    reason: str
+
+
+def after_turn(
+    *, ending: Ending, reason: str, lease_lost: bool, tripped: str | None, trip_reason: str
+) -> AfterTurn:
+    """The next step once the model's turn ended.
+
+    A lost lease ends at once (another task holds the agent). A breaker that tripped while the
+    model was not already asleep or escalating turns the ending into an escalation, and the
+    model writes its summary for the humans (its tools stay denied). A turn that ended with a
+    report, or with nothing, looks for news that came meanwhile. Anything else ends.
+    """
+    if lease_lost:
+        return AfterTurn(END, ending, reason)
+    if tripped is not None and ending not in ("escalate", "sleep"):
+        return AfterTurn(SUMMARIZE, "escalate", trip_reason or "circuit breaker")
+    if ending in (None, "complete"):
+        return AfterTurn(CHECK_NEWS, ending, reason)
+    return AfterTurn(END, ending, reason)
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    outcome: Outcome
+    detail: str
+    #: The commit message to save the work in progress under first (None: nothing to save).
+    save_as: str | None = None
+
+
+def task_outcome(*, ending: Ending, reason: str, lease_lost: bool) -> TaskOutcome:
+    """How the task ended once the session is over."""
+    if lease_lost:
+        return TaskOutcome("superseded", "the lease was lost while working")
+    if ending == "sleep":
+        return TaskOutcome("sleeping", reason, f"WIP: {reason}")
+    if ending == "escalate":
+        return TaskOutcome("escalated", reason, f"WIP: handed to humans: {reason}")
+    return TaskOutcome("idle", reason if ending == "complete" else "the turn ended without a report")
+
+
+def reported(outcome: Outcome | None) -> Literal["idle", "sleeping", "escalated", "failed"] | None:
+    """What the router is told: None for a task that crashed is ``failed``; nothing is said for
+    a superseded task (its successor speaks) or one that found its agent busy."""
+    if outcome is None:
+        return "failed"
+    if outcome in ("superseded", "busy"):
+        return None
+    return outcome if outcome in ("sleeping", "escalated") else "idle"

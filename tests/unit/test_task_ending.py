@@ -1,0 +1,125 @@
+"""How an agent's task ends, as tables: the host's decisions without the Copilot CLI."""
+
+from __future__ import annotations
+
+import pytest
+
+from squadron.domain.task_ending import (
+    CHECK_NEWS,
+    END,
+    SUMMARIZE,
+    AfterTurn,
+    Ending,
+    Outcome,
+    TaskOutcome,
+    after_turn,
+    reported,
+    task_outcome,
+)
+
+AFTER_TURN: list[tuple[str, Ending, bool, str | None, AfterTurn]] = [
+    # (id, the model's ending, lease lost, breaker tripped, what comes next)
+    ("a turn that ended with nothing looks for news", None, False, None, AfterTurn(CHECK_NEWS, None, "why")),
+    ("a completed turn looks for news", "complete", False, None, AfterTurn(CHECK_NEWS, "complete", "why")),
+    ("a blocked agent ends (it sleeps)", "sleep", False, None, AfterTurn(END, "sleep", "why")),
+    ("an agent asking for humans ends", "escalate", False, None, AfterTurn(END, "escalate", "why")),
+    ("a lost lease ends at once", None, True, None, AfterTurn(END, None, "why")),
+    ("a lost lease ends even with a tripped breaker", None, True, "turns", AfterTurn(END, None, "why")),
+    (
+        "a tripped breaker asks for a summary and escalates",
+        None,
+        False,
+        "turns",
+        AfterTurn(SUMMARIZE, "escalate", "turns reached 20 of 20"),
+    ),
+    (
+        "a tripped breaker after a report still escalates",
+        "complete",
+        False,
+        "tool_calls",
+        AfterTurn(SUMMARIZE, "escalate", "turns reached 20 of 20"),
+    ),
+    (
+        "a tripped breaker while going to sleep: it sleeps",
+        "sleep",
+        False,
+        "turns",
+        AfterTurn(END, "sleep", "why"),
+    ),
+    (
+        "a tripped breaker while escalating: no second summary",
+        "escalate",
+        False,
+        "turns",
+        AfterTurn(END, "escalate", "why"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("ending", "lease_lost", "tripped", "expected"),
+    [c[1:] for c in AFTER_TURN],
+    ids=[c[0] for c in AFTER_TURN],
+)
+def test_after_the_models_turn(
+    ending: Ending, lease_lost: bool, tripped: str | None, expected: AfterTurn
+) -> None:
+    got = after_turn(
+        ending=ending,
+        reason="why",
+        lease_lost=lease_lost,
+        tripped=tripped,
+        trip_reason="turns reached 20 of 20",
+    )
+    assert got == expected
+
+
+def test_a_trip_without_a_reason_still_says_what_stopped_it() -> None:
+    got = after_turn(ending=None, reason="", lease_lost=False, tripped="turns", trip_reason="")
+    assert got == AfterTurn(SUMMARIZE, "escalate", "circuit breaker")
+
+
+OUTCOMES: list[tuple[str, Ending, bool, TaskOutcome]] = [
+    (
+        "asleep: the work is saved first",
+        "sleep",
+        False,
+        TaskOutcome("sleeping", "blocked by #12", "WIP: blocked by #12"),
+    ),
+    (
+        "escalated: saved for the humans",
+        "escalate",
+        False,
+        TaskOutcome("escalated", "blocked by #12", "WIP: handed to humans: blocked by #12"),
+    ),
+    ("completed: idle with its report", "complete", False, TaskOutcome("idle", "blocked by #12")),
+    ("nothing said: idle, and says so", None, False, TaskOutcome("idle", "the turn ended without a report")),
+    (
+        "a lost lease: superseded, nothing saved",
+        "escalate",
+        True,
+        TaskOutcome("superseded", "the lease was lost while working"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("ending", "lease_lost", "expected"), [c[1:] for c in OUTCOMES], ids=[c[0] for c in OUTCOMES]
+)
+def test_how_the_task_ended(ending: Ending, lease_lost: bool, expected: TaskOutcome) -> None:
+    assert task_outcome(ending=ending, reason="blocked by #12", lease_lost=lease_lost) == expected
+
+
+@pytest.mark.parametrize(
+    ("outcome", "told"),
+    [
+        (None, "failed"),  # the host crashed: the reconciler relaunches it
+        ("superseded", None),  # its successor speaks for the agent
+        ("busy", None),
+        ("sleeping", "sleeping"),
+        ("escalated", "escalated"),
+        ("idle", "idle"),
+    ],
+)
+def test_what_the_router_is_told(outcome: Outcome | None, told: str | None) -> None:
+    assert reported(outcome) == told

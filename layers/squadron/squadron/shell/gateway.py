@@ -68,6 +68,7 @@ from squadron.domain.events import (
     EventEnvelope,
     IssueNumber,
     RegisterBlocker,
+    SquadronCommand,
     TaskEnded,
     TaskUsage,
     command_envelope,
@@ -670,21 +671,26 @@ class AgentGateway:
             AgentSubmittedReview: lambda a: f"review-{a.review.id}",
             AgentPostedStatus: lambda a: f"status-{a.status.sha[:12]}-{a.status.state}",
         }[type(action)](action)
-        envelope = command_envelope(
-            action,
-            repository={"id": agent.repo_id, "full_name": agent.repo_full_name, "default_branch": None},
-            installation_id=agent.installation_id,
-            delivery_id=f"agent-{launch_token}-{subject}",
-            now=self.clock(),
-            origin="agent",
-        ).model_copy(
-            update={"source_agent": agent.agent_id, "sender": Actor(login=self.bot_login, id=0, type="Bot")}
-        )
+        envelope = self._stamped(agent, action, f"agent-{launch_token}-{subject}")
         try:
             envelope.to_message()
         except EnvelopeError as exc:
             raise LaunchRefusedError("invalid_request", str(exc)) from exc
         self.queue.send(envelope)
+
+    def _stamped(self, agent: AgentRecord, command: SquadronCommand, delivery_id: str) -> EventEnvelope:
+        """``command`` as the envelope of ``agent``'s task: its repository, installation and id
+        stamped from the verified record, the App as sender, the agent as verified source."""
+        return command_envelope(
+            command,
+            repository={"id": agent.repo_id, "full_name": agent.repo_full_name, "default_branch": None},
+            installation_id=agent.installation_id,
+            delivery_id=delivery_id,
+            now=self.clock(),
+            origin="agent",
+        ).model_copy(
+            update={"source_agent": agent.agent_id, "sender": Actor(login=self.bot_login, id=0, type="Bot")}
+        )
 
     def _model_key(self, request: ModelKey) -> Answer:
         agent = self._verified(request)
@@ -715,12 +721,6 @@ class AgentGateway:
         self, agent: AgentRecord, launch_token: str, message: Pushed | Blocker | Ended
     ) -> EventEnvelope:
         """The envelope ``agent``'s task may put on events.fifo for ``message``, or refused."""
-        repository = {
-            "id": agent.repo_id,
-            "full_name": agent.repo_full_name,
-            "default_branch": None,
-        }
-        now = self.clock()
         match message:
             case Pushed():
                 return self._pushed(agent, launch_token)
@@ -757,17 +757,7 @@ class AgentGateway:
                     finished=message.finished,
                 )
                 what = "ended"
-        envelope = command_envelope(
-            command,
-            repository=repository,
-            installation_id=agent.installation_id,
-            delivery_id=f"cmd-{launch_token}-{what}",
-            now=now,
-            origin="agent",
-        )
-        return envelope.model_copy(
-            update={"source_agent": agent.agent_id, "sender": Actor(login=self.bot_login, id=0, type="Bot")}
-        )
+        return self._stamped(agent, command, f"cmd-{launch_token}-{what}")
 
     def _client(self, agent: AgentRecord, permissions: Mapping[str, str]) -> GitHubClient:
         """GitHub as ``agent``'s role (the caller from its record), with a token narrowed to ``permissions``."""
@@ -798,16 +788,8 @@ class AgentGateway:
             raise LaunchRefusedError("github_refused", str(exc)) from exc
         if pull.head_ref != agent.branch:
             raise LaunchRefusedError("forbidden", f"PR #{pull.number} is not from {agent.branch}")
-        action = AgentPushedCommits(pull_request=pull)
-        return command_envelope(
-            action,
-            repository={"id": agent.repo_id, "full_name": agent.repo_full_name, "default_branch": None},
-            installation_id=agent.installation_id,
-            delivery_id=f"agent-{launch_token}-push-{pull.head_sha[:12]}",
-            now=self.clock(),
-            origin="agent",
-        ).model_copy(
-            update={"source_agent": agent.agent_id, "sender": Actor(login=self.bot_login, id=0, type="Bot")}
+        return self._stamped(
+            agent, AgentPushedCommits(pull_request=pull), f"agent-{launch_token}-push-{pull.head_sha[:12]}"
         )
 
     def _metrics(self, request: PublishMetrics) -> Answer:

@@ -308,6 +308,10 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
         A38,
     )
     assert isinstance(ended.command, TaskEnded) and ended.command.outcome == "idle"
+    # What the task cost: the tokens of every model call, as the SDK reported them (the scripted
+    # model answers 1 in, 1 out per call; the CLI makes calls of its own besides the turns).
+    (spent,) = ended.command.usage.tokens
+    assert spent.model == "claude-sonnet-4.5" and spent.input_tokens == spent.output_tokens > 0
     agent = stack.agent()
     assert (agent.status, agent.task_arn, agent.lease_owner) == (AgentStatus.ACTIVE, None, None)  # idle
     assert agent.launch_secret_hash is None  # the launch ended: its secret opens nothing now

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from squadron.domain.agents import AgentRecord, AgentStatus, BreakerCounters, InboxItem, RoleKind
+from squadron.domain.usage import ModelTokens
 from squadron.operator_view import age, agent_detail, agent_row, dead_letter_table, status_table
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -64,6 +65,7 @@ def test_the_status_table_lists_live_agents_first_with_what_they_wait_for() -> N
         "TOOLS",
         "TURNS",
         "ACTIVE",
+        "COST",
     ]
     assert [line.split()[0] for line in lines[1:5]] == [
         "1-pm",
@@ -73,8 +75,8 @@ def test_the_status_table_lists_live_agents_first_with_what_they_wait_for() -> N
     ]
     assert "ACTIVE (idle)" in lines[1] and "ACTIVE (running)" in lines[2]
     assert "#3, #5" in lines[3] and "#9" in lines[4]
-    assert lines[2].split()[-3:] == ["12", "3", "95s"]
-    assert lines[-1] == "4 agents: 2 active, 1 sleeping, 1 completed"
+    assert lines[2].split()[-4:] == ["12", "3", "95s", "$0.0017"]  # 95 s of task time
+    assert "4 agents: 2 active, 1 sleeping, 1 completed" in lines
     assert status_table([], NOW) == "no agents\n"
 
 
@@ -113,3 +115,25 @@ def test_the_dead_letters_in_lines() -> None:
         dead_letter_table([message])
         == "m1  group 1#2  issues.closed  delivery d  received 5x  sent t\n1 messages\n"
     )
+
+
+def test_status_shows_what_each_agent_and_issue_cost_tree_included() -> None:
+    sonnet = ModelTokens(model="claude-sonnet-4.5", input_tokens=1_000_000, output_tokens=100_000)
+    agents = [
+        record(
+            4, AgentStatus.SLEEPING, blocked_by=frozenset({5}), counters=BreakerCounters(tokens=(sonnet,))
+        ),
+        record(5, AgentStatus.ACTIVE, counters=BreakerCounters(tokens=(sonnet,), active_seconds=3600)),
+        record(
+            6,
+            AgentStatus.ACTIVE,
+            counters=BreakerCounters(tokens=(ModelTokens(model="house-llm", input_tokens=5),)),
+        ),
+    ]
+    table = status_table(agents, NOW)
+    assert "  octo/shop#4  $4.50  (with its blockers $9.06)" in table  # 3 + 1.5; and #5's 4.50 + 0.0634
+    assert "  octo/shop#5  $4.56" in table
+    assert "  octo/shop#6  $0.00+?" in table
+    assert "no price for house-llm" in table
+    row = agent_row(agents[1], NOW)
+    assert row["cost_usd"] == {"tokens": 4.5, "task": 0.0634, "total": 4.5634, "unpriced_models": []}

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
+from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, cost_of, tree_cost, usd
 
 #: Live first, then the ones that wait, then the finished.
 STATUS_ORDER = {
@@ -30,6 +31,7 @@ COLUMNS = (
     "TOOLS",
     "TURNS",
     "ACTIVE",
+    "COST",
 )
 
 
@@ -64,7 +66,17 @@ def agent_row(agent: AgentRecord, now: datetime) -> dict[str, Any]:
         "age_seconds": max(0, int((now - agent.created_at).total_seconds())),
         "updated_at": agent.updated_at.isoformat(),
         "counters": agent.counters.model_dump(),
+        "cost_usd": _cost_json(agent_cost(agent)),
         "escalation_reason": agent.escalation_reason,
+    }
+
+
+def _cost_json(cost: Cost) -> dict[str, Any]:
+    return {
+        "tokens": round(cost.tokens_usd, 6),
+        "task": round(cost.task_usd, 6),
+        "total": round(cost.total_usd, 6),
+        "unpriced_models": sorted(cost.unpriced),
     }
 
 
@@ -74,8 +86,54 @@ def sort_agents(agents: Iterable[AgentRecord]) -> list[AgentRecord]:
     )
 
 
-def status_table(agents: Sequence[AgentRecord], now: datetime) -> str:
-    """One line per agent under a header, then a count per status."""
+def agent_cost(agent: AgentRecord, prices: PriceTable = DEFAULT_PRICES) -> Cost:
+    return cost_of(agent.counters.tokens, agent.counters.active_seconds, prices)
+
+
+def _cost_cell(cost: Cost) -> str:
+    return usd(cost.total_usd) + ("+?" if cost.unpriced else "")
+
+
+def issue_costs(
+    agents: Sequence[AgentRecord], prices: PriceTable = DEFAULT_PRICES
+) -> dict[tuple[str, int], tuple[Cost, Cost]]:
+    """Per (repository, issue): what its agents cost, and with the issues blocking it (its tree).
+
+    The tree follows the blockers the agents' records name (the open ones: a closed blocker
+    drops out of a record, so a finished tree counts its issues only while they block).
+    """
+    per_issue: dict[str, dict[int, Cost]] = {}
+    blocked_by: dict[str, dict[int, set[int]]] = {}
+    for agent in agents:
+        if agent.issue_number is None:
+            continue
+        repo = agent.repo_full_name
+        issues = per_issue.setdefault(repo, {})
+        issues[agent.issue_number] = issues.get(agent.issue_number, Cost()) + agent_cost(agent, prices)
+        blocked_by.setdefault(repo, {}).setdefault(agent.issue_number, set()).update(agent.blocked_by)
+    return {
+        (repo, number): (cost, tree_cost(number, issues, blocked_by.get(repo, {})))
+        for repo, issues in sorted(per_issue.items())
+        for number, cost in sorted(issues.items())
+    }
+
+
+def cost_lines(agents: Sequence[AgentRecord], prices: PriceTable = DEFAULT_PRICES) -> list[str]:
+    """ "cost per issue" lines: each issue's agents, and with the issues blocking it."""
+    lines = []
+    for (repo, number), (own, tree) in issue_costs(agents, prices).items():
+        line = f"  {repo}#{number}  {_cost_cell(own)}"
+        if tree.total_usd != own.total_usd:
+            line += f"  (with its blockers {_cost_cell(tree)})"
+        lines.append(line)
+    unpriced = sorted({m for a in agents for m in agent_cost(a, prices).unpriced})
+    if unpriced:
+        lines.append(f"  +? no price for {', '.join(unpriced)} (not counted)")
+    return ["cost per issue:", *lines] if lines else []
+
+
+def status_table(agents: Sequence[AgentRecord], now: datetime, prices: PriceTable = DEFAULT_PRICES) -> str:
+    """One line per agent under a header, a count per status, then the cost per issue."""
     if not agents:
         return "no agents\n"
     rows = [
@@ -91,6 +149,7 @@ def status_table(agents: Sequence[AgentRecord], now: datetime) -> str:
             str(a.counters.tool_calls),
             str(a.counters.turns),
             f"{a.counters.active_seconds}s",
+            _cost_cell(agent_cost(a, prices)),
         )
         for a in sort_agents(agents)
     ]
@@ -105,7 +164,8 @@ def status_table(agents: Sequence[AgentRecord], now: datetime) -> str:
     summary = ", ".join(
         f"{n} {s.lower()}" for s, n in sorted(counts.items(), key=lambda i: STATUS_ORDER[AgentStatus(i[0])])
     )
-    return "\n".join(lines) + f"\n{len(agents)} agents: {summary}\n"
+    costs = cost_lines(agents, prices)
+    return "\n".join([*lines, f"{len(agents)} agents: {summary}", *costs]) + "\n"
 
 
 def agent_detail(agent: AgentRecord, inbox: Sequence[InboxItem], now: datetime) -> str:
@@ -143,6 +203,15 @@ def agent_detail(agent: AgentRecord, inbox: Sequence[InboxItem], now: datetime) 
             f"{c.tool_calls} tool calls, {c.turns} turns, {c.iterations} iterations, {c.active_seconds}s active, "
             f"{c.launches} launches, {c.wakes} wakes, {c.recoveries} recoveries, "
             f"{c.ci_failures} CI failures, {c.rejections} rejections",
+        ),
+        (
+            "cost",
+            f"{_cost_cell(agent_cost(agent))} ("
+            + (
+                ", ".join(f"{t.model}: {t.input_tokens} in, {t.output_tokens} out" for t in c.tokens)
+                or "no tokens"
+            )
+            + f", {c.active_seconds}s of task time)",
         ),
     ]
     width = max(len(name) for name, _ in fields)

@@ -51,6 +51,8 @@ class SessionRequest:
     working_directory: str | None = None
     #: Called at the start of every model turn (the breakers count turns).
     on_turn: Callable[[], None] | None = None
+    #: Called with (model, input tokens, output tokens) for every model call, as the SDK reports it.
+    on_usage: Callable[[str, int, int], None] | None = None
     #: Set by the host (a breaker timer, a lost lease) to abort the prompt in flight.
     stop: asyncio.Event | None = None
     #: When resuming: the prompt for a fresh session if the saved one is not there (the task that
@@ -134,7 +136,8 @@ class CopilotRuntime:
             options["system_message"] = {"mode": "append", "content": request.system_prompt}
             session, first, mode = await _open(client, request, options)
             self.session_start = (mode, time.perf_counter() - opening)
-            unsubscribe = session.on(_turn_counter(request.on_turn)) if request.on_turn else None
+            listening = request.on_turn is not None or request.on_usage is not None
+            unsubscribe = session.on(_listener(request.on_turn, request.on_usage)) if listening else None
             replies: list[str] = []
             prompt: str | None = first
             try:
@@ -199,10 +202,22 @@ async def _send(session: CopilotSession, prompt: str, request: SessionRequest) -
     return str(content or "")
 
 
-def _turn_counter(on_turn: Callable[[], None]) -> Callable[[Any], None]:
+def _listener(
+    on_turn: Callable[[], None] | None, on_usage: Callable[[str, int, int], None] | None
+) -> Callable[[Any], None]:
+    """Turn starts (the breakers count them) and each model call's tokens (what the task cost)."""
+
     def handle(event: Any) -> None:
         if event.type == SessionEventType.ASSISTANT_TURN_START and not getattr(event, "agent_id", None):
-            on_turn()
+            if on_turn is not None:
+                on_turn()
+        elif event.type == SessionEventType.ASSISTANT_USAGE and on_usage is not None:
+            data = event.data
+            on_usage(
+                str(getattr(data, "model", "") or "unknown"),
+                int(getattr(data, "input_tokens", 0) or 0),
+                int(getattr(data, "output_tokens", 0) or 0),
+            )
 
     return handle
 

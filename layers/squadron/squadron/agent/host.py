@@ -45,6 +45,7 @@ from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
 from squadron.domain.shell_policy import refuse_shell
 from squadron.domain.task_ending import Outcome
+from squadron.domain.usage import ModelTokens, add_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,8 @@ class AgentHost:
         #: What the task's GitHub transport sent (drained into the metrics when it ends).
         self.github_traffic = github_traffic
         self.active_seconds = 0.0
+        #: Tokens per model over the whole task, as the SDK reports each model call.
+        self.tokens: dict[str, tuple[int, int]] = {}
         #: What the current batch of work has used (what the breakers limit) ...
         self.usage = Usage()
         #: ... and what earlier batches of this task used: a lingering PM's every batch of news
@@ -233,6 +236,12 @@ class AgentHost:
             turns=used.turns,
             iterations=used.iterations,
             active_seconds=int(self.active_seconds),
+            tokens=add_tokens(
+                (),
+                tuple(
+                    ModelTokens(model=m, input_tokens=i, output_tokens=o) for m, (i, o) in self.tokens.items()
+                ),
+            ),
             warned=tuple(sorted(used.warned)),
             tripped=used.tripped,
         )
@@ -257,6 +266,11 @@ class AgentHost:
                 )
         except Exception as exc:  # the reconciler notices a task that ended without a word
             logger.error("%s: the end of the task was not reported: %s", self.agent_id, exc)
+
+    def _count_tokens(self, model: str, input_tokens: int, output_tokens: int) -> None:
+        """One model call's tokens (called by the SDK's event thread)."""
+        before = self.tokens.get(model[:100] or "unknown", (0, 0))
+        self.tokens[model[:100] or "unknown"] = (before[0] + input_tokens, before[1] + output_tokens)
 
     def _stop(self) -> None:
         """Abort the prompt in flight (safe from any thread: SDK callbacks may run off the loop)."""
@@ -348,6 +362,7 @@ class AgentHost:
                     timeout_seconds=self.timeout_seconds,
                     working_directory=str(self.working_copy.path) if self.working_copy else None,
                     on_turn=on_turn,
+                    on_usage=self._count_tokens,
                     stop=self.stop,
                     lost_prompt=self._lost_prompt(agent, prompt) if resume else None,
                 ),

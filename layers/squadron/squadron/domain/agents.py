@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from squadron.domain.usage import ModelTokens
 from squadron.errors import SquadronError
 
 
@@ -146,6 +147,8 @@ class BreakerCounters(BaseModel):
     turns: int = 0
     iterations: int = 0
     active_seconds: int = 0
+    #: Tokens per model over the agent's life (what it cost: :mod:`squadron.domain.cost`).
+    tokens: tuple[ModelTokens, ...] = ()
     launches: int = 0
     wakes: int = 0
     #: Relaunches by the reconciler after the agent's task died, since its last task that ran to

@@ -37,6 +37,7 @@ from squadron.domain.effects import (
     agent_writes,
 )
 from squadron.domain.events import EventEnvelope, RecoverAgent, TaskEnded
+from squadron.domain.usage import ModelTokens
 
 #: The ``source`` of every event on the bus.
 SOURCE = "squadron"
@@ -135,6 +136,9 @@ class UsageRecorded(_Data):
     turns: int = Field(ge=0)
     iterations: int = Field(ge=0)
     active_seconds: int = Field(ge=0)
+    #: The tokens each model read and wrote in this task (price them with your own table, or read
+    #: the cost `squadron status` shows).
+    tokens: tuple[ModelTokens, ...] = ()
 
 
 class RetrospectiveCompleted(_Data):
@@ -383,6 +387,7 @@ def _from_event(
                     turns=usage.turns,
                     iterations=usage.iterations,
                     active_seconds=usage.active_seconds,
+                    tokens=usage.tokens,
                 ),
                 record.issue_number,
                 record.agent_id,

@@ -22,6 +22,7 @@ from squadron.domain.breakers import Limit
 from squadron.domain.routed import ROUTED_EVENTS as ROUTED_EVENTS  # noqa: PLC0414
 from squadron.domain.routed import performed_by_app as performed_by_app  # noqa: PLC0414
 from squadron.domain.routed import routing_interest as routing_interest  # noqa: PLC0414
+from squadron.domain.usage import MAX_MODELS, ModelTokens
 from squadron.errors import SquadronError
 
 ENVELOPE_SCHEMA_VERSION: Literal[1] = 1
@@ -258,6 +259,8 @@ class TaskUsage(_Model):
     #: tripped, if any: each becomes a domain event when the router records the task's end.
     warned: tuple[Limit, ...] = Field(default=(), max_length=len(Limit))
     tripped: Limit | None = None
+    #: The tokens each model read and wrote (what the task cost, priced by the router's table).
+    tokens: tuple[ModelTokens, ...] = Field(default=(), max_length=MAX_MODELS)
 
 
 class TaskEnded(_Model):

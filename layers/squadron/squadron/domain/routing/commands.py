@@ -43,6 +43,7 @@ from squadron.domain.routing.builders import (
 )
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, Snapshot
+from squadron.domain.usage import add_tokens
 
 
 def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -232,6 +233,7 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
             "turns": agent.counters.turns + used.turns,
             "iterations": agent.counters.iterations + used.iterations,
             "active_seconds": agent.counters.active_seconds + used.active_seconds,
+            "tokens": add_tokens(agent.counters.tokens, used.tokens),
             "recoveries": 0 if command.finished else agent.counters.recoveries,
         }
     )

@@ -1,0 +1,118 @@
+"""Cost per agent, issue and issue tree: tokens per model and task time, priced by a table."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from copilot.generated.session_events import SessionEventType
+
+from squadron.adapters.copilot import _listener
+from squadron.domain.cost import DEFAULT_PRICES, Cost, ModelPrice, PriceTable, cost_of, tree_cost, usd
+from squadron.domain.effects import AgentWrite
+from squadron.domain.events import TaskUsage
+from squadron.domain.usage import MAX_MODELS, ModelTokens, add_tokens
+from tests.support.world import World
+from tests.unit.test_task_ended_routing import ended, working
+
+A38 = "1-38-feat-dev"
+
+
+def tokens(model: str, i: int, o: int) -> ModelTokens:
+    return ModelTokens(model=model, input_tokens=i, output_tokens=o)
+
+
+PRICES = [
+    # (id, model, the price found)
+    (
+        "a prefix entry",
+        "claude-sonnet-4.5",
+        ModelPrice(input_usd_per_million=3.0, output_usd_per_million=15.0),
+    ),
+    (
+        "the longest prefix wins",
+        "gpt-4.1-mini",
+        ModelPrice(input_usd_per_million=0.4, output_usd_per_million=1.6),
+    ),
+    ("an exact entry", "house", ModelPrice(input_usd_per_million=9.0, output_usd_per_million=9.0)),
+    ("unknown", "llama-3", None),
+]
+TABLE = PriceTable(
+    models={
+        **DEFAULT_PRICES.models,
+        "gpt-4.1-mini*": ModelPrice(input_usd_per_million=0.4, output_usd_per_million=1.6),
+        "house": ModelPrice(input_usd_per_million=9.0, output_usd_per_million=9.0),
+    },
+    task_usd_per_hour=0.10,
+)
+
+
+@pytest.mark.parametrize(("model", "expected"), [p[1:] for p in PRICES], ids=[p[0] for p in PRICES])
+def test_a_model_is_priced_exactly_else_by_its_longest_prefix(
+    model: str, expected: ModelPrice | None
+) -> None:
+    assert TABLE.price_of(model) == expected
+
+
+def test_tokens_and_task_time_are_priced_and_an_unknown_model_is_named_not_free() -> None:
+    cost = cost_of([tokens("house", 2_000_000, 1_000_000), tokens("llama-3", 10, 0)], 1800, TABLE)
+    assert cost == Cost(tokens_usd=27.0, task_usd=0.05, unpriced=frozenset({"llama-3"}))
+    assert cost.total_usd == pytest.approx(27.05)
+    assert cost_of([tokens("llama-3", 0, 0)], 0, TABLE).unpriced == frozenset()  # nothing used
+
+
+def test_a_tree_counts_each_blocking_issue_once_even_in_a_cycle() -> None:
+    per_issue = {1: Cost(1.0), 2: Cost(2.0), 3: Cost(4.0), 9: Cost(100.0)}
+    blocked_by = {1: [2, 3], 2: [3], 3: [1]}
+    assert tree_cost(1, per_issue, blocked_by).total_usd == 7.0
+    assert tree_cost(2, per_issue, blocked_by).total_usd == 7.0
+    assert tree_cost(9, per_issue, blocked_by).total_usd == 100.0
+    assert tree_cost(42, per_issue, blocked_by).total_usd == 0.0
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"), [(0, "$0.00"), (0.0042, "$0.0042"), (1.234, "$1.23"), (12, "$12.00")]
+)
+def test_dollars_as_people_read_them(amount: float, shown: str) -> None:
+    assert usd(amount) == shown
+
+
+def test_tokens_add_up_per_model_and_stay_bounded() -> None:
+    kept = (tokens("a", 1, 2), tokens("b", 3, 4))
+    assert add_tokens(kept, (tokens("b", 10, 10), tokens("c", 1, 1))) == (
+        tokens("a", 1, 2),
+        tokens("b", 13, 14),
+        tokens("c", 1, 1),
+    )
+    many = tuple(tokens(f"m{n:02}", 1, 1) for n in range(MAX_MODELS + 5))
+    added = add_tokens((), many)
+    assert len(added) == MAX_MODELS
+    assert sum(t.input_tokens for t in added) == MAX_MODELS + 5  # none lost: the rest are "other"
+    assert {t.model: t.input_tokens for t in added}["other"] == 6
+
+
+def test_the_router_adds_a_tasks_tokens_to_its_agents_counters() -> None:
+    world = World()
+    working(world)
+    agent = world.agent(A38)
+    earlier = agent.counters.model_copy(update={"tokens": (tokens("gpt-5", 100, 10),)})
+    world.registry.put_agent(AgentWrite(agent.model_copy(update={"counters": earlier}), agent.version))
+    spent = (tokens("gpt-5", 1, 1), tokens("claude-sonnet-4.5", 5, 5))
+    world.send(ended(world, outcome="idle", usage=TaskUsage(tokens=spent, active_seconds=60)))
+    assert world.agent(A38).counters.tokens == (tokens("claude-sonnet-4.5", 5, 5), tokens("gpt-5", 101, 11))
+
+
+def test_the_copilot_adapter_reports_each_model_calls_tokens() -> None:
+    seen: list[tuple[str, int, int]] = []
+    turns: list[int] = []
+    handle = _listener(lambda: turns.append(1), lambda m, i, o: seen.append((m, i, o)))
+
+    def event(kind: str, **data: Any) -> Any:
+        return SimpleNamespace(type=SessionEventType(kind), data=SimpleNamespace(**data), agent_id=None)
+
+    handle(event("assistant.turn_start"))
+    handle(event("assistant.usage", model="claude-sonnet-4.5", input_tokens=1200, output_tokens=80))
+    handle(event("assistant.usage", model=None, input_tokens=None, output_tokens=3))
+    assert turns == [1]
+    assert seen == [("claude-sonnet-4.5", 1200, 80), ("unknown", 0, 3)]

@@ -9,9 +9,13 @@ import pytest
 from copilot.generated.session_events import SessionEventType
 
 from squadron.adapters.copilot import _listener
+from squadron.config.parse import parse_files
+from squadron.config.policy import routing_policy
+from squadron.domain.agents import AgentStatus
 from squadron.domain.cost import DEFAULT_PRICES, Cost, ModelPrice, PriceTable, cost_of, tree_cost, usd
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import TaskUsage
+from squadron.domain.routing import RoutingPolicy
 from squadron.domain.usage import MAX_MODELS, ModelTokens, add_tokens
 from tests.support.world import World
 from tests.unit.test_task_ended_routing import ended, working
@@ -116,3 +120,60 @@ def test_the_copilot_adapter_reports_each_model_calls_tokens() -> None:
     handle(event("assistant.usage", model=None, input_tokens=None, output_tokens=3))
     assert turns == [1]
     assert seen == [("claude-sonnet-4.5", 1200, 80), ("unknown", 0, 3)]
+
+
+def _spending(world: World, usd_worth_of_sonnet_output: float) -> None:
+    """The working agent's task ends having written that many dollars of Sonnet output."""
+    millions = usd_worth_of_sonnet_output / 15.0
+    spent = (tokens("claude-sonnet-4.5", 0, int(millions * 1_000_000)),)
+    world.send(ended(world, outcome="idle", usage=TaskUsage(tokens=spent)))
+
+
+BUDGET = [
+    # (id, earlier spend, this task's spend, escalated?, warned?)
+    ("well inside: nothing said", 0.0, 1.0, False, False),
+    ("crossing 80%: the issue is told once", 3.0, 6.0, False, True),
+    ("past 80% already: not told again", 8.5, 0.5, False, False),
+    ("past the limit: handed to humans (fail closed)", 8.0, 2.5, True, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "escalated", "warned"), [b[1:] for b in BUDGET], ids=[b[0] for b in BUDGET]
+)
+def test_an_issues_budget_warns_at_80_percent_and_fails_closed_at_the_limit(
+    before: float, now: float, escalated: bool, warned: bool
+) -> None:
+    world = World(policy=RoutingPolicy(issue_budget_usd=10.0))
+    working(world)
+    agent = world.agent(A38)
+    earlier = (tokens("claude-sonnet-4.5", 0, int(before / 15.0 * 1_000_000)),)
+    seeded = agent.counters.model_copy(update={"tokens": earlier})
+    world.registry.put_agent(AgentWrite(agent.model_copy(update={"counters": seeded}), agent.version))
+    _spending(world, now)
+    record = world.agent(A38)
+    assert (record.status is AgentStatus.ESCALATED) is escalated
+    if escalated:
+        assert record.escalation_reason is not None and "budget is spent" in record.escalation_reason
+        assert "$10.50 of its $10.00 budget" in record.escalation_reason
+    notes = [body for _, number, body, _ in world.github.comments if number == 38 and "budget" in body]
+    assert bool([n for n in notes if "at the limit" in n]) is warned
+
+
+def test_the_budget_and_prices_come_from_the_repositorys_configuration() -> None:
+    files = {
+        "config.yaml": (
+            "issue_budget_usd: 25\n"
+            "pricing:\n"
+            "  task_usd_per_hour: 0.5\n"
+            "  models:\n"
+            "    house-*: {input_usd_per_million: 1, output_usd_per_million: 2}\n"
+        )
+    }
+    policy = routing_policy(parse_files(files))
+    assert policy.issue_budget_usd == 25
+    assert policy.prices.price_of("house-large") == ModelPrice(
+        input_usd_per_million=1, output_usd_per_million=2
+    )
+    assert policy.prices.task_usd_per_hour == 0.5
+    assert routing_policy(parse_files({})).issue_budget_usd is None  # no budget unless one is set

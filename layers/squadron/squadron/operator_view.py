@@ -128,7 +128,9 @@ def cost_lines(agents: Sequence[AgentRecord], prices: PriceTable = DEFAULT_PRICE
         lines.append(line)
     unpriced = sorted({m for a in agents for m in agent_cost(a, prices).unpriced})
     if unpriced:
-        lines.append(f"  +? no price for {', '.join(unpriced)} (not counted)")
+        lines.append(
+            f"  +? no price for {', '.join(unpriced)} (not counted: add it to pricing in .squadron/config.yaml)"
+        )
     return ["cost per issue:", *lines] if lines else []
 
 

@@ -56,6 +56,8 @@ def routing_policy(config: SquadronConfig) -> RoutingPolicy:
         escalation_mentions=tuple(_mentions(repo)),
         flows=flows,
         human_groups={name: tuple(group.members) for name, group in repo.human_groups.items()},
+        issue_budget_usd=repo.issue_budget_usd,
+        prices=repo.pricing,
     )
 
 

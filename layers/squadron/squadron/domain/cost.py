@@ -10,8 +10,9 @@ issue tree adds the issues that block it, as far as the blocker graph goes.
 The default table holds the providers' published API list prices (USD, November 2026) and the
 agent task's price on Fargate (bench/cost.py: ``agent_hour_usd``); models served through
 Copilot are billed by premium requests instead, so for them the figure is what the same tokens
-would cost at the provider's list price. (A price table in the repository's configuration is
-not read yet: :data:`DEFAULT_PRICES` applies.)
+would cost at the provider's list price. A repository's configuration may replace the table
+(``pricing`` in ``.squadron/config.yaml``) and set what one issue may cost (``issue_budget_usd``,
+enforced by the router when each task ends).
 """
 
 from __future__ import annotations

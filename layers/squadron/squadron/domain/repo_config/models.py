@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from squadron.domain.cost import DEFAULT_PRICES, PriceTable
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 from squadron.domain.repo_config.globs import fnmatch_matches
 from squadron.domain.repo_config.limits import MAX_BRANCH_RULES, MAX_GLOB_LENGTH, MAX_PATH_GLOBS
@@ -293,6 +294,19 @@ class RepoConfig(_Model):
     circuit_breakers: CircuitBreakers = Field(default_factory=CircuitBreakers)
     runtime: RuntimeLimits = Field(default_factory=RuntimeLimits)
     escalation: EscalationConfig = Field(default_factory=EscalationConfig)
+    issue_budget_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=100_000,
+        description=(
+            "What one issue's agents may cost (tokens priced by `pricing`, and task time): a warning "
+            "comment at 80%, and at the limit its agent is handed to humans instead of going on."
+        ),
+    )
+    pricing: PriceTable = Field(
+        default_factory=lambda: DEFAULT_PRICES,
+        description="USD per million input and output tokens per model (exact name or `prefix*`), and per task hour.",
+    )
 
     def label_roles(self) -> dict[str, str]:
         """Label → role, for the labels that route issues."""

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from squadron.domain.agents import (
     LIVE,
     TERMINAL,
+    AgentRecord,
     AgentStatus,
     IssueState,
     RegistryError,
@@ -14,12 +16,14 @@ from squadron.domain.agents import (
     parse_agent_id,
 )
 from squadron.domain.blockers import BlockerError, check_new_blocker
+from squadron.domain.cost import Cost, cost_of, usd
 from squadron.domain.effects import (
     AddBlocker,
     AgentWrite,
     Discard,
     Effect,
     FileBlockerIssue,
+    PostComment,
     PutAgent,
     StopAgentTask,
 )
@@ -240,6 +244,12 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
     base = agent.model_copy(
         update={"counters": counters, "launch_secret_hash": None, "launch_secret_expires_at": None}
     )
+    budget = _budget(agent, base, snap, policy)
+    if budget is not None and budget.spent and agent.status not in (*TERMINAL, AgentStatus.ESCALATED):
+        # Fail closed: the issue's budget is spent, so its agent goes to humans, not on.
+        effects = _escalate(base, event, snap, policy, budget.reason, details=budget.detail)
+        return [e for e in effects if not isinstance(e, StopAgentTask)]
+    warning = [budget.warning] if budget is not None and budget.warning is not None else []
     if command.outcome == "escalated" and agent.status not in (*TERMINAL, AgentStatus.ESCALATED):
         details = "\n\n".join(
             part
@@ -261,11 +271,65 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
             woken = _with_launch(
                 base.updated(now=snap.now, wake_reason=reason, task_arn=None), event.delivery_id
             )
-            return [PutAgent(AgentWrite(woken, agent.version)), _launch(woken, reason)]
-        return [PutAgent(AgentWrite(base.updated(now=snap.now, task_arn=None), agent.version))]
+            return [PutAgent(AgentWrite(woken, agent.version)), _launch(woken, reason), *warning]
+        return [PutAgent(AgentWrite(base.updated(now=snap.now, task_arn=None), agent.version)), *warning]
     # Sleeping (its blocker command came first), failed (the reconciler sees the dead task and
     # relaunches it once, or escalates), or already ended otherwise: the usage is what is left.
-    return [PutAgent(AgentWrite(base.updated(now=snap.now), agent.version))]
+    return [PutAgent(AgentWrite(base.updated(now=snap.now), agent.version)), *warning]
+
+
+#: The share of an issue's budget past which its thread is told (once, when it is crossed).
+BUDGET_WARNING = 0.8
+
+
+@dataclass(frozen=True)
+class _Budget:
+    spent: bool
+    reason: str
+    detail: str
+    warning: PostComment | None
+
+
+def _budget(before: AgentRecord, after: AgentRecord, snap: Snapshot, policy: RoutingPolicy) -> _Budget | None:
+    """The issue's budget after ``after``'s task: spent (escalate), crossing 80% (warn), or None.
+
+    The issue costs what the agents working on its number cost (their tokens priced by the
+    policy's table, and their task time), this agent's with the task just ended counted.
+    """
+    limit = policy.issue_budget_usd
+    if limit is None or before.issue_number is None:
+        return None
+    others = [a for a in snap.view(before.issue_number).agents if a.agent_id != before.agent_id]
+
+    def total(agent: AgentRecord) -> Cost:
+        return sum(
+            (cost_of(a.counters.tokens, a.counters.active_seconds, policy.prices) for a in [*others, agent]),
+            Cost(),
+        )
+
+    was, now = total(before), total(after)
+    said = f"{usd(now.total_usd)} of its {usd(limit)} budget"
+    unpriced = (
+        f" (and tokens of {', '.join(sorted(now.unpriced))}, which have no price)" if now.unpriced else ""
+    )
+    if now.total_usd >= limit:
+        return _Budget(
+            True,
+            f"the issue's budget is spent: {said}",
+            f"#{before.issue_number}'s agents have cost {said}{unpriced}. Raise `issue_budget_usd` in "
+            ".squadron/config.yaml, or finish the work by hand.",
+            None,
+        )
+    if was.total_usd < BUDGET_WARNING * limit <= now.total_usd:
+        body = (
+            f"#{before.issue_number}'s agents have cost {said}{unpriced}: at the limit its agent is handed "
+            "to humans instead of going on."
+        )
+        comment = PostComment(
+            before.repo_full_name, before.installation_id, before.issue_number, body, "framework"
+        )
+        return _Budget(False, "", "", comment)
+    return None
 
 
 #: The commands the agent gateway sends for an agent's task, about that agent only: its own

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from squadron.domain.agents import (
     RoleKind,
 )
+from squadron.domain.cost import DEFAULT_PRICES, PriceTable
 from squadron.domain.repo_config.flows import resolve_flow
 from squadron.domain.repo_config.globs import fnmatch_matches
 from squadron.domain.repo_config.models import ApprovalFlowsFile, FlowEscalation
@@ -66,6 +67,9 @@ class RoutingPolicy:
     flows: ApprovalFlowsFile = field(default_factory=ApprovalFlowsFile)
     #: Human groups by name, to expand ``human_group:<name>`` in escalation notices.
     human_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: What one issue's agents may cost in USD (None: no budget), priced by ``prices``.
+    issue_budget_usd: float | None = None
+    prices: PriceTable = DEFAULT_PRICES
 
     def escalation_for(self, base_branch: str) -> FlowEscalation:
         return resolve_flow(self.flows, base_branch).escalation

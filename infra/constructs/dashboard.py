@@ -386,8 +386,15 @@ class OperationsDashboard(Construct):
         self.dashboard.add_widgets(
             self._graph(
                 "Cost drivers: agents",
-                [self.custom("AgentActiveSeconds", label="agent task seconds (Fargate)")],
-                right=[self.custom("AgentTurns"), self.custom("AgentToolCalls")],
+                [
+                    self.custom("AgentActiveSeconds", label="agent task seconds (Fargate)"),
+                    self.custom("AgentCost", label="agent cost (USD, priced)"),
+                ],
+                right=[
+                    self.custom("AgentTurns"),
+                    self.custom("AgentToolCalls"),
+                    self.breakdown("AgentTokens"),
+                ],
             ),
             self._graph(
                 "Cost drivers: Lambda invocations",

@@ -273,6 +273,10 @@ def test_gateway_points(
     assert [(p.name, p.dimension) for p in gateway_points(op, refused)] == expected
 
 
+#: What every ended task publishes of what it cost.
+COST = ("AgentTokens", "AgentCost")
+
+
 @pytest.mark.parametrize(
     ("outcome", "tripped", "mode", "expected"),
     [
@@ -280,7 +284,14 @@ def test_gateway_points(
             "idle",
             None,
             "create",
-            {"AgentTasks", "AgentToolCalls", "AgentTurns", "AgentActiveSeconds", "SessionStartSeconds"},
+            {
+                "AgentTasks",
+                "AgentToolCalls",
+                "AgentTurns",
+                "AgentActiveSeconds",
+                "SessionStartSeconds",
+                *COST,
+            },
         ),
         (
             "escalated",
@@ -294,9 +305,15 @@ def test_gateway_points(
                 "SessionStartSeconds",
                 "AgentEscalations",
                 "BreakerTrips",
+                *COST,
             },
         ),
-        ("superseded", None, None, {"AgentTasks", "AgentToolCalls", "AgentTurns", "AgentActiveSeconds"}),
+        (
+            "superseded",
+            None,
+            None,
+            {"AgentTasks", "AgentToolCalls", "AgentTurns", "AgentActiveSeconds", *COST},
+        ),
     ],
 )
 def test_agent_task_points(outcome: str, tripped: str | None, mode: str | None, expected: set[str]) -> None:
@@ -308,8 +325,16 @@ def test_agent_task_points(outcome: str, tripped: str | None, mode: str | None, 
         tripped=tripped,
         session_mode=mode,
         session_seconds=1.5 if mode else None,
+        input_tokens=1200,
+        output_tokens=80,
+        cost_usd=0.0048,
     )
     assert {p.name for p in points} == expected
+    assert [(p.dimension, p.value) for p in points if p.name == "AgentTokens"] == [
+        (("Direction", "input"), 1200),
+        (("Direction", "output"), 80),
+    ]
+    assert totals(points)["AgentCost"] == 0.0048
     assert totals(points)["AgentToolCalls"] == 7
     assert [p.dimension for p in points if p.name == "AgentTasks"] == [("Outcome", outcome)]
     if tripped:

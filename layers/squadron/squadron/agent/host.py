@@ -40,6 +40,7 @@ from squadron.config.parse import ResolvedRole, SquadronConfig
 from squadron.domain import breakers, task_ending
 from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
+from squadron.domain.cost import Cost, cost_of
 from squadron.domain.events import TaskUsage
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
@@ -193,6 +194,9 @@ class AgentHost:
             tripped=self.usage.tripped.value if self.usage.tripped is not None else None,
             session_mode=mode,
             session_seconds=seconds,
+            input_tokens=sum(i for i, _ in self.tokens.values()),
+            output_tokens=sum(o for _, o in self.tokens.values()),
+            cost_usd=self._cost().total_usd,
         )
         if self.github_traffic is not None:
             points += github_points(self.github_traffic())
@@ -266,6 +270,11 @@ class AgentHost:
                 )
         except Exception as exc:  # the reconciler notices a task that ended without a word
             logger.error("%s: the end of the task was not reported: %s", self.agent_id, exc)
+
+    def _cost(self) -> Cost:
+        """What this task cost at the repository's prices (tokens and task time)."""
+        spent = [ModelTokens(model=m, input_tokens=i, output_tokens=o) for m, (i, o) in self.tokens.items()]
+        return cost_of(spent, int(self.active_seconds), self.config.config.pricing)
 
     def _count_tokens(self, model: str, input_tokens: int, output_tokens: int) -> None:
         """One model call's tokens (called by the SDK's event thread)."""

@@ -108,6 +108,8 @@ _SPECS = (
     MetricSpec("AgentToolCalls", "agent", "Count", "tool calls made by agents"),
     MetricSpec("AgentTurns", "agent", "Count", "model turns taken by agents"),
     MetricSpec("AgentActiveSeconds", "agent", "Seconds", "time agents spent working (the model's bill)"),
+    MetricSpec("AgentTokens", "agent", "Count", "model tokens agents' tasks read and wrote", "Direction"),
+    MetricSpec("AgentCost", "agent", "Count", "USD agents' tasks cost (tokens and task time, priced)"),
     MetricSpec("SessionStartSeconds", "agent", "Seconds", "creating or resuming a session", "Mode"),
     # --- every component that talks to GitHub ---------------------------------------------
     MetricSpec("GitHubCalls", "router", "Count", "GitHub REST requests sent (with retries)"),
@@ -237,13 +239,19 @@ def agent_task_points(
     tripped: str | None,
     session_mode: str | None,
     session_seconds: float | None,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cost_usd: float = 0.0,
 ) -> list[MetricPoint]:
-    """One agent task, when it ends: how it ended, what it used, which breaker tripped."""
+    """One agent task, when it ends: how it ended, what it used and cost, which breaker tripped."""
     points = [
         point("AgentTasks", dimension=outcome),
         point("AgentToolCalls", tool_calls),
         point("AgentTurns", turns),
         point("AgentActiveSeconds", round(active_seconds, 3)),
+        point("AgentTokens", input_tokens, "input"),
+        point("AgentTokens", output_tokens, "output"),
+        point("AgentCost", round(cost_usd, 6)),
     ]
     if outcome == "escalated":
         points.append(point("AgentEscalations"))

@@ -83,6 +83,42 @@ class GitHubState:
         self.written.append(("assign", number, list(logins)))
         return {}
 
+    #: Issues the App opened (its dashboard), by number, and each edit of their bodies.
+    opened: dict[int, dict[str, Any]] = field(default_factory=dict)
+    edits: list[int] = field(default_factory=list)
+
+    def list_issues(
+        self, *, labels: Iterable[str] = (), state: str = "open", limit: int = 100
+    ) -> list[dict[str, Any]]:
+        wanted = set(labels)
+        return [
+            issue
+            for _, issue in sorted(self.opened.items(), reverse=True)
+            if wanted <= {label["name"] for label in issue["labels"]} and state in ("all", issue["state"])
+        ][:limit]
+
+    def create_issue(
+        self, title: str, body: str, *, labels: Iterable[str] = (), assignees: Iterable[str] = ()
+    ) -> dict[str, Any]:
+        number = 500 + len(self.opened)
+        self.opened[number] = {
+            "number": number,
+            "title": title,
+            "body": body,
+            "state": "open",
+            "labels": [{"name": name} for name in labels],
+            "user": {"login": BOT, "type": "Bot"},
+        }
+        return self.opened[number]
+
+    def update_issue(
+        self, number: int, *, title: str | None = None, body: str | None = None
+    ) -> dict[str, Any]:
+        self.edits.append(number)
+        if body is not None:
+            self.opened[number]["body"] = body
+        return self.opened[number]
+
     def list_deliveries(self, *, limit: int = 500) -> list[dict[str, Any]]:
         return self.deliveries
 
@@ -447,3 +483,36 @@ def test_a_decision_its_delivery_could_not_finish_is_finished_by_the_sweep_once(
     assert len(github.comments) == 1  # found by its key, not posted again
     assert github.labelled == [("octo/repo", 38, ("needs-human",))] * len(github.labelled)
     assert stack.reconciler().run().finished == []  # done: nothing left to sweep
+
+
+def test_each_repository_gets_one_dashboard_issue_edited_only_when_it_changes(stack: Stack) -> None:
+    stack.router.process(stack.events.assigned(38))
+    stack.github.issues[38] = issue(38)
+    first = stack.reconciler().run()
+    (number,) = stack.github.opened
+    assert first.dashboards == [f"octo/repo#{number}"]
+    dashboard_issue = stack.github.opened[number]
+    assert dashboard_issue["title"] == "Squadron dashboard"
+    assert (
+        "feat-dev-38" in dashboard_issue["body"]
+        and "<!-- squadron:dashboard digest=" in dashboard_issue["body"]
+    )
+
+    stack.now = NOW + timedelta(minutes=5)
+    assert stack.reconciler().run().dashboards == []  # nothing it shows changed: not edited
+    assert stack.github.edits == []
+
+    stack.router.process(stack.events.register_blocker(38, 42, agent_id=A38, sleep=True))
+    assert stack.reconciler().run().dashboards == [f"octo/repo#{number}"]  # found again, edited
+    assert stack.github.edits == [number] and len(stack.github.opened) == 1
+    assert "```mermaid" in stack.github.opened[number]["body"]
+
+
+def test_a_repository_that_turns_the_dashboard_off_gets_none() -> None:
+    with deployed() as stack:
+        stack.router.process(stack.events.assigned(38))
+        stack.github.issues[38] = issue(38)
+        reconciler = stack.reconciler()
+        reconciler.policy_for = lambda repo: RoutingPolicy(dashboard=False)
+        assert reconciler.run().dashboards == []
+        assert stack.github.opened == {}

@@ -58,6 +58,7 @@ def routing_policy(config: SquadronConfig) -> RoutingPolicy:
         human_groups={name: tuple(group.members) for name, group in repo.human_groups.items()},
         issue_budget_usd=repo.issue_budget_usd,
         prices=repo.pricing,
+        dashboard=repo.dashboard,
     )
 
 

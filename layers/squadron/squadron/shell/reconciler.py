@@ -26,7 +26,8 @@ from typing import Any, Protocol
 from squadron.adapters.github.errors import GitHubError, RateLimitedError
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
-from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain import dashboard
+from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.effects import Decision
 from squadron.domain.reconcile import (
     RELAUNCH,
@@ -53,6 +54,7 @@ Json = dict[str, Any]
 
 class AgentSweep(Protocol):
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
+    def gate_verdict(self, repo_id: int, pr_number: int) -> str | None: ...
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]: ...
 
 
@@ -65,6 +67,13 @@ class RepoReader(Protocol):
     def add_labels(self, number: int, labels: Iterable[str]) -> list[Json]: ...
     def comment(self, number: int, body: str) -> Json: ...
     def add_assignees(self, number: int, logins: Iterable[str]) -> Json: ...
+    def list_issues(
+        self, *, labels: Iterable[str] = (), state: str = "open", limit: int = 100
+    ) -> list[Json]: ...
+    def create_issue(
+        self, title: str, body: str, *, labels: Iterable[str] = (), assignees: Iterable[str] = ()
+    ) -> Json: ...
+    def update_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> Json: ...
 
 
 class TaskStatus(Protocol):
@@ -116,6 +125,8 @@ class ReconcileReport:
     redelivered: list[int] = field(default_factory=list)
     #: FinishDecision commands sent (decisions committed and left unfinished).
     finished: list[str] = field(default_factory=list)
+    #: Dashboard issues created or edited ("owner/name#number"); unchanged ones are not.
+    dashboards: list[str] = field(default_factory=list)
     #: What could not be read or done, in words (logged; the next run tries again).
     problems: list[str] = field(default_factory=list)
     #: Agents per status (the live ones and those with humans), counted this run.
@@ -199,6 +210,7 @@ class ReconcilerService:
                     break  # this installation's budget is GitHub's now; the next run goes on
         self._redeliver(now, report)
         self._sweep_decisions(now, report)
+        self._dashboards([*live, *escalated], now, report)
         for problem in report.problems:
             logger.warning("reconciler: %s", problem)
         return report
@@ -250,6 +262,61 @@ class ReconcilerService:
                 report.problems.append(f"{repo}#{notice.pr_number}: timeout not escalated: {exc}")
                 continue
             report.timed_out.append(f"{repo}#{notice.pr_number}")
+
+    def _dashboards(self, agents: list[AgentRecord], now: datetime, report: ReconcileReport) -> None:
+        """Each repository's dashboard issue, edited only when what it shows changed."""
+        by_repo: dict[tuple[int | None, str], list[AgentRecord]] = {}
+        for agent in agents:
+            by_repo.setdefault((agent.installation_id, agent.repo_full_name), []).append(agent)
+        for (installation, repo), theirs in sorted(by_repo.items(), key=lambda item: item[0][1]):
+            try:
+                policy = self.policy_for(repo)
+            except Exception as exc:  # configuration unreadable: the defaults apply
+                report.problems.append(f"{repo}: configuration not read, dashboard with defaults: {exc}")
+                policy = _DEFAULT_POLICY
+            if not policy.dashboard:
+                continue
+            try:
+                self._dashboard(installation, repo, theirs, policy, now=now, report=report)
+            except (SquadronError, GitHubError) as exc:
+                report.problems.append(f"{repo}: dashboard not updated: {exc}")
+
+    def _dashboard(
+        self,
+        installation: int | None,
+        repo: str,
+        agents: list[AgentRecord],
+        policy: RoutingPolicy,
+        *,
+        now: datetime,
+        report: ReconcileReport,
+    ) -> None:
+        prs = sorted({a.pr_number for a in agents if a.pr_number is not None and a.kind is RoleKind.DEV})
+        gates = {}
+        for pr in prs[: dashboard.MAX_ROWS]:
+            verdict = self.registry.gate_verdict(agents[0].repo_id, pr)
+            if verdict is not None:
+                gates[pr] = dashboard.GateView(verdict)
+        body = dashboard.with_marker(
+            dashboard.render(repo, agents, gates=gates, prices=policy.prices, now=now)
+        )
+        github = self.reader(installation, repo)
+        found = [
+            issue
+            for issue in github.list_issues(labels=(dashboard.LABEL,), state="open")
+            if "pull_request" not in issue
+            and (issue.get("user") or {}).get("login") == self.bot_login
+            and dashboard.MARKER in str(issue.get("body") or "")
+        ]
+        if not found:
+            created = github.create_issue(dashboard.TITLE, body, labels=(dashboard.LABEL,))
+            report.dashboards.append(f"{repo}#{created.get('number')}")
+            return
+        issue = min(found, key=lambda i: int(i["number"]))  # the first, should a race have made two
+        if dashboard.digest_of(str(issue.get("body") or "")) == dashboard.digest_of(body):
+            return  # nothing it shows changed: no edit (and no notification)
+        github.update_issue(int(issue["number"]), body=body)
+        report.dashboards.append(f"{repo}#{issue['number']}")
 
     def _sweep_decisions(self, now: datetime, report: ReconcileReport) -> None:
         """Decisions the router committed and did not carry out (their delivery was dead-lettered)."""

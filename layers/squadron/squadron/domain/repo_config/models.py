@@ -303,6 +303,9 @@ class RepoConfig(_Model):
             "comment at 80%, and at the limit its agent is handed to humans instead of going on."
         ),
     )
+    dashboard: bool = Field(
+        default=True, description="Keep a dashboard issue of what the agents are doing in this repository."
+    )
     pricing: PriceTable = Field(
         default_factory=lambda: DEFAULT_PRICES,
         description="USD per million input and output tokens per model (exact name or `prefix*`), and per task hour.",

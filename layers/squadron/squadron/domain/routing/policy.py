@@ -70,6 +70,8 @@ class RoutingPolicy:
     #: What one issue's agents may cost in USD (None: no budget), priced by ``prices``.
     issue_budget_usd: float | None = None
     prices: PriceTable = DEFAULT_PRICES
+    #: Keep the repository's dashboard issue (``dashboard`` in its configuration).
+    dashboard: bool = True
 
     def escalation_for(self, base_branch: str) -> FlowEscalation:
         return resolve_flow(self.flows, base_branch).escalation

@@ -1,0 +1,214 @@
+"""The dashboard issue of a repository: what its agents are doing, at a glance (pure rendering).
+
+One issue per repository, found again by its hidden marker (as Renovate finds its Dependency
+Dashboard): agents by status with links, the blocker graph as a Mermaid flowchart, each open
+agent pull request with what the merge gate waits for, the escalations waiting for a human,
+and what each issue has cost so far. The reconciler renders it from the registry and edits the
+issue only when the body changed (:func:`body_digest` in the marker says which body is there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from squadron.domain.agents import LIVE, AgentRecord, AgentStatus, RoleKind
+from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, cost_of, tree_cost, usd
+
+TITLE = "Squadron dashboard"
+LABEL = "squadron-dashboard"
+MARKER = "<!-- squadron:dashboard"
+_MARKER_RE = re.compile(r"<!-- squadron:dashboard digest=([0-9a-f]{16}) -->")
+#: Agents listed per status at most (a busy repository's dashboard stays readable and small).
+MAX_ROWS = 50
+#: Issues drawn in the blocker graph at most (Mermaid renders large graphs poorly).
+MAX_GRAPH_NODES = 60
+
+_ORDER = (
+    AgentStatus.ESCALATED,
+    AgentStatus.ACTIVE,
+    AgentStatus.CREATED,
+    AgentStatus.SLEEPING,
+    AgentStatus.COMPLETED,
+    AgentStatus.CANCELLED,
+)
+
+
+@dataclass(frozen=True)
+class GateView:
+    """The merge gate's latest verdict on a pull request and why (its squadron/merge status)."""
+
+    verdict: str
+    description: str = ""
+
+
+def _issue_link(repo: str, number: int | None) -> str:
+    return f"[#{number}](https://github.com/{repo}/issues/{number})" if number is not None else "the PM"
+
+
+def _pr_link(repo: str, number: int | None) -> str:
+    return f"[#{number}](https://github.com/{repo}/pull/{number})" if number is not None else "-"
+
+
+def _cell(text: str) -> str:
+    """Text safe in one Markdown table cell (no pipes, no line breaks, bounded)."""
+    flat = " ".join(text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").split())
+    return flat if len(flat) <= 200 else flat[:199] + "…"
+
+
+def _agents_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
+    lines = ["## Agents", ""]
+    if not agents:
+        return [*lines, "No agents yet.", ""]
+    counts = {s: sum(1 for a in agents if a.status is s) for s in _ORDER}
+    lines.append(", ".join(f"{n} {s.value.lower()}" for s, n in counts.items() if n) + ".")
+    lines += [
+        "",
+        "| Status | Agent | Issue | PR | Blocked by | Cost |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    shown = 0
+    for status in _ORDER:
+        for agent in sorted((a for a in agents if a.status is status), key=lambda a: a.agent_id):
+            if shown == MAX_ROWS:
+                break
+            shown += 1
+            blocked = ", ".join(_issue_link(repo, n) for n in sorted(agent.blocked_by)) or "-"
+            cost = cost_of(agent.counters.tokens, agent.counters.active_seconds, prices)
+            lines.append(
+                f"| {status.value} | `{agent.display_name}` | {_issue_link(repo, agent.issue_number)} "
+                f"| {_pr_link(repo, agent.pr_number)} | {blocked} | {usd(cost.total_usd)} |"
+            )
+    if len(agents) > shown:
+        lines.append(f"| | … and {len(agents) - shown} more | | | | |")
+    return [*lines, ""]
+
+
+def _node(number: int) -> str:
+    return f"i{number}"
+
+
+def mermaid_graph(agents: Sequence[AgentRecord]) -> str | None:
+    """The blocker graph as a Mermaid flowchart (an issue points at what blocks it), or None."""
+    edges = sorted({(a.issue_number, b) for a in agents if a.issue_number is not None for b in a.blocked_by})
+    if not edges:
+        return None
+    numbers = sorted({n for edge in edges for n in edge})[:MAX_GRAPH_NODES]
+    status = {a.issue_number: a.status.value for a in agents if a.kind is RoleKind.DEV}
+    lines = ["flowchart LR"]
+    for number in numbers:
+        label = f"#{number}" + (f" {status[number].lower()}" if number in status else "")
+        lines.append(f'    {_node(number)}["{label}"]')
+    for issue, blocker in edges:
+        if issue in numbers and blocker in numbers:
+            lines.append(f"    {_node(issue)} -->|blocked by| {_node(blocker)}")
+    return "\n".join(lines)
+
+
+def _graph_section(agents: Sequence[AgentRecord]) -> list[str]:
+    graph = mermaid_graph(agents)
+    if graph is None:
+        return []
+    return ["## Blockers", "", "```mermaid", graph, "```", ""]
+
+
+def _pull_requests_section(
+    repo: str, agents: Sequence[AgentRecord], gates: Mapping[int, GateView]
+) -> list[str]:
+    open_prs = sorted(
+        (a for a in agents if a.kind is RoleKind.DEV and a.pr_number is not None and a.status in LIVE),
+        key=lambda a: a.pr_number or 0,
+    )
+    if not open_prs:
+        return []
+    lines = ["## Pull requests", "", "| PR | Issue | Merge gate |", "| --- | --- | --- |"]
+    for agent in open_prs[:MAX_ROWS]:
+        gate = gates.get(agent.pr_number or 0)
+        said = (
+            f"**{gate.verdict}**" + (f": {_cell(gate.description)}" if gate.description else "")
+            if gate
+            else "not judged yet"
+        )
+        lines.append(
+            f"| {_pr_link(repo, agent.pr_number)} | {_issue_link(repo, agent.issue_number)} | {said} |"
+        )
+    return [*lines, ""]
+
+
+def _escalations_section(repo: str, agents: Sequence[AgentRecord]) -> list[str]:
+    waiting = sorted((a for a in agents if a.status is AgentStatus.ESCALATED), key=lambda a: a.agent_id)
+    if not waiting:
+        return []
+    lines = ["## Waiting for a human", ""]
+    for agent in waiting[:MAX_ROWS]:
+        reason = _cell(agent.escalation_reason or "no reason given")
+        lines.append(f"- {_issue_link(repo, agent.issue_number)} `{agent.display_name}`: {reason}")
+    return [*lines, ""]
+
+
+def issue_costs(agents: Iterable[AgentRecord], prices: PriceTable) -> dict[int, tuple[Cost, Cost]]:
+    """Per issue: what its agents cost, and with the issues blocking it."""
+    per_issue: dict[int, Cost] = {}
+    blocked_by: dict[int, set[int]] = {}
+    for agent in agents:
+        if agent.issue_number is None:
+            continue
+        spent = cost_of(agent.counters.tokens, agent.counters.active_seconds, prices)
+        per_issue[agent.issue_number] = per_issue.get(agent.issue_number, Cost()) + spent
+        blocked_by.setdefault(agent.issue_number, set()).update(agent.blocked_by)
+    return {n: (c, tree_cost(n, per_issue, blocked_by)) for n, c in sorted(per_issue.items())}
+
+
+def _cost_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
+    costs = issue_costs(agents, prices)
+    if not costs:
+        return []
+    lines = ["## Cost so far", "", "| Issue | Its agents | With its blockers |", "| --- | --- | --- |"]
+    for number, (own, tree) in list(costs.items())[:MAX_ROWS]:
+        lines.append(f"| {_issue_link(repo, number)} | {usd(own.total_usd)} | {usd(tree.total_usd)} |")
+    unpriced = sorted({m for own, _ in costs.values() for m in own.unpriced})
+    if unpriced:
+        lines += ["", f"No price for {', '.join(unpriced)}: add it to `pricing` in .squadron/config.yaml."]
+    return [*lines, ""]
+
+
+def render(
+    repo: str,
+    agents: Sequence[AgentRecord],
+    *,
+    gates: Mapping[int, GateView] | None = None,
+    prices: PriceTable = DEFAULT_PRICES,
+    now: datetime,
+) -> str:
+    """The dashboard issue's body (without its marker: :func:`with_marker` adds it)."""
+    parts = [
+        f"What Squadron's agents are doing in {repo}. Kept up to date by Squadron; edits here are "
+        "overwritten. Turn it off with `dashboard: false` in .squadron/config.yaml.",
+        "",
+        *_escalations_section(repo, agents),
+        *_agents_section(repo, agents, prices),
+        *_graph_section(agents),
+        *_pull_requests_section(repo, agents, gates or {}),
+        *_cost_section(repo, agents, prices),
+        f"_Updated {now.strftime('%Y-%m-%d %H:%M')} UTC._",
+    ]
+    return "\n".join(parts)
+
+
+def body_digest(body: str) -> str:
+    """What identifies a body's content, the update time left out (so only changes edit it)."""
+    content = re.sub(r"_Updated [^_]*_", "", body)
+    return hashlib.sha256(content.encode()).hexdigest()[:16]
+
+
+def with_marker(body: str) -> str:
+    return f"{body}\n\n{MARKER} digest={body_digest(body)} -->"
+
+
+def digest_of(existing: str | None) -> str | None:
+    """The digest the dashboard issue's current body carries (None: no marker)."""
+    found = _MARKER_RE.findall(existing or "")
+    return found[-1] if found else None  # the marker is the body's last line

@@ -1,0 +1,115 @@
+"""The dashboard issue's body, from scripted agents: a golden file, and what hostile text cannot do.
+
+Regenerate the golden file after an intended change with ``UPDATE_GOLDEN=1``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from squadron.domain import dashboard
+from squadron.domain.agents import AgentRecord, AgentStatus, BreakerCounters, RoleKind
+from squadron.domain.usage import ModelTokens
+
+NOW = datetime(2026, 11, 25, 9, 30, tzinfo=UTC)
+GOLDEN = Path(__file__).parent / "golden" / "dashboard.md"
+
+
+def agent(number: int, status: AgentStatus, role: str = "feat-dev", **changes: Any) -> AgentRecord:
+    kind = RoleKind.REVIEW if "review" in role else RoleKind.DEV
+    return AgentRecord.model_validate(
+        {
+            "agent_id": f"1-{number}-{role}",
+            "role": role,
+            "kind": kind,
+            "repo_id": 1,
+            "repo_full_name": "octo/shop",
+            "installation_id": 77,
+            "issue_number": number,
+            "status": status,
+            "created_at": NOW,
+            "updated_at": NOW,
+            **changes,
+        }
+    )
+
+
+def scenario() -> list[AgentRecord]:
+    sonnet = ModelTokens(model="claude-sonnet-4.5", input_tokens=400_000, output_tokens=20_000)
+    return [
+        agent(
+            38,
+            AgentStatus.SLEEPING,
+            blocked_by=frozenset({42, 43}),
+            counters=BreakerCounters(tokens=(sonnet,)),
+        ),
+        agent(
+            42,
+            AgentStatus.ACTIVE,
+            pr_number=101,
+            counters=BreakerCounters(tokens=(sonnet,), active_seconds=1800),
+        ),
+        agent(43, AgentStatus.ESCALATED, escalation_reason="turns reached 20 of 20 | see the log"),
+        agent(101, AgentStatus.ACTIVE, role="pr-review"),
+        agent(44, AgentStatus.ACTIVE, blocked_by=frozenset({43})),
+    ]
+
+
+def test_the_dashboard_body_matches_its_golden_file() -> None:
+    body = dashboard.render("octo/shop", scenario(), gates={101: dashboard.GateView("waiting")}, now=NOW)
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(body + "\n")
+    assert body + "\n" == GOLDEN.read_text()
+
+
+def test_the_blocker_graph_is_a_mermaid_flowchart_of_every_edge() -> None:
+    graph = dashboard.mermaid_graph(scenario())
+    assert graph is not None
+    lines = graph.splitlines()
+    assert lines[0] == "flowchart LR"
+    assert '    i38["#38 sleeping"]' in lines and '    i43["#43 escalated"]' in lines
+    assert sorted(line.strip() for line in lines if "-->" in line) == [
+        "i38 -->|blocked by| i42",
+        "i38 -->|blocked by| i43",
+        "i44 -->|blocked by| i43",
+    ]
+    assert dashboard.mermaid_graph([agent(1, AgentStatus.ACTIVE)]) is None
+
+
+def test_only_a_change_of_content_changes_the_digest() -> None:
+    agents = scenario()
+    first = dashboard.render("octo/shop", agents, now=NOW)
+    later = dashboard.render("octo/shop", agents, now=datetime(2026, 11, 25, 10, 0, tzinfo=UTC))
+    assert dashboard.body_digest(first) == dashboard.body_digest(later)  # only the time moved
+    changed = dashboard.render("octo/shop", [*agents[:-1], agent(44, AgentStatus.COMPLETED)], now=NOW)
+    assert dashboard.body_digest(changed) != dashboard.body_digest(first)
+
+
+HOSTILE = [
+    (
+        "a pipe and a line break cannot break the table",
+        "a | b\n| forged | row |",
+        "a \\| b \\| forged \\| row \\|",
+    ),
+    (
+        "an HTML comment cannot forge the marker",
+        "<!-- squadron:dashboard digest=0000000000000000 -->",
+        "&lt;!-- squadron:dashboard digest=0000000000000000 --&gt;",
+    ),
+]
+
+
+@pytest.mark.parametrize(("reason", "shown"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_text_from_an_agent_is_shown_as_text(reason: str, shown: str) -> None:
+    agents = [agent(7, AgentStatus.ESCALATED, escalation_reason=reason)]
+    body = dashboard.with_marker(dashboard.render("octo/shop", agents, now=NOW))
+    assert shown in body
+    assert dashboard.digest_of(body) == dashboard.body_digest(dashboard.render("octo/shop", agents, now=NOW))
+    assert not any(line.startswith("| forged") for line in body.splitlines())  # no row of its own
+    assert body.rstrip().endswith(" -->") and body.count("<!-- squadron:dashboard") == 1

@@ -516,3 +516,16 @@ def test_a_repository_that_turns_the_dashboard_off_gets_none() -> None:
         reconciler.policy_for = lambda repo: RoutingPolicy(dashboard=False)
         assert reconciler.run().dashboards == []
         assert stack.github.opened == {}
+
+
+def test_a_tick_nobody_acted_on_is_undone_by_the_next_rendering(stack: Stack) -> None:
+    stack.router.process(stack.events.assigned(38))
+    stack.router.process(stack.events.register_blocker(38, 42, agent_id=A38, sleep=True))
+    stack.github.issues.update({38: issue(38), 42: issue(42)})
+    stack.reconciler().run()
+    (number,) = stack.github.opened
+    rendered = stack.github.opened[number]["body"]
+    assert "- [ ] Wake `feat-dev-38`" in rendered
+    stack.github.opened[number]["body"] = rendered.replace("- [ ] Wake", "- [x] Wake")  # a stranger
+    assert stack.reconciler().run().dashboards == [f"octo/repo#{number}"]
+    assert stack.github.opened[number]["body"] == rendered  # put back as it was

@@ -15,6 +15,8 @@ import pytest
 from squadron.domain import dashboard
 from squadron.domain.agents import AgentRecord, AgentStatus, BreakerCounters, RoleKind
 from squadron.domain.usage import ModelTokens
+from tests.support.events import recover
+from tests.support.world import World
 
 NOW = datetime(2026, 11, 25, 9, 30, tzinfo=UTC)
 GOLDEN = Path(__file__).parent / "golden" / "dashboard.md"
@@ -113,3 +115,82 @@ def test_text_from_an_agent_is_shown_as_text(reason: str, shown: str) -> None:
     assert dashboard.digest_of(body) == dashboard.body_digest(dashboard.render("octo/shop", agents, now=NOW))
     assert not any(line.startswith("| forged") for line in body.splitlines())  # no row of its own
     assert body.rstrip().endswith(" -->") and body.count("<!-- squadron:dashboard") == 1
+
+
+# --- acting from the dashboard (through the router and the one authority rule) ----------------
+
+A38 = "1-38-feat-dev"
+
+
+def _dashboard_edit(world: Any, body: str, by: str) -> Any:
+    issue = world.events._issue(900, labels=(dashboard.LABEL,), body=body, author="squadron[bot]")
+    return world.events._base("issues", "edited", sender=by, issue=issue)
+
+
+def _ticked(world: Any, *lines: str) -> str:
+    agents = list(world.registry.agents.values())
+    body = dashboard.render("octo/repo", agents, now=NOW)
+    for line in lines:
+        assert f"- [ ] {line}" in body, body
+        body = body.replace(f"- [ ] {line}", f"- [x] {line}")
+    return body
+
+
+def _asleep_and_escalated() -> World:
+    world = World()
+    world.send(world.events.assigned(38))
+    world.send(world.events.register_blocker(38, 42, agent_id=A38, sleep=True))
+    world.send(world.events.assigned(39))
+    world.send(recover(world.events, world.agent("1-39-feat-dev"), "relaunch"))
+    world.send(recover(world.events, world.agent("1-39-feat-dev"), "relaunch"))  # a second death
+    assert world.agent("1-39-feat-dev").status is AgentStatus.ESCALATED
+    return world
+
+
+ACTIONS = [
+    # (id, the box ticked, who ticks it, the agent, its status after)
+    ("a maintainer wakes a sleeper", "Wake `feat-dev-38`", "alice", A38, AgentStatus.ACTIVE),
+    (
+        "a maintainer retries an escalated agent",
+        "Retry `feat-dev-39`",
+        "alice",
+        "1-39-feat-dev",
+        AgentStatus.ACTIVE,
+    ),
+    ("a maintainer cancels an agent", "Cancel `feat-dev-38`", "alice", A38, AgentStatus.CANCELLED),
+    ("a stranger's tick changes nothing", "Cancel `feat-dev-38`", "mallory", A38, AgentStatus.SLEEPING),
+    ("a stranger cannot retry", "Retry `feat-dev-39`", "mallory", "1-39-feat-dev", AgentStatus.ESCALATED),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "who", "agent_id", "after"), [a[1:] for a in ACTIONS], ids=[a[0] for a in ACTIONS]
+)
+def test_ticking_a_box_acts_only_for_people_with_write_access(
+    line: str, who: str, agent_id: str, after: AgentStatus
+) -> None:
+    world = _asleep_and_escalated()
+    before = world.registry.snapshot_state()
+    effects = world.send(_dashboard_edit(world, _ticked(world, line), who))
+    assert world.agent(agent_id).status is after
+    if who == "mallory":
+        assert world.registry.snapshot_state() == before  # nothing at all happened
+        assert next(getattr(e, "rule", None) for e in effects) is not None  # refused by the rule
+
+
+def test_a_forged_action_for_another_repositorys_agent_is_discarded() -> None:
+    world = _asleep_and_escalated()
+    body = "- [x] Cancel it <!-- squadron:act cancel 2-38-feat-dev -->\n- [x] x <!-- squadron:act cancel 1-77-feat-dev -->"
+    before = world.registry.snapshot_state()
+    effects = world.send(_dashboard_edit(world, body, "alice"))
+    assert all(type(e).__name__ == "Discard" for e in effects)
+    assert world.registry.snapshot_state() == before
+
+
+def test_an_issue_that_only_looks_like_the_dashboard_is_an_ordinary_issue() -> None:
+    """A human's issue with the dashboard's label and a ticked box is not the App's dashboard."""
+    world = _asleep_and_escalated()
+    body = _ticked(world, "Cancel `feat-dev-38`")
+    issue = world.events._issue(901, labels=(dashboard.LABEL,), body=body, author="alice")
+    world.send(world.events._base("issues", "edited", sender="alice", issue=issue))
+    assert world.agent(A38).status is AgentStatus.SLEEPING

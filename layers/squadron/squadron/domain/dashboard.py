@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from squadron.domain.agents import LIVE, AgentRecord, AgentStatus, RoleKind
+from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, cost_of, tree_cost, usd
 
 TITLE = "Squadron dashboard"
@@ -57,6 +57,57 @@ def _cell(text: str) -> str:
     """Text safe in one Markdown table cell (no pipes, no line breaks, bounded)."""
     flat = " ".join(text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").split())
     return flat if len(flat) <= 200 else flat[:199] + "…"
+
+
+#: A checkbox line's hidden action: ``retry`` an escalated agent, ``wake`` a sleeping one, ``cancel``.
+_ACTION_RE = re.compile(r"^- \[[xX]\] .*<!-- squadron:act (retry|wake|cancel) (\d+-[A-Za-z0-9-]+) -->\s*$")
+#: Most actions one edit of the dashboard carries out.
+MAX_ACTIONS = 20
+
+
+def _action_line(verb: str, label: str, agent: AgentRecord, repo: str) -> str:
+    return (
+        f"- [ ] {label} `{agent.display_name}` ({_issue_link(repo, agent.issue_number)}) "
+        f"<!-- squadron:act {verb} {agent.agent_id} -->"
+    )
+
+
+def _actions_section(repo: str, agents: Sequence[AgentRecord]) -> list[str]:
+    lines: list[str] = []
+    for agent in sorted(agents, key=lambda a: a.agent_id):
+        if agent.status is AgentStatus.ESCALATED:
+            lines.append(_action_line("retry", "Retry", agent, repo))
+        elif agent.status is AgentStatus.SLEEPING:
+            lines.append(_action_line("wake", "Wake", agent, repo))
+    for agent in sorted(agents, key=lambda a: a.agent_id):
+        if agent.status not in TERMINAL and agent.kind is not RoleKind.PM:
+            lines.append(_action_line("cancel", "Cancel", agent, repo))
+    if not lines:
+        return []
+    return [
+        "## Act",
+        "",
+        "Tick a box to act (people with write access to this repository; anyone else's ticks are "
+        "undone and ignored).",
+        "",
+        *lines[: 2 * MAX_ROWS],
+        "",
+    ]
+
+
+def checked_actions(body: str) -> list[tuple[str, str]]:
+    """The (action, agent id) of each ticked box of a dashboard body, in order, each once."""
+    found: list[tuple[str, str]] = []
+    for line in body.splitlines():
+        match = _ACTION_RE.match(line.strip())
+        if match and (match.group(1), match.group(2)) not in found:
+            found.append((match.group(1), match.group(2)))
+    return found[:MAX_ACTIONS]
+
+
+def is_dashboard(labels: Iterable[str], author: str | None, bot_login: str) -> bool:
+    """Whether an issue is a dashboard: the App opened it and it carries the dashboard's label."""
+    return author == bot_login and LABEL in labels
 
 
 def _agents_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
@@ -189,6 +240,7 @@ def render(
         "overwritten. Turn it off with `dashboard: false` in .squadron/config.yaml.",
         "",
         *_escalations_section(repo, agents),
+        *_actions_section(repo, agents),
         *_agents_section(repo, agents, prices),
         *_graph_section(agents),
         *_pull_requests_section(repo, agents, gates or {}),
@@ -212,3 +264,11 @@ def digest_of(existing: str | None) -> str | None:
     """The digest the dashboard issue's current body carries (None: no marker)."""
     found = _MARKER_RE.findall(existing or "")
     return found[-1] if found else None  # the marker is the body's last line
+
+
+def current_digest(existing: str | None) -> str:
+    """The digest of what the issue shows now (its marker left out): a box someone ticked, or
+    any other edit, makes it differ from the next rendering, which then puts the body back."""
+    text = (existing or "").replace("\r\n", "\n")
+    head, _, last = text.rstrip().rpartition("\n\n")
+    return body_digest(head if last.startswith(MARKER) else text)

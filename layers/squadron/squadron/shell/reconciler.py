@@ -313,7 +313,7 @@ class ReconcilerService:
             report.dashboards.append(f"{repo}#{created.get('number')}")
             return
         issue = min(found, key=lambda i: int(i["number"]))  # the first, should a race have made two
-        if dashboard.digest_of(str(issue.get("body") or "")) == dashboard.digest_of(body):
+        if dashboard.current_digest(str(issue.get("body") or "")) == dashboard.digest_of(body):
             return  # nothing it shows changed: no edit (and no notification)
         github.update_issue(int(issue["number"]), body=body)
         report.dashboards.append(f"{repo}#{issue['number']}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from squadron.domain import dashboard
 from squadron.domain.agents import (
     TERMINAL,
     AgentStatus,
@@ -56,11 +57,37 @@ def _on_issue_labeled(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
 
 def _on_issue_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     issue = _issue(event)
+    if dashboard.is_dashboard(issue.labels, issue.author, policy.bot_login):
+        return _on_dashboard_edited(event, snap, policy)
     agent = snap.view(issue.number).agent_of_kind(RoleKind.DEV)
     summary = f"#{issue.number} was edited by {event.sender.login}"
     return _notify(
         agent, event, snap, "issue_edited", summary, wake=False, body=issue.body, url=issue.html_url
     )
+
+
+def _on_dashboard_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """Boxes ticked on the dashboard issue by someone with write access (the authority rule ran
+    before): retry an escalated agent, wake a sleeping one, cancel one. The reconciler's next
+    rendering clears the ticks; what no agent of this repository matches is discarded."""
+    issue = _issue(event)
+    who = event.sender.login
+    effects: list[Effect] = []
+    for action, agent_id in dashboard.checked_actions(issue.body):
+        agent = next((a for a in snap.agents() if a.agent_id == agent_id), None)
+        if agent is None:
+            effects.append(Discard(f"dashboard: no agent {agent_id} here"))
+            continue
+        summary = f"@{who} asked from the dashboard to {action} {agent.display_name}"
+        if action == "cancel":
+            effects += _end(agent, event, snap, AgentStatus.CANCELLED, summary) or [
+                Discard(f"dashboard: {agent_id} has ended already")
+            ]
+        elif (action, agent.status) in (("retry", AgentStatus.ESCALATED), ("wake", AgentStatus.SLEEPING)):
+            effects += _notify(agent, event, snap, "dashboard_action", summary, wake=True)
+        else:
+            effects.append(Discard(f"dashboard: {agent_id} is {agent.status.value}, not to {action}"))
+    return effects or [Discard("dashboard edited: no box ticked")]
 
 
 def _on_issue_assigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:

@@ -6,12 +6,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from squadron.domain import dashboard
 from squadron.domain.agents import (
     TERMINAL,
     AgentRecord,
     InboxItem,
     IssueState,
+    RegistryError,
     RoleKind,
+    parse_agent_id,
 )
 from squadron.domain.authority import permissions_needed
 from squadron.domain.blockers import BlockerGraph
@@ -118,6 +121,19 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
             pm = True
         if event.event == "issues" and event.action == "assigned":
             graph_from.add(event.issue.number)
+        if (
+            event.event == "issues"
+            and event.action == "edited"
+            and dashboard.is_dashboard(event.issue.labels, event.issue.author, policy.bot_login)
+        ):
+            # The agents its ticked boxes name: their issues (a PM has none to read here).
+            for _, agent_id in dashboard.checked_actions(event.issue.body):
+                try:
+                    repo_id, number, _ = parse_agent_id(agent_id)
+                except RegistryError:
+                    continue  # not an agent id: the handler discards it
+                if repo_id == event.repository.id and number is not None:
+                    issues.add(number)
     if event.pull_request is not None:
         issues.add(event.pull_request.number)
         branches.add(event.pull_request.head_ref)

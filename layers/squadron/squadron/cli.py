@@ -187,7 +187,8 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
             root=root,
             state_dir=state_dir,
             repo=args.repo,
-            reconcile_seconds=args.reconcile_seconds,
+            # The demo runs the reconciler itself at one step (what it shows stays the same run to run).
+            reconcile_seconds=max(args.reconcile_seconds, 3600.0) if args.demo else args.reconcile_seconds,
             model_policy=demo.demo_policy if args.demo else None,
             files={".squadron/workflows/approval-flows.yaml": demo.DEMO_FLOWS} if args.demo else {},
             github=github,

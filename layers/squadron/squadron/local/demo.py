@@ -262,6 +262,22 @@ def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | N
         ),
     )
     timeline.say("pr-review read the diff, reviewed it and posted squadron/pr-review = success")
+    stack.reconcile()
+    board = wait(
+        "the dashboard issue",
+        lambda: next(
+            (
+                i
+                for i in stack.sandbox.repos[repo].issues.values()
+                if any(label.get("name") == "squadron-dashboard" for label in i.get("labels", []))
+            ),
+            None,
+        ),
+    )
+    timeline.say(
+        f"the reconciler keeps dashboard issue #{board['number']}: the agents, PR #{pr['number']} "
+        "and the merge gate's verdict, the cost so far, boxes to act"
+    )
     api(
         "POST",
         "/check-runs",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -319,3 +320,35 @@ def test_a_restart_resumes_where_the_stack_stopped(local_stack: StackFactory, tm
     assert any("report_blocked" in str(m.get("tool_calls")) for m in woken["messages"])  # its session
     assert "Resolved blockers: #1" in prompts(woken)[-1]
     assert second.errors == []
+
+
+def test_a_maintainer_wakes_a_sleeping_agent_from_the_dashboard_issue(local_stack: StackFactory) -> None:
+    """The dashboard issue end to end: rendered by the reconciler in the sandbox, a box ticked by a
+    maintainer comes back as the issue's edited webhook, the router wakes the agent, and the next
+    rendering clears the box."""
+    stack = local_stack(DevScript(blocked_by={1: 2}))
+    assert stack.sandbox is not None
+    Human(stack).open_issue("Reports", assign=True)
+    eventually(lambda: status(stack, "1-1-feat-dev") is AgentStatus.SLEEPING, "#1's agent to sleep on #2")
+    stack.reconcile()
+    issues = stack.sandbox.repos[stack.options.repo].issues
+
+    def board() -> dict[str, Any] | None:
+        return next(
+            (
+                i
+                for i in issues.values()
+                if any(label["name"] == "squadron-dashboard" for label in i["labels"])
+            ),
+            None,
+        )
+
+    found = eventually(board, "the dashboard issue")
+    assert "- [ ] Wake `feat-dev-1`" in found["body"] and "```mermaid" in found["body"]
+    ticked = found["body"].replace("- [ ] Wake `feat-dev-1`", "- [x] Wake `feat-dev-1`")
+    Human(stack, login="octo-maintainer").call("PATCH", f"/issues/{found['number']}", body=ticked)
+    eventually(lambda: launches(stack, "1-1-feat-dev") == ["start", "wake"], "the agent to wake")
+    eventually(lambda: idle(stack, "1-1-feat-dev"), "the woken agent to finish its turn")
+    stack.reconcile()
+    assert "- [x]" not in (board() or {}).get("body", "")  # rendered again: no box stays ticked
+    assert stack.errors == []

@@ -28,6 +28,7 @@ from bench import (
     imports,
     ingress,
     local,
+    pm_idle,
     router_calls,
     routing,
 )
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "config_validation": Benchmark(config_validation.bench_config_validation, config_validation.summary),
     "router_calls": Benchmark(router_calls.bench_router_calls, router_calls.summary),
     "gateway": Benchmark(gateway.bench_gateway, gateway.summary),
+    "pm_idle": Benchmark(pm_idle.bench_pm_idle, pm_idle.summary),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).
     "cost": Benchmark(cost.bench_cost, cost.summary),
     "image": Benchmark(image.bench_image, image.summary),

@@ -13,6 +13,7 @@ from squadron.domain.task_ending import (
     Outcome,
     TaskOutcome,
     after_turn,
+    poll_times,
     reported,
     task_outcome,
 )
@@ -123,3 +124,19 @@ def test_how_the_task_ended(ending: Ending, lease_lost: bool, expected: TaskOutc
 )
 def test_what_the_router_is_told(outcome: Outcome | None, told: str | None) -> None:
     assert reported(outcome) == told
+
+
+@pytest.mark.parametrize(
+    ("linger", "times"),
+    [
+        (0, [0.0]),
+        (1, [0.0, 0.5, 1.0]),
+        (30, [0.0, 0.5, 1.5, 3.5, 7.5, 15.5, 23.5, 30.0]),
+    ],
+)
+def test_a_lingering_task_reads_its_inbox_less_and_less_often(linger: float, times: list[float]) -> None:
+    assert poll_times(linger) == times
+
+
+def test_an_idle_minute_costs_a_few_reads_not_sixty() -> None:
+    assert len(poll_times(60)) == 12  # 0, .5, 1.5, 3.5, 7.5, then every 8 s to 60

@@ -45,7 +45,7 @@ from squadron.domain.events import TaskUsage
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
 from squadron.domain.shell_policy import refuse_shell
-from squadron.domain.task_ending import Outcome
+from squadron.domain.task_ending import NEWS_POLL_SECONDS, Outcome
 from squadron.domain.usage import ModelTokens, add_tokens
 
 logger = logging.getLogger(__name__)
@@ -64,8 +64,6 @@ LOST_SESSION_NOTE = (
     "Your earlier conversation on this assignment was lost: the task that held it ended before it "
     "was saved. Start again from the issue; your branch has whatever work was pushed."
 )
-#: How often a lingering task looks for news: quickly at first, then less and less often.
-NEWS_POLL_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 def _now() -> datetime:

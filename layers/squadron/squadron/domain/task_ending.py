@@ -79,3 +79,21 @@ def reported(outcome: Outcome | None) -> Literal["idle", "sleeping", "escalated"
     if outcome in ("superseded", "busy"):
         return None
     return outcome if outcome in ("sleeping", "escalated") else "idle"
+
+
+#: How often a lingering task looks for news: quickly at first, then less and less often.
+NEWS_POLL_SECONDS = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def poll_times(linger_seconds: float) -> list[float]:
+    """When a task lingering ``linger_seconds`` with no news reads its inbox (seconds from the start).
+
+    Once at once, then after each pause of :data:`NEWS_POLL_SECONDS` (the last repeating), and a
+    last time at the deadline: a few reads a minute, not one a second.
+    """
+    times, at, polls = [0.0], 0.0, 0
+    while at < linger_seconds:
+        at = min(at + NEWS_POLL_SECONDS[min(polls, len(NEWS_POLL_SECONDS) - 1)], linger_seconds)
+        polls += 1
+        times.append(at)
+    return times

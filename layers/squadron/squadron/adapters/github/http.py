@@ -13,10 +13,11 @@ requests at least ``mutation_spacing`` apart, and at most
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -135,6 +136,75 @@ class GitHubCallStats:
             return traffic
 
 
+class ETagCache:
+    """GitHub's answers to GETs by credential and URL, for conditional requests.
+
+    GitHub answers a GET that carries ``If-None-Match`` with the ETag it sent before with a 304
+    and no body when nothing changed, and does not count it against the rate limit. Entries are
+    keyed by a hash of the token and the URL with its query, so an answer is only ever reused for
+    the same credential (another installation, a narrower token, the App's JWT each have their
+    own); bounded by entries and bytes, least recently used first out; thread-safe.
+    """
+
+    def __init__(
+        self, *, max_entries: int = 512, max_bytes: int = 8 * 1024 * 1024, max_body: int = 512 * 1024
+    ):
+        self.max_entries, self.max_bytes, self.max_body = max_entries, max_bytes, max_body
+        self._entries: OrderedDict[tuple[str, str], tuple[str, bytes, dict[str, str]]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        #: GETs answered 304 (from the cache) since the cache was made.
+        self.hits = 0
+
+    @staticmethod
+    def key(token: str, url: httpx.URL) -> tuple[str, str]:
+        return hashlib.sha256(token.encode()).hexdigest()[:32], str(url)
+
+    def etag(self, key: tuple[str, str]) -> str | None:
+        with self._lock:
+            found = self._entries.get(key)
+            return found[0] if found else None
+
+    def store(self, key: tuple[str, str], response: httpx.Response) -> None:
+        etag = response.headers.get("etag")
+        body = response.content
+        if not etag or len(body) > self.max_body:
+            return
+        kept = {name: response.headers[name] for name in ("link", "content-type") if name in response.headers}
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old[1])
+            self._entries[key] = (etag, body, kept)
+            self._bytes += len(body)
+            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+                _, (_, dropped, _) = self._entries.popitem(last=False)
+                self._bytes -= len(dropped)
+
+    def answer(self, key: tuple[str, str], not_modified: httpx.Response) -> httpx.Response:
+        """The stored answer for a 304 (as the 200 it stands for), or an error saying it is missing."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+        if found is None:
+            raise GitHubError(
+                304, "GitHub answered 304 Not Modified to a request the cache had no answer for"
+            )
+        _, body, headers = found
+        return httpx.Response(200, content=body, headers=headers, request=not_modified.request)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+
 class GitHubHttp:
     def __init__(
         self,
@@ -149,8 +219,11 @@ class GitHubHttp:
         max_wait_seconds: float = 3600.0,
         timeout: float = 30.0,
         stats: GitHubCallStats | None = None,
+        etags: ETagCache | None = None,
     ) -> None:
         self.stats = stats or GitHubCallStats()
+        #: Conditional GETs (a 304 does not count against GitHub's rate limit).
+        self.etags = etags if etags is not None else ETagCache()
         self.sleep = sleep
         self.wall_clock = wall_clock
         self.throttle = throttle or Throttle(sleep=sleep)
@@ -176,14 +249,16 @@ class GitHubHttp:
         rate_waits = 0
         while True:
             self.throttle.before(throttle_key, method)
+            headers = {"Authorization": f"Bearer {token}"}
+            cache_key: tuple[str, str] | None = None
+            if method == "GET":
+                url = self._client.build_request(method, path, params=params).url
+                cache_key = self.etags.key(token, url)
+                etag = self.etags.etag(cache_key)
+                if etag is not None:
+                    headers["If-None-Match"] = etag
             try:
-                response = self._client.request(
-                    method,
-                    path,
-                    params=params,
-                    json=json,
-                    headers={"Authorization": f"Bearer {token}"},
-                )
+                response = self._client.request(method, path, params=params, json=json, headers=headers)
             except httpx.TransportError as exc:
                 self.stats.sent(None)
                 server_failures += 1
@@ -195,7 +270,11 @@ class GitHubHttp:
                 self.sleep(2.0**server_failures)
                 continue
             self.stats.sent(response)
+            if response.status_code == 304 and cache_key is not None:
+                return self.etags.answer(cache_key, response)
             if response.status_code < 400:
+                if cache_key is not None:
+                    self.etags.store(cache_key, response)
                 return response
             if response.status_code in (403, 429) and _is_rate_limited(response):
                 rate_waits += 1

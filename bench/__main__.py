@@ -19,7 +19,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import config_validation, cost, gateway, image, imports, ingress, local, router_calls, routing
+from bench import (
+    capacity,
+    config_validation,
+    cost,
+    gateway,
+    image,
+    imports,
+    ingress,
+    local,
+    router_calls,
+    routing,
+)
 from bench.machine import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -41,6 +52,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "gateway": Benchmark(gateway.bench_gateway, gateway.summary),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).
     "cost": Benchmark(cost.bench_cost, cost.summary),
+    # Not a measurement: the capacity model over router_calls' and gateway's figures.
+    "capacity": Benchmark(capacity.bench_capacity, capacity.summary),
     "image": Benchmark(image.bench_image, image.summary),
     "local_stack": Benchmark(local.bench_local_stack, local.stack_summary),
     "agent_host": Benchmark(local.bench_agent_host, local.agent_summary),

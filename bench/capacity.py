@@ -220,8 +220,6 @@ ASSUMPTIONS: dict[str, float] = {
 
 #: The agent subnets of infra/constructs/agents.py: two Availability Zones, /22 each.
 AGENT_SUBNETS, AGENT_SUBNET_MASK = 2, 22
-#: Records per router invocation (infra/constructs/event_queue.py ROUTER_BATCH_SIZE).
-ROUTER_BATCH_SIZE = 3
 #: Points GitHub counts for a REST request (secondary limit).
 GET_POINTS, MUTATION_POINTS = 1.0, 5.0
 MUTATIONS = ("POST", "PATCH", "PUT", "DELETE")
@@ -341,7 +339,8 @@ def webhook_bounds(
     def lim(name: str) -> float:
         return limits[name].value
 
-    lambda_left = lim("lambda_concurrent_executions") - deployment.router_max_concurrency - 1  # reconciler
+    # What the router (at most router_max_concurrency) and the reconciler leave of the account's.
+    lambda_left = max(0.0, lim("lambda_concurrent_executions") - deployment.router_max_concurrency - 1)
     github_hour = lim("github_installation_requests_per_hour") - installation_overhead_per_hour(deployment, a)
     points = (
         event.github_requests - event.github_mutations
@@ -502,7 +501,8 @@ def agent_bounds(
 
     addresses = AGENT_SUBNETS * (2 ** (32 - AGENT_SUBNET_MASK) - lim("vpc_subnet_reserved_addresses"))
     gateway_concurrency = agent.gateway_invocations_per_hour / 3600 * agent.gateway_seconds
-    lambda_left = lim("lambda_concurrent_executions") - deployment.router_max_concurrency - 1
+    # What the router (at most router_max_concurrency) and the reconciler leave of the account's.
+    lambda_left = max(0.0, lim("lambda_concurrent_executions") - deployment.router_max_concurrency - 1)
     github_hour = lim("github_installation_requests_per_hour") - installation_overhead_per_hour(deployment, a)
     return [
         Bound(
@@ -620,8 +620,12 @@ def binding(bounds: list[Bound], scope: Scope) -> Bound:
 
 
 def headroom(bound: Bound, bounds: list[Bound]) -> float:
-    """How far ``bound`` is above what binds first at its own scope (1.0: it is what binds)."""
-    return bound.value / binding(bounds, bound.scope).value
+    """How far ``bound`` is above what binds first at its own scope (1.0: it is what binds;
+    infinite when what binds allows nothing at all)."""
+    first = binding(bounds, bound.scope).value
+    if first == 0:
+        return 1.0 if bound.value == 0 else math.inf
+    return bound.value / first
 
 
 def fifo_recommendation(
@@ -658,7 +662,7 @@ def _bound_json(bound: Bound, bounds: list[Bound]) -> dict[str, Any]:
         **asdict(bound),
         "value": round(bound.value, 2),
         "limits": list(bound.limits),
-        "headroom": round(headroom(bound, bounds), 2),
+        "headroom": None if math.isinf(room := headroom(bound, bounds)) else round(room, 2),
     }
 
 
@@ -757,7 +761,7 @@ def readme_table(view: dict[str, Any], unit: str) -> str:
         name = f"**{b['name']}**" if first else b["name"]
         rows.append(
             f"| {name} | {_SCOPE_WORDS[b['scope']]} | {_figure(b['value'])} | "
-            f"{_figure(b['headroom'])}x | {b['raise_by']} |"
+            f"{'-' if b['headroom'] is None else _figure(b['headroom']) + 'x'} | {b['raise_by']} |"
         )
     return "\n".join(rows)
 

@@ -52,7 +52,7 @@ _EFS_PERFORMANCE = "https://docs.aws.amazon.com/efs/latest/ug/performance.html"
 _GITHUB_APP_LIMITS = "https://docs.github.com/en/apps/creating-github-apps/registering-a-github-app/rate-limits-for-github-apps"
 _GITHUB_REST_LIMITS = "https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api"
 _APIGW_QUOTAS = "https://docs.aws.amazon.com/apigateway/latest/developerguide/limits.html"
-_VPC_SUBNETS = "https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html"
+_VPC_CREATE_SUBNET = "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateSubnet.html"
 
 
 @dataclass(frozen=True)
@@ -173,12 +173,16 @@ PUBLISHED: dict[str, Published] = {
     ),
     "api_gateway_account_requests_per_second": Published(
         10_000,
-        "requests/s per account and Region across HTTP APIs (burst 5,000)",
+        "requests/s per account and Region across HTTP, REST and WebSocket APIs (burst 5,000)",
         _APIGW_QUOTAS,
-        "unverified",
+        "confirmed",
+        "2,500 (burst 1,250) in the newer Regions the page lists",
     ),
     "vpc_subnet_reserved_addresses": Published(
-        5, "IPv4 addresses AWS reserves in every subnet", _VPC_SUBNETS, "unverified"
+        5,
+        "IPv4 addresses AWS reserves in every subnet (the first four and the last)",
+        _VPC_CREATE_SUBNET,
+        "confirmed",
     ),
 }
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import (
+    capacity,
     cold_start,
     config_validation,
     cost,
@@ -55,6 +56,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "pm_idle": Benchmark(pm_idle.bench_pm_idle, pm_idle.summary),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).
     "cost": Benchmark(cost.bench_cost, cost.summary),
+    # Not a measurement: the capacity model over router_calls' and gateway's figures.
+    "capacity": Benchmark(capacity.bench_capacity, capacity.summary),
     "image": Benchmark(image.bench_image, image.summary),
     "local_stack": Benchmark(local.bench_local_stack, local.stack_summary),
     "agent_host": Benchmark(local.bench_agent_host, local.agent_summary),

@@ -556,6 +556,7 @@ class AgentGateway:
         client = self._client(agent, INSTALLATION_PERMISSIONS[caller_kind(agent.kind)])
         write = request.write
         own = {n for n in (agent.issue_number, agent.pr_number) if n is not None}
+        pull: dict[str, Any] | None = None  # the agent's PR, when the write read it (its report reuses it)
         try:
             result: Any
             match write:
@@ -585,14 +586,7 @@ class AgentGateway:
                         write.number, write.event, write.body, commit_id=write.commit_id
                     )
                 case WriteStatus():
-                    if agent.pr_number is None:
-                        raise LaunchRefusedError("forbidden", f"{agent.display_name} has no pull request")
-                    head = str(client.get_pull(agent.pr_number).get("head", {}).get("sha") or "")
-                    if write.sha != head:
-                        raise LaunchRefusedError(
-                            "forbidden",
-                            f"{agent.display_name} posts its status on its pull request's head only",
-                        )
+                    pull = self._own_head(agent, client, write.sha)
                     result = client.create_status(
                         write.sha, state=write.state, context=write.context, description=write.description
                     )
@@ -608,7 +602,7 @@ class AgentGateway:
                 case _:
                     assert_never(write)
             try:
-                action = self._action_of(agent, write, result, client)
+                action = self._action_of(agent, write, result, client, pull)
             except ValidationError as exc:  # GitHub answered something no webhook would carry
                 raise LaunchRefusedError(
                     "github_refused", f"done, but GitHub's answer could not be reported to the router: {exc}"
@@ -621,8 +615,25 @@ class AgentGateway:
             self._report(agent, request.launch_token, action)
         return Answer({"result": result})
 
+    @staticmethod
+    def _own_head(agent: AgentRecord, client: GitHubClient, sha: str) -> dict[str, Any]:
+        """The agent's own pull request, read to check that ``sha`` is its head (refused if not)."""
+        if agent.pr_number is None:
+            raise LaunchRefusedError("forbidden", f"{agent.display_name} has no pull request")
+        pull: dict[str, Any] = client.get_pull(agent.pr_number)
+        if sha != str(pull.get("head", {}).get("sha") or ""):
+            raise LaunchRefusedError(
+                "forbidden", f"{agent.display_name} posts its status on its pull request's head only"
+            )
+        return pull
+
     def _action_of(
-        self, agent: AgentRecord, write: GitHubWriteRequest, result: Any, client: GitHubClient
+        self,
+        agent: AgentRecord,
+        write: GitHubWriteRequest,
+        result: Any,
+        client: GitHubClient,
+        pull_read: dict[str, Any] | None,
     ) -> AgentAction | None:
         """What the router must hear of ``write``, built from GitHub's answer ``result`` (or None)."""
         answer = result if isinstance(result, dict) else {}
@@ -645,7 +656,7 @@ class AgentGateway:
                     review=review_fields(review), pull_request=pull_request_fields(pull)
                 )
             case WriteStatus():
-                pull = client.get_pull(agent.pr_number or 0)
+                pull = pull_read if pull_read is not None else client.get_pull(agent.pr_number or 0)
                 status = {
                     **answer,
                     "sha": write.sha,

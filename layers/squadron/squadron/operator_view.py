@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
-from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, cost_of, tree_cost, usd
+from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, agent_cost, issue_costs, usd
 
 #: Live first, then the ones that wait, then the finished.
 STATUS_ORDER = {
@@ -86,42 +86,28 @@ def sort_agents(agents: Iterable[AgentRecord]) -> list[AgentRecord]:
     )
 
 
-def agent_cost(agent: AgentRecord, prices: PriceTable = DEFAULT_PRICES) -> Cost:
-    return cost_of(agent.counters.tokens, agent.counters.active_seconds, prices)
-
-
 def _cost_cell(cost: Cost) -> str:
     return usd(cost.total_usd) + ("+?" if cost.unpriced else "")
 
 
-def issue_costs(
+def repository_issue_costs(
     agents: Sequence[AgentRecord], prices: PriceTable = DEFAULT_PRICES
 ) -> dict[tuple[str, int], tuple[Cost, Cost]]:
-    """Per (repository, issue): what its agents cost, and with the issues blocking it (its tree).
-
-    The tree follows the blockers the agents' records name (the open ones: a closed blocker
-    drops out of a record, so a finished tree counts its issues only while they block).
-    """
-    per_issue: dict[str, dict[int, Cost]] = {}
-    blocked_by: dict[str, dict[int, set[int]]] = {}
+    """Per (repository, issue): what its agents cost, and with the issues blocking it (its tree)."""
+    by_repo: dict[str, list[AgentRecord]] = {}
     for agent in agents:
-        if agent.issue_number is None:
-            continue
-        repo = agent.repo_full_name
-        issues = per_issue.setdefault(repo, {})
-        issues[agent.issue_number] = issues.get(agent.issue_number, Cost()) + agent_cost(agent, prices)
-        blocked_by.setdefault(repo, {}).setdefault(agent.issue_number, set()).update(agent.blocked_by)
+        by_repo.setdefault(agent.repo_full_name, []).append(agent)
     return {
-        (repo, number): (cost, tree_cost(number, issues, blocked_by.get(repo, {})))
-        for repo, issues in sorted(per_issue.items())
-        for number, cost in sorted(issues.items())
+        (repo, number): costs
+        for repo, theirs in sorted(by_repo.items())
+        for number, costs in issue_costs(theirs, prices).items()
     }
 
 
 def cost_lines(agents: Sequence[AgentRecord], prices: PriceTable = DEFAULT_PRICES) -> list[str]:
     """ "cost per issue" lines: each issue's agents, and with the issues blocking it."""
     lines = []
-    for (repo, number), (own, tree) in issue_costs(agents, prices).items():
+    for (repo, number), (own, tree) in repository_issue_costs(agents, prices).items():
         line = f"  {repo}#{number}  {_cost_cell(own)}"
         if tree.total_usd != own.total_usd:
             line += f"  (with its blockers {_cost_cell(tree)})"

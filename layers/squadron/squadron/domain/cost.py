@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from squadron.domain.agents import AgentRecord
 from squadron.domain.usage import ModelTokens
 
 
@@ -107,6 +108,29 @@ def tree_cost(issue: int, per_issue: Mapping[int, Cost], blocked_by: Mapping[int
         total = total + per_issue.get(number, Cost())
         stack.extend(blocked_by.get(number, ()))
     return total
+
+
+def agent_cost(agent: AgentRecord, prices: PriceTable = DEFAULT_PRICES) -> Cost:
+    """What one agent has cost over its life: its tokens and its tasks' active time."""
+    return cost_of(agent.counters.tokens, agent.counters.active_seconds, prices)
+
+
+def issue_costs(
+    agents: Iterable[AgentRecord], prices: PriceTable = DEFAULT_PRICES
+) -> dict[int, tuple[Cost, Cost]]:
+    """Per issue of one repository's ``agents``: what its agents cost, and with the issues blocking it.
+
+    The tree follows the blockers the agents' records name (the open ones: a closed blocker
+    drops out of a record, so a finished tree counts its issues only while they block).
+    """
+    per_issue: dict[int, Cost] = {}
+    blocked_by: dict[int, set[int]] = {}
+    for agent in agents:
+        if agent.issue_number is None:
+            continue
+        per_issue[agent.issue_number] = per_issue.get(agent.issue_number, Cost()) + agent_cost(agent, prices)
+        blocked_by.setdefault(agent.issue_number, set()).update(agent.blocked_by)
+    return {n: (c, tree_cost(n, per_issue, blocked_by)) for n, c in sorted(per_issue.items())}
 
 
 def usd(amount: float) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
-from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, cost_of, tree_cost, usd
+from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_costs, usd
 
 TITLE = "Squadron dashboard"
 LABEL = "squadron-dashboard"
@@ -128,7 +128,7 @@ def _agents_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable
                 break
             shown += 1
             blocked = ", ".join(_issue_link(repo, n) for n in sorted(agent.blocked_by)) or "-"
-            cost = cost_of(agent.counters.tokens, agent.counters.active_seconds, prices)
+            cost = agent_cost(agent, prices)
             lines.append(
                 f"| {status.value} | `{agent.display_name}` | {_issue_link(repo, agent.issue_number)} "
                 f"| {_pr_link(repo, agent.pr_number)} | {blocked} | {usd(cost.total_usd)} |"
@@ -198,19 +198,6 @@ def _escalations_section(repo: str, agents: Sequence[AgentRecord]) -> list[str]:
         reason = _cell(agent.escalation_reason or "no reason given")
         lines.append(f"- {_issue_link(repo, agent.issue_number)} `{agent.display_name}`: {reason}")
     return [*lines, ""]
-
-
-def issue_costs(agents: Iterable[AgentRecord], prices: PriceTable) -> dict[int, tuple[Cost, Cost]]:
-    """Per issue: what its agents cost, and with the issues blocking it."""
-    per_issue: dict[int, Cost] = {}
-    blocked_by: dict[int, set[int]] = {}
-    for agent in agents:
-        if agent.issue_number is None:
-            continue
-        spent = cost_of(agent.counters.tokens, agent.counters.active_seconds, prices)
-        per_issue[agent.issue_number] = per_issue.get(agent.issue_number, Cost()) + spent
-        blocked_by.setdefault(agent.issue_number, set()).update(agent.blocked_by)
-    return {n: (c, tree_cost(n, per_issue, blocked_by)) for n, c in sorted(per_issue.items())}
 
 
 def _cost_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:

@@ -249,16 +249,17 @@ class GitHubHttp:
         rate_waits = 0
         while True:
             self.throttle.before(throttle_key, method)
-            headers = {"Authorization": f"Bearer {token}"}
+            outgoing = self._client.build_request(
+                method, path, params=params, json=json, headers={"Authorization": f"Bearer {token}"}
+            )
             cache_key: tuple[str, str] | None = None
             if method == "GET":
-                url = self._client.build_request(method, path, params=params).url
-                cache_key = self.etags.key(token, url)
+                cache_key = self.etags.key(token, outgoing.url)
                 etag = self.etags.etag(cache_key)
                 if etag is not None:
-                    headers["If-None-Match"] = etag
+                    outgoing.headers["If-None-Match"] = etag
             try:
-                response = self._client.request(method, path, params=params, json=json, headers=headers)
+                response = self._client.send(outgoing)
             except httpx.TransportError as exc:
                 self.stats.sent(None)
                 server_failures += 1

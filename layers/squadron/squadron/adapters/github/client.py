@@ -34,7 +34,7 @@ Json = dict[str, Any]
 
 
 def _timestamp(at: datetime) -> str:
-    """GitHub's ISO 8601 timestamp (``YYYY-MM-DDTHH:MM:SSZ``), a second earlier to be inclusive."""
+    """GitHub's ISO 8601 timestamp (``YYYY-MM-DDTHH:MM:SSZ``), cut to the second (still at or before ``at``)."""
     return at.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

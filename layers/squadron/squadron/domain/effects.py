@@ -244,8 +244,6 @@ Effect = (
 
 GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, CreateIssue)
 TASK_EFFECTS = (LaunchAgent, StopAgentTask)
-#: Judged last, after the registry reflects the event (the gate reads GitHub, not the registry).
-GATE_EFFECTS = (EvaluateMerge, FileBlockerIssue)
 
 #: News of the event itself: idempotent, guarded by GitHub's time or id, applied before the commit.
 Fact = SetIssueState | SetIssueAssignment | RecordReview
@@ -263,11 +261,6 @@ Outside = (
     | EvaluateMerge
     | FileBlockerIssue
 )
-
-FACTS = (SetIssueState, SetIssueAssignment, RecordReview)
-WRITES = (PutAgent, AddBlocker, RemoveBlocker, LinkPullRequest, DeliverInbox)
-#: Effects that create something on GitHub: a retry looks for their key before creating again.
-CREATES = (PostComment, CreateIssue, FileBlockerIssue)
 
 
 def _outside_rank(effect: Outside) -> int:

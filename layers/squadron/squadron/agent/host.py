@@ -276,8 +276,9 @@ class AgentHost:
 
     def _count_tokens(self, model: str, input_tokens: int, output_tokens: int) -> None:
         """One model call's tokens (called by the SDK's event thread)."""
-        before = self.tokens.get(model[:100] or "unknown", (0, 0))
-        self.tokens[model[:100] or "unknown"] = (before[0] + input_tokens, before[1] + output_tokens)
+        name = model[:100] or "unknown"
+        before = self.tokens.get(name, (0, 0))
+        self.tokens[name] = (before[0] + input_tokens, before[1] + output_tokens)
 
     def _stop(self) -> None:
         """Abort the prompt in flight (safe from any thread: SDK callbacks may run off the loop)."""

@@ -16,11 +16,14 @@ import pytest
 from moto import mock_aws
 from moto.server import ThreadedMotoServer
 
+from squadron.adapters.dynamo_memory import DynamoMemory
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.adapters.operations import Operations, OperatorError, Target, local_target, stack_target
 from squadron.cli import main
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem, RoleKind
 from squadron.domain.effects import AgentWrite
+from squadron.domain.memory import MemoryPolicy, Writer
+from squadron.shell.memory import Memory
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
@@ -210,3 +213,83 @@ def test_the_local_stack_is_read_from_a_plain_shell(
             assert "1-7-feat-dev" in out.getvalue()
     finally:
         server.stop()
+
+
+@pytest.fixture
+def local_stack(tmp_path: Path, plain_shell: None) -> Iterator[Target]:
+    """A moto server standing in for the running local stack, with one agent of octo/shop."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 (loopback)
+        urllib.request.urlopen(reset).close()  # noqa: S310
+        aws: dict[str, Any] = {
+            "endpoint_url": endpoint,
+            "region_name": "us-east-1",
+            "aws_access_key_id": "x",
+            "aws_secret_access_key": "x",
+        }
+        boto3.client("dynamodb", **aws).create_table(TableName="registry", **TABLE_DEFINITION)
+        sqs = boto3.client("sqs", **aws)
+        dlq = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        queue = sqs.create_queue(QueueName="events.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        target = Target(
+            table_name="registry",
+            queue_url=queue,
+            dead_letter_queue_url=dlq,
+            endpoint=endpoint,
+            region="us-east-1",
+        )
+        DynamoRegistry("registry", client=target.dynamodb()).put_agent(
+            AgentWrite(record(7, AgentStatus.ACTIVE), None)
+        )
+        target.write(tmp_path)
+        yield target
+    finally:
+        server.stop()
+
+
+def test_people_list_show_confirm_pin_and_forget_what_agents_remember(
+    local_stack: Target, tmp_path: Path
+) -> None:
+    memory = Memory(DynamoMemory(local_stack.table_name, client=local_stack.dynamodb()), clock=lambda: T0)
+    writer = Writer(
+        agent_id="1-7-feat-dev",
+        role="feat-dev",
+        kind="dev",
+        repo_id=1,
+        repo_full_name="octo/shop",
+        issue_number=7,
+    )
+    for text in ("Tests need Redis on 6379", "Never touch the payments module"):
+        memory.remember(writer, text=text, evidence="#7", audience="repository", policy=MemoryPolicy())
+    redis, payments = (next(f for f in memory.all(1) if word in f.text) for word in ("Redis", "payments"))
+
+    def run(*command: str) -> tuple[int, str]:
+        out = io.StringIO()
+        code = main(["memory", *command, "--repo", "octo/shop", "--local", "--state", str(tmp_path)], out=out)
+        return code, out.getvalue()
+
+    code, listed = run("list")
+    assert code == 0 and redis.fact_id in listed and "proposed" in listed and "Never touch" in listed
+    code, shown = run("show", redis.fact_id, "--json")
+    assert code == 0 and json.loads(shown)["evidence"] == {"kind": "issue", "number": 7, "comment_id": None}
+    assert run("confirm", redis.fact_id, "--by", "alice")[0] == 0
+    assert run("pin", payments.fact_id)[0] == 0
+    facts = {f.fact_id: f for f in memory.all(1)}
+    assert (facts[redis.fact_id].status, facts[redis.fact_id].confirmed_by) == ("confirmed", "alice")
+    assert facts[payments.fact_id].pinned and str(facts[payments.fact_id].confirmed_by).startswith(
+        "operator:"
+    )
+    assert run("forget", redis.fact_id) == (0, f"forgot {redis.fact_id}\n")
+    assert run("forget", redis.fact_id)[0] == 1
+    assert [f.fact_id for f in memory.all(1)] == [payments.fact_id]
+    code, said = run("show", "m-000000000000")
+    assert code == 1 and "no fact m-000000000000" in said
+    code, said = run("pin")
+    assert code == 1 and "needs a fact id" in said
+    out = io.StringIO()
+    code = main(["memory", "list", "--repo", "octo/none", "--local", "--state", str(tmp_path)], out=out)
+    assert code == 3 and "no agent of octo/none" in out.getvalue()

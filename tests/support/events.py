@@ -204,9 +204,11 @@ class Events:
             pull_request=self._pr(number, branch, body, draft=draft, base=base),
         )
 
-    def pr_closed(self, number: int, branch: str, *, merged: bool, body: str = "") -> EventEnvelope:
+    def pr_closed(
+        self, number: int, branch: str, *, merged: bool, body: str = "", by: str = "alice"
+    ) -> EventEnvelope:
         pr = self._pr(number, branch, body, state="closed", merged=merged)
-        return self._base("pull_request", "closed", pull_request=pr)
+        return self._base("pull_request", "closed", sender=by, pull_request=pr)
 
     def review(
         self,

@@ -16,8 +16,10 @@ from squadron.agent.door import Door, Transport
 from squadron.config import load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
-from squadron.ports import EventQueue
+from squadron.ports import EventQueue, MemoryStore
 from squadron.shell.gateway import AgentGateway, GatewayRegistry
+from squadron.shell.memory import Memory
+from tests.support.fake_memory import FakeMemory
 from tests.support.fake_registry import FakeLauncher
 from tests.support.github_fake import FakeGitHub, app_private_key
 
@@ -48,6 +50,7 @@ def gateway_for(
     secrets: DictSecrets | None = None,
     copilot_token_secret: str | None = None,
     metrics: RecordedMetrics | None = None,
+    memory: MemoryStore | None = None,
 ) -> AgentGateway:
     private, _ = app_private_key()
     app = GitHubApp(
@@ -65,6 +68,7 @@ def gateway_for(
         config_for=lambda agent: loaded,
         agent_metrics=metrics or RecordedMetrics(),
         copilot_token_secret=copilot_token_secret,
+        memory=Memory(memory if memory is not None else FakeMemory(), clock=clock),
         clock=clock,
     )
 

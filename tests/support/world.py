@@ -9,8 +9,10 @@ from squadron.domain.agents import AgentRecord
 from squadron.domain.effects import Effect, apply_order
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
+from squadron.shell.memory import Memory
 from squadron.shell.router import RouterService
 from tests.support.events import T0, Events, summarize
+from tests.support.fake_memory import FakeMemory
 from tests.support.fake_registry import FakeLauncher, FakeRegistry, FakeRouterGitHub
 
 
@@ -24,14 +26,17 @@ class World:
     )
     events: Events = field(default_factory=Events)
     now: datetime = T0
+    memory_store: FakeMemory = field(default_factory=FakeMemory)
 
     def __post_init__(self) -> None:
+        self.memory = Memory(self.memory_store, clock=lambda: self.now)
         self.router = RouterService(
             registry=self.registry,
             launcher=self.launcher,
             github=self.github,
             policies=lambda _event: self.policy,
             clock=self._clock,
+            memory=self.memory,
         )
 
     def _clock(self) -> datetime:

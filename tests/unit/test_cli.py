@@ -104,6 +104,7 @@ def test_subcommands_are_a_table() -> None:
         "agent",
         "dlq",
         "events",
+        "memory",
         "replay",
         "app",
         "branch-protection",

@@ -424,6 +424,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         operator_cli.run_events,
     ),
     Subcommand(
+        "memory",
+        "what agents remember per repository: list, show, forget, pin or confirm a fact",
+        operator_cli.configure_memory,
+        operator_cli.run_memory,
+    ),
+    Subcommand(
         "replay",
         "ask GitHub to send a webhook delivery again",
         operator_cli.configure_replay,

@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, TextIO
 
 from squadron.cli_types import port, repo_name
 from squadron.domain.app_manifest import GITHUB_API_URL
-from squadron.operator_view import agent_detail, agent_row, dead_letter_table, sort_agents, status_table
+from squadron.operator_view import (
+    agent_detail,
+    agent_row,
+    dead_letter_table,
+    memory_detail,
+    memory_table,
+    sort_agents,
+    status_table,
+)
 
 if TYPE_CHECKING:
     from squadron.adapters.github.manifests import ManifestConversions
@@ -98,6 +106,88 @@ def run_agent(args: argparse.Namespace, out: TextIO) -> int:
     else:
         out.write(agent_detail(agent, inbox, _now()))
     return EXIT_OK
+
+
+def configure_memory(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        choices=("list", "show", "forget", "pin", "confirm"),
+        help=(
+            "list: a repository's facts; show: one fact whole; forget: delete it; pin: confirm it and keep "
+            "it until forgotten; confirm: share a proposal with every agent (it still expires unused)"
+        ),
+    )
+    parser.add_argument("fact_id", nargs="?", help="the fact (m-...), for show, forget, pin and confirm")
+    parser.add_argument("--repo", type=repo_name, required=True, help="the repository (owner/name)")
+    parser.add_argument(
+        "--by",
+        default=None,
+        help="who confirms or pins, as the fact records it (default: operator:<your user>)",
+    )
+    _where(parser)
+
+
+def run_memory(args: argparse.Namespace, out: TextIO) -> int:
+    """``squadron memory``: what agents remember, and people's say over it."""
+    import getpass  # noqa: PLC0415
+
+    from squadron.adapters.operations import OperatorError  # noqa: PLC0415
+    from squadron.domain.memory import MemoryPolicy, MemoryRefusedError  # noqa: PLC0415
+    from squadron.shell.memory import Memory  # noqa: PLC0415
+
+    if args.action != "list" and not args.fact_id:
+        out.write(
+            f"squadron memory {args.action} needs a fact id (m-...): `squadron memory list --repo {args.repo}`\n"
+        )
+        return EXIT_PROBLEMS
+    by = args.by or f"operator:{getpass.getuser()}"
+    try:
+        operations = _operations(args)
+        repo_id = operations.repo_id(args.repo)
+        memory = Memory(operations.memory_store(), clock=_now)
+        policy = MemoryPolicy()
+        match args.action:
+            case "list":
+                facts = operations.guarded("reading memory", memory.all, repo_id)
+                if args.json:
+                    out.write(json.dumps([f.model_dump(mode="json") for f in facts], indent=2) + "\n")
+                else:
+                    out.write(memory_table(facts))
+                return EXIT_OK
+            case "show":
+                fact = operations.guarded("reading memory", memory.get, repo_id, args.fact_id)
+                out.write(
+                    json.dumps(fact.model_dump(mode="json"), indent=2) + "\n"
+                    if args.json
+                    else memory_detail(fact)
+                )
+                return EXIT_OK
+            case "forget":
+                if not operations.guarded("forgetting", memory.forget, repo_id, args.fact_id):
+                    out.write(f"no fact {args.fact_id} in the memory of {args.repo}\n")
+                    return EXIT_PROBLEMS
+                out.write(f"forgot {args.fact_id}\n")
+                return EXIT_OK
+            case "pin":
+                fact = operations.guarded("pinning", memory.pin, repo_id, args.fact_id, by=by, policy=policy)
+                out.write(
+                    f"pinned {fact.fact_id}: every agent of {args.repo} sees it until it is forgotten\n"
+                )
+                return EXIT_OK
+            case _:
+                operations.guarded("reading memory", memory.get, repo_id, args.fact_id)
+                done = operations.guarded(
+                    "confirming", memory.confirm, repo_id, [args.fact_id], by=by, how="cli", policy=policy
+                )
+                said = "confirmed" if done else "was confirmed already"
+                out.write(f"{args.fact_id} {said}: every agent of {args.repo} may see it\n")
+                return EXIT_OK
+    except MemoryRefusedError as exc:
+        out.write(f"{exc}\n")
+        return EXIT_PROBLEMS
+    except OperatorError as exc:
+        out.write(f"{exc}\n")
+        return EXIT_UNAVAILABLE
 
 
 def configure_replay(parser: argparse.ArgumentParser) -> None:

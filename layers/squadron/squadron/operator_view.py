@@ -9,6 +9,7 @@ from typing import Any
 
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
 from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, agent_cost, issue_costs, usd
+from squadron.domain.memory import MemoryFact
 
 #: Live first, then the ones that wait, then the finished.
 STATUS_ORDER = {
@@ -218,3 +219,42 @@ def dead_letter_table(messages: Sequence[dict[str, Any]]) -> str:
         for m in messages
     ]
     return "\n".join(lines) + f"\n{len(messages)} messages\n"
+
+
+def memory_table(facts: Sequence[MemoryFact]) -> str:
+    """A repository's memory, one fact per line: id, status, uses, provenance, text."""
+    if not facts:
+        return "memory is empty\n"
+    lines = [f"{'FACT':<15} {'STATUS':<10} {'USES':>4}  {'FROM':<10} {'BY':<22} TEXT"]
+    for fact in facts:
+        status = "pinned" if fact.pinned else fact.status
+        text = fact.text if len(fact.text) <= 80 else fact.text[:79] + "…"
+        lines.append(
+            f"{fact.fact_id:<15} {status:<10} {fact.use_count:>4}  {fact.evidence.label():<10} {fact.agent_id:<22} {text}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def memory_detail(fact: MemoryFact) -> str:
+    """One fact, whole, with where it came from and who confirmed it."""
+    status = "pinned" if fact.pinned else fact.status
+    rows = [
+        ("fact", fact.fact_id),
+        ("text", fact.text),
+        ("status", status),
+        ("evidence", f"{fact.evidence.label()} {fact.evidence.url(fact.repo_full_name)}"),
+        (
+            "learned by",
+            f"{fact.agent_id} ({fact.role}) on #{fact.issue_number}" if fact.issue_number else fact.agent_id,
+        ),
+        ("audience", "every agent" if fact.audience == "repository" else f"{fact.kind} agents"),
+        ("created", fact.created_at.isoformat()),
+        ("last used", f"{fact.last_used_at.isoformat()} ({fact.use_count} uses)"),
+        (
+            "confirmed",
+            f"by {fact.confirmed_by} ({fact.confirmed_how}) at {fact.confirmed_at.isoformat()}"
+            if fact.confirmed_at
+            else "not yet",
+        ),
+    ]
+    return "".join(f"{name + ':':<12} {value}\n" for name, value in rows)

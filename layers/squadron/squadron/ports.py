@@ -10,6 +10,7 @@ from squadron.domain.agents import AgentRecord, InboxItem, IssueState
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.events import EventEnvelope
+from squadron.domain.memory import MemoryFact
 from squadron.domain.metrics import MetricPoint
 from squadron.domain.routing import IssueView
 
@@ -238,6 +239,19 @@ class MergeGatePort(Protocol):
         issue_number: int | None = None,
         cause: str = "",
     ) -> GateJudgement: ...
+
+
+class MemoryStore(Protocol):
+    """A repository's memory (:mod:`squadron.domain.memory`); writes are conditional on the
+    version read (:class:`~squadron.domain.agents.ConflictError` when it moved)."""
+
+    def facts(self, repo_id: int) -> list[MemoryFact]: ...
+
+    def put_fact(
+        self, fact: MemoryFact, expected_version: int | None, expires_at: datetime | None
+    ) -> None: ...
+
+    def delete_fact(self, repo_id: int, fact_id: str) -> bool: ...
 
 
 class MetricsSink(Protocol):

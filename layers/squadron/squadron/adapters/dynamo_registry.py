@@ -166,6 +166,11 @@ def _load(item: Mapping[str, Any]) -> dict[str, Any]:
     return {key: _plain(_deserializer.deserialize(value)) for key, value in item.items()}
 
 
+#: An item to DynamoDB's attribute values and back (for the other adapters of the table).
+dump_item = _dump
+load_item = _load
+
+
 def _agent_item(record: AgentRecord) -> dict[str, Any]:
     data = record.model_dump(mode="json")
     return {
@@ -187,7 +192,9 @@ def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-class DynamoRegistry:
+class DynamoTable:
+    """One DynamoDB table and the plumbing its adapters share (errors named, queries paged)."""
+
     def __init__(self, table_name: str, *, client: DynamoDBClient | None = None) -> None:
         self.table_name = table_name
         self._client = client
@@ -232,6 +239,10 @@ class DynamoRegistry:
             ExpressionAttributeValues={":pk": {"S": pk}},
             ConsistentRead=True,
         )
+
+
+class DynamoRegistry(DynamoTable):
+    """The agent registry (:class:`~squadron.ports.Registry`) on its table."""
 
     def _agent_put(self, write: AgentWrite) -> dict[str, Any]:
         """The Put of an agent write, conditional on its expected version."""

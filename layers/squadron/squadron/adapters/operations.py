@@ -19,6 +19,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
 
+from squadron.adapters.dynamo_memory import DynamoMemory
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
@@ -167,6 +168,23 @@ class Operations:
             for agent in self._guard("reading the registry", self.registry.agents_with_status, status)
         ]
         return [a for a in found if repo is None or a.repo_full_name == repo]
+
+    def repo_id(self, repo: str) -> int:
+        """The id of ``repo`` (owner/name), as its agents' records hold it."""
+        for agent in self.agents(repo):
+            return agent.repo_id
+        raise OperatorError(
+            f"no agent of {repo} in {self.target.table_name}: its memory is empty (`squadron status` lists "
+            "the repositories with agents)"
+        )
+
+    def memory_store(self) -> DynamoMemory:
+        """The repositories' memory, on the registry's table."""
+        return DynamoMemory(self.target.table_name, client=self.registry.client)
+
+    def guarded(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """``call`` with AWS failures said as an OperatorError (for the CLI's own services)."""
+        return self._guard(what, call, *args, **kwargs)
 
     def agent(self, agent_id: str) -> tuple[AgentRecord, list[InboxItem]]:
         record = self._guard("reading the registry", self.registry.get_agent, agent_id)

@@ -138,6 +138,21 @@ class Door:
         key = answer.get("key")
         return cast(Literal["byok", "copilot", "none"], kind), (str(key) if key is not None else None)
 
+    # --- memory and context ------------------------------------------------------------------
+
+    def remember(self, fact: str, evidence: str, audience: str = "repository") -> str:
+        """Propose a fact to the repository's memory; what the memory said."""
+        return str(self.call("remember", fact=fact, evidence=evidence, audience=audience)["remembered"])
+
+    def recall(self, query: str, limit: int = 10) -> list[str]:
+        """The facts the agent may see that match ``query``, one line each."""
+        return [str(line) for line in self.call("recall", query=query[:500], limit=limit)["facts"]]
+
+    def brief(self, query: str) -> tuple[str, str]:
+        """(shared context, memory) the session starts with ("" for either when there is none)."""
+        answer = self.call("brief", query=query[:500])
+        return str(answer.get("context") or ""), str(answer.get("memory") or "")
+
     # --- what it tells the router ------------------------------------------------------------
 
     def pushed(self) -> str:

@@ -28,8 +28,15 @@ from squadron.config.agents import (
 )
 from squadron.config.builtin import BUILTIN_AGENTS, DEFAULT_WAKE_PROMPT
 from squadron.config.yamlsource import LineMap, YamlProblems, dotted, load_yaml
-from squadron.domain.repo_config.constants import AGENTS_DIR, APPROVAL_FLOWS_FILE, CONFIG_DIR, CONFIG_FILE
+from squadron.domain.repo_config.constants import (
+    AGENTS_DIR,
+    APPROVAL_FLOWS_FILE,
+    CONFIG_DIR,
+    CONFIG_FILE,
+    CONTEXT_FILE,
+)
 from squadron.domain.repo_config.errors import ConfigError, Problem
+from squadron.domain.repo_config.limits import MAX_CONTEXT_CHARS
 from squadron.domain.repo_config.models import (
     AgentDefinition,
     AgentFrontMatter,
@@ -76,6 +83,9 @@ class SquadronConfig(BaseModel):
         default=(), description="Files absent, whose documented defaults apply."
     )
     commit_sha: str | None = Field(default=None, description="The default-branch commit it was read at.")
+    context: str = Field(
+        default="", description="The shared context (.squadron/context.md) every agent reads."
+    )
 
     def role(self, name: str) -> ResolvedRole:
         """Role ``name`` resolved: role config over agent front matter over documented defaults."""
@@ -141,9 +151,19 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
     if flows is not None:
         ctx.check_flow_references(flows, flows_doc.lines, directory)
 
+    context = files.get(CONTEXT_FILE, "").strip()
+    if len(context) > MAX_CONTEXT_CHARS:
+        ctx.add(
+            CONTEXT_FILE,
+            None,
+            (),
+            f"is {len(context)} characters, over the limit of {MAX_CONTEXT_CHARS} for the shared context "
+            "every agent starts with (MAX_CONTEXT_CHARS): keep what every agent needs",
+        )
     if ctx.problems or repo_config is None or flows is None:
         raise ConfigError(ctx.problems)
     return SquadronConfig(
+        context=context,
         config=repo_config,
         agents=agents,
         approval_flows=flows,

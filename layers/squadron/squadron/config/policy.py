@@ -59,6 +59,8 @@ def routing_policy(config: SquadronConfig) -> RoutingPolicy:
         issue_budget_usd=repo.issue_budget_usd,
         prices=repo.pricing,
         dashboard=repo.dashboard,
+        memory=repo.memory,
+        retrospective=repo.retrospective,
     )
 
 

@@ -3,7 +3,8 @@
 One issue per repository, found again by its hidden marker (as Renovate finds its Dependency
 Dashboard): agents by status with links, the blocker graph as a Mermaid flowchart, each open
 agent pull request with what the merge gate waits for, the escalations waiting for a human,
-and what each issue has cost so far. The reconciler renders it from the registry and edits the
+what each issue has cost so far, and what the repository's memory holds (proposals a person
+may confirm with a tick). The reconciler renders it from the registry and edits the
 issue only when the body changed (:func:`body_digest` in the marker says which body is there).
 """
 
@@ -17,6 +18,7 @@ from datetime import datetime
 
 from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_costs, usd
+from squadron.domain.memory import MemoryFact, MemoryPolicy
 
 TITLE = "Squadron dashboard"
 LABEL = "squadron-dashboard"
@@ -103,6 +105,65 @@ def checked_actions(body: str) -> list[tuple[str, str]]:
         if match and (match.group(1), match.group(2)) not in found:
             found.append((match.group(1), match.group(2)))
     return found[:MAX_ACTIONS]
+
+
+#: A ticked box confirming a fact of the repository's memory (:mod:`squadron.domain.memory`).
+_CONFIRM_RE = re.compile(r"^- \[[xX]\] .*<!-- squadron:remember (m-[0-9a-f]{12}) -->\s*$")
+#: Proposals listed for confirmation at most.
+MAX_PROPOSALS = 20
+
+
+def checked_confirmations(body: str) -> list[str]:
+    """The fact ids whose "confirm" box is ticked, in order, each once."""
+    found: list[str] = []
+    for line in body.splitlines():
+        match = _CONFIRM_RE.match(line.strip())
+        if match and match.group(1) not in found:
+            found.append(match.group(1))
+    return found[:MAX_ACTIONS]
+
+
+def _memory_section(repo: str, facts: Sequence[MemoryFact], now: datetime, policy: MemoryPolicy) -> list[str]:
+    """What the repository's memory holds, and the proposals waiting for a person: a ticked box
+    shares one with every agent (people with write access; see the README's "Memory")."""
+    current = [f for f in facts if not f.expired(policy, now)]
+    if not current:
+        return []
+    confirmed = [f for f in current if f.status == "confirmed"]
+    pinned = sum(1 for f in confirmed if f.pinned)
+    proposals = sorted(
+        (f for f in current if f.status == "proposed"), key=lambda f: (f.created_at, f.fact_id)
+    )
+    lines = [
+        "## Memory",
+        "",
+        f"{len(confirmed)} confirmed facts ({pinned} pinned), {len(proposals)} waiting for a person. "
+        "`squadron memory list` shows them all.",
+        "",
+    ]
+    top = sorted(confirmed, key=lambda f: (not f.pinned, -f.use_count, f.fact_id))[:10]
+    if top:
+        lines += ["| Fact | Learned from | Uses |", "| --- | --- | --- |"]
+        for fact in top:
+            mark = " (pinned)" if fact.pinned else ""
+            source = f"[{fact.evidence.label()}]({fact.evidence.url(repo)})"
+            lines.append(f"| {_cell(fact.text)}{mark} | {source} | {fact.use_count} |")
+        lines.append("")
+    if proposals:
+        lines += [
+            "Proposed by agents, seen only by the agent that wrote each until confirmed. Tick to share "
+            "one with every agent:",
+            "",
+        ]
+        for fact in proposals[:MAX_PROPOSALS]:
+            lines.append(
+                f"- [ ] Confirm: {_cell(fact.text)} (`{fact.agent_id}`, from {fact.evidence.label()}) "
+                f"<!-- squadron:remember {fact.fact_id} -->"
+            )
+        if len(proposals) > MAX_PROPOSALS:
+            lines.append(f"- … and {len(proposals) - MAX_PROPOSALS} more (`squadron memory list`)")
+        lines.append("")
+    return lines
 
 
 def is_dashboard(labels: Iterable[str], author: str | None, bot_login: str) -> bool:
@@ -219,6 +280,8 @@ def render(
     *,
     gates: Mapping[int, GateView] | None = None,
     prices: PriceTable = DEFAULT_PRICES,
+    memory: Sequence[MemoryFact] = (),
+    memory_policy: MemoryPolicy | None = None,
     now: datetime,
 ) -> str:
     """The dashboard issue's body (without its marker: :func:`with_marker` adds it)."""
@@ -232,6 +295,7 @@ def render(
         *_graph_section(agents),
         *_pull_requests_section(repo, agents, gates or {}),
         *_cost_section(repo, agents, prices),
+        *_memory_section(repo, memory, now, memory_policy or MemoryPolicy()),
         f"_Updated {now.strftime('%Y-%m-%d %H:%M')} UTC._",
     ]
     return "\n".join(parts)

@@ -210,6 +210,21 @@ class FileBlockerIssue:
 
 
 @dataclass(frozen=True)
+class ConfirmMemory:
+    """A person confirmed facts of the repository's memory (:mod:`squadron.domain.memory`):
+    those of ``fact_ids`` that ``authors`` proposed. Idempotent: a confirmed fact stays as it is."""
+
+    repo_id: int
+    fact_ids: tuple[str, ...]
+    #: The agents whose proposals it confirms (empty: any agent's, a person named the facts).
+    authors: tuple[str, ...]
+    by: str
+    how: str
+    expiry_days: int = 28
+    kind: Literal["confirm_memory"] = "confirm_memory"
+
+
+@dataclass(frozen=True)
 class Discard:
     """Nothing to do; ``reason`` is logged and counted.
 
@@ -239,6 +254,7 @@ Effect = (
     | CreateIssue
     | EvaluateMerge
     | FileBlockerIssue
+    | ConfirmMemory
     | Discard
 )
 
@@ -260,6 +276,7 @@ Outside = (
     | StopAgentTask
     | EvaluateMerge
     | FileBlockerIssue
+    | ConfirmMemory
 )
 
 
@@ -306,6 +323,7 @@ def split_decision(effects: Iterable[Effect]) -> Split:
                 | StopAgentTask()
                 | EvaluateMerge()
                 | FileBlockerIssue()
+                | ConfirmMemory()
             ):
                 outside.append(effect)
             case Discard():

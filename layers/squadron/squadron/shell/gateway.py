@@ -33,6 +33,12 @@ op                 what the verified task gets
                    installation, sender and the command's agent are stamped here from
                    the verified record, never taken from the task
 ``metrics``        its task's metric points published (catalogue names only)
+``remember``       a fact proposed to its repository's memory (seen only by itself until a
+                   person confirms it: :mod:`squadron.domain.memory`)
+``recall``         the facts of its repository's memory it may see that match a query
+``brief``          what its session starts with: the repository's shared context
+                   (``.squadron/context.md`` and the project section, from the default branch)
+                   and the most relevant facts it may see
 =================  ==============================================================
 
 A refusal is ``{"error", "code"}`` with a code from
@@ -54,6 +60,7 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind, inbox_page
+from squadron.domain.context import shared_context
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import (
     Actor,
@@ -78,6 +85,17 @@ from squadron.domain.events import (
     status_fields,
 )
 from squadron.domain.launches import LaunchRefusedError, check_lease, verify_launch
+from squadron.domain.memory import (
+    MAX_EVIDENCE_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_RECALLED,
+    Audience,
+    MemoryRefusedError,
+    Reader,
+    Writer,
+    line,
+    pr_section,
+)
 from squadron.domain.metrics import CATALOGUE, MetricPoint, point
 from squadron.domain.permissions import (
     INSTALLATION_PERMISSIONS,
@@ -92,6 +110,7 @@ from squadron.domain.permissions import (
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 from squadron.domain.repo_config.models import ByokProvider
 from squadron.ports import EventQueue, MetricsSink, SecretSource
+from squadron.shell.memory import Memory
 
 logger = logging.getLogger(__name__)
 
@@ -292,6 +311,24 @@ class PublishMetrics(_Request):
     points: list[PointIn] = Field(max_length=50)
 
 
+class Remember(_Request):
+    op: Literal["remember"]
+    fact: str = Field(min_length=1, max_length=2_000)
+    evidence: str = Field(min_length=1, max_length=MAX_EVIDENCE_CHARS)
+    audience: Audience = "repository"
+
+
+class Recall(_Request):
+    op: Literal["recall"]
+    query: str = Field(default="", max_length=MAX_QUERY_CHARS)
+    limit: int = Field(default=MAX_RECALLED, ge=1, le=MAX_RECALLED)
+
+
+class Brief(_Request):
+    op: Literal["brief"]
+    query: str = Field(default="", max_length=MAX_QUERY_CHARS)
+
+
 GatewayRequest = Annotated[
     WhoAmI
     | Begin
@@ -304,7 +341,10 @@ GatewayRequest = Annotated[
     | GitHubWrite
     | ModelKey
     | Send
-    | PublishMetrics,
+    | PublishMetrics
+    | Remember
+    | Recall
+    | Brief,
     Field(discriminator="op"),
 ]
 
@@ -326,6 +366,9 @@ Request = (
     | ModelKey
     | Send
     | PublishMetrics
+    | Remember
+    | Recall
+    | Brief
 )
 
 
@@ -394,8 +437,11 @@ class AgentGateway:
         agent_metrics: MetricsSink,
         bot_login: str = "squadron[bot]",
         copilot_token_secret: str | None = None,
+        memory: Memory | None = None,
         clock: Callable[[], datetime] = _now,
     ) -> None:
+        #: The repositories' memory (None: a deployment without one refuses remember).
+        self.memory = memory
         self.registry = registry
         self.app = app
         self.queue = queue
@@ -460,8 +506,69 @@ class AgentGateway:
                 return self._send(request)
             case PublishMetrics():
                 return self._metrics(request)
+            case Remember():
+                return self._remember(request)
+            case Recall():
+                return self._recall(request)
+            case Brief():
+                return self._brief(request)
             case _:
                 assert_never(request)
+
+    # --- memory and context -------------------------------------------------------------------
+
+    def _memory(self) -> Memory:
+        if self.memory is None:
+            raise LaunchRefusedError("forbidden", "this deployment keeps no memory")
+        return self.memory
+
+    def _remember(self, request: Remember) -> Answer:
+        agent = self._verified(request)
+        check_lease(agent, request.launch_token, self.clock())
+        policy = self.config_for(agent).config.memory
+        writer = Writer(
+            agent_id=agent.agent_id,
+            role=agent.role,
+            kind=agent.kind.value,
+            repo_id=agent.repo_id,
+            repo_full_name=agent.repo_full_name,
+            issue_number=agent.issue_number,
+        )
+        try:
+            said = self._memory().remember(
+                writer, text=request.fact, evidence=request.evidence, audience=request.audience, policy=policy
+            )
+        except MemoryRefusedError as exc:
+            raise LaunchRefusedError("forbidden", str(exc)) from exc
+        return Answer({"remembered": said})
+
+    def _recall(self, request: Recall) -> Answer:
+        agent = self._verified(request)
+        policy = self.config_for(agent).config.memory
+        if not policy.enabled:
+            return Answer({"facts": []})
+        reader = Reader(agent_id=agent.agent_id, kind=agent.kind.value)
+        found = self._memory().recall(
+            reader, agent.repo_id, request.query, policy=policy, limit=request.limit
+        )
+        return Answer({"facts": [line(fact) for fact in found]})
+
+    def _brief(self, request: Brief) -> Answer:
+        """The session's start: shared context (default branch only) and the memory it may see."""
+        agent = self._verified(request)
+        config = self.config_for(agent)
+        reader = Reader(agent_id=agent.agent_id, kind=agent.kind.value)
+        memory = (
+            self.memory.brief(reader, agent.repo_id, request.query, policy=config.config.memory)
+            if self.memory is not None
+            else ""
+        )
+        return Answer(
+            {
+                "context": shared_context(config.config.project, agent.repo_full_name, config.context),
+                "memory": memory,
+            }
+        )
 
     # --- verification ----------------------------------------------------------------------
 
@@ -574,7 +681,7 @@ class AgentGateway:
                         title=write.title,
                         head=write.head,
                         base=write.base,
-                        body=write.body,
+                        body=self._with_proposals(agent, write.body),
                         draft=write.draft,
                     )
                 case WriteReview():
@@ -614,6 +721,15 @@ class AgentGateway:
         if action is not None:
             self._report(agent, request.launch_token, action)
         return Answer({"result": result})
+
+    def _with_proposals(self, agent: AgentRecord, body: str) -> str:
+        """``body`` with the agent's facts awaiting confirmation listed (a person's merge confirms
+        them): whoever merges reads what they confirm."""
+        if self.memory is None:
+            return body
+        policy = self.config_for(agent).config.memory
+        section = pr_section(self.memory.proposals(agent.repo_id, agent.agent_id, policy=policy))
+        return f"{body}\n\n{section}" if section else body
 
     @staticmethod
     def _own_head(agent: AgentRecord, client: GitHubClient, sha: str) -> dict[str, Any]:

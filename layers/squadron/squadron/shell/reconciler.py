@@ -45,7 +45,7 @@ from squadron.domain.reconcile import (
 from squadron.domain.repo_config.models import RepoConfig
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import SquadronError
-from squadron.ports import EventQueue
+from squadron.ports import EventQueue, MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +164,10 @@ class ReconcilerService:
         tasks: TaskStatus | None = None,
         clock: Callable[[], datetime] = _now,
         max_reads: int = 200,
+        memory: MemoryStore | None = None,
     ) -> None:
+        #: The repositories' memory, shown on their dashboards (None: not shown).
+        self.memory = memory
         self.liveness = liveness
         self.policy_for = policy_for
         self.tasks = tasks
@@ -297,8 +300,17 @@ class ReconcilerService:
             verdict = self.registry.gate_verdict(agents[0].repo_id, pr)
             if verdict is not None:
                 gates[pr] = dashboard.GateView(verdict)
+        facts = self.memory.facts(agents[0].repo_id) if self.memory is not None else []
         body = dashboard.with_marker(
-            dashboard.render(repo, agents, gates=gates, prices=policy.prices, now=now)
+            dashboard.render(
+                repo,
+                agents,
+                gates=gates,
+                prices=policy.prices,
+                memory=facts,
+                memory_policy=policy.memory,
+                now=now,
+            )
         )
         github = self.reader(installation, repo)
         found = [

@@ -44,6 +44,7 @@ from squadron.domain.domain_events import (
 from squadron.domain.effects import (
     AddLabels,
     CloseIssue,
+    ConfirmMemory,
     CreateIssue,
     Decision,
     Discard,
@@ -65,6 +66,7 @@ from squadron.domain.effects import (
 )
 from squadron.domain.events import EventEnvelope, FinishDecision, RegisterBlocker, command_envelope
 from squadron.domain.launches import SECRET_BYTES, SECRET_TTL, secret_digest
+from squadron.domain.memory import MemoryPolicy
 from squadron.domain.pause import hold_while_paused
 from squadron.domain.routing import (
     RoutingPolicy,
@@ -75,6 +77,7 @@ from squadron.domain.routing import (
     snapshot_request,
 )
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
+from squadron.shell.memory import Memory
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +125,10 @@ class RouterService:
         merge_gate: MergeGatePort | None = None,
         queue: EventQueue | None = None,
         paused: PauseSource | None = None,
+        memory: Memory | None = None,
     ) -> None:
+        #: The repositories' memory: a person's merge confirms the facts its PR lists.
+        self.memory = memory
         self.merge_gate = merge_gate
         self.paused = paused
         #: events.fifo, for the commands effects lead to (a filed blocker issue's registration).
@@ -362,6 +368,29 @@ class RouterService:
                         self._verdict(event, effect, key, outcome.result.verdict, outcome.result.description)
             case FileBlockerIssue():
                 self._file_blocker(event, effect, key, look_since)
+            case ConfirmMemory():
+                if self.memory is None:
+                    logger.info(
+                        "no memory wired; facts %s of repository %s not confirmed",
+                        effect.fact_ids,
+                        effect.repo_id,
+                    )
+                    return
+                confirmed = self.memory.confirm(
+                    effect.repo_id,
+                    effect.fact_ids,
+                    by=effect.by,
+                    how=effect.how,
+                    policy=MemoryPolicy(expiry_days=effect.expiry_days),
+                    authors=effect.authors or None,
+                )
+                logger.info(
+                    "memory of repository %s: %d facts confirmed by %s (%s)",
+                    effect.repo_id,
+                    len(confirmed),
+                    effect.by,
+                    effect.how,
+                )
             case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
                 assert_never(effect)
 

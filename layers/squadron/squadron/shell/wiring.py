@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from squadron.adapters.delivery_records import DeliveryRecords
+from squadron.adapters.dynamo_memory import DynamoMemory
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.ecs import EcsTaskLauncher, EcsTaskStatus
 from squadron.adapters.github.auth import GitHubApp
@@ -38,6 +39,7 @@ from squadron.settings import (
 from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.gateway import AgentGateway
+from squadron.shell.memory import Memory
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.policies import PolicyCache
 from squadron.shell.reconciler import ReconcilerService, liveness_of
@@ -102,6 +104,7 @@ def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | 
         agent_metrics=ServiceEmfMetrics(namespace, "agent"),
         bot_login=settings.bot_login,
         copilot_token_secret=settings.copilot_token_secret,
+        memory=Memory(DynamoMemory(settings.registry_table_name)),
     )
 
 
@@ -133,6 +136,7 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         completed=records.completed,
         bot_login=settings.bot_login,
         max_reads=settings.max_reads,
+        memory=DynamoMemory(settings.registry_table_name),
     )
 
 
@@ -156,6 +160,7 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         records=DeliveryRecords(settings.registry_table_name),
         bot_login=settings.bot_login,
         policy_ttl=timedelta(seconds=settings.policy_ttl_seconds),
+        memory=Memory(DynamoMemory(settings.registry_table_name)),
     )
 
 
@@ -168,6 +173,7 @@ def assemble_router(
     records: DeliveryRecords | None,
     bot_login: str,
     policy_ttl: timedelta,
+    memory: Memory | None = None,
 ) -> RouterRuntime:
     """The router's parts put together: each repository's policy (paused while its configuration
     is invalid, and told so through one issue), the merge gate, the routing service."""
@@ -201,5 +207,6 @@ def assemble_router(
         github=github,
         policies=policies,
         paused=paused,
+        memory=memory,
     )
     return RouterRuntime(Dispatcher(service, once=records.once if records is not None else None), records)

@@ -19,6 +19,8 @@ CONFIG_DIR = ".squadron"
 CONFIG_FILE = "config.yaml"
 AGENTS_DIR = "agents"
 APPROVAL_FLOWS_FILE = "workflows/approval-flows.yaml"
+#: The project's shared context: every agent's session starts with it (from the default branch).
+CONTEXT_FILE = "context.md"
 
 #: Custom tools the framework offers agents: the only bridge between an agent
 #: session and Squadron (AD-017). Every GitHub action goes through them, so the
@@ -41,6 +43,8 @@ FRAMEWORK_TOOLS: Mapping[str, str] = MappingProxyType(
         "label_issue": "Add labels of the label taxonomy to an issue.",
         "assign_issue": "Assign an issue to a dev role (its agent starts).",
         "create_issue": "Open a new issue.",
+        "remember": "Propose a fact to the repository's memory, with the evidence that taught it.",
+        "recall": "Search the repository's memory for facts the agent may see.",
     }
 )
 

@@ -23,6 +23,8 @@ MAX_FILE_BYTES = 128 * 1024
 MAX_TOTAL_BYTES = 512 * 1024
 #: Most configuration files (``*.yaml``, ``*.yml``, ``*.md`` in .squadron/, agents/, workflows/).
 MAX_FILES = 50
+#: Longest shared context (``.squadron/context.md``), in characters: every session starts with it.
+MAX_CONTEXT_CHARS = 16_000
 #: Largest YAML front matter of an agent definition (the Markdown body is the rest of the file).
 MAX_FRONT_MATTER_BYTES = 16 * 1024
 
@@ -66,6 +68,7 @@ LIMITS: dict[str, int] = {
     "MAX_TOTAL_BYTES": MAX_TOTAL_BYTES,
     "MAX_FILES": MAX_FILES,
     "MAX_FRONT_MATTER_BYTES": MAX_FRONT_MATTER_BYTES,
+    "MAX_CONTEXT_CHARS": MAX_CONTEXT_CHARS,
     "MAX_YAML_DEPTH": MAX_YAML_DEPTH,
     "MAX_YAML_ALIASES": MAX_YAML_ALIASES,
     "MAX_YAML_NODES": MAX_YAML_NODES,

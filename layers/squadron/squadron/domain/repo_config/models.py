@@ -256,6 +256,45 @@ class EscalationConfig(_Model):
     )
 
 
+class MemoryConfig(_Model):
+    """What agents remember in this repository (see the README's "Memory")."""
+
+    enabled: bool = Field(default=True, description="Agents may remember and recall facts.")
+    expiry_days: int = Field(
+        default=28,
+        ge=1,
+        le=365,
+        description="Days a fact is kept after it was last used (pinned facts never expire).",
+    )
+    max_facts: int = Field(
+        default=200, ge=1, le=1000, description="Most facts the repository's memory holds."
+    )
+    proposed_per_agent: int = Field(
+        default=20,
+        ge=1,
+        le=100,
+        description="Most facts one agent may have waiting for a person's confirmation.",
+    )
+    brief_chars: int = Field(
+        default=2000,
+        ge=0,
+        le=8000,
+        description="Characters of memory every session starts with (the most relevant facts; 0: none).",
+    )
+
+
+class RetrospectiveConfig(_Model):
+    """When the agents' retrospective runs (see the README's "Retrospectives")."""
+
+    enabled: bool = Field(default=True, description="Hold retrospectives in this repository.")
+    schedule: str = Field(
+        default="cron(0 9 ? * MON *)",
+        pattern=r"^(cron\([0-9A-Za-z*?/,#L -]{9,100}\)|rate\([1-9][0-9]{0,3} (hour|hours|day|days)\))$",
+        description="An EventBridge Scheduler expression (UTC): weekly on Monday 09:00 by default.",
+    )
+    on_milestone: bool = Field(default=True, description="Also hold one when a milestone closes.")
+
+
 class RepoConfig(_Model):
     """``.squadron/config.yaml``."""
 
@@ -306,6 +345,8 @@ class RepoConfig(_Model):
     dashboard: bool = Field(
         default=True, description="Keep a dashboard issue of what the agents are doing in this repository."
     )
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    retrospective: RetrospectiveConfig = Field(default_factory=RetrospectiveConfig)
     pricing: PriceTable = Field(
         default_factory=lambda: DEFAULT_PRICES,
         description="USD per million input and output tokens per model (exact name or `prefix*`), and per task hour.",

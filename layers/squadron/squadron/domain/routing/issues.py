@@ -14,6 +14,7 @@ from squadron.domain.agents import (
 from squadron.domain.blockers import height_of
 from squadron.domain.effects import (
     AgentWrite,
+    ConfirmMemory,
     Discard,
     Effect,
     PostComment,
@@ -68,7 +69,7 @@ def _on_issue_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy
 
 def _on_dashboard_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     """Boxes ticked on the dashboard issue by someone with write access (the authority rule ran
-    before): retry an escalated agent, wake a sleeping one, cancel one. The reconciler's next
+    before): retry an escalated agent, wake a sleeping one, cancel one, confirm a fact of memory. The reconciler's next
     rendering clears the ticks; what no agent of this repository matches is discarded."""
     issue = _issue(event)
     who = event.sender.login
@@ -87,6 +88,18 @@ def _on_dashboard_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
             effects += _notify(agent, event, snap, "dashboard_action", summary, wake=True)
         else:
             effects.append(Discard(f"dashboard: {agent_id} is {agent.status.value}, not to {action}"))
+    confirmed = dashboard.checked_confirmations(issue.body)
+    if confirmed:
+        effects.append(
+            ConfirmMemory(
+                event.repository.id,
+                tuple(confirmed),
+                (),
+                by=who,
+                how="dashboard",
+                expiry_days=policy.memory.expiry_days,
+            )
+        )
     return effects or [Discard("dashboard edited: no box ticked")]
 
 

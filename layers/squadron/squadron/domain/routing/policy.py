@@ -13,7 +13,12 @@ from squadron.domain.agents import (
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable
 from squadron.domain.repo_config.flows import resolve_flow
 from squadron.domain.repo_config.globs import fnmatch_matches
-from squadron.domain.repo_config.models import ApprovalFlowsFile, FlowEscalation
+from squadron.domain.repo_config.models import (
+    ApprovalFlowsFile,
+    FlowEscalation,
+    MemoryConfig,
+    RetrospectiveConfig,
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,10 @@ class RoutingPolicy:
     prices: PriceTable = DEFAULT_PRICES
     #: Keep the repository's dashboard issue (``dashboard`` in its configuration).
     dashboard: bool = True
+    #: The repository's memory bounds (``memory`` in its configuration).
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    #: When its retrospectives run (``retrospective`` in its configuration).
+    retrospective: RetrospectiveConfig = field(default_factory=RetrospectiveConfig)
 
     def escalation_for(self, base_branch: str) -> FlowEscalation:
         return resolve_flow(self.flows, base_branch).escalation

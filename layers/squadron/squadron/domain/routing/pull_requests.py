@@ -13,6 +13,7 @@ from squadron.domain.agents import (
 from squadron.domain.effects import (
     AgentWrite,
     CloseIssue,
+    ConfirmMemory,
     Discard,
     Effect,
     LinkPullRequest,
@@ -21,6 +22,7 @@ from squadron.domain.effects import (
 from squadron.domain.events import (
     EventEnvelope,
 )
+from squadron.domain.memory import listed_in
 from squadron.domain.routing.builders import (
     _dev_agent_for_pr,
     _end,
@@ -85,6 +87,7 @@ def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: Routin
                         event.repository.full_name, event.installation_id, issue, f"PR #{pr.number} merged"
                     )
                 )
+        effects += _confirm_memory(event, snap, policy, issue)
         return effects or [Discard(f"PR #{pr.number} merged; no agent involved")]
     for reviewer in reviewers:
         effects += _end(
@@ -95,6 +98,34 @@ def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: Routin
     if agent is not None:
         effects += _notify(agent, event, snap, "pull_request_closed", summary, wake=True, url=pr.html_url)
     return effects or [Discard(summary)]
+
+
+def _confirm_memory(
+    event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, issue: int | None
+) -> list[Effect]:
+    """A person merged an agent's pull request: the facts its description lists, proposed by its
+    agents, are confirmed (:mod:`squadron.domain.memory`). A merge by the App or any other bot
+    confirms nothing: only a person has read what they confirm."""
+    pr = event.pull_request
+    assert pr is not None
+    listed = tuple(listed_in(pr.body))
+    if not listed or event.sender.is_bot or event.sender.login == policy.bot_login:
+        return []
+    authors = [a.agent_id for a in snap.view(pr.number).agents]
+    if issue is not None:
+        authors += [a.agent_id for a in snap.view(issue).agents]
+    if not authors:
+        return []
+    return [
+        ConfirmMemory(
+            event.repository.id,
+            listed,
+            tuple(dict.fromkeys(authors)),
+            by=event.sender.login,
+            how=f"merged #{pr.number}",
+            expiry_days=policy.memory.expiry_days,
+        )
+    ]
 
 
 def _on_review(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:

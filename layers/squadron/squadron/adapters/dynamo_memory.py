@@ -1,0 +1,73 @@
+"""A repository's memory on the registry's table: the :class:`~squadron.ports.MemoryStore` port.
+
+=====================================  =========================================  ==============
+What                                   Item                                       Read with
+=====================================  =========================================  ==============
+a repository's facts                   ``MEMORY#<r>`` / ``FACT#<fact id>``        Query on PK
+=====================================  =========================================  ==============
+
+Why here: memory is small (at most ``memory.max_facts`` facts of at most 500 characters per
+repository: one Query reads all of it), it is reached only through the agent gateway (which
+takes the repository from the verified agent's record, never from the task) and the operator
+CLI, and the table already has what it needs — conditional writes on a fact's ``version`` and
+TTL (``expires_at``), which deletes a fact left unused past its expiry (pinned facts have no
+TTL). Its items carry no ``entity`` of an event, so the stream's filter never publishes them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from botocore.exceptions import ClientError
+
+from squadron.adapters.dynamo_registry import TTL_ATTRIBUTE, DynamoTable, dump_item
+from squadron.domain.agents import ConflictError
+from squadron.domain.memory import MemoryFact
+
+ENTITY = "memory"
+
+
+def memory_pk(repo_id: int) -> str:
+    return f"MEMORY#{repo_id}"
+
+
+def _key(repo_id: int, fact_id: str) -> dict[str, object]:
+    return dump_item({"PK": memory_pk(repo_id), "SK": f"FACT#{fact_id}"})
+
+
+class DynamoMemory(DynamoTable):
+    """Facts per repository, each written on the condition of the version it was read at."""
+
+    def facts(self, repo_id: int) -> list[MemoryFact]:
+        items = self._partition(memory_pk(repo_id))
+        return [
+            MemoryFact.model_validate_json(item["data"]) for item in items if item.get("entity") == ENTITY
+        ]
+
+    def put_fact(self, fact: MemoryFact, expected_version: int | None, expires_at: datetime | None) -> None:
+        item: dict[str, object] = {
+            "PK": memory_pk(fact.repo_id),
+            "SK": f"FACT#{fact.fact_id}",
+            "entity": ENTITY,
+            "data": fact.model_dump_json(),
+            "version": fact.version,
+            "status": fact.status,
+        }
+        if expires_at is not None:
+            item[TTL_ATTRIBUTE] = int(expires_at.timestamp())
+        request: dict[str, object] = {"TableName": self.table_name, "Item": dump_item(item)}
+        if expected_version is None:
+            request["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            request["ConditionExpression"] = "version = :v"
+            request["ExpressionAttributeValues"] = dump_item({":v": expected_version})
+        try:
+            self._call("put_item", **request)
+        except ClientError as exc:
+            raise ConflictError(f"fact {fact.fact_id} changed meanwhile") from exc
+
+    def delete_fact(self, repo_id: int, fact_id: str) -> bool:
+        answer = self._call(
+            "delete_item", TableName=self.table_name, Key=_key(repo_id, fact_id), ReturnValues="ALL_OLD"
+        )
+        return bool(answer.get("Attributes"))

@@ -1,0 +1,35 @@
+"""An in-memory MemoryStore with the DynamoDB adapter's conditional semantics (the memory
+contract tests run the same cases against both)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+
+from squadron.domain.agents import ConflictError
+from squadron.domain.memory import MemoryFact
+
+
+class FakeMemory:
+    def __init__(self) -> None:
+        #: (repo id, fact id) -> (fact, TTL expiry)
+        self.items: dict[tuple[int, str], tuple[MemoryFact, datetime | None]] = {}
+        self.calls: Counter[str] = Counter()
+
+    def facts(self, repo_id: int) -> list[MemoryFact]:
+        self.calls["facts"] += 1
+        return [fact for (repo, _), (fact, _) in sorted(self.items.items()) if repo == repo_id]
+
+    def put_fact(self, fact: MemoryFact, expected_version: int | None, expires_at: datetime | None) -> None:
+        self.calls["put_fact"] += 1
+        key = (fact.repo_id, fact.fact_id)
+        held = self.items.get(key)
+        if expected_version is None and held is not None:
+            raise ConflictError(f"fact {fact.fact_id} exists")
+        if expected_version is not None and (held is None or held[0].version != expected_version):
+            raise ConflictError(f"fact {fact.fact_id} changed meanwhile")
+        self.items[key] = (fact, expires_at)
+
+    def delete_fact(self, repo_id: int, fact_id: str) -> bool:
+        self.calls["delete_fact"] += 1
+        return self.items.pop((repo_id, fact_id), None) is not None

@@ -9,6 +9,7 @@ import pytest
 
 from squadron.adapters.github.errors import GitHubError
 from squadron.adapters.github.http import ETagCache, GitHubHttp
+from tests.support.github_fake import FakeGitHub
 
 
 class ConditionalGitHub:
@@ -86,3 +87,35 @@ def test_only_gets_are_conditional() -> None:
     http.request("POST", "/repos/o/r/issues/1/comments", token="t", throttle_key="k", json={"body": "x"})
     http.request("POST", "/repos/o/r/issues/1/comments", token="t", throttle_key="k", json={"body": "x"})
     assert [sent for _, sent, _ in github.seen] == [None, None] and len(http.etags) == 0
+
+
+# --- the tests' fake api.github.com answers conditional GETs as GitHub does -------------------
+
+FAKE_ANSWERS = [
+    # (case, If-None-Match sent, the status the fake answers)
+    ("no ETag sent: a full answer", None, 200),
+    ("the body's own ETag: not modified", "current", 304),
+    ("one of several ETags: not modified", 'W/"other", current', 304),
+    ("an old ETag: a full answer", 'W/"old"', 200),
+]
+
+
+@pytest.mark.parametrize(("sent", "status"), [c[1:] for c in FAKE_ANSWERS], ids=[c[0] for c in FAKE_ANSWERS])
+def test_the_fake_answers_a_conditional_get_as_github_does(sent: str | None, status: int) -> None:
+    fake = FakeGitHub()
+    url = "https://api.github.com/repos/octo/app/pulls/101"
+    full = fake.handle(httpx.Request("GET", url))
+    etag = full.headers["etag"]
+    assert full.status_code == 200 and etag.startswith('W/"')
+    headers = {} if sent is None else {"If-None-Match": sent.replace("current", etag)}
+    answer = fake.handle(httpx.Request("GET", url, headers=headers))
+    assert answer.status_code == status and answer.headers["etag"] == etag
+    assert answer.content == (b"" if status == 304 else full.content)
+
+
+def test_the_fake_never_answers_a_mutation_304() -> None:
+    fake = FakeGitHub()
+    url = "https://api.github.com/repos/octo/app/issues/3"
+    etag = fake.handle(httpx.Request("GET", url)).headers["etag"]
+    answer = fake.handle(httpx.Request("PATCH", url, json={"title": "x"}, headers={"If-None-Match": etag}))
+    assert answer.status_code == 200 and "etag" not in answer.headers

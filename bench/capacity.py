@@ -246,6 +246,9 @@ class EventCosts:
     """What one routed event takes, measured (router_calls) or priced (cost.ASSUMPTIONS)."""
 
     github_requests: float
+    #: Of those, the ones GitHub counts against the primary rate limit: a conditional GET answered
+    #: 304 Not Modified does not count (it still counts toward the secondary limits).
+    github_rate_limited: float
     github_mutations: float
     github_posts: float
     dynamodb_calls: float
@@ -297,6 +300,8 @@ def event_costs(router_calls: dict[str, Any], assumptions: dict[str, float] = AS
     )
     return EventCosts(
         github_requests=github,
+        # A benchmark from before conditional requests counted none apart: all count.
+        github_rate_limited=lifecycle.get("github_rate_limited", lifecycle["github"]) / events,
         github_mutations=_count(routes, MUTATIONS) / events,
         github_posts=_count(routes, ("POST",)) / events,
         dynamodb_calls=dynamodb,
@@ -443,8 +448,9 @@ def webhook_bounds(
         Bound(
             "GitHub primary limit",
             "installation",
-            github_hour / 3600 / (event.github_requests * routed),
-            "(requests/h - config rechecks - reconciler) / 3600 / GitHub requests per event",
+            github_hour / 3600 / (event.github_rate_limited * routed),
+            "(requests/h - config rechecks - reconciler) / 3600 / GitHub requests per event "
+            "(a 304 to a conditional GET not counted)",
             ("github_installation_requests_per_hour",),
             "more repositories or users on the installation (up to 12,500/h)",
         ),
@@ -609,7 +615,7 @@ def installation_webhooks(
         limits["github_installation_requests_per_hour"].value
         - installation_overhead_per_hour(deployment, a)
         - agents * a["agent_github_requests_per_hour"]
-    ) / (event.github_requests * routed)
+    ) / (event.github_rate_limited * routed)
     content = (
         limits["github_content_requests_per_hour"].value
         - agents * a["agent_github_content_requests_per_hour"]

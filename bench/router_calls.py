@@ -45,64 +45,82 @@ QUEUE = "events.fifo"
 TABLE = "registry"
 
 #: One issue's life, in the order GitHub (and the agents' commands) would send it:
-#: (event type, what happens, the envelope).
-Step = tuple[str, str, Callable[[Events], EventEnvelope]]
+#: (event type, what happens, the envelope, what the event changed on GitHub: the GET routes
+#: whose answers GitHub would now give a new ETag).
+Step = tuple[str, str, Callable[[Events], EventEnvelope], tuple[str, ...]]
+PULL = "GET /repos/{owner}/{repo}/pulls/{n}"
+REVIEWS = "GET /repos/{owner}/{repo}/pulls/{n}/reviews"
+FILES = "GET /repos/{owner}/{repo}/pulls/{n}/files"
+CHECK_RUNS = "GET /repos/{owner}/{repo}/commits/{sha}/check-runs"
+STATUS = "GET /repos/{owner}/{repo}/commits/{sha}/status"
+ISSUE = "GET /repos/{owner}/{repo}/issues/{n}"
 LIFECYCLE: list[Step] = [
     (
         "issues.opened",
         "a human opens #38: the PM batch (no PM agent yet, so one is created and launched)",
         lambda e: e.opened(38),
+        (ISSUE,),
     ),
     (
         "issues.assigned",
         "#38 assigned to squadron[bot]: the assigner's permission looked up, its dev agent created and launched",
         lambda e: e.assigned(38),
+        (ISSUE,),
     ),
     (
         "squadron.register_blocker",
         "the dev agent's report_blocked command (events.fifo): #38 waits on #42, the agent sleeps",
         lambda e: e.register_blocker(38, BLOCKER, agent_id=A38, sleep=True),
+        (),
     ),
     (
         "issues.closed",
         "the blocker #42 is closed by a human: the sleeping dev agent of #38 is woken (launched)",
         lambda e: e.closed(BLOCKER),
+        (ISSUE,),
     ),
     (
         "issue_comment.created",
         "a collaborator comments on #38: permission looked up, the comment goes to the agent's inbox",
         lambda e: e.comment(38),
+        (ISSUE,),
     ),
     (
         "pull_request.opened",
         "the dev agent opens PR #101 (Fixes #38): linked, a review agent launched, the merge gate run",
         lambda e: e.pr(PR, BRANCH, "Fixes #38"),
+        (PULL, FILES, REVIEWS, CHECK_RUNS, STATUS),  # all new
     ),
     (
         "pull_request_review.submitted",
         "a human requests changes on PR #101: their permission looked up, the dev agent hears of it, "
         "the merge gate runs",
         lambda e: e.review(PR, BRANCH, "changes_requested"),
+        (PULL, REVIEWS),
     ),
     (
         "check_run.completed",
         "one CI job of PR #101 completes (success): the merge gate runs",
         lambda e: e.check(BRANCH, "success", prs=(PR,)),
+        (CHECK_RUNS,),
     ),
     (
         "check_suite.completed",
         "PR #101's check suite completes (success): the merge gate runs",
         lambda e: _check_suite(e, BRANCH, "success", (PR,)),
+        (CHECK_RUNS,),
     ),
     (
         "status",
         "a commit status on the PR's branch (external CI; GitHub's status event has no action)",
         lambda e: e.status((BRANCH,), "success"),
+        (STATUS,),
     ),
     (
         "pull_request.closed",
         "PR #101 merged: #38 closed through the API, its agents completed and their tasks stopped",
         lambda e: e.pr_closed(PR, BRANCH, merged=True, body="Fixes #38"),
+        (PULL, ISSUE),
     ),
 ]
 
@@ -120,21 +138,60 @@ def _check_suite(events: Events, branch: str, conclusion: str, prs: tuple[int, .
     return events._base("check_suite", "completed", sender="github-actions[bot]", check=check)
 
 
+#: What the App's own writes change on GitHub (the GET routes answered with a new ETag after).
+#: A write not named here changes every resource (the conservative guess).
+WRITES_CHANGE: dict[str, tuple[str, ...]] = {
+    "POST /repos/{owner}/{repo}/statuses/{sha}": (STATUS,),
+    "POST /repos/{owner}/{repo}/check-runs": (CHECK_RUNS,),
+    "PATCH /repos/{owner}/{repo}/check-runs/{n}": (CHECK_RUNS,),
+    "POST /repos/{owner}/{repo}/pulls/{n}/reviews": (REVIEWS, PULL),
+    "POST /repos/{owner}/{repo}/issues/{n}/comments": (
+        ISSUE,
+        "GET /repos/{owner}/{repo}/issues/{n}/comments",
+    ),
+    "POST /repos/{owner}/{repo}/issues/{n}/labels": (ISSUE, PULL),
+    "PATCH /repos/{owner}/{repo}/issues/{n}": (ISSUE, PULL),
+    "POST /app/installations/{n}/access_tokens": (),
+}
+
+
 @dataclass
 class CountingGitHub:
-    """The tests' fake api.github.com, counting requests; tokens expire an hour from now."""
+    """The tests' fake api.github.com, counting requests; tokens expire an hour from now.
+
+    The fake's answers are fixed, GitHub's are not: a resource an event or the App's own write
+    changed gets a new ETag on GitHub, so its next conditional GET is answered in full here too
+    (``changed``: GET routes, generalised, until a 200 answered them). Only an unchanged resource
+    is answered 304 — never better than GitHub would.
+    """
 
     fake: FakeGitHub = field(default_factory=FakeGitHub)
     routes: Counter[str] = field(default_factory=Counter)
+    not_modified: Counter[str] = field(default_factory=Counter)
+    changed: set[str] = field(default_factory=set)
+    #: Every GET route answered so far (what a write of unknown effect changes).
+    seen: set[str] = field(default_factory=set)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         route = _route(request)
         self.routes[route] += 1
+        if request.method != "GET":
+            self.changed.update(WRITES_CHANGE.get(route, tuple(self.seen)))
         if route == "POST /app/installations/{n}/access_tokens":
             self.fake.requests.append(request)
             expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
             return httpx.Response(201, json={"token": "ghs_bench", "expires_at": expires, "permissions": {}})
-        return self.fake.handle(request)
+        if route in self.changed and "if-none-match" in request.headers:
+            headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"if-none-match"]
+            request = httpx.Request(request.method, request.url, headers=headers)
+        answer = self.fake.handle(request)
+        if request.method == "GET":
+            self.seen.add(route)
+            if answer.status_code == 200:
+                self.changed.discard(route)
+            elif answer.status_code == 304:
+                self.not_modified[route] += 1
+        return answer
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -189,6 +246,7 @@ class Harness:
         """(the calls routing ``envelope`` made, its routing summary)."""
         self.aws.reset()
         self.github.routes.clear()
+        self.github.not_modified.clear()
         summary = self.route(envelope)
         dynamodb = self.aws.operations("dynamodb")
         sqs = self.aws.operations("sqs")
@@ -202,6 +260,8 @@ class Harness:
             "dynamodb": dynamodb,
             "dynamodb_total": sum(dynamodb.values()),
             "github": sum(self.github.routes.values()),
+            "github_not_modified": sum(self.github.not_modified.values()),
+            "github_rate_limited": sum(self.github.routes.values()) - sum(self.github.not_modified.values()),
             "sqs_sent": sqs.get("SendMessage", 0) + sqs.get("SendMessageBatch", 0),
             "ecs": sum(ecs.values()),
             "ecs_by_operation": ecs,
@@ -295,9 +355,10 @@ def bench_router_calls() -> dict[str, Any]:
         recheck, _ = harness.counted(e.status(("nobody",), "failure"))
 
         events: dict[str, dict[str, Any]] = {}
-        for name, description, make in LIFECYCLE:
+        for name, description, make, changed in LIFECYCLE:
             # Collaborator permissions are cached for minutes; an issue's events are further apart.
             runtime.dispatcher.service.github._permissions.clear()
+            harness.github.changed.update(changed)
             counts, summary = harness.counted(make(e))
             events[name] = {**counts, "note": _note(description, summary)}
     return {
@@ -315,12 +376,21 @@ def bench_router_calls() -> dict[str, Any]:
             "write 1 WRU per 1 KB of the larger of the item before and after (x2 in a transaction; "
             "a ConditionCheck estimated as a transactional write), wru_index: the status index "
             "(GSI, projection ALL) rewritten for items carrying its key (x2 when the key moved). "
-            "The merge gate reads the PR, its files, reviews, statuses and check runs (and the "
+            "The merge gate reads the PR, its reviews, statuses and check runs (its changed files "
+            "too when the approval flow into the PR's base protects paths: one more read per "
+            "judgement, five over the lifecycle; the fake's repository has no approval flows, so "
+            "the defaults, which protect none) (and the "
             "permission of each reviewer with a standing approval or change request, through the "
             "router's permission cache: none here, the fake's reviews name nobody) and posts "
             "its verdict as a commit status; the fake's fixed answers never make the PR ready, so "
             "it never merges here (a merge by the gate adds PUT merge, DELETE the branch and one "
-            "SQS send: the App's own merge is announced on events.fifo, its webhook being dropped)"
+            "SQS send: the App's own merge is announced on events.fifo, its webhook being dropped). "
+            "GitHub calls: every request (github); those answered 304 Not Modified to a conditional "
+            "GET from the transport's ETag cache (github_not_modified; free of the primary rate "
+            "limit); the rest (github_rate_limited). The fake's answers are fixed, so each event names "
+            "what it changed on GitHub (and the App's writes what they change: its commit status the "
+            "combined status), and those resources are answered in full: a 304 only where GitHub "
+            "would send one"
         ),
         "events": events,
         "lifecycle_total": _total(events),
@@ -363,5 +433,6 @@ def summary(result: dict[str, Any]) -> str:
     total = result["lifecycle_total"]
     return (
         f"one issue's lifecycle ({result['lifecycle_events']} events): {total['dynamodb_total']} DynamoDB, "
-        f"{total['github']} GitHub, {total['sqs_sent']} SQS sends, {total['ecs']} ECS calls"
+        f"{total['github']} GitHub ({total['github_not_modified']} of them 304 Not Modified), "
+        f"{total['sqs_sent']} SQS sends, {total['ecs']} ECS calls"
     )

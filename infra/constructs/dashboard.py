@@ -367,7 +367,7 @@ class OperationsDashboard(Construct):
         self.dashboard.add_widgets(
             self._graph(
                 "GitHub: requests and rate limit",
-                [self.per_service("GitHubCalls")],
+                [self.per_service("GitHubCalls"), self.per_service("GitHubNotModified")],
                 right=[self.per_service("GitHubRateLimitRemaining", "Minimum")],
             ),
             self._graph(

@@ -305,3 +305,28 @@ def test_another_apps_bot_is_not_this_app(sandbox: Sandbox) -> None:
     sandbox.settle()
     assert sandbox.receiver.accepted() == [("issues", "opened"), ("issue_comment", "created")]
     assert [d.code for d in sandbox.receiver.decisions if isinstance(d, Dropped)] == ["own_event"]
+
+
+def test_a_repeated_read_is_answered_304_until_the_resource_changes(sandbox: Sandbox) -> None:
+    bot = sandbox.client()
+    number = sandbox.client("alice").create_issue("Cache me", "body")["number"]
+    first = bot.get_issue(number)
+    sandbox.http.stats.drain()
+    assert bot.get_issue(number) == first
+    assert sandbox.http.stats.drain().not_modified == 1  # the sandbox answered 304, the cache the body
+    bot.add_labels(number, ["feature"])
+    changed = bot.get_issue(number)
+    assert [label["name"] for label in changed["labels"]] == ["feature"]  # a new ETag: read again
+    assert sandbox.http.stats.drain().not_modified == 0
+    raw = httpx.get(f"{sandbox.github.base_url}/repos/octo/repo/issues/{number}", headers=_human("alice"))
+    etag = raw.headers["etag"]
+    assert etag.startswith('W/"')  # weak, as GitHub's
+    again = httpx.get(
+        f"{sandbox.github.base_url}/repos/octo/repo/issues/{number}",
+        headers={**_human("alice"), "If-None-Match": etag},
+    )
+    assert (again.status_code, again.content, again.headers["etag"]) == (304, b"", etag)
+
+
+def _human(login: str) -> dict[str, str]:
+    return {"Authorization": f"token human:{login}", "Accept": "application/vnd.github+json"}

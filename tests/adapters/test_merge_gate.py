@@ -308,3 +308,37 @@ def test_the_routers_cached_permissions_are_used_when_wired() -> None:
     assert asked == [(77, "octo/repo", "octo-maintainer")]
     assert github.asked == []  # not through the judgement's own client
     assert merge_status(github)["description"] == "ready: a human merges (require_human)"
+
+
+PROTECTED = FLOWS.replace(
+    "branch_rules:",
+    "  protected_paths:\n    - {paths: ['infra/**'], require_human: true}\nbranch_rules:",
+)
+WAITING = "waiting: waiting on pr-review; waiting on ci"
+FILE_READS = [
+    # (case id, approval flows, files changed, whether the gate lists them, its verdict)
+    ("no protected path: the files cannot matter", FLOWS, ["infra/x.py"], False, WAITING),
+    ("a protected path: the files are read", PROTECTED, ["app.py"], True, WAITING),
+    (
+        "a protected path touched: a human too",
+        PROTECTED,
+        ["infra/x.py"],
+        True,
+        f"{WAITING}; a human approval",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("flows", "files", "listed", "said"), [c[1:] for c in FILE_READS], ids=[c[0] for c in FILE_READS]
+)
+def test_the_changed_files_are_read_only_when_a_protected_path_could_use_them(
+    flows: str, files: list[str], listed: bool, said: str
+) -> None:
+    groups = "version: 1\nhuman_groups:\n  maintainers: {members: [octo-maintainer]}\n"
+    config = parse_files({"config.yaml": groups, "workflows/approval-flows.yaml": flows})
+    github = RecordedGitHub(files=files)
+    gate_over(github, config).evaluate(77, "octo/repo", 101, "feat-dev")
+    assert ("pulls/list-files" in github.reads) is listed
+    assert merge_status(github)["description"] == said
+    assert github.reads.count("pulls/get") == 1

@@ -154,6 +154,23 @@ def _base64(content: str | bytes) -> str:
     return "".join(flat[i : i + 60] + "\n" for i in range(0, len(flat), 60))
 
 
+def etag_of(content: bytes) -> str:
+    """A weak ETag of a body, as GitHub sends on GETs (``W/"<hash>"``)."""
+    return f'W/"{hashlib.sha256(content).hexdigest()}"'
+
+
+def conditional(request: httpx.Request, answer: httpx.Response) -> httpx.Response:
+    """GitHub's conditional GET: a 200 carries a weak ETag; ``If-None-Match`` naming it gets a
+    304 Not Modified with the ETag and no body."""
+    if request.method != "GET" or answer.status_code != 200:
+        return answer
+    etag = etag_of(answer.content)
+    if etag in [tag.strip() for tag in request.headers.get("if-none-match", "").split(",")]:
+        return httpx.Response(304, headers={"ETag": etag})
+    answer.headers["ETag"] = etag
+    return answer
+
+
 def _not_found() -> httpx.Response:
     return _json(404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
 
@@ -378,6 +395,9 @@ class FakeGitHub:
         self.requests.append(request)
         if self.script:
             return self.script.pop(0)
+        return conditional(request, self._answer(request))
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
         path = request.url.raw_path.decode().split("?")[0]  # %2F stays encoded, as GitHub sees it
         fault = self.faults.get(f"{request.method} {path}")
         if fault is not None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from squadron.config import load_directory
-from squadron.domain.approval import PullRequestState, effective_flow, evaluate
+from squadron.domain.approval import PullRequestState, effective_flow, evaluate, reads_changed_files
+from squadron.domain.repo_config.limits import MAX_CHANGED_FILES
 from squadron.domain.repo_config.models import ApprovalFlowsFile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +56,29 @@ def test_effective_flow(base: str, files: list[str], reviews: list[str], human: 
     assert roles(effective.flow) == reviews
     assert effective.require_human is human
     assert len(effective.added_by) == added
+
+
+READS_FILES = [
+    # (case, base, GitHub's count of changed files, whether the gate reads the list)
+    ("main protects paths: read", "main", 3, True),
+    ("main protects paths, count unknown: read", "main", None, True),
+    ("main at the cap: read", "main", MAX_CHANGED_FILES, True),
+    ("main past the cap: every protected path applies unread", "main", MAX_CHANGED_FILES + 1, False),
+    ("develop protects no path: no file can change the verdict", "develop", 3, False),
+    ("a branch no rule names: the default protects none", "feature/x", None, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("base", "count", "reads"), [c[1:] for c in READS_FILES], ids=[c[0] for c in READS_FILES]
+)
+def test_the_changed_files_are_read_only_when_they_can_change_the_flow(
+    base: str, count: int | None, reads: bool
+) -> None:
+    assert reads_changed_files(FLOWS, base, count) is reads
+    if not reads and (count or 0) <= MAX_CHANGED_FILES:  # unread, the files would have added nothing
+        touched = ["infra/stack.py", "cdk.json", "package-lock.json"]
+        assert effective_flow(FLOWS, base, touched) == effective_flow(FLOWS, base, [])
 
 
 AUTO = ApprovalFlowsFile.model_validate(

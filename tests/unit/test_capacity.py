@@ -35,6 +35,7 @@ RESULTS = ROOT / "bench" / "results"
 #: Round figures, so each case's expected value can be worked out by hand.
 EVENT = EventCosts(
     github_requests=4.0,
+    github_rate_limited=4.0,
     github_mutations=1.0,
     github_posts=0.5,
     dynamodb_calls=7.0,
@@ -110,6 +111,25 @@ def test_each_agent_bound_is_a_limit_over_what_an_agent_takes(name: str, expecte
     assert _bound(agent_bounds(AGENT, DEFAULTS), name) == pytest.approx(expected)
 
 
+NOT_MODIFIED = [
+    # (case, a GitHub bound, its value when one of the event's four requests is a GET answered 304)
+    ("the primary limit does not count a 304", "GitHub primary limit", (5000 - OVERHEAD) / 3600 / 3),
+    ("the points still count it", "GitHub points", 900 / 60 / (3 * 1 + 1 * 5)),
+    ("nor does content creation change", "GitHub content creation, hourly", 500 / 3600 / 0.5),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"), [c[1:] for c in NOT_MODIFIED], ids=[c[0] for c in NOT_MODIFIED]
+)
+def test_a_304_costs_no_primary_rate_limit(name: str, expected: float) -> None:
+    revalidated = replace(EVENT, github_rate_limited=3.0)  # one of the four requests a 304
+    assert _bound(webhook_bounds(revalidated, DEFAULTS), name) == pytest.approx(expected)
+    # Beside six agents (60 requests and 6 content creations an hour each), 304s are free there too.
+    primary, content = (5000 - OVERHEAD - 6 * 60) / 3, (500 - 6 * 6) / 0.5
+    assert installation_webhooks(revalidated, 6, DEFAULTS) == pytest.approx(min(primary, content) / 3600)
+
+
 # --- what binds first changes with the inputs ---------------------------------------------
 
 
@@ -181,7 +201,9 @@ def test_each_agent_bound_is_a_limit_over_what_an_agent_takes(name: str, expecte
         (EVENT, DEFAULTS, {}, "installation", "GitHub content creation, hourly"),
         (replace(EVENT, github_posts=0.1), DEFAULTS, {}, "installation", "GitHub primary limit"),
         (
-            replace(EVENT, github_posts=0.01, github_requests=0.01, github_mutations=0.0),
+            replace(
+                EVENT, github_posts=0.01, github_requests=0.01, github_rate_limited=0.01, github_mutations=0.0
+            ),
             DEFAULTS,
             {},
             "installation",
@@ -189,7 +211,13 @@ def test_each_agent_bound_is_a_limit_over_what_an_agent_takes(name: str, expecte
         ),
         # One issue: its events are routed one at a time.
         (
-            replace(EVENT, github_posts=0.0001, github_requests=0.0001, github_mutations=0.0),
+            replace(
+                EVENT,
+                github_posts=0.0001,
+                github_requests=0.0001,
+                github_rate_limited=0.0001,
+                github_mutations=0.0,
+            ),
             Deployment(router_max_concurrency=10),
             {},
             "issue",
@@ -325,6 +353,9 @@ def test_event_costs_count_mutations_posts_and_launches_per_event() -> None:
     }
     costs = event_costs(router_calls)
     assert (costs.github_requests, costs.github_mutations, costs.github_posts) == (2.0, 1.0, 0.5)
+    assert costs.github_rate_limited == 2.0  # a benchmark without 304s counted: every request
+    router_calls["lifecycle_total"] |= {"github_not_modified": 3, "github_rate_limited": 5}
+    assert event_costs(router_calls).github_rate_limited == 1.25
     assert (costs.table_write_units, costs.index_write_units, costs.read_units) == (5.0, 1.0, 2.0)
     assert (costs.delivery_write_units, costs.sqs_sends, costs.task_launches) == (2.0, 1.5, 0.5)
     # The router's seconds are the cost model's: one price for the same work in both models.

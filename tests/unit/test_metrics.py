@@ -345,13 +345,26 @@ def test_agent_task_points(outcome: str, tripped: str | None, mode: str | None, 
     ("traffic", "expected"),
     [
         (GitHubTraffic(), {}),
-        (GitHubTraffic(calls=3), {"GitHubCalls": 3, "GitHubRetries": 0, "GitHubRateLimitWaits": 0}),
+        (
+            GitHubTraffic(calls=3),
+            {"GitHubCalls": 3, "GitHubRetries": 0, "GitHubRateLimitWaits": 0, "GitHubNotModified": 0},
+        ),
         (
             GitHubTraffic(calls=4, retries=1, rate_limit_waits=1, lowest_remaining=12),
-            {"GitHubCalls": 4, "GitHubRetries": 1, "GitHubRateLimitWaits": 1, "GitHubRateLimitRemaining": 12},
+            {
+                "GitHubCalls": 4,
+                "GitHubRetries": 1,
+                "GitHubRateLimitWaits": 1,
+                "GitHubRateLimitRemaining": 12,
+                "GitHubNotModified": 0,
+            },
+        ),
+        (
+            GitHubTraffic(calls=5, not_modified=3),
+            {"GitHubCalls": 5, "GitHubRetries": 0, "GitHubRateLimitWaits": 0, "GitHubNotModified": 3},
         ),
     ],
-    ids=["no traffic: nothing published", "calls", "retries, waits and headroom"],
+    ids=["no traffic: nothing published", "calls", "retries, waits and headroom", "answered from the cache"],
 )
 def test_github_points(traffic: GitHubTraffic, expected: dict[str, float]) -> None:
     assert totals(github_points(traffic)) == expected

@@ -49,6 +49,16 @@ class EffectiveFlow:
     added_by: tuple[str, ...] = ()
 
 
+def reads_changed_files(flows: ApprovalFlowsFile, base_branch: str, changed_count: int | None = None) -> bool:
+    """Whether the changed files of a PR into ``base_branch`` (GitHub counts ``changed_count``)
+    can change its effective flow, so are worth a read: only when the flow into that base protects
+    paths, and GitHub does not count more than :data:`MAX_CHANGED_FILES` (past the cap every
+    protected path applies unread; see :func:`effective_flow`)."""
+    if changed_count is not None and changed_count > MAX_CHANGED_FILES:
+        return False
+    return bool(resolve_flow(flows, base_branch).protected_paths)
+
+
 def effective_flow(
     flows: ApprovalFlowsFile,
     base_branch: str,

@@ -116,12 +116,15 @@ _SPECS = (
     MetricSpec("GitHubRetries", "router", "Count", "requests retried after a 5xx or network failure"),
     MetricSpec("GitHubRateLimitWaits", "router", "Count", "waits for a primary or secondary rate limit"),
     MetricSpec("GitHubRateLimitRemaining", "router", "Count", "x-ratelimit-remaining, lowest seen"),
+    MetricSpec(
+        "GitHubNotModified", "router", "Count", "conditional GETs answered 304 from the ETag cache (free)"
+    ),
 )
 
 CATALOGUE: Mapping[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
 #: Published by every component that calls GitHub, not only the router (its nominal owner).
 GITHUB_METRICS = frozenset(
-    {"GitHubCalls", "GitHubRetries", "GitHubRateLimitWaits", "GitHubRateLimitRemaining"}
+    {"GitHubCalls", "GitHubRetries", "GitHubRateLimitWaits", "GitHubRateLimitRemaining", "GitHubNotModified"}
 )
 
 
@@ -274,6 +277,8 @@ class GitHubTraffic:
     rate_limit_waits: int = 0
     #: The lowest ``x-ratelimit-remaining`` GitHub answered with (None: no answer carried it).
     lowest_remaining: int | None = None
+    #: Calls answered 304 Not Modified (counted in ``calls``; not against the primary rate limit).
+    not_modified: int = 0
 
 
 def github_points(traffic: GitHubTraffic) -> list[MetricPoint]:
@@ -284,6 +289,7 @@ def github_points(traffic: GitHubTraffic) -> list[MetricPoint]:
         point("GitHubCalls", traffic.calls),
         point("GitHubRetries", traffic.retries),
         point("GitHubRateLimitWaits", traffic.rate_limit_waits),
+        point("GitHubNotModified", traffic.not_modified),
     ]
     if traffic.lowest_remaining is not None:
         points.append(point("GitHubRateLimitRemaining", traffic.lowest_remaining))

@@ -54,6 +54,16 @@ class ApiError(Exception):
         self.errors = errors or []
 
 
+def weak_etag(content: bytes) -> str:
+    """A weak ETag of a body, as GitHub sends on GETs (``W/"<hash>"``)."""
+    return f'W/"{hashlib.sha256(content).hexdigest()}"'
+
+
+def _tags(if_none_match: str) -> list[str]:
+    """The ETags an ``If-None-Match`` header names."""
+    return [tag.strip() for tag in if_none_match.split(",") if tag.strip()]
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -263,9 +273,17 @@ class GitHubSandbox:
                 body = self.rfile.read(length) if length else b""
                 status, answer = sandbox.handle(self.command, self.path, body, dict(self.headers))
                 data = b"" if answer is None else json.dumps(answer).encode()
+                # GitHub's conditional GET: a weak ETag on a 200; If-None-Match naming it gets a
+                # 304 Not Modified without a body (and without costing the rate limit).
+                etag = weak_etag(data) if self.command == "GET" and status == 200 else None
+                if etag is not None and etag in _tags(self.headers.get("if-none-match", "")):
+                    status, data = 304, b""
                 self.send_response(status)
-                self.send_header("content-type", "application/json; charset=utf-8")
-                self.send_header("content-length", str(len(data)))
+                if etag is not None:
+                    self.send_header("etag", etag)
+                if status != 304:
+                    self.send_header("content-type", "application/json; charset=utf-8")
+                    self.send_header("content-length", str(len(data)))
                 self.send_header("x-ratelimit-remaining", "4999")
                 self.end_headers()
                 self.wfile.write(data)

@@ -2,8 +2,11 @@
 
 Called by the router whenever something that can change the verdict happens
 (the PR opened or got commits, a review, a check or status). Each evaluation
-reads the PR, its changed files, its head commit's statuses and check runs,
-and its reviews (five reads), then the repository permission of each reviewer
+reads the PR, its head commit's statuses and check runs, its reviews and — only
+when the approval flow into its base protects paths — its changed files (four
+or five reads, each a conditional GET through the transport's ETag cache: what
+did not change since the last judgement is a 304, which costs no rate limit),
+then the repository permission of each reviewer
 whose standing review is an approval or a change request (the authority rule:
 only those with write access count; not the author, the App or bots, each
 asked once per judgement, at most :data:`MAX_REVIEWERS_CHECKED`, and through
@@ -33,11 +36,12 @@ from squadron.domain.approval import (
     PullRequestState,
     effective_flow,
     evaluate,
+    reads_changed_files,
 )
 from squadron.domain.authority import is_app
 from squadron.domain.events import EventEnvelope, ReportConflict, build_envelope, command_envelope
 from squadron.domain.permissions import MergeConsent
-from squadron.domain.repo_config.limits import MAX_CHANGED_FILES, MAX_LISTED
+from squadron.domain.repo_config.limits import MAX_LISTED
 
 logger = logging.getLogger(__name__)
 
@@ -176,10 +180,11 @@ class MergeGate:
         config = self.config_for(repo)
         count = pr.get("changed_files")
         count = count if isinstance(count, int) and not isinstance(count, bool) else None
-        files = (  # past the cap every protected path applies: the list is not even read
-            []
-            if count is not None and count > MAX_CHANGED_FILES
-            else [str(f.get("filename")) for f in github.list_pull_files(pr_number)]
+        base = str((pr.get("base") or {}).get("ref") or "")
+        files = (  # only a flow that protects paths reads them (past the cap, all apply unread)
+            [str(f.get("filename")) for f in github.list_pull_files(pr_number)]
+            if reads_changed_files(config.approval_flows, base, count)
+            else []
         )
         author = str((pr.get("user") or {}).get("login") or "")
         listed = github.list_reviews(pr_number)
@@ -200,7 +205,6 @@ class MergeGate:
             reviews_cut=len(listed) >= MAX_LISTED,
         )
         groups = {name: group.members for name, group in config.config.human_groups.items()}
-        base = str((pr.get("base") or {}).get("ref") or "")
         result = evaluate(
             effective_flow(config.approval_flows, base, files, changed_count=count),
             state,

@@ -13,6 +13,10 @@ commands (relaunch a dead task once, then escalate; escalate a sleeper past
 its max_sleep_duration; a conflict nobody works on), so the router stays the
 only writer of agent state. A GitHub error on one number is reported and the
 run goes on; a rate limit ends that installation's reading for the run.
+The reads go through the GitHub transport's ETag cache: an issue or PR unchanged
+since the last run (in a warm container, under the same installation token: the
+cache is per credential, so about an hour) is answered 304 Not Modified, which
+GitHub does not count against the rate limit.
 """
 
 from __future__ import annotations

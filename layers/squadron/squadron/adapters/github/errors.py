@@ -68,6 +68,10 @@ class GitHubUnavailableError(GitHubError):
     """5xx or a network failure, after the bounded retries."""
 
 
+class NotModifiedWithoutCacheError(GitHubError):
+    """304 Not Modified to a request that had no cached answer to stand for (no ``If-None-Match``)."""
+
+
 BY_STATUS: dict[int, type[GitHubError]] = {
     401: AuthenticationError,
     403: ForbiddenError,

@@ -9,6 +9,13 @@ the injected ``sleep`` and ``clock``, so tests never really wait.
 The throttle keeps GitHub's secondary limits per installation: mutating
 requests at least ``mutation_spacing`` apart, and at most
 ``content_per_minute`` content-creating requests (POST) in any minute.
+
+Every GET is conditional once an earlier answer to it is cached (:class:`ETagCache`): it
+carries ``If-None-Match`` with that answer's ETag, and GitHub's ``304 Not Modified`` (which
+does not count against the primary rate limit) is answered with the cached body, as if GitHub
+had sent it again, and counted (``GitHubNotModified``). A 304 to a request that carried no
+ETag is a :class:`NotModifiedWithoutCacheError`. Paginated lists are cached page by page (each
+page is its own URL).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -27,6 +35,7 @@ from squadron.adapters.github.errors import (
     BY_STATUS,
     GitHubError,
     GitHubUnavailableError,
+    NotModifiedWithoutCacheError,
     RateLimitedError,
 )
 from squadron.domain.metrics import GitHubTraffic
@@ -37,6 +46,12 @@ USER_AGENT = "squadron-github-app"
 MUTATIONS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 SECONDARY_BACKOFF_SECONDS = 60.0
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
+#: Headers of a 200 kept with its cached body (what callers read besides the body).
+_KEPT_HEADERS = ("content-type", "link", "etag")
+#: Rough bookkeeping cost of one cache entry beyond its body, key and headers.
+_ENTRY_OVERHEAD = 256
+#: A longer ETag is no GitHub ETag (a quoted hash): such an answer is not cached.
+MAX_ETAG_LENGTH = 200
 
 
 def rest_client(base_url: str, *, transport: httpx.BaseTransport | None, timeout: float) -> httpx.Client:
@@ -110,6 +125,7 @@ class GitHubCallStats:
         self.retries = 0
         self.rate_limit_waits = 0
         self.lowest_remaining: int | None = None
+        self.not_modified = 0
 
     def sent(self, response: httpx.Response | None) -> None:
         with self._lock:
@@ -128,12 +144,30 @@ class GitHubCallStats:
         with self._lock:
             self.rate_limit_waits += 1
 
+    def revalidated(self) -> None:
+        """A conditional GET was answered 304 Not Modified (free of the primary rate limit)."""
+        with self._lock:
+            self.not_modified += 1
+
     def drain(self) -> GitHubTraffic:
         """The counts so far, then start again from zero."""
         with self._lock:
-            traffic = GitHubTraffic(self.calls, self.retries, self.rate_limit_waits, self.lowest_remaining)
+            traffic = GitHubTraffic(
+                self.calls, self.retries, self.rate_limit_waits, self.lowest_remaining, self.not_modified
+            )
             self._reset()
             return traffic
+
+
+@dataclass(frozen=True)
+class CachedAnswer:
+    """A 200 answer to a GET kept for revalidation: its ETag, body, the headers callers read, and
+    what it costs the cache (body, URL, headers and bookkeeping)."""
+
+    etag: str
+    content: bytes
+    headers: tuple[tuple[str, str], ...]
+    size: int
 
 
 class ETagCache:
@@ -143,14 +177,22 @@ class ETagCache:
     and no body when nothing changed, and does not count it against the rate limit. Entries are
     keyed by a hash of the token and the URL with its query, so an answer is only ever reused for
     the same credential (another installation, a narrower token, the App's JWT each have their
-    own); bounded by entries and bytes, least recently used first out; thread-safe.
+    own); the token itself is never kept. Bounded by entries and by bytes (each entry counted
+    with its URL, headers and bookkeeping, not its body alone), the least recently used first
+    out; an answer over ``max_body`` (or over ``max_bytes``) is not kept at all, so one huge body
+    can neither pass the bound nor flush everything else out. Thread-safe.
     """
 
     def __init__(
         self, *, max_entries: int = 512, max_bytes: int = 8 * 1024 * 1024, max_body: int = 512 * 1024
     ):
+        if min(max_entries, max_bytes, max_body) < 1:
+            raise ValueError(
+                f"an ETag cache needs room: max_entries={max_entries}, max_bytes={max_bytes}, "
+                f"max_body={max_body}"
+            )
         self.max_entries, self.max_bytes, self.max_body = max_entries, max_bytes, max_body
-        self._entries: OrderedDict[tuple[str, str], tuple[str, bytes, dict[str, str]]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], CachedAnswer] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         #: GETs answered 304 (from the cache) since the cache was made.
@@ -160,40 +202,50 @@ class ETagCache:
     def key(token: str, url: httpx.URL) -> tuple[str, str]:
         return hashlib.sha256(token.encode()).hexdigest()[:32], str(url)
 
-    def etag(self, key: tuple[str, str]) -> str | None:
-        with self._lock:
-            found = self._entries.get(key)
-            return found[0] if found else None
+    def lookup(self, key: tuple[str, str]) -> CachedAnswer | None:
+        """The answer kept for ``key`` (now the most recently used), if any.
 
-    def store(self, key: tuple[str, str], response: httpx.Response) -> None:
-        etag = response.headers.get("etag")
-        body = response.content
-        if not etag or len(body) > self.max_body:
-            return
-        kept = {name: response.headers[name] for name in ("link", "content-type") if name in response.headers}
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= len(old[1])
-            self._entries[key] = (etag, body, kept)
-            self._bytes += len(body)
-            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
-                _, (_, dropped, _) = self._entries.popitem(last=False)
-                self._bytes -= len(dropped)
-
-    def answer(self, key: tuple[str, str], not_modified: httpx.Response) -> httpx.Response:
-        """The stored answer for a 304 (as the 200 it stands for), or an error saying it is missing."""
+        The caller holds on to it until GitHub answers: a 304 then stands for this very answer,
+        even if another thread evicted or replaced the entry meanwhile."""
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
                 self._entries.move_to_end(key)
-                self.hits += 1
-        if found is None:
-            raise GitHubError(
-                304, "GitHub answered 304 Not Modified to a request the cache had no answer for"
-            )
-        _, body, headers = found
-        return httpx.Response(200, content=body, headers=headers, request=not_modified.request)
+            return found
+
+    def store(self, key: tuple[str, str], response: httpx.Response) -> bool:
+        """Keep a 200 answer to a GET if it has a usable ETag and fits; whether it was kept.
+
+        An answer that is not kept still drops what was kept for ``key``: it is stale."""
+        etag = response.headers.get("etag", "")
+        body = response.content
+        headers = tuple((name, response.headers[name]) for name in _KEPT_HEADERS if name in response.headers)
+        size = len(body) + sum(map(len, key)) + sum(len(n) + len(v) for n, v in headers) + _ENTRY_OVERHEAD
+        with self._lock:
+            self._discard(key)
+            if not etag or len(etag) > MAX_ETAG_LENGTH or len(body) > self.max_body or size > self.max_bytes:
+                return False
+            self._entries[key] = CachedAnswer(etag, body, headers, size)
+            self._bytes += size
+            while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.size
+            return True
+
+    def _discard(self, key: tuple[str, str]) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= old.size
+
+    def answer(self, cached: CachedAnswer, not_modified: httpx.Response) -> httpx.Response:
+        """The cached 200 standing for GitHub's 304, with the 304's fresh rate-limit headers."""
+        with self._lock:
+            self.hits += 1
+        headers = dict(cached.headers)
+        headers.update(
+            (name, value) for name, value in not_modified.headers.items() if name.startswith("x-ratelimit-")
+        )
+        return httpx.Response(200, content=cached.content, headers=headers, request=not_modified.request)
 
     def __len__(self) -> int:
         with self._lock:
@@ -252,12 +304,10 @@ class GitHubHttp:
             outgoing = self._client.build_request(
                 method, path, params=params, json=json, headers={"Authorization": f"Bearer {token}"}
             )
-            cache_key: tuple[str, str] | None = None
-            if method == "GET":
-                cache_key = self.etags.key(token, outgoing.url)
-                etag = self.etags.etag(cache_key)
-                if etag is not None:
-                    outgoing.headers["If-None-Match"] = etag
+            cache_key = self.etags.key(token, outgoing.url) if method == "GET" else None
+            cached = self.etags.lookup(cache_key) if cache_key is not None else None
+            if cached is not None:
+                outgoing.headers["If-None-Match"] = cached.etag
             try:
                 response = self._client.send(outgoing)
             except httpx.TransportError as exc:
@@ -271,10 +321,18 @@ class GitHubHttp:
                 self.sleep(2.0**server_failures)
                 continue
             self.stats.sent(response)
-            if response.status_code == 304 and cache_key is not None:
-                return self.etags.answer(cache_key, response)
+            if response.status_code == 304:
+                if cached is None:
+                    raise NotModifiedWithoutCacheError(
+                        304,
+                        "Not Modified, to a request that sent no If-None-Match: no cached answer to use",
+                        method=method,
+                        path=path,
+                    )
+                self.stats.revalidated()
+                return self.etags.answer(cached, response)
             if response.status_code < 400:
-                if cache_key is not None:
+                if cache_key is not None and response.status_code == 200:
                     self.etags.store(cache_key, response)
                 return response
             if response.status_code in (403, 429) and _is_rate_limited(response):

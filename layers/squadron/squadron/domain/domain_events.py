@@ -13,7 +13,8 @@ event exists only if its decision was committed, and a retry of the delivery res
 committed decision instead of deciding (and deriving) again. The merge gate's verdict is
 known only when the gate judges, so its event is committed then, keyed by the effect
 (:func:`gate_event_id`). The JSON Schema of every event is checked in under
-``schemas/events/`` and registered in the stack's schema registry.
+``schemas/events/`` and registered in the stack's schema registry. The committed events stay
+in the registry as their repository's history (:mod:`squadron.domain.history`).
 """
 
 from __future__ import annotations

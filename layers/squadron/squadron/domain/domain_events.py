@@ -14,7 +14,8 @@ committed decision instead of deciding (and deriving) again. The merge gate's ve
 known only when the gate judges, so its event is committed then, keyed by the effect
 (:func:`gate_event_id`). The JSON Schema of every event is checked in under
 ``schemas/events/`` and registered in the stack's schema registry. The committed events stay
-in the registry as their repository's history (:mod:`squadron.domain.history`).
+in the registry as their repository's history (:mod:`squadron.domain.history`), which
+retrospectives compute their figures from (:mod:`squadron.domain.retrospective`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every domain event a decision commits stays in the registry as its repository's 
 (:meth:`squadron.ports.Registry.history`) for the stage's retention, ordered by the decision's
 time and then the event's id. Retrospectives read it over a period ``[start, end)``: the start
 belongs to the period, the end to the next one, so consecutive periods never count an event
-twice nor drop one.
+twice nor drop one (:mod:`squadron.domain.retrospective` computes their figures).
 
 Standard library only: the settings of every Lambda (the lean ingress's too) read the default
 retention from here.

@@ -54,6 +54,8 @@ from squadron.domain.retrospective import (
     text_cell,
 )
 from squadron.domain.usage import ModelTokens
+from tests.support.events import T0
+from tests.support.world import World
 
 GOLDEN = Path(__file__).parent / "golden" / "retrospective.md"
 REPO = Repository(id=1, full_name="octo/shop")
@@ -587,3 +589,37 @@ BAD_ITEMS: list[tuple[str, dict[str, Any]]] = [
 def test_a_malformed_action_item_is_refused(fields: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="ActionItem"):
         ActionItem.model_validate(fields)
+
+
+# --- the router's own events make the figures (derivation, history and figures agree) ----------------
+
+
+def test_the_routers_events_read_back_from_history_make_the_figures() -> None:
+    world = World()
+    world.send(world.events.assigned(38))
+    world.send(world.events.pr(101, "feat/issue-38", "Closes #38"))
+    world.send(world.events.review(101, "feat/issue-38", "changes_requested", body="Tests fail\n\nsee CI"))
+    world.send(world.events.pr_closed(101, "feat/issue-38", merged=True, body="Closes #38"))
+    world.send(world.events.assigned(39))
+    world.send(world.events.pr(102, "feat/issue-39", "Closes #39"))
+    world.send(world.events.pr_closed(102, "feat/issue-39", merged=False, body="Closes #39"))
+    world.send(world.events.closed(38))
+    world.send(world.events.reopened(38))
+    start, end = T0, world.now + timedelta(seconds=1)
+    history = world.registry.history(world.events.repo_id, start, end)
+    assert history == sorted(world.registry.events.values(), key=lambda e: (e.time, e.id))
+    figures = compute_figures(history, start, end, PRICES)
+    assert (figures.opened, figures.merged, figures.rejected, figures.reopened) == (
+        (101, 102),
+        (101,),
+        (102,),
+        (38,),
+    )
+    assert figures.review_rounds == (ReviewRounds(pr_number=101, rounds=2),)
+    assert figures.rejection_reasons == (ReasonCount(reason="Tests fail", count=1),)
+    first_start = next(e for e in history if e.detail_type == "agent.started.v1" and e.issue == 38)
+    merge = next(e for e in history if e.detail_type == "pr.merged.v1")
+    assert figures.merge_times == (
+        MergeTime(pr_number=101, issue=38, hours=(merge.time - first_start.time).total_seconds() / 3600),
+    )
+    assert figures.events == len(history)

@@ -623,3 +623,22 @@ def test_the_routers_events_read_back_from_history_make_the_figures() -> None:
         MergeTime(pr_number=101, issue=38, hours=(merge.time - first_start.time).total_seconds() / 3600),
     )
     assert figures.events == len(history)
+
+
+def test_a_busy_week_renders_bounded_tables_and_counts_what_it_leaves_out() -> None:
+    events: list[DomainEvent] = []
+    for n in range(60):
+        events += [
+            started(1000 + n, at(16, 1)),
+            opened(2000 + n, 1000 + n, at(16, 2)),
+            merged(2000 + n, 1000 + n, at(17, 2), agent=dev(1000 + n)),
+            used(1000 + n, at(17, 3), 60 * (n + 1), ("model-a", 1000, 0)),
+        ]
+    figures = compute_figures(events, START, END, PRICES)
+    assert len(figures.merged) == len(figures.merge_times) == len(figures.costs) == 60
+    markdown = render_figures(figures)
+    listed = ", ".join(f"#{2000 + n}" for n in range(50))
+    assert f"| merged | 60 | {listed} and 10 more |" in markdown.splitlines()
+    assert markdown.count("| *10 more* |") == 3  # review rounds, assignment to merge, cost
+    assert all(len(row) in (2, 3, 5) for row in _table_rows(markdown))
+    assert len(_table_rows(markdown)) < 3 * 52 + 20

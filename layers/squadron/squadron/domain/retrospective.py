@@ -78,8 +78,11 @@ from squadron.errors import SquadronError
 
 #: Reasons (of rejections, of escalations) listed at most; the rest are counted together.
 TOP_REASONS = 10
-#: Issues listed in the rendered cost table at most (the rest are summed in one row).
+#: Issues listed in the rendered cost table at most (the rest are summed in one row), and rows of
+#: the other tables (review rounds, assignment to merge).
 MAX_COST_ROWS = 50
+#: Numbers listed in one line or cell at most (the rest are counted).
+MAX_LISTED = 50
 #: The longest reason a figure keeps (longer ones are cut, the last character an ellipsis).
 REASON_LENGTH = 140
 NO_REASON = "(no reason given)"
@@ -419,11 +422,22 @@ def _when(at: datetime) -> str:
 
 
 def _numbers(numbers: Sequence[int]) -> str:
-    return ", ".join(f"#{n}" for n in numbers) if numbers else "none"
+    """``#1, #2, …`` (the first :data:`MAX_LISTED`, then how many more), or ``none``."""
+    if not numbers:
+        return "none"
+    shown = ", ".join(f"#{n}" for n in numbers[:MAX_LISTED])
+    return shown if len(numbers) <= MAX_LISTED else f"{shown} and {len(numbers) - MAX_LISTED} more"
 
 
 def _hours(value: float) -> str:
     return f"{value:.1f} h"
+
+
+def _more(rows: int, columns: int) -> list[str]:
+    """The row saying how many rows past :data:`MAX_COST_ROWS` a table leaves out (none if none)."""
+    if rows <= MAX_COST_ROWS:
+        return []
+    return [f"| *{rows - MAX_COST_ROWS} more* |" + " |" * (columns - 1)]
 
 
 def _reasons_table(title: str, what: str, rows: Sequence[ReasonCount], other: int) -> list[str]:
@@ -463,7 +477,8 @@ def render_figures(figures: RetroFigures) -> str:
             "| Pull request | Rounds |",
             "| --- | ---: |",
         ]
-        lines += [f"| #{r.pr_number} | {r.rounds} |" for r in f.review_rounds]
+        lines += [f"| #{r.pr_number} | {r.rounds} |" for r in f.review_rounds[:MAX_COST_ROWS]]
+        lines += _more(len(f.review_rounds), 2)
     else:
         lines.append("No agent pull request was merged.")
     lines.append("")
@@ -486,7 +501,8 @@ def render_figures(figures: RetroFigures) -> str:
             "| Pull request | Issue | Hours |",
             "| --- | --- | ---: |",
         ]
-        lines += [f"| #{m.pr_number} | #{m.issue} | {m.hours:.1f} |" for m in f.merge_times]
+        lines += [f"| #{m.pr_number} | #{m.issue} | {m.hours:.1f} |" for m in f.merge_times[:MAX_COST_ROWS]]
+        lines += _more(len(f.merge_times), 3)
     else:
         lines.append("Nothing measured.")
     if f.unmeasured_merges:

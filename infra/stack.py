@@ -79,6 +79,7 @@ class SquadronStack(cdk.Stack):
             metrics_namespace=settings.metrics_namespace,
             log_level=settings.log_level,
             max_concurrency=settings.router_max_concurrency,
+            history_days=settings.history_days,
         )
         self.reconciler = Reconciler(
             self,

@@ -37,6 +37,8 @@ REGISTRY_ACTIONS = (
 
 #: Router invocations at once (the SQS event source's MaximumConcurrency; 2 is its minimum).
 DEFAULT_MAX_CONCURRENCY: int = DeploymentSettings.model_fields["router_max_concurrency"].default
+#: Days the domain events the router commits stay in the registry as history.
+DEFAULT_HISTORY_DAYS: int = DeploymentSettings.model_fields["history_days"].default
 
 XRAY_WILDCARD_REASON = (
     "The only Resource '*' is X-Ray's PutTraceSegments/PutTelemetryRecords, added by active "
@@ -92,6 +94,7 @@ class EventRouter(Construct):
         metrics_namespace: str,
         log_level: str = "INFO",
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        history_days: int = DEFAULT_HISTORY_DAYS,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(self, "FunctionLogs", retention=log_retention)
@@ -150,6 +153,8 @@ class EventRouter(Construct):
                 "POWERTOOLS_SERVICE_NAME": self.POWERTOOLS_SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": metrics_namespace,
                 "LOG_LEVEL": log_level,
+                # The router commits every domain event; its item is history this long.
+                "SQUADRON_HISTORY_DAYS": str(history_days),
             },
         )
         cdk.Validations.of(self.function.node.default_child or self.function).acknowledge(

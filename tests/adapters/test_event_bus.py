@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import urllib.request
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from squadron.adapters.dynamo_registry import EVENT_STREAM, TABLE_DEFINITION, DynamoRegistry
+from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, TABLE_DEFINITION, DynamoRegistry
 from squadron.adapters.event_bus import EventBusPublisher, EventLog, StreamReader, committed_events
-from squadron.adapters.local_aws import provision_event_bus
+from squadron.adapters.local_aws import provision, provision_event_bus, restore_state, save_state
 from squadron.adapters.operations import Target
 from squadron.cli import main
-from squadron.domain.agents import ConflictError
+from squadron.domain.agents import AgentRecord, ConflictError, RoleKind
 from squadron.domain.domain_events import (
     AgentSlept,
     DomainEvent,
@@ -28,7 +29,7 @@ from squadron.domain.domain_events import (
     event_id,
     make_event,
 )
-from squadron.domain.effects import Decision
+from squadron.domain.effects import AddLabels, AgentWrite, Decision, PutAgent
 from tests.support.lambdas import FakeLambdaContext, load_handler
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -99,6 +100,63 @@ def test_a_record_delivered_twice_is_shown_once(aws: tuple[str, str]) -> None:
     merged = _event("d2", 0, "octo/shop", PullRequestMerged(pr_number=101, merged_by="alice"))
     EventBusPublisher(bus, "ci").publish([merged, merged])  # a retried stream batch
     assert len(EventLog(log_group).read(0, set())) == 1
+
+
+def test_the_stream_filter_selects_event_inserts_only_though_other_items_share_the_index(
+    aws: tuple[str, str],
+) -> None:
+    """Event items carry the history index's keys (HISTORY#<repo>), as agents (STATUS#) and open
+    decisions (DECISION#OPEN#) do: the publisher's filter (INSERT of ``entity = event``, pinned in
+    tests/infra) still selects exactly the committed events, and each event once."""
+    registry = DynamoRegistry(TABLE)
+    agent = AgentRecord(
+        agent_id="1-38-feat-dev",
+        role="feat-dev",
+        kind=RoleKind.DEV,
+        repo_id=1,
+        repo_full_name="octo/shop",
+        issue_number=38,
+        created_at=NOW,
+        updated_at=NOW,
+        generation_started_at=NOW,
+    )
+    slept = _event("d6", 0, "octo/shop", AgentSlept(role="feat-dev", generation=1, blocked_by=(42,)))
+    outside = (AddLabels("octo/shop", 77, 38, ("needs-human",)),)
+    registry.commit([PutAgent(AgentWrite(agent, None))], Decision("d6", NOW, outside, done=False), [slept])
+    registry.finish_decision("d6", NOW)  # a MODIFY of the decision, then the index keys removed
+    stream = boto3.client("dynamodb").describe_table(TableName=TABLE)["Table"]["LatestStreamArn"]
+    records = StreamReader(stream).poll()
+    indexed = {
+        str(r["dynamodb"]["NewImage"]["GSI1PK"]["S"]).split("#")[0]
+        for r in records
+        if "GSI1PK" in r["dynamodb"].get("NewImage", {})
+    }
+    assert indexed == {"STATUS", "DECISION", "HISTORY"}  # three kinds of items on the one index
+    selected = [
+        r
+        for r in records
+        if r["eventName"] == "INSERT" and r["dynamodb"]["NewImage"].get("entity", {}).get("S") == EVENT_ENTITY
+    ]
+    assert [r["dynamodb"]["NewImage"]["GSI1PK"]["S"] for r in selected] == ["HISTORY#1"]
+    assert [e for _, e in committed_events(records)] == [slept]
+    assert registry.history(1, NOW, NOW + timedelta(seconds=1)) == [slept]
+
+
+def test_a_local_restart_keeps_the_history_and_publishes_nothing_again(
+    aws: tuple[str, str], tmp_path: Path
+) -> None:
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    resources = provision(endpoint, webhook_secret="s" * 20, private_key_pem="key")
+    registry = DynamoRegistry(resources.table_name)
+    slept = _event("d7", 0, "octo/shop", AgentSlept(role="feat-dev", generation=1, blocked_by=(42,)))
+    registry.commit([], Decision("d7", NOW, (), done=True), [slept])
+    save_state(resources, tmp_path / "aws.json")
+    again = provision(endpoint, webhook_secret="s" * 20, private_key_pem="key")  # a fresh server
+    assert registry.history(1, NOW, NOW + timedelta(seconds=1)) == []
+    restore_state(again, tmp_path / "aws.json")
+    assert registry.history(1, NOW, NOW + timedelta(seconds=1)) == [slept]
+    assert registry.decision("d7") is not None
+    assert committed_events(StreamReader(again.stream_arn).poll()) == []  # nothing to publish twice
 
 
 def test_a_decision_of_many_events_commits_them_with_its_record(aws: tuple[str, str]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
@@ -91,3 +92,29 @@ def test_a_stack_deployed_before_its_app_says_so(
 def test_a_bad_slug_is_named(slug: str) -> None:
     with pytest.raises(ConfigurationError, match="GITHUB_APP_SLUG"):
         build_router({**ENVIRONMENT, "GITHUB_APP_SLUG": slug})
+
+
+HISTORY_DAYS = [
+    ("default", None, 120),
+    ("a stage's own", "30", 30),
+]
+
+
+@pytest.mark.parametrize(
+    ("value", "days"), [case[1:] for case in HISTORY_DAYS], ids=[case[0] for case in HISTORY_DAYS]
+)
+def test_the_router_keeps_its_committed_events_as_history_for_the_stages_retention(
+    value: str | None, days: int
+) -> None:
+    environment = ENVIRONMENT if value is None else {**ENVIRONMENT, "SQUADRON_HISTORY_DAYS": value}
+    registry = build_router(environment).dispatcher.service.registry
+    assert isinstance(registry, DynamoRegistry)
+    assert registry.history_retention == timedelta(days=days)
+
+
+@pytest.mark.parametrize(
+    "value", ["0", "-3", "forever", "4000"], ids=["zero", "negative", "word", "past-ten-years"]
+)
+def test_a_bad_history_retention_is_named(value: str) -> None:
+    with pytest.raises(ConfigurationError, match=rf"SQUADRON_HISTORY_DAYS .*\(got '{value}'\)"):
+        build_router({**ENVIRONMENT, "SQUADRON_HISTORY_DAYS": value})

@@ -141,6 +141,27 @@ def test_router_concurrency_is_bounded_by_the_setting(synthesized: Synthesized) 
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 4}  # router_max_concurrency of the context
 
 
+def test_the_history_retention_of_the_context_reaches_the_one_writer_of_events(
+    synthesized: Synthesized,
+) -> None:
+    """The router commits every domain event (decisions and the merge gate's verdicts), so it
+    alone stamps their items' expiry from history_days; no other function is told a retention."""
+    functions = synthesized.resources("AWS::Lambda::Function")
+    told = {
+        logical_id: function["Properties"]["Environment"]["Variables"]["SQUADRON_HISTORY_DAYS"]
+        for logical_id, function in functions.items()
+        if "SQUADRON_HISTORY_DAYS" in function["Properties"].get("Environment", {}).get("Variables", {})
+    }
+    assert told == {synthesized.logical_id(synthesized.stack.router.function): "45"}  # the context's
+    variables = functions[synthesized.logical_id(synthesized.stack.router.function)]["Properties"][
+        "Environment"
+    ]["Variables"]
+    environment = {
+        name: value if isinstance(value, str) else f"<{name}>" for name, value in variables.items()
+    }
+    assert load_settings(RouterSettings, {**environment, "GITHUB_APP_ID": "123456"}).history_days == 45
+
+
 def test_router_batch_fits_its_timeout_and_the_queue_outlasts_retries(synthesized: Synthesized) -> None:
     router = synthesized.resources("AWS::Lambda::Function")[
         synthesized.logical_id(synthesized.stack.router.function)

@@ -35,6 +35,7 @@ def test_defaults() -> None:
         "api_throttle_rate_limit": 50.0,
         "api_throttle_burst_limit": 100,
         "router_max_concurrency": 5,
+        "history_days": 120,
         "agent_egress": "public",
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
@@ -61,6 +62,8 @@ BAD_CONTEXT = [
     ("negative-rate", {"api_throttle_rate_limit": "-1"}, "api_throttle_rate_limit"),
     ("bad-account", {"account": "12345"}, "account"),
     ("unknown-log-level", {"log_level": "VERBOSE"}, "log_level"),
+    ("history-zero-days", {"history_days": "0"}, "history_days"),
+    ("history-not-a-number", {"history_days": "forever"}, "history_days"),
 ]
 
 

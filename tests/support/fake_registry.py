@@ -37,6 +37,7 @@ from squadron.domain.effects import (
     Write,
     commit_agents,
 )
+from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_order, utc_instant
 from squadron.domain.routing import IssueView
 
 
@@ -282,6 +283,20 @@ class FakeRegistry:
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
         found = [d for d in self.decisions.values() if not d.done and d.decided_at < decided_before]
         return sorted(found, key=lambda d: (d.decided_at, d.key))[:limit]
+
+    def history(
+        self, repo_id: int, start: datetime, end: datetime, limit: int = MAX_HISTORY_EVENTS
+    ) -> list[DomainEvent]:
+        """The adapter's history index: the repository's events of [start, end) by (time, id)."""
+        self.calls["history"] += 1
+        check_period(start, end)
+        if limit < 1:
+            raise ValueError(f"history limit must be at least 1, got {limit}")
+        lo, hi = utc_instant(start), utc_instant(end)
+        found = [
+            e for e in self.events.values() if e.repository.id == repo_id and lo <= utc_instant(e.time) < hi
+        ]
+        return sorted(found, key=history_order)[:limit]
 
     def deliver(self, item: InboxItem) -> None:
         self.calls["deliver"] += 1

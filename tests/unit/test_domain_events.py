@@ -19,8 +19,9 @@ import pytest
 from squadron.domain.agents import AgentStatus
 from squadron.domain.approval import GateResult
 from squadron.domain.breakers import Limit
-from squadron.domain.domain_events import CATALOGUE, DomainEvent, json_schema
+from squadron.domain.domain_events import CATALOGUE, DomainEvent, json_schema, review_summary
 from squadron.domain.effects import AgentWrite
+from squadron.domain.events import EventEnvelope as EnvelopeT
 from squadron.domain.events import TaskUsage
 from squadron.shell.merge_gate import GateOutcome
 from tests.support.events import recover
@@ -134,6 +135,14 @@ PUBLISHERS: dict[str, Scenario] = {
         _with_pr,
         lambda w: w.send(w.events.pr_closed(101, "feat/issue-38", merged=True, body="Closes #38")),
     ),
+    "pr.closed.v1": (
+        _with_pr,
+        lambda w: w.send(w.events.pr_closed(101, "feat/issue-38", merged=False, body="Closes #38")),
+    ),
+    "issue.reopened.v1": (
+        lambda w: (w.send(w.events.assigned(38)), w.send(w.events.closed(38))),
+        lambda w: w.send(w.events.reopened(38)),
+    ),
     "breaker.warned.v1": (
         _active,
         lambda w: w.send(
@@ -214,3 +223,93 @@ def test_a_superseded_task_records_no_usage() -> None:
     before = set(world.registry.events)
     world.send(ended(world, launch_token="not-the-latest", outcome="idle", usage=TaskUsage(tool_calls=5)))
     assert [e.detail_type for e in _new_events(world, before)] == []
+
+
+# --- what the retrospectives count: who, which PR, why ------------------------------------------
+
+
+def _sent(world: World, event: EnvelopeT) -> list[DomainEvent]:
+    before = set(world.registry.events)
+    world.send(event)
+    return _new_events(world, before)
+
+
+def _one(events: list[DomainEvent], detail_type: str) -> DomainEvent:
+    (found,) = [e for e in events if e.detail_type == detail_type]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("merged", "detail_type", "by", "not_also"),
+    [
+        (True, "pr.merged.v1", "merged_by", "pr.closed.v1"),
+        (False, "pr.closed.v1", "closed_by", "pr.merged.v1"),
+    ],
+    ids=["merged", "closed-unmerged"],
+)
+def test_an_agents_pull_request_merged_or_closed_names_the_agent_and_its_issue(
+    merged: bool, detail_type: str, by: str, not_also: str
+) -> None:
+    world = _world()
+    _with_pr(world)
+    events = _sent(world, world.events.pr_closed(101, "feat/issue-38", merged=merged, body="Closes #38"))
+    event = _one(events, detail_type)
+    assert (event.agent, event.issue, event.data["pr_number"], event.data[by]) == (A38, 38, 101, "alice")
+    assert event.data["head_ref"] == "feat/issue-38"
+    assert not_also not in [e.detail_type for e in events]
+
+
+def test_a_pull_request_no_agent_opened_is_reported_merged_but_not_closed() -> None:
+    world = _world()
+    world.send(world.events.pr(202, "human/fix", "a person's change"))
+    closed = _sent(world, world.events.pr_closed(202, "human/fix", merged=False))
+    assert [e.detail_type for e in closed if e.detail_type.startswith("pr.")] == []
+    world.send(world.events.pr(203, "human/other", "another"))
+    merged = _one(_sent(world, world.events.pr_closed(203, "human/other", merged=True)), "pr.merged.v1")
+    assert (merged.agent, merged.issue) == (None, None)
+
+
+def test_a_reopened_issue_names_the_dev_agent_that_worked_on_it() -> None:
+    world = _world()
+    untouched = _one(_sent(world, world.events.reopened(77)), "issue.reopened.v1")
+    assert (untouched.issue, untouched.agent, untouched.data) == (77, None, {"reopened_by": "alice"})
+    world.send(world.events.assigned(38))
+    world.send(world.events.closed(38))
+    worked = _one(_sent(world, world.events.reopened(38)), "issue.reopened.v1")
+    assert (worked.issue, worked.agent) == (38, A38)
+
+
+def test_every_agent_event_says_the_agents_kind() -> None:
+    world = _world()
+    _with_pr(world)  # a dev agent starts on #38, then a reviewer on PR #101
+    started = [e for e in world.registry.events.values() if e.detail_type == "agent.started.v1"]
+    assert {(e.agent, e.data["kind"]) for e in started} >= {(A38, "dev")}
+    assert {e.data["kind"] for e in started} <= {"dev", "review"}
+    assert any(e.data["kind"] == "review" for e in started)
+
+
+SUMMARIES = [
+    ("first-line", "Tests fail on Python 3.12\n\nDetails: the fixture ...", "Tests fail on Python 3.12"),
+    ("leading-blank-lines", "\n  \n  Missing docs for the new flag  \nmore", "Missing docs for the new flag"),
+    ("whitespace-runs", "too\t\tmany   spaces", "too many spaces"),
+    ("control-characters", "evil\x1b[31m red\x07 bell\x00", "evil[31m red bell"),
+    ("bidi-and-zero-width", "abc\u202edcba\u200b\u2066x", "abcdcbax"),
+    ("long", "x" * 300, "x" * 139 + "…"),
+    ("exactly-the-limit", "y" * 140, "y" * 140),
+    ("empty", "", None),
+    ("only-controls", "\x00\x01\n\u200b", None),
+    ("carriage-return-line", "one\rtwo", "one"),
+]
+
+
+@pytest.mark.parametrize(("body", "summary"), [c[1:] for c in SUMMARIES], ids=[c[0] for c in SUMMARIES])
+def test_a_review_reports_its_first_line_as_its_summary(body: str, summary: str | None) -> None:
+    assert review_summary(body) == summary
+    world = _world()
+    _with_pr(world)
+    events = _sent(world, world.events.review(101, "feat/issue-38", "changes_requested", body=body))
+    event = _one(events, "review.submitted.v1")
+    assert event.data["summary"] == summary
+    jsonschema.Draft4Validator(json.loads((SCHEMAS / "review.submitted.v1.json").read_text())).validate(
+        event.published("test").detail()
+    )

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 
+from squadron.domain.history import DEFAULT_HISTORY_DAYS
 from squadron.domain.metrics import namespace
 from squadron.errors import ConfigurationError
 
@@ -93,6 +94,10 @@ class DeploymentSettings(BaseModel):
     router_max_concurrency: Annotated[int, Field(ge=2, le=1000)] = 5
     """Router invocations at once (SQS's MaximumConcurrency, at least 2): the rest of the account's
     Lambda concurrency stays free for the ingress, which must answer GitHub within 10 s."""
+
+    history_days: Annotated[int, Field(ge=1, le=3653)] = DEFAULT_HISTORY_DAYS
+    """How long each repository's domain events stay in the registry as its history, what
+    retrospectives are computed from (the items expire by DynamoDB's TTL)."""
 
     agent_egress: Literal["public", "nat"] = "public"
     """How agent tasks reach GitHub and their model: "public" (default) gives each running task a

@@ -127,6 +127,14 @@ class Registry(Protocol):
         """The committed decision ``key`` (done or not), or None."""
         ...
 
+    def history(self, repo_id: int, start: datetime, end: datetime, limit: int = 5000) -> list[DomainEvent]:
+        """The repository's committed domain events of ``[start, end)``, by time then id (at most ``limit``).
+
+        Raises :class:`~squadron.domain.history.PeriodError` when a bound is naive or
+        ``start`` is after ``end``. Events live as long as the stage's history retention.
+        """
+        ...
+
     def finish_decision(self, key: str, at: datetime) -> None:
         """Mark decision ``key`` carried out (its outbox is no longer needed)."""
         ...

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from squadron.domain.history import DEFAULT_HISTORY_DAYS
 from squadron.domain.webhook import app_bot_login
 from squadron.errors import ConfigurationError
 
@@ -145,6 +146,11 @@ class RouterSettings(GitHubAppSettings, _AppLogin):
     )
     #: events.fifo: the merge gate puts the App's own merges there (their webhooks are dropped).
     events_queue_url: str = Field(validation_alias="EVENTS_QUEUE_URL", min_length=1)
+    #: How long the domain events the router commits stay readable as their repository's history
+    #: (what retrospectives are computed from), in days.
+    history_days: int = Field(
+        default=DEFAULT_HISTORY_DAYS, validation_alias=AliasChoices("SQUADRON_HISTORY_DAYS"), ge=1, le=3653
+    )
 
 
 class ReconcilerSettings(GitHubAppSettings, _AppLogin):

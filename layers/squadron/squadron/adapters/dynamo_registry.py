@@ -21,6 +21,7 @@ who owns a POSIX uid (agent gateway)   ``UID#<uid>`` / ``UID``                  
 a committed decision (the outbox)      ``DECISION#<delivery>`` / ``DECISION``     GetItem
 decisions not carried out yet          GSI ``by-status``: ``DECISION#OPEN#<s>`` / ``<time>#<key>``  Query on GSI
 a committed domain event (the stream)  ``EVENT#<event id>`` / ``EVENT``           the table's stream
+a repository's history, by time        GSI ``by-status``: ``HISTORY#<r>`` / ``<time>#<event id>``  Query on GSI
 the merge gate's verdict on a PR       ``ISSUE#<r>#<pr>`` / ``GATE``              GetItem
 =====================================  =========================================  ==============
 
@@ -75,6 +76,7 @@ from squadron.domain.effects import (
     Write,
     commit_agents,
 )
+from squadron.domain.history import DEFAULT_HISTORY_DAYS, MAX_HISTORY_EVENTS, check_period, utc_instant
 from squadron.domain.routing import IssueView
 
 if TYPE_CHECKING:
@@ -89,11 +91,16 @@ DECISION_RETENTION = timedelta(days=14)
 DECISION_SHARDS = 8
 #: TransactWriteItems takes at most 100 items.
 TRANSACTION_ITEMS = 100
-#: How long a committed event's item is kept: the stream carries its insert to the bus within
-#: seconds (a stream keeps records 24 hours); the item itself is read by nobody.
-EVENT_RETENTION = timedelta(days=2)
+#: How long a committed event's item is kept by default: the stream carries its insert to the bus
+#: within seconds, and the item stays as the repository's history (:meth:`DynamoRegistry.history`,
+#: what retrospectives are computed from) until DynamoDB's TTL removes it. Each stage sets its own
+#: (``SQUADRON_HISTORY_DAYS``).
+HISTORY_RETENTION = timedelta(days=DEFAULT_HISTORY_DAYS)
 #: The ``entity`` of event items: the publisher's stream filter selects inserts of these.
 EVENT_ENTITY = "event"
+#: The ``entity`` of an event item put back as history only (the local stack's restart): it is on
+#: the history index like any event, and its insert is no commit to publish.
+HISTORY_ENTITY = "history"
 #: The table's stream: new images, which carry committed event items to the publisher.
 EVENT_STREAM: StreamSpecificationTypeDef = {"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"}
 
@@ -192,6 +199,15 @@ def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def history_pk(repo_id: int) -> str:
+    return f"HISTORY#{repo_id}"
+
+
+def history_time(at: datetime) -> str:
+    """A time as a history sort key: UTC, microseconds, fixed width (so text order is time order)."""
+    return utc_instant(at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 class DynamoTable:
     """One DynamoDB table and the plumbing its adapters share (errors named, queries paged)."""
 
@@ -243,6 +259,21 @@ class DynamoTable:
 
 class DynamoRegistry(DynamoTable):
     """The agent registry (:class:`~squadron.ports.Registry`) on its table."""
+
+    #: Events one history Query page asks for (DynamoDB also cuts a page at 1 MB).
+    HISTORY_PAGE = 1000
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        client: DynamoDBClient | None = None,
+        history_retention: timedelta = HISTORY_RETENTION,
+    ) -> None:
+        if history_retention <= timedelta(0):
+            raise ValueError(f"history retention must be positive, got {history_retention}")
+        super().__init__(table_name, client=client)
+        self.history_retention = history_retention
 
     def _agent_put(self, write: AgentWrite) -> dict[str, Any]:
         """The Put of an agent write, conditional on its expected version."""
@@ -428,6 +459,41 @@ class DynamoRegistry(DynamoTable):
             for item in items
         }
 
+    def history(
+        self, repo_id: int, start: datetime, end: datetime, limit: int = MAX_HISTORY_EVENTS
+    ) -> list[DomainEvent]:
+        """The repository's committed events of ``[start, end)``, oldest first (at most ``limit``).
+
+        One Query on the history index, paged: its sort key is the event's time then its id, so
+        the index returns them in order and the bounds are key conditions (an event exactly at
+        ``end`` sorts after ``<end>`` and is left out). The index is eventually consistent: an
+        event committed a moment ago may be missing. An event past its retention may linger
+        until DynamoDB's TTL deletes it (within days of expiry), so a period older than the
+        retention is incomplete. ``limit`` events returned may mean more exist after them.
+        """
+        check_period(start, end)
+        if limit < 1:
+            raise ValueError(f"history limit must be at least 1, got {limit}")
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": STATUS_INDEX,
+            "KeyConditionExpression": "GSI1PK = :pk AND GSI1SK BETWEEN :start AND :end",
+            "ExpressionAttributeValues": _dump(
+                {":pk": history_pk(repo_id), ":start": history_time(start), ":end": history_time(end)}
+            ),
+            "ProjectionExpression": "#detail",
+            "ExpressionAttributeNames": {"#detail": "detail"},
+        }
+        found: list[DomainEvent] = []
+        while len(found) < limit:
+            page = self._call("query", **request, Limit=min(limit - len(found), self.HISTORY_PAGE))
+            for item in page.get("Items", []):
+                found.append(DomainEvent.from_stored(str(_deserializer.deserialize(item["detail"]))))
+            if "LastEvaluatedKey" not in page:
+                break
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return found[:limit]
+
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]:
         """Every agent in ``status`` (the reconciler's sweep), oldest update first."""
         items = self._query(
@@ -601,7 +667,8 @@ class DynamoRegistry(DynamoTable):
         in the last: a conflict in a later chunk leaves the earlier ones stored, which the
         re-decision then reads, as before the commit point existed.
 
-        The domain ``events`` (one item each, which the table's stream carries to the bus) ride
+        The domain ``events`` (one item each, which the table's stream carries to the bus and
+        which stays as the repository's history for :attr:`history_retention`) ride
         in the record's own transaction, so an event exists only if its decision was committed;
         the writes go in the chunks before when all would not fit. A decision of more than
         :data:`~squadron.domain.domain_events.MAX_EVENTS_WITH_RECORD` events puts the first ones
@@ -661,7 +728,10 @@ class DynamoRegistry(DynamoTable):
             "detail_type": event.detail_type,
             "detail": event.stored(),
             "repo_full_name": event.repository.full_name,
-            TTL_ATTRIBUTE: int((event.time + EVENT_RETENTION).timestamp()),
+            # The repository's history (:meth:`history`), by time.
+            "GSI1PK": history_pk(event.repository.id),
+            "GSI1SK": f"{history_time(event.time)}#{event.id}",
+            TTL_ATTRIBUTE: int((utc_instant(event.time) + self.history_retention).timestamp()),
         }
         # Conditional: an event id is stored (and so published) once, whatever retries it.
         return {

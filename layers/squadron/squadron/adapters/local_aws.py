@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import ClientError
 
-from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, TABLE_DEFINITION
+from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, HISTORY_ENTITY, TABLE_DEFINITION
 from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
 from squadron.domain.domain_events import SOURCE
 
@@ -187,10 +187,9 @@ def save_state(resources: LocalResources, path: Path) -> dict[str, int]:
     dynamodb = boto3.client("dynamodb", endpoint_url=resources.endpoint)
     items: list[dict[str, Any]] = []
     for page in dynamodb.get_paginator("scan").paginate(TableName=resources.table_name):
-        # Committed events were published already: restored, their inserts would publish them again.
-        items.extend(
-            _to_json(item) for item in page["Items"] if item.get("entity", {}).get("S") != EVENT_ENTITY
-        )
+        # Committed events were published already: restored as events, their inserts would be
+        # published again. They come back as history only (still on the history index).
+        items.extend(_to_json(_as_history(item)) for item in page["Items"])
     queues = {
         "events": _drain(resources.endpoint, resources.queue_url),
         "dead_letters": _drain(resources.endpoint, resources.dead_letter_queue_url),
@@ -200,6 +199,12 @@ def save_state(resources: LocalResources, path: Path) -> dict[str, int]:
     temporary.write_text(json.dumps({"registry": items, "queues": queues}), encoding="utf-8")
     temporary.replace(path)
     return {"items": len(items), **{name: len(messages) for name, messages in queues.items()}}
+
+
+def _as_history(item: dict[str, Any]) -> dict[str, Any]:
+    if item.get("entity", {}).get("S") != EVENT_ENTITY:
+        return item
+    return {**item, "entity": {"S": HISTORY_ENTITY}}
 
 
 def restore_state(resources: LocalResources, path: Path) -> dict[str, int]:

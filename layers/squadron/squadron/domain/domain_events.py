@@ -13,20 +13,23 @@ event exists only if its decision was committed, and a retry of the delivery res
 committed decision instead of deciding (and deriving) again. The merge gate's verdict is
 known only when the gate judges, so its event is committed then, keyed by the effect
 (:func:`gate_event_id`). The JSON Schema of every event is checked in under
-``schemas/events/`` and registered in the stack's schema registry.
+``schemas/events/`` and registered in the stack's schema registry. The committed events stay
+in the registry as their repository's history (:mod:`squadron.domain.history`), which
+retrospectives compute their figures from (:mod:`squadron.domain.retrospective`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.breakers import Limit
 from squadron.domain.effects import (
     AddBlocker,
@@ -36,7 +39,7 @@ from squadron.domain.effects import (
     RemoveBlocker,
     agent_writes,
 )
-from squadron.domain.events import EventEnvelope, RecoverAgent, TaskEnded
+from squadron.domain.events import EventEnvelope, PullRequestFields, RecoverAgent, TaskEnded
 from squadron.domain.usage import ModelTokens
 
 #: The ``source`` of every event on the bus.
@@ -54,6 +57,9 @@ class _AgentData(_Data):
     generation: int = Field(ge=1)
     #: The status before (None: the agent was created by this decision).
     previous_status: str | None = None
+    #: What the role does: ``pm``, ``dev`` (works an issue, opens its pull request) or ``review``
+    #: (None in events committed before the kind was reported).
+    kind: Literal["pm", "dev", "review"] | None = None
 
 
 class AgentStarted(_AgentData):
@@ -95,12 +101,34 @@ class PullRequestOpened(_Data):
     author: str | None = None
 
 
+#: The longest review summary an event carries.
+SUMMARY_LENGTH = 140
+
+
 class ReviewSubmitted(_Data):
     pr_number: int = Field(ge=1)
     reviewer: str
     state: str
     review_id: int = Field(ge=1)
     commit_id: str | None = None
+    #: The review body's first line that holds text, control and format characters removed, at
+    #: most 140 characters (None: the review has no text). Text a reviewer wrote: quote it, never
+    #: render it as markup (see :func:`review_summary`).
+    summary: str | None = Field(default=None, max_length=SUMMARY_LENGTH)
+
+
+class PullRequestClosed(_Data):
+    """An agent's pull request was closed without being merged."""
+
+    pr_number: int = Field(ge=1)
+    head_ref: str | None = None
+    closed_by: str | None = None
+
+
+class IssueReopened(_Data):
+    """An issue was reopened (the envelope's ``agent``: its dev agent, if one worked on it)."""
+
+    reopened_by: str | None = None
 
 
 Verdict = Literal["ready", "waiting", "blocked"]
@@ -164,6 +192,8 @@ CATALOGUE: Mapping[str, type[_Data]] = {
     "review.submitted.v1": ReviewSubmitted,
     "merge_gate.verdict_changed.v1": MergeGateVerdictChanged,
     "pr.merged.v1": PullRequestMerged,
+    "pr.closed.v1": PullRequestClosed,
+    "issue.reopened.v1": IssueReopened,
     "breaker.warned.v1": BreakerWarned,
     "breaker.tripped.v1": BreakerTripped,
     "usage.recorded.v1": UsageRecorded,
@@ -248,12 +278,45 @@ def make_event(
 # --- what a decision reports ------------------------------------------------------------------
 
 
+def review_summary(body: str) -> str | None:
+    """What a review says in one line: its body's first line that holds text, without control or
+    format characters (bidirectional overrides, zero-width characters), each run of whitespace
+    (tabs too) made one space, cut to :data:`SUMMARY_LENGTH` characters (the last one an ellipsis when cut)."""
+    for line in body.splitlines():
+        kept = "".join(
+            " " if c.isspace() else c
+            for c in line
+            if c.isspace() or unicodedata.category(c) not in ("Cc", "Cf")
+        )
+        text = " ".join(kept.split())
+        if text:
+            return text if len(text) <= SUMMARY_LENGTH else text[: SUMMARY_LENGTH - 1] + "…"
+    return None
+
+
+def _agent_of_pull_request(before: Iterable[AgentRecord], pull: PullRequestFields) -> AgentRecord | None:
+    """The dev agent whose pull request ``pull`` is: the one that recorded it as its PR, else the
+    one whose branch is its head (the first by id when several match)."""
+    devs = sorted((a for a in before if a.kind is RoleKind.DEV), key=lambda a: a.agent_id)
+    by_pr = [a for a in devs if a.pr_number == pull.number]
+    by_branch = [a for a in devs if a.branch is not None and a.branch == pull.head_ref]
+    found = by_pr or by_branch
+    return found[0] if found else None
+
+
+def _dev_agent_of(before: Iterable[AgentRecord], issue: int) -> AgentRecord | None:
+    """The issue's latest dev agent among those read (by last change, then id)."""
+    devs = [a for a in before if a.kind is RoleKind.DEV and a.issue_number == issue]
+    return max(devs, key=lambda a: (a.updated_at, a.agent_id)) if devs else None
+
+
 def _agent_change(agent: AgentRecord, before: AgentStatus | None) -> _Data | None:
     """The event of an agent's status change, or None (a change no consumer is told about)."""
     common: dict[str, Any] = {
         "role": agent.role,
         "generation": agent.generation,
         "previous_status": None if before is None else before.value,
+        "kind": agent.kind.value,
     }
     match agent.status:
         case AgentStatus.CREATED | AgentStatus.ACTIVE if before in (
@@ -294,6 +357,7 @@ def derive(
     """
     repository = Repository(id=event.repository.id, full_name=event.repository.full_name)
     found: list[tuple[_Data, int | None, str | None]] = []
+    before = tuple(before)
     status: dict[str, AgentStatus] = {a.agent_id: a.status for a in before}
     effect_list = list(effects)
     for write in agent_writes(effect_list):
@@ -325,17 +389,20 @@ def derive(
                 )
                 found.append((opened, issue, agent))
             case RecordReview(pr_number=pr):
+                submitted = event.review
+                body = submitted.body if submitted is not None and submitted.id == effect.review_id else ""
                 review = ReviewSubmitted(
                     pr_number=pr,
                     reviewer=effect.reviewer,
                     state=effect.state,
                     review_id=effect.review_id,
                     commit_id=effect.commit_id,
+                    summary=review_summary(body),
                 )
                 found.append((review, linked_issues.get(pr), None))
             case _:
                 pass
-    found += _from_event(event, linked_issues, effect_list)
+    found += _from_event(event, before, linked_issues, effect_list)
     return tuple(
         make_event(
             data,
@@ -360,19 +427,48 @@ def _written(effects: Sequence[Effect], agent_id: str) -> AgentRecord | None:
 
 
 def _from_event(
-    event: EventEnvelope, linked_issues: Mapping[int, int | None], effects: Sequence[Effect]
+    event: EventEnvelope,
+    before: Sequence[AgentRecord],
+    linked_issues: Mapping[int, int | None],
+    effects: Sequence[Effect],
 ) -> list[tuple[_Data, int | None, str | None]]:
-    """Events the delivery itself reports: a merge, a task's end (usage, breakers), a sleep breaker."""
+    """Events the delivery itself reports: a merge or an agent's pull request closed, an issue
+    reopened, a task's end (usage, breakers), a sleep breaker.
+
+    A merged pull request is reported whoever opened it, naming the dev agent whose PR it is
+    (if any); a pull request closed unmerged only when it is a dev agent's. An issue reopened is
+    reported naming its dev agent if one worked on it.
+    """
     out: list[tuple[_Data, int | None, str | None]] = []
     pull = event.pull_request
-    if event.event == "pull_request" and event.action == "closed" and pull is not None and pull.merged:
-        merged = PullRequestMerged(
-            pr_number=pull.number,
-            merge_commit_sha=pull.merge_commit_sha,
-            head_ref=pull.head_ref,
-            merged_by=event.sender.login,
-        )
-        out.append((merged, linked_issues.get(pull.number), None))
+    if event.event == "pull_request" and event.action == "closed" and pull is not None:
+        owner = _agent_of_pull_request(before, pull)
+        linked = linked_issues.get(pull.number)
+        if linked is None and owner is not None:
+            linked = owner.issue_number
+        if pull.merged:
+            merged = PullRequestMerged(
+                pr_number=pull.number,
+                merge_commit_sha=pull.merge_commit_sha,
+                head_ref=pull.head_ref,
+                merged_by=event.sender.login,
+            )
+            out.append((merged, linked, owner.agent_id if owner is not None else None))
+        elif owner is not None:
+            closed = PullRequestClosed(
+                pr_number=pull.number, head_ref=pull.head_ref, closed_by=event.sender.login
+            )
+            out.append((closed, linked, owner.agent_id))
+    issue = event.issue
+    if (
+        event.event == "issues"
+        and event.action == "reopened"
+        and issue is not None
+        and not issue.is_pull_request
+    ):
+        worked = _dev_agent_of(before, issue.number)
+        reopened = IssueReopened(reopened_by=event.sender.login)
+        out.append((reopened, issue.number, worked.agent_id if worked is not None else None))
     command = event.command
     if isinstance(command, TaskEnded):
         record = _written(effects, command.agent_id)

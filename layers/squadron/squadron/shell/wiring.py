@@ -147,7 +147,9 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
     settings = load_settings(RouterSettings, environ)
     return assemble_router(
         github=AppGitHub(_github_app(settings), bot_login=settings.bot_login),
-        registry=DynamoRegistry(settings.registry_table_name),
+        registry=DynamoRegistry(
+            settings.registry_table_name, history_retention=timedelta(days=settings.history_days)
+        ),
         launcher=EcsTaskLauncher(
             cluster=settings.agent_cluster,
             task_definition=settings.agent_task_definition,

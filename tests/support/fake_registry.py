@@ -37,6 +37,7 @@ from squadron.domain.effects import (
     Write,
     commit_agents,
 )
+from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
 
 
@@ -378,6 +379,14 @@ class FakeRegistry:
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]:
         found = [a for a in self.agents.values() if a.status is status]
         return sorted(found, key=lambda a: (a.updated_at.isoformat(), a.agent_id))
+
+    def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]:
+        found = [
+            (finished, a.agent_id, a)
+            for a in self.agents.values()
+            if a.purged_at is None and (finished := finished_at(a)) is not None and finished < before
+        ]
+        return [a for _, _, a in sorted(found, key=lambda t: (t[0], t[1]))[:limit]]
 
     # --- leases ---------------------------------------------------------------------------
 

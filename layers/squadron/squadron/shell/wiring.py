@@ -102,6 +102,7 @@ def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | 
         agent_metrics=ServiceEmfMetrics(namespace, "agent"),
         bot_login=settings.bot_login,
         copilot_token_secret=settings.copilot_token_secret,
+        state_retention=timedelta(days=settings.state_retention_days),
     )
 
 

@@ -35,6 +35,7 @@ from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.metrics import RecordedMetrics
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.host import AgentHost, HostResult
+from squadron.agent.janitor import Sweep
 from squadron.agent.prompts import IssueFacts
 from squadron.agent.tools import FrameworkTools, HostState
 from squadron.agent.writes import GatewayWrites
@@ -727,3 +728,54 @@ def test_the_active_time_breaker_aborts_a_slow_model_and_the_heartbeat_renews_th
         assert (agent.status, agent.lease_owner) == (AgentStatus.ESCALATED, None)
         assert beats and set(beats) == {"ACTIVE"}  # the watchdog renewed the lease through the gateway
         assert agent.counters.active_seconds == 7200
+
+
+def test_a_finished_agents_state_leaves_with_the_next_task_and_its_restart_starts_from_nothing(
+    stack: Stack,
+) -> None:
+    stack.gateway.state_retention = timedelta(0)  # due as soon as no task of it may run
+    e = stack.events
+    stack.route(e.assigned(38))
+    dirs = AgentDirs(stack.root, A38)
+    first = ScriptedModel(
+        [
+            ToolCall("create", {"path": str(dirs.work / "scratch.py"), "file_text": "x = 1\n"}),
+            ToolCall("report_complete", {"summary": "Left a scratch file."}),
+            Say("Done."),
+        ]
+    )
+    with serve(first):
+        assert run(stack.host(first)).outcome == "idle"
+    stack.route_queued()  # its task's end: no task of it runs any more
+    assert (dirs.work / "scratch.py").exists() and any(dirs.copilot_home.iterdir())
+    assert dirs.framework_clone.is_dir()
+    stack.route(e.closed(38))
+    assert stack.agent().status is AgentStatus.COMPLETED
+    stack.gateway.clock = lambda: T0 + timedelta(hours=2)
+
+    # The next task to start (another agent's) removes 38's directory and clone before its session.
+    stack.route(e.assigned(39))
+    other = ScriptedModel([ToolCall("report_complete", {"summary": "Nothing to do."}), Say("Ok.")])
+    with serve(other):
+        host = stack.host(other, "1-39-feat-dev")
+        assert run(host).outcome == "idle"
+    assert host.swept == Sweep(claimed=(A38,), removed=(A38,), refused=(), recorded=(A38,))
+    assert not dirs.agent.exists() and not dirs.framework_clone.exists()
+    assert list((stack.root / "trash").iterdir()) == []  # emptied while 39 worked
+    assert AgentDirs(stack.root, "1-39-feat-dev").work.is_dir()  # its own untouched
+    purged = stack.agent()
+    assert (purged.status, purged.purged_at) == (AgentStatus.COMPLETED, T0 + timedelta(hours=2))
+
+    # Reopened and assigned again: a new generation, a new session, a fresh working copy.
+    stack.route(e.reopened(38))
+    stack.route(e.assigned(38))
+    restarted = stack.agent()
+    assert (restarted.generation, restarted.purged_at, restarted.finished_at) == (2, None, None)
+    again = ScriptedModel([ToolCall("report_complete", {"summary": "Fresh start."}), Say("Ok.")])
+    stack.metrics.points.clear()
+    with serve(again):
+        assert run(stack.host(again)).outcome == "idle"
+    assert _dimensions(stack.metrics, "SessionStartSeconds") == [("Mode", "create")]
+    assert "Created branch feat/issue-38 from main." in again.contents_seen(0)[-1]
+    assert dirs.work.is_dir() and not (dirs.work / "scratch.py").exists()
+    assert "Left a scratch file" not in " ".join(again.contents_seen(0))  # nothing of the old session

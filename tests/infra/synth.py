@@ -28,6 +28,7 @@ SETTINGS_CONTEXT: dict[str, object] = {
     "api_throttle_rate_limit": "25",
     "api_throttle_burst_limit": 40,
     "router_max_concurrency": "4",
+    "state_retention_days": "3",
 }
 
 

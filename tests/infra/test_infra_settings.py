@@ -36,6 +36,7 @@ def test_defaults() -> None:
         "api_throttle_burst_limit": 100,
         "router_max_concurrency": 5,
         "agent_egress": "public",
+        "state_retention_days": 7,
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
 
@@ -61,6 +62,8 @@ BAD_CONTEXT = [
     ("negative-rate", {"api_throttle_rate_limit": "-1"}, "api_throttle_rate_limit"),
     ("bad-account", {"account": "12345"}, "account"),
     ("unknown-log-level", {"log_level": "VERBOSE"}, "log_level"),
+    ("negative-state-retention", {"state_retention_days": "-1"}, "state_retention_days"),
+    ("state-retention-not-a-number", {"state_retention_days": "a week"}, "state_retention_days"),
 ]
 
 

@@ -16,8 +16,11 @@ A claim is the agent's lease, taken as ``purge:<the janitor's launch token>`` fo
 :data:`PURGE_CLAIM_TTL` with a write conditional on the record's version: while it is live no
 task of the agent can begin (its begin takes the same lease), and a restart decided meanwhile
 keeps it (:func:`purge_claimed`), so a new generation never starts on a directory being moved.
-A claim that lapses (the janitor's task died) is taken again by a later pass; what it had
-moved already is simply gone.
+The janitor only renames under its claim (well under a second); a task of the new generation
+that starts within it ends at once without a word (its lease is held), and the reconciler
+relaunches it as any task that died — on a volume where its directory is gone, so it starts
+from nothing. A claim that lapses (the janitor's task died) is taken again by a later pass;
+what it had moved already is simply gone.
 """
 
 from __future__ import annotations

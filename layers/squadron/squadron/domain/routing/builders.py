@@ -169,7 +169,8 @@ def _new_generation(existing: AgentRecord, fresh: AgentRecord, snap: Snapshot) -
     """A terminal agent restarted as its next generation: a new session, nothing carried over.
 
     The old generation's lease goes, except a janitor's live claim: its directories are being
-    moved away, and the new generation's task begins once they are gone (from nothing).
+    moved away, and no task of the new generation begins before they are gone
+    (:mod:`squadron.domain.retention`).
     """
     purging = purge_claimed(existing, snap.now)
     return existing.transition(

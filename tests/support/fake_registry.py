@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from squadron.domain.agents import (
+    TERMINAL,
     AgentRecord,
     AgentStatus,
     ConflictError,
@@ -378,6 +379,10 @@ class FakeRegistry:
 
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]:
         found = [a for a in self.agents.values() if a.status is status]
+        if status in TERMINAL:  # by their finish; purged ones last (the adapter's sort key)
+            return sorted(
+                found, key=lambda a: (a.purged_at is not None, finished_at(a) or a.updated_at, a.agent_id)
+            )
         return sorted(found, key=lambda a: (a.updated_at.isoformat(), a.agent_id))
 
     def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]:

@@ -478,11 +478,11 @@ def test_finished_agents_are_found_longest_finished_first_until_purged_or_restar
     purged = registry.get_agent(early.agent_id)
     assert purged is not None and purged.purged_at == later and purged.finished_at == T0 + timedelta(hours=2)
     # Purged agents are still finished agents for everyone else (squadron status, the reconciler).
-    assert {a.agent_id for a in registry.agents_with_status(AgentStatus.COMPLETED)} == {
-        "1-39-feat-dev",
+    assert [a.agent_id for a in registry.agents_with_status(AgentStatus.COMPLETED)] == [
         "1-40-feat-dev",
         "1-41-feat-dev",
-    }
+        "1-39-feat-dev",  # purged: last
+    ]
 
 
 # --- leases ------------------------------------------------------------------------------------

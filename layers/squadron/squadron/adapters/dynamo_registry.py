@@ -443,7 +443,8 @@ class DynamoRegistry:
         }
 
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]:
-        """Every agent in ``status`` (the reconciler's sweep), oldest update first."""
+        """Every agent in ``status`` (the reconciler's sweep), oldest update first (finished ones by
+        their finish, purged ones last)."""
         items = self._query(
             IndexName=STATUS_INDEX,
             KeyConditionExpression="GSI1PK = :s",

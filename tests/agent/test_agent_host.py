@@ -44,6 +44,7 @@ from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded
+from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import totals
 from squadron.domain.permissions import Caller, agent_caller
 from squadron.local.copilot_cli import unpack_cli
@@ -779,3 +780,22 @@ def test_a_finished_agents_state_leaves_with_the_next_task_and_its_restart_start
     assert "Created branch feat/issue-38 from main." in again.contents_seen(0)[-1]
     assert dirs.work.is_dir() and not (dirs.work / "scratch.py").exists()
     assert "Left a scratch file" not in " ".join(again.contents_seen(0))  # nothing of the old session
+
+
+def test_a_janitors_pass_that_fails_never_fails_the_agents_own_work(stack: Stack) -> None:
+    stack.route(stack.events.assigned(38))
+    model = ScriptedModel([ToolCall("report_complete", {"summary": "Done anyway."}), Say("Ok.")])
+
+    def refused() -> list[str]:
+        raise LaunchRefusedError("forbidden", "the gateway said no")
+
+    trash = stack.root / "trash"
+    trash.mkdir(mode=0o700)
+    (trash / "left-by-a-task-that-died").mkdir()  # a pass that died after its renames
+    with serve(model):
+        host = stack.host(model)
+        host.door.purge_claim = refused  # type: ignore[method-assign]
+        result = run(host)
+    assert result.outcome == "idle" and result.detail == "Done anyway."
+    assert host.swept is None
+    assert list(trash.iterdir()) == []  # the trash is emptied all the same

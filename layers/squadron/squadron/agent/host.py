@@ -130,7 +130,6 @@ class AgentHost:
         linger_seconds: float = 0,
         launch_cause: str | None = None,
         github_traffic: Callable[[], GitHubTraffic] | None = None,
-        sweep: bool = True,
     ) -> None:
         self.door = door
         self.agent_id = door.agent_id
@@ -175,8 +174,7 @@ class AgentHost:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.lease_lost = False
         self.denials = 0
-        #: Whether the task does the janitor's pass before its session, and what it did.
-        self.sweep = sweep
+        #: What the janitor's pass before the session did (None: it failed, or has not run).
         self.swept: janitor.Sweep | None = None
         self._emptying: asyncio.Future[int] | None = None
 
@@ -232,8 +230,6 @@ class AgentHost:
         Never a reason to fail the agent's own work: a pass that fails is logged, and its claims
         lapse for a later task to take.
         """
-        if not self.sweep:
-            return
         try:
             self.swept = await asyncio.to_thread(janitor.sweep, self.door, self.agents_root)
         except Exception as exc:

@@ -64,6 +64,7 @@ def _per_hour(heartbeat_seconds: int) -> dict[str, float]:
         "send": a["sends_per_hour"] + 1,  # and the task's end
         "release": 1,
         "metrics": 1,
+        "purge_claim": 1,  # the janitor's pass at the task's start (and "purged" when some were due)
     }
 
 
@@ -119,6 +120,7 @@ def bench_gateway() -> dict[str, Any]:
             "github_token": token,
             "send": lambda: door.register_blocker(38, 40, sleep=False, note="n", what="bench"),
             "task_ended": lambda: door.task_ended("idle", usage=TaskUsage()),
+            "purge_claim (nothing due)": door.purge_claim,
             "refused (wrong secret)": refused,
         }
         per_call: dict[str, Any] = {}

@@ -64,6 +64,7 @@ class SquadronStack(cdk.Stack):
             log_retention=settings.log_retention,
             metrics_namespace=settings.metrics_namespace,
             egress=settings.agent_egress,
+            state_retention_days=settings.state_retention_days,
         )
         self.router = EventRouter(
             self,

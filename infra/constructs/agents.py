@@ -3,7 +3,9 @@ and the agent gateway: the one door of agent tasks to the framework.
 
 Containment (README "Threat model"): the task role may invoke the gateway and mount the
 agents' file system, nothing else. The gateway checks each call's launch secret and acts
-only on the calling agent's own record, inbox, token and key. On EFS every agent has a
+only on the calling agent's own record, inbox, token and key, and on finished agents' records
+only to claim their state for removal and record it removed (the janitor, which reads their
+page from the status index). On EFS every agent has a
 directory owned by its own POSIX user (mode 0700), so the access point enforces no user:
 the host (root in the container, with a reduced capability set) creates and hands over
 each directory, and the agent's processes run as its user.
@@ -12,7 +14,8 @@ Network (README "What it costs"): by default agent tasks run in public subnets, 
 public IPv4 address while it runs and a security group with no inbound rule and outbound only
 HTTPS and NFS to the file system, so nothing costs between tasks. ``egress="nat"`` puts them in
 private subnets behind one NAT gateway instead (fixed egress addresses for GitHub IP allow
-lists, about 36 USD a month more). EFS is billed per GB stored (sessions are small).
+lists, about 36 USD a month more). EFS is billed per GB stored: finished agents' working copies
+and sessions are removed ``state_retention_days`` after they finished (7 by default).
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from constructs import Construct
 
 from infra.constructs.layer import SharedLayer, function_code
 from infra.constructs.router import AgentTarget, as_nag_renders
+from squadron.adapters.dynamo_registry import STATUS_INDEX
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
+from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 AGENTS_PATH = "/mnt/agents"
@@ -151,8 +156,11 @@ class AgentCompute(Construct):
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
         egress: str = "public",
+        state_retention_days: int = DEFAULT_RETENTION_DAYS,
     ) -> None:
         super().__init__(scope, construct_id)
+        #: Days finished agents' state stays on the file system (the gateway hands out what is due).
+        self.state_retention_days = state_retention_days
         self.metrics_namespace = metrics_namespace
         self.copilot_token = copilot_token
         self.nat = egress == "nat"
@@ -244,6 +252,12 @@ class AgentCompute(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(GATEWAY_REGISTRY_ACTIONS), resources=[table.table_arn])
         )
+        # The janitor's page: finished agents by when they finished, on the status index.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{STATUS_INDEX}"]
+            )
+        )
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
         )
@@ -273,6 +287,7 @@ class AgentCompute(Construct):
                 "GITHUB_APP_SLUG": github_app_slug,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
                 "COPILOT_GITHUB_TOKEN_SECRET": self.copilot_token.secret_arn,
+                "SQUADRON_STATE_RETENTION_DAYS": str(self.state_retention_days),
                 "POWERTOOLS_SERVICE_NAME": "gateway",
                 "POWERTOOLS_METRICS_NAMESPACE": self.metrics_namespace,
             },

@@ -45,6 +45,7 @@ from squadron.domain.events import (
 )
 from squadron.domain.launches import LaunchRefusedError, secret_digest
 from squadron.domain.repo_config.models import ByokProvider
+from squadron.domain.retention import PURGE_PAGE
 from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
 from squadron.errors import ConfigurationError
 from squadron.shell.gateway import AgentGateway
@@ -770,3 +771,157 @@ def test_the_gateway_is_wired_from_its_environment() -> None:
     assert isinstance(gateway.registry, DynamoRegistry) and gateway.bot_login == "acme-bot[bot]"
     with pytest.raises(ConfigurationError, match="EVENTS_QUEUE_URL is required"):
         build_gateway({k: v for k, v in env.items() if k != "EVENTS_QUEUE_URL"})
+
+
+# --- the janitor: finished agents' state past the retention ---------------------------------------
+
+DAYS = timedelta(days=1)
+
+
+def _cancelled(world: World, *numbers: int) -> None:
+    """Dev agents for ``numbers``, assigned and unassigned now (CANCELLED: finished now)."""
+    for number in numbers:
+        world.router.process(world.events.assigned(number))
+        world.router.process(world.events.unassigned(number))
+        assert world.agent(f"1-{number}-feat-dev").status is AgentStatus.CANCELLED
+
+
+def _janitor(world: World, number: int) -> Door:
+    """The task of a dev agent assigned #``number`` now, begun (it holds its own lease)."""
+    world.router.process(world.events.assigned(number))
+    door = world.door(f"1-{number}-feat-dev")
+    door.begin()
+    return door
+
+
+def test_the_janitor_claims_only_finished_agents_past_the_retention_and_gets_their_ids_only(
+    world: World,
+) -> None:
+    _cancelled(world, 40)  # finished at NOW; its task never reported its end (its secret lives 12 h)
+    world.clock[0] = NOW + 2 * DAYS
+    _cancelled(world, 41)  # finished two days later
+    world.clock[0] = NOW + 8 * DAYS  # 40 is past the week, 41 is not; 38, 39 and 101 still work
+    door = _janitor(world, 50)
+    served = world.gateway.serve(
+        {
+            "op": "purge_claim",
+            "agent_id": door.agent_id,
+            "launch_token": door.launch_token,
+            "secret": door._secret,
+        }
+    )
+    assert served.body == {"agents": ["1-40-feat-dev"]}  # ids and nothing else
+    claimed = world.agent("1-40-feat-dev")
+    assert claimed.lease_owner == f"purge:{door.launch_token}"
+    assert claimed.finished_at == NOW and claimed.purged_at is None
+    assert _janitor(world, 51).purge_claim() == []  # one janitor per agent: the claim holds
+    assert door.purged(["1-40-feat-dev"]) == ["1-40-feat-dev"]
+    purged = world.agent("1-40-feat-dev")
+    assert (purged.purged_at, purged.lease_owner, purged.status) == (
+        NOW + 8 * DAYS,
+        None,
+        AgentStatus.CANCELLED,
+    )
+    world.clock[0] = NOW + 8 * DAYS + timedelta(hours=1)
+    assert door.purged(["1-40-feat-dev"]) == []  # recorded once
+    assert world.agent("1-40-feat-dev").purged_at == NOW + 8 * DAYS
+    world.clock[0] = NOW + 30 * DAYS
+    assert _janitor(world, 52).purge_claim() == ["1-41-feat-dev"]  # never 40 again
+    assert {a.agent_id for a in world.registry.agents_with_status(AgentStatus.CANCELLED)} >= {
+        "1-40-feat-dev",
+        "1-41-feat-dev",
+    }  # what is left of them is their records
+
+
+def test_a_janitors_page_is_bounded(world: World) -> None:
+    numbers = range(200, 200 + PURGE_PAGE + 2)
+    _cancelled(world, *numbers)
+    world.clock[0] = NOW + 8 * DAYS
+    door = _janitor(world, 50)
+    first = door.purge_claim()
+    assert len(first) == PURGE_PAGE
+    assert len(_janitor(world, 51).purge_claim()) == 2
+    with pytest.raises(LaunchRefusedError, match="at most 10 items") as refused:
+        door.purged([*first, "1-211-feat-dev"])
+    assert refused.value.code == "invalid_request"
+    assert all(world.agent(agent_id).purged_at is None for agent_id in first)  # nothing recorded
+
+
+def test_a_retention_of_zero_waits_only_for_the_last_task_to_end(world: World) -> None:
+    world.gateway.state_retention = timedelta(0)
+    _cancelled(world, 40)
+    world.clock[0] = NOW + timedelta(minutes=1)
+    assert _janitor(world, 50).purge_claim() == []  # its task may still run (its secret is valid)
+    world.clock[0] = NOW + timedelta(hours=13)  # the secret expired: no task of it runs
+    assert _janitor(world, 51).purge_claim() == ["1-40-feat-dev"]
+
+
+JANITOR_ATTACKS = [
+    ("a task that has not begun", "forbidden"),
+    ("a wrong secret", "wrong_secret"),
+    ("another janitor's claim reported purged", None),
+    ("an agent nobody claimed reported purged", None),
+    ("a path instead of an agent id", "invalid_request"),
+]
+
+
+@pytest.mark.parametrize(("attack", "code"), JANITOR_ATTACKS, ids=[a[0] for a in JANITOR_ATTACKS])
+def test_what_a_task_cannot_get_or_record_through_the_janitors_ops(
+    world: World, attack: str, code: str | None
+) -> None:
+    _cancelled(world, 40, 41)
+    world.clock[0] = NOW + 8 * DAYS
+    before = {agent_id: world.agent(agent_id) for agent_id in ("1-40-feat-dev", "1-41-feat-dev")}
+    world.router.process(world.events.assigned(50))
+    agent = world.agent("1-50-feat-dev")
+    door = world.door("1-50-feat-dev")
+    call: Any
+    if attack == "a task that has not begun":
+        call = door.purge_claim
+    elif attack == "a wrong secret":
+        door.begin()
+        forged = Door(
+            in_process(world.gateway),
+            agent_id=agent.agent_id,
+            launch_token=agent.launch_token,
+            secret="w" * 43,
+        )
+        call = forged.purge_claim
+    elif attack == "another janitor's claim reported purged":
+        claimed = _janitor(world, 51).purge_claim()
+        assert claimed == ["1-40-feat-dev", "1-41-feat-dev"]
+        before = {agent_id: world.agent(agent_id) for agent_id in claimed}
+        door.begin()
+        call = lambda: door.purged(claimed)  # noqa: E731
+    elif attack == "an agent nobody claimed reported purged":
+        door.begin()
+        call = lambda: door.purged(["1-40-feat-dev"])  # noqa: E731
+    else:
+        door.begin()
+        call = lambda: door.call("purged", agents=["../../etc"])  # noqa: E731
+    if code is None:
+        assert call() == []  # nothing recorded
+    else:
+        with pytest.raises(LaunchRefusedError) as refused:
+            call()
+        assert refused.value.code == code
+    assert {agent_id: world.agent(agent_id) for agent_id in before} == before  # nothing written
+
+
+def test_an_agent_restarted_while_claimed_waits_for_the_janitor_and_starts_from_nothing(world: World) -> None:
+    _cancelled(world, 40)
+    world.clock[0] = NOW + 8 * DAYS
+    janitor = _janitor(world, 50)
+    assert janitor.purge_claim() == ["1-40-feat-dev"]
+    world.router.process(world.events.assigned(40))  # re-assigned while its directory is moved away
+    restarted = world.agent("1-40-feat-dev")
+    assert (restarted.status, restarted.generation) == (AgentStatus.CREATED, 2)
+    assert restarted.lease_owner == f"purge:{janitor.launch_token}"  # the claim holds
+    with pytest.raises(LaunchRefusedError) as refused:
+        world.door("1-40-feat-dev").begin()  # its new task cannot begin on a directory in motion
+    assert refused.value.code == "lease_held"
+    assert janitor.purged(["1-40-feat-dev"]) == []  # not finished any more: nothing recorded ...
+    after = world.agent("1-40-feat-dev")
+    assert (after.lease_owner, after.purged_at, after.finished_at) == (None, None, None)  # ... claim gone
+    agent, _uid = world.door("1-40-feat-dev").begin()
+    assert agent.status is AgentStatus.ACTIVE

@@ -35,6 +35,7 @@ from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.metrics import RecordedMetrics
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.host import AgentHost, HostResult
+from squadron.agent.janitor import Sweep
 from squadron.agent.prompts import IssueFacts
 from squadron.agent.tools import FrameworkTools, HostState
 from squadron.agent.writes import GatewayWrites
@@ -43,6 +44,7 @@ from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded
+from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import totals
 from squadron.domain.permissions import Caller, agent_caller
 from squadron.local.copilot_cli import unpack_cli
@@ -727,3 +729,73 @@ def test_the_active_time_breaker_aborts_a_slow_model_and_the_heartbeat_renews_th
         assert (agent.status, agent.lease_owner) == (AgentStatus.ESCALATED, None)
         assert beats and set(beats) == {"ACTIVE"}  # the watchdog renewed the lease through the gateway
         assert agent.counters.active_seconds == 7200
+
+
+def test_a_finished_agents_state_leaves_with_the_next_task_and_its_restart_starts_from_nothing(
+    stack: Stack,
+) -> None:
+    stack.gateway.state_retention = timedelta(0)  # due as soon as no task of it may run
+    e = stack.events
+    stack.route(e.assigned(38))
+    dirs = AgentDirs(stack.root, A38)
+    first = ScriptedModel(
+        [
+            ToolCall("create", {"path": str(dirs.work / "scratch.py"), "file_text": "x = 1\n"}),
+            ToolCall("report_complete", {"summary": "Left a scratch file."}),
+            Say("Done."),
+        ]
+    )
+    with serve(first):
+        assert run(stack.host(first)).outcome == "idle"
+    stack.route_queued()  # its task's end: no task of it runs any more
+    assert (dirs.work / "scratch.py").exists() and any(dirs.copilot_home.iterdir())
+    assert dirs.framework_clone.is_dir()
+    stack.route(e.closed(38))
+    assert stack.agent().status is AgentStatus.COMPLETED
+    stack.gateway.clock = lambda: T0 + timedelta(hours=2)
+
+    # The next task to start (another agent's) removes 38's directory and clone before its session.
+    stack.route(e.assigned(39))
+    other = ScriptedModel([ToolCall("report_complete", {"summary": "Nothing to do."}), Say("Ok.")])
+    with serve(other):
+        host = stack.host(other, "1-39-feat-dev")
+        assert run(host).outcome == "idle"
+    assert host.swept == Sweep(claimed=(A38,), removed=(A38,), refused=(), recorded=(A38,))
+    assert not dirs.agent.exists() and not dirs.framework_clone.exists()
+    assert list((stack.root / "trash").iterdir()) == []  # emptied while 39 worked
+    assert AgentDirs(stack.root, "1-39-feat-dev").work.is_dir()  # its own untouched
+    purged = stack.agent()
+    assert (purged.status, purged.purged_at) == (AgentStatus.COMPLETED, T0 + timedelta(hours=2))
+
+    # Reopened and assigned again: a new generation, a new session, a fresh working copy.
+    stack.route(e.reopened(38))
+    stack.route(e.assigned(38))
+    restarted = stack.agent()
+    assert (restarted.generation, restarted.purged_at, restarted.finished_at) == (2, None, None)
+    again = ScriptedModel([ToolCall("report_complete", {"summary": "Fresh start."}), Say("Ok.")])
+    stack.metrics.points.clear()
+    with serve(again):
+        assert run(stack.host(again)).outcome == "idle"
+    assert _dimensions(stack.metrics, "SessionStartSeconds") == [("Mode", "create")]
+    assert "Created branch feat/issue-38 from main." in again.contents_seen(0)[-1]
+    assert dirs.work.is_dir() and not (dirs.work / "scratch.py").exists()
+    assert "Left a scratch file" not in " ".join(again.contents_seen(0))  # nothing of the old session
+
+
+def test_a_janitors_pass_that_fails_never_fails_the_agents_own_work(stack: Stack) -> None:
+    stack.route(stack.events.assigned(38))
+    model = ScriptedModel([ToolCall("report_complete", {"summary": "Done anyway."}), Say("Ok.")])
+
+    def refused() -> list[str]:
+        raise LaunchRefusedError("forbidden", "the gateway said no")
+
+    trash = stack.root / "trash"
+    trash.mkdir(mode=0o700)
+    (trash / "left-by-a-task-that-died").mkdir()  # a pass that died after its renames
+    with serve(model):
+        host = stack.host(model)
+        host.door.purge_claim = refused  # type: ignore[method-assign]
+        result = run(host)
+    assert result.outcome == "idle" and result.detail == "Done anyway."
+    assert host.swept is None
+    assert list(trash.iterdir()) == []  # the trash is emptied all the same

@@ -14,13 +14,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from squadron.adapters.confinement import AgentDirs
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.cli import main
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.local.credentials import load_credentials
 from squadron.local.sandbox import GitHubSandbox
 from squadron.local.stack import LocalOptions, LocalStack
-from tests.e2e.conftest import ROOT, eventually
+from tests.e2e.conftest import ROOT, Human, StackFactory, agent, eventually
 from tests.support.github_fake import app_private_key
 
 pytestmark = pytest.mark.e2e
@@ -216,3 +217,40 @@ def test_with_app_credentials_the_stack_talks_to_that_github_not_its_sandbox(
     finally:
         stack.stop()
         github.stop()
+
+
+def test_a_finished_agents_working_copy_and_session_leave_with_the_next_task(
+    local_stack: StackFactory,
+) -> None:
+    stack = local_stack(state_retention_days=0)  # due as soon as no task of it runs
+    human = Human(stack)
+    number = human.open_issue("Export API", assign=True)
+    dev = f"1-{number}-feat-dev"
+
+    def ended(agent_id: str) -> AgentRecord | None:
+        """The agent once its task reported its end and its process exited."""
+        record = agent(stack, agent_id)
+        assert stack.launcher is not None
+        if record is None or record.launch_secret_hash is not None or record.task_arn is not None:
+            return None
+        return record if agent_id not in stack.launcher.running_agents() else None
+
+    eventually(lambda: ended(dev), "the dev agent's task to end")
+    dirs = AgentDirs(stack.agents_root, dev)
+    assert dirs.work.is_dir() and dirs.copilot_home.is_dir() and dirs.framework_clone.is_dir()
+    human.close(number)
+    eventually(
+        lambda: (a := agent(stack, dev)) is not None and a.status is AgentStatus.COMPLETED, "it to complete"
+    )
+    eventually(lambda: ended("1-pm"), "the PM's task to end")
+    human.open_issue("Import API")  # the PM's next task sweeps before its session
+    purged = eventually(
+        lambda: (a := agent(stack, dev)) is not None and a.purged_at is not None and a, "the purge"
+    )
+    assert purged.status is AgentStatus.COMPLETED
+    assert not dirs.agent.exists() and not dirs.framework_clone.exists()
+    eventually(lambda: ended("1-pm"), "the PM's task to end")
+    trash = stack.agents_root / "trash"
+    assert not trash.exists() or list(trash.iterdir()) == []  # emptied before that task ended
+    assert AgentDirs(stack.agents_root, "1-pm").agent.is_dir()  # the working agents' state stays
+    assert stack.errors == []

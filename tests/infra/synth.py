@@ -29,6 +29,7 @@ SETTINGS_CONTEXT: dict[str, object] = {
     "api_throttle_burst_limit": 40,
     "router_max_concurrency": "4",
     "history_days": "45",
+    "state_retention_days": "3",
 }
 
 

@@ -616,6 +616,14 @@ def test_the_gateway_role_holds_what_tasks_may_reach_through_it(synthesized: Syn
     grants = _grants(synthesized, gateway.role)
     actions = {g[0] for g in grants}
     assert (tuple(sorted(GATEWAY_REGISTRY_ACTIONS)), repr(table), "None") in grants  # item-level only
+    index = {"Fn::Join": ["", [table, "/index/by-status"]]}
+    assert (("dynamodb:Query",), repr(index), "None") in grants  # the janitor's page of finished agents
+    assert [g for g in grants if "dynamodb:" in repr(g[0])] == sorted(
+        [
+            (tuple(sorted(GATEWAY_REGISTRY_ACTIONS)), repr(table), "None"),
+            (("dynamodb:Query",), repr(index), "None"),
+        ]
+    )
     assert (("sqs:SendMessage",), repr(queue), "None") in grants
     assert "dynamodb:Scan" not in repr(actions) and "dynamodb:DeleteTable" not in repr(actions)
     secrets = sorted(
@@ -639,3 +647,13 @@ def test_the_gateway_finds_the_copilot_token_secret(synthesized: Synthesized) ->
     environment = function["Properties"]["Environment"]["Variables"]
     token = synthesized.stack.secrets.copilot_token
     assert environment["COPILOT_GITHUB_TOKEN_SECRET"] == {"Ref": synthesized.logical_id(token)}
+
+
+def test_the_gateway_keeps_finished_agents_state_for_the_stages_retention(synthesized: Synthesized) -> None:
+    function = _function(synthesized, synthesized.stack.agents.gateway)
+    environment = {
+        name: value if isinstance(value, str) else f"<{name} resolved at deploy>"
+        for name, value in function["Properties"]["Environment"]["Variables"].items()
+    }
+    assert environment["SQUADRON_STATE_RETENTION_DAYS"] == "3"  # the context's state_retention_days
+    assert load_settings(GatewaySettings, environment).state_retention_days == 3

@@ -37,6 +37,7 @@ def test_defaults() -> None:
         "router_max_concurrency": 5,
         "history_days": 120,
         "agent_egress": "public",
+        "state_retention_days": 7,
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
 
@@ -64,6 +65,8 @@ BAD_CONTEXT = [
     ("unknown-log-level", {"log_level": "VERBOSE"}, "log_level"),
     ("history-zero-days", {"history_days": "0"}, "history_days"),
     ("history-not-a-number", {"history_days": "forever"}, "history_days"),
+    ("negative-state-retention", {"state_retention_days": "-1"}, "state_retention_days"),
+    ("state-retention-not-a-number", {"state_retention_days": "a week"}, "state_retention_days"),
 ]
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from squadron.domain.agents import (
+    TERMINAL,
     AgentRecord,
     AgentStatus,
     ConflictError,
@@ -38,6 +39,7 @@ from squadron.domain.effects import (
     commit_agents,
 )
 from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_order, utc_instant
+from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
 
 
@@ -392,7 +394,19 @@ class FakeRegistry:
 
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]:
         found = [a for a in self.agents.values() if a.status is status]
+        if status in TERMINAL:  # by their finish; purged ones last (the adapter's sort key)
+            return sorted(
+                found, key=lambda a: (a.purged_at is not None, finished_at(a) or a.updated_at, a.agent_id)
+            )
         return sorted(found, key=lambda a: (a.updated_at.isoformat(), a.agent_id))
+
+    def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]:
+        found = [
+            (finished, a.agent_id, a)
+            for a in self.agents.values()
+            if a.purged_at is None and (finished := finished_at(a)) is not None and finished < before
+        ]
+        return [a for _, _, a in sorted(found, key=lambda t: (t[0], t[1]))[:limit]]
 
     # --- leases ---------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from squadron.agent.door import Door, Transport
 from squadron.config import load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
+from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 from squadron.ports import EventQueue, MemoryStore
 from squadron.shell.gateway import AgentGateway, GatewayRegistry
 from squadron.shell.memory import Memory
@@ -51,6 +52,7 @@ def gateway_for(
     copilot_token_secret: str | None = None,
     metrics: RecordedMetrics | None = None,
     memory: MemoryStore | None = None,
+    state_retention: timedelta | None = None,
 ) -> AgentGateway:
     private, _ = app_private_key()
     app = GitHubApp(
@@ -69,6 +71,9 @@ def gateway_for(
         agent_metrics=metrics or RecordedMetrics(),
         copilot_token_secret=copilot_token_secret,
         memory=Memory(memory if memory is not None else FakeMemory(), clock=clock),
+        state_retention=state_retention
+        if state_retention is not None
+        else timedelta(days=DEFAULT_RETENTION_DAYS),
         clock=clock,
     )
 

@@ -101,6 +101,22 @@ def test_one_agent_in_full_with_its_inbox() -> None:
     assert text.endswith("inbox (1 waiting):\n  - [comment] alice: ping\n")
 
 
+def test_a_finished_agent_says_when_its_working_copy_and_session_were_removed() -> None:
+    finished = T0 + timedelta(minutes=30)
+    kept = record(2, AgentStatus.COMPLETED, finished_at=finished)
+    assert "finished           2026-11-23T12:30:00+00:00 (2h ago)" in agent_detail(kept, [], NOW)
+    assert "working copy       kept with its session" in agent_detail(kept, [], NOW)
+    purged = kept.model_copy(update={"purged_at": NOW - timedelta(minutes=5)})
+    text = agent_detail(purged, [], NOW)
+    assert "working copy       removed 2026-11-23T14:55:00+00:00 (5m ago), with its session" in text
+    row = agent_row(purged, NOW)
+    assert (row["finished_at"], row["purged_at"]) == (
+        finished.isoformat(),
+        (NOW - timedelta(minutes=5)).isoformat(),
+    )
+    assert "finished           -" in agent_detail(record(3, AgentStatus.ACTIVE), [], NOW)
+
+
 def test_the_dead_letters_in_lines() -> None:
     assert dead_letter_table([]) == "the dead-letter queue is empty\n"
     message = {

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from squadron import deploy_cli, operator_cli
-from squadron.cli_types import github_id, port, positive_number, repo_name
+from squadron.cli_types import days, github_id, port, positive_number, repo_name
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.domain.permissions import Caller
 from squadron.domain.protection import protected_branches, protection_for
 from squadron.domain.repo_config.constants import CONFIG_DIR
+from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 
 if TYPE_CHECKING:
     from squadron.adapters.github.http import GitHubHttp
@@ -155,6 +156,13 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port", type=port, default=0, help="the webhook endpoint's port (default: any free one)"
     )
+    parser.add_argument(
+        "--state-retention-days",
+        type=days,
+        default=DEFAULT_RETENTION_DAYS,
+        help="days a finished agent's working copy and session are kept under <state>/agents before "
+        f"the next agent task removes them (default: {DEFAULT_RETENTION_DAYS}; 0: once no task of it runs)",
+    )
     parser.add_argument("--root", default=".", help=argparse.SUPPRESS)
 
 
@@ -194,6 +202,7 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
             github=github,
             copilot_token=os.environ.get("SQUADRON_COPILOT_TOKEN") or None if github else None,
             port=args.port,
+            state_retention_days=args.state_retention_days,
         )
     )
     stopping = threading.Event()

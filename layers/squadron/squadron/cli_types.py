@@ -14,6 +14,8 @@ import re
 _REPO_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
 #: GitHub's ids are 64-bit.
 MAX_ID = 2**63 - 1
+#: The longest retention a command takes (ten years).
+MAX_DAYS = 3653
 
 
 def repo_name(text: str) -> str:
@@ -46,3 +48,10 @@ def positive_number(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text[:40]!r}: expected a number greater than 0")
     return value
+
+
+def days(text: str) -> int:
+    """A whole number of days, 0 to ten years (a retention)."""
+    if not text.isascii() or not text.isdigit() or len(text) > 4 or int(text) > MAX_DAYS:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of days (0 to {MAX_DAYS})")
+    return int(text)

@@ -21,6 +21,7 @@ from pydantic_core import ErrorDetails
 
 from squadron.domain.history import DEFAULT_HISTORY_DAYS
 from squadron.domain.metrics import namespace
+from squadron.domain.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from squadron.errors import ConfigurationError
 
 #: Where CDK keeps context values next to cdk.json (it reads the file on every command).
@@ -104,6 +105,11 @@ class DeploymentSettings(BaseModel):
     public IPv4 address in a public subnet, with no inbound rule (nothing idles, nothing to pay
     between tasks); "nat" puts them in private subnets behind one NAT gateway, for fixed egress
     addresses (a GitHub IP allow list), at about 36 USD a month more."""
+
+    state_retention_days: Annotated[int, Field(ge=0, le=MAX_RETENTION_DAYS)] = DEFAULT_RETENTION_DAYS
+    """Days a finished (completed or cancelled) agent's working copy and Copilot session stay on
+    the agents' file system before the next agent task removes them; 0 removes them as soon as
+    no task of the agent runs. Memory and retrospectives are kept regardless."""
 
     @field_validator("log_retention_days")
     @classmethod

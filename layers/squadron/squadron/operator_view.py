@@ -69,6 +69,8 @@ def agent_row(agent: AgentRecord, now: datetime) -> dict[str, Any]:
         "counters": agent.counters.model_dump(),
         "cost_usd": _cost_json(agent_cost(agent)),
         "escalation_reason": agent.escalation_reason,
+        "finished_at": agent.finished_at.isoformat() if agent.finished_at else None,
+        "purged_at": agent.purged_at.isoformat() if agent.purged_at else None,
     }
 
 
@@ -184,6 +186,18 @@ def agent_detail(agent: AgentRecord, inbox: Sequence[InboxItem], now: datetime) 
             f"{agent.lease_owner} until {agent.lease_expires_at.isoformat()}"
             if agent.lease_owner and agent.lease_expires_at
             else "-",
+        ),
+        (
+            "finished",
+            f"{agent.finished_at.isoformat()} ({age(agent.finished_at, now)} ago)"
+            if agent.finished_at
+            else "-",
+        ),
+        (
+            "working copy",
+            f"removed {agent.purged_at.isoformat()} ({age(agent.purged_at, now)} ago), with its session"
+            if agent.purged_at
+            else "kept with its session (on the agents' volume)",
         ),
         ("woken because", agent.wake_reason or "-"),
         ("escalated because", agent.escalation_reason or "-"),

@@ -13,6 +13,7 @@ from typing import Annotated, Literal, TypeVar
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
 from squadron.domain.history import DEFAULT_HISTORY_DAYS
+from squadron.domain.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from squadron.domain.webhook import app_bot_login
 from squadron.errors import ConfigurationError
 
@@ -178,6 +179,14 @@ class GatewaySettings(GitHubAppSettings, _AppLogin):
     )
     config_ttl_seconds: int = Field(
         default=300, validation_alias=AliasChoices("CONFIG_TTL_SECONDS"), ge=0, le=3600
+    )
+    #: Days a finished agent's working copy and session stay on the shared volume (0: removed by
+    #: the first task that starts once no task of it runs); the stage's ``state_retention_days``.
+    state_retention_days: int = Field(
+        default=DEFAULT_RETENTION_DAYS,
+        validation_alias=AliasChoices("SQUADRON_STATE_RETENTION_DAYS"),
+        ge=0,
+        le=MAX_RETENTION_DAYS,
     )
 
 

@@ -88,6 +88,7 @@ class ContractRegistry(Protocol):
     def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]: ...
     def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
+    def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]: ...
     def acquire_lease(self, agent_id: str, owner: str, now: datetime, ttl: timedelta) -> AgentRecord: ...
     def release_lease(self, agent_id: str, owner: str, now: datetime) -> None: ...
     def commit(
@@ -450,6 +451,55 @@ def test_agents_by_status(registry: ContractRegistry) -> None:
     registry.put_agent(AgentWrite(b.transition(AgentStatus.ACTIVE, now=T0 + timedelta(seconds=2)), b.version))
     assert [x.agent_id for x in registry.agents_with_status(AgentStatus.CREATED)] == [a.agent_id]
     assert [x.agent_id for x in registry.agents_with_status(AgentStatus.ACTIVE)] == [b.agent_id]
+
+
+def _finished(registry: ContractRegistry, issue: int, status: AgentStatus, hours: float) -> AgentRecord:
+    """Agent #``issue`` created at T0, finished ``hours`` later (in ``status``)."""
+    record = created(registry, agent(issue))
+    ended = record.transition(status, now=T0 + timedelta(hours=hours))
+    registry.put_agent(AgentWrite(ended, record.version))
+    return ended
+
+
+def test_finished_agents_are_found_longest_finished_first_until_purged_or_restarted(
+    registry: ContractRegistry,
+) -> None:
+    _finished(registry, 40, AgentStatus.COMPLETED, 3)
+    _finished(registry, 38, AgentStatus.CANCELLED, 1)
+    late = _finished(registry, 41, AgentStatus.COMPLETED, 9)  # after the cutoff
+    early = _finished(registry, 39, AgentStatus.COMPLETED, 2)
+    created(registry, agent(42))  # working
+    cutoff = T0 + timedelta(hours=5)
+
+    def found(limit: int = 10) -> list[str]:
+        return [a.agent_id for a in registry.finished_agents(cutoff, limit)]
+
+    assert found() == ["1-38-feat-dev", "1-39-feat-dev", "1-40-feat-dev"]
+    assert found(limit=2) == ["1-38-feat-dev", "1-39-feat-dev"]  # a bounded page
+    assert [a.agent_id for a in registry.finished_agents(T0 + timedelta(hours=10), 10)][-1] == late.agent_id
+    # Later writes to a finished agent (a claim, its task's last report) do not move its finish.
+    stored = registry.get_agent(early.agent_id)
+    assert stored is not None
+    later = T0 + timedelta(hours=8)
+    claimed = stored.updated(now=later, lease_owner="purge:t", lease_expires_at=later)
+    registry.put_agent(AgentWrite(claimed, stored.version))
+    assert found() == ["1-38-feat-dev", "1-39-feat-dev", "1-40-feat-dev"]
+    # Purged: never listed again. Restarted: working again, so not listed.
+    registry.put_agent(AgentWrite(claimed.updated(now=later, purged_at=later), claimed.version))
+    first = registry.get_agent("1-38-feat-dev")
+    assert first is not None
+    registry.put_agent(
+        AgentWrite(first.transition(AgentStatus.CREATED, now=later, generation=2), first.version)
+    )
+    assert found() == ["1-40-feat-dev"]
+    purged = registry.get_agent(early.agent_id)
+    assert purged is not None and purged.purged_at == later and purged.finished_at == T0 + timedelta(hours=2)
+    # Purged agents are still finished agents for everyone else (squadron status, the reconciler).
+    assert [a.agent_id for a in registry.agents_with_status(AgentStatus.COMPLETED)] == [
+        "1-40-feat-dev",
+        "1-41-feat-dev",
+        "1-39-feat-dev",  # purged: last
+    ]
 
 
 # --- leases ------------------------------------------------------------------------------------

@@ -21,6 +21,12 @@ beside it, owned by root, mode 0700, where the agent's user cannot write::
         home/                     HOME of its processes
       framework/                  root 0700
         <agent id>.git            the framework's bare clone (tokens are used only here)
+      trash/                      root 0700: finished agents' directories on their way out
+
+A finished agent's directory and clone leave the volume a retention after it finished
+(:mod:`squadron.domain.retention`): the janitor moves them into ``trash/`` (:func:`retire`, a
+rename on the same volume, so the agent's place is free at once) and empties it
+(:func:`empty_trash`) while its own agent works. Neither ever follows a symbolic link.
 
 Where the host is not root (a developer's machine running the local stack as
 themselves) there is one user: :attr:`AgentUser.separated` is False, and the
@@ -30,16 +36,29 @@ layout is the same without the ownership.
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import secrets
+import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from squadron.domain.agents import RegistryError, parse_agent_id
 from squadron.errors import SquadronError
+
+logger = logging.getLogger(__name__)
 
 #: Where util-linux's setpriv is (Debian, and the agent image).
 SETPRIV = "/usr/bin/setpriv"
+#: The directories of the layout under the root.
+AGENTS = "agents"
+FRAMEWORK = "framework"
+TRASH = "trash"
+#: Directories opened on the way down: never through a link.
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class ConfinementError(SquadronError):
@@ -182,3 +201,113 @@ def traversable(path: Path) -> Path | None:
         if not mode & stat.S_IXOTH:
             return parent
     return None
+
+
+# --- finished agents' state leaves the volume ---------------------------------------------------
+
+
+def _open_dir(name: str, dir_fd: int | None, *, shown: Path) -> int | None:
+    """A directory under ``dir_fd`` opened without following a link (None: there is none)."""
+    try:
+        return os.open(name, _DIRECTORY, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ConfinementError(f"{shown} is a link or not a directory: left as found") from exc
+        raise
+
+
+def _trash(root_fd: int, root: Path) -> int:
+    """The trash under the root, the host's own and private (created if missing)."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(TRASH, 0o700, dir_fd=root_fd)
+    fd = _open_dir(TRASH, root_fd, shown=root / TRASH)
+    if fd is None:
+        raise ConfinementError(f"{root / TRASH} vanished")
+    info = os.fstat(fd)
+    if info.st_uid != os.geteuid():
+        os.close(fd)
+        raise ConfinementError(f"{root / TRASH} belongs to uid {info.st_uid}, not to the host")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.fchmod(fd, 0o700)
+    return fd
+
+
+def retire(root: Path, agent_id: str) -> tuple[str, ...]:
+    """Move ``agent_id``'s directory and the framework's clone of it into the trash; what moved.
+
+    Every step is relative to a directory opened under the root without following a link, so
+    nothing outside the root is ever reached. What is gone already is fine (nothing moves).
+    Refused with :class:`ConfinementError`, touching nothing: an id that is not an agent's (a
+    path, ``..``), a link or anything but a directory where its directory or clone belongs, or a
+    link in place of the agents' or the framework's directory.
+    """
+    try:
+        parse_agent_id(agent_id)
+    except RegistryError as exc:
+        raise ConfinementError(f"not an agent's directory: {agent_id!r}") from exc
+    root = root.resolve()  # the configured root may be reached through a link; nothing below it
+    root_fd = _open_dir(str(root), None, shown=root)
+    if root_fd is None:
+        return ()
+    opened: list[int] = [root_fd]
+    try:
+        found: list[tuple[int, str]] = []
+        for parent, name in ((AGENTS, agent_id), (FRAMEWORK, f"{agent_id}.git")):
+            parent_fd = _open_dir(parent, root_fd, shown=root / parent)
+            if parent_fd is None:
+                continue
+            opened.append(parent_fd)
+            try:
+                info = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(info.st_mode):
+                raise ConfinementError(f"{root / parent / name} is a link or not a directory: left as found")
+            found.append((parent_fd, f"{parent}/{name}"))
+        if not found:
+            return ()
+        trash_fd = _trash(root_fd, root)
+        opened.append(trash_fd)
+        suffix = secrets.token_hex(4)
+        for parent_fd, where in found:
+            name = where.split("/", 1)[1]
+            os.rename(name, f"{name}.{suffix}", src_dir_fd=parent_fd, dst_dir_fd=trash_fd)
+        return tuple(where for _, where in found)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def empty_trash(root: Path) -> int:
+    """Remove everything in the trash (what :func:`retire` moved there, also by a pass that
+    died half-way); how many entries went. Links are removed, never followed (shutil.rmtree's
+    walk by file descriptors). What fails is logged and left for the next pass."""
+    root = root.resolve()
+    root_fd = _open_dir(str(root), None, shown=root)
+    if root_fd is None:
+        return 0
+    try:
+        trash_fd = _open_dir(TRASH, root_fd, shown=root / TRASH)
+        if trash_fd is None:
+            return 0
+        try:
+            removed = 0
+            for name in os.listdir(trash_fd):
+                try:
+                    if stat.S_ISDIR(os.stat(name, dir_fd=trash_fd, follow_symlinks=False).st_mode):
+                        shutil.rmtree(name, dir_fd=trash_fd)
+                    else:
+                        os.unlink(name, dir_fd=trash_fd)
+                except FileNotFoundError:
+                    continue  # another task's pass is removing it
+                except OSError as exc:
+                    logger.warning("%s not removed (the next pass tries again): %s", root / TRASH / name, exc)
+                    continue
+                removed += 1
+            return removed
+        finally:
+            os.close(trash_fd)
+    finally:
+        os.close(root_fd)

@@ -17,6 +17,8 @@ branch → issue                         ``BRANCH#<r>#<branch>`` / ``BRANCH``   
 reviews of a PR, latest per reviewer   ``ISSUE#<r>#<pr>`` / ``REVIEW#<login>``    Query on PK
 an agent's inbox, oldest first         ``INBOX#<agent>`` / ``<time>#<delivery>#<kind>``  Query on PK
 agents by status (reconciler)          GSI ``by-status``: ``STATUS#<s>`` / ``<updated>#<agent>``  Query on GSI
+finished agents whose state is kept    GSI ``by-status``: ``STATUS#<COMPLETED|CANCELLED>`` /      Query on GSI
+  (the janitor, through the gateway)   ``<finished>#<agent>`` (``purged#<agent>`` once purged)
 who owns a POSIX uid (agent gateway)   ``UID#<uid>`` / ``UID``                    PutItem (claim)
 a committed decision (the outbox)      ``DECISION#<delivery>`` / ``DECISION``     GetItem
 decisions not carried out yet          GSI ``by-status``: ``DECISION#OPEN#<s>`` / ``<time>#<key>``  Query on GSI
@@ -43,7 +45,7 @@ import hashlib
 import zlib
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from squadron.adapters.errors import AdapterError
 from squadron.domain.agents import (
+    TERMINAL,
     AgentRecord,
     AgentStatus,
     ConflictError,
@@ -77,6 +80,7 @@ from squadron.domain.effects import (
     commit_agents,
 )
 from squadron.domain.history import DEFAULT_HISTORY_DAYS, MAX_HISTORY_EVENTS, check_period, utc_instant
+from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
 
 if TYPE_CHECKING:
@@ -176,6 +180,25 @@ def _load(item: Mapping[str, Any]) -> dict[str, Any]:
 #: An item to DynamoDB's attribute values and back (for the other adapters of the table).
 dump_item = _dump
 load_item = _load
+#: Where purged agents sort in their status's partition: after every date, so the janitor's
+#: range ("finished before the cutoff") never reads them again.
+PURGED_SORT_PREFIX = "purged#"
+
+
+def _sortable(at: datetime) -> str:
+    """A UTC time of fixed width, so that sort keys order as the times do."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _status_sort_key(record: AgentRecord, updated: str) -> str:
+    """The agent's sort key in its status's partition: when it was last updated; a finished one
+    by when it finished (the janitor's order), a purged one after them all."""
+    if record.status not in TERMINAL:
+        return f"{updated}#{record.agent_id}"
+    if record.purged_at is not None:
+        return f"{PURGED_SORT_PREFIX}{record.agent_id}"
+    finished = finished_at(record) or record.updated_at
+    return f"{_sortable(finished)}#{record.agent_id}"
 
 
 def _agent_item(record: AgentRecord) -> dict[str, Any]:
@@ -185,7 +208,7 @@ def _agent_item(record: AgentRecord) -> dict[str, Any]:
         **_agent_key(record.agent_id),
         "entity": "agent",
         "GSI1PK": f"STATUS#{record.status}",
-        "GSI1SK": f"{data['updated_at']}#{record.agent_id}",
+        "GSI1SK": _status_sort_key(record, data["updated_at"]),
         "lease_expires_epoch": _epoch_us(record.lease_expires_at) if record.lease_expires_at else None,
     }
 
@@ -495,13 +518,36 @@ class DynamoRegistry(DynamoTable):
         return found[:limit]
 
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]:
-        """Every agent in ``status`` (the reconciler's sweep), oldest update first."""
+        """Every agent in ``status`` (the reconciler's sweep), oldest update first (finished ones by
+        their finish, purged ones last)."""
         items = self._query(
             IndexName=STATUS_INDEX,
             KeyConditionExpression="GSI1PK = :s",
             ExpressionAttributeValues={":s": {"S": f"STATUS#{status}"}},
         )
         return [_agent_from(item) for item in items]
+
+    def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]:
+        """Up to ``limit`` finished agents whose state was not purged, finished before ``before``,
+        the longest finished first: one bounded page of the status index per terminal status
+        (eventually consistent: a write conditional on the version settles what to do)."""
+        found: list[tuple[str, AgentRecord]] = []
+        for status in sorted(TERMINAL):
+            page = self._call(
+                "query",
+                TableName=self.table_name,
+                IndexName=STATUS_INDEX,
+                KeyConditionExpression="GSI1PK = :s AND GSI1SK < :before",
+                ExpressionAttributeValues={
+                    ":s": {"S": f"STATUS#{status}"},
+                    ":before": {"S": _sortable(before)},
+                },
+                Limit=limit,
+            )
+            for item in page.get("Items", []):
+                loaded = _load(item)
+                found.append((str(loaded["GSI1SK"]), _agent_from(loaded)))
+        return [record for _, record in sorted(found, key=lambda pair: pair[0])[:limit]]
 
     # --- writes ------------------------------------------------------------------------------
 

@@ -191,6 +191,16 @@ class Door:
         }
         return str(self.call("send", message=message)["delivery_id"])
 
+    # --- the janitor (squadron.agent.janitor) -------------------------------------------------
+
+    def purge_claim(self) -> list[str]:
+        """Finished agents past the retention, claimed for this task to remove their state (ids)."""
+        return [str(agent_id) for agent_id in self.call("purge_claim").get("agents", [])]
+
+    def purged(self, agent_ids: Iterable[str]) -> list[str]:
+        """Report the claimed agents whose directories are gone; those recorded purged."""
+        return [str(agent_id) for agent_id in self.call("purged", agents=list(agent_ids)).get("purged", [])]
+
     def publish(self, points: Iterable[MetricPoint]) -> None:
         given = [
             {"name": p.name, "value": p.value, "dimension": p.dimension[1] if p.dimension else None}

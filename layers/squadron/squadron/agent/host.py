@@ -5,7 +5,9 @@
    expired exits without touching anything.
 2. Set up the agent's confinement: its own directory on the shared volume,
    owned by its own POSIX user, which the Copilot CLI, the model's shell and
-   the agent's git run as (:mod:`squadron.adapters.confinement`).
+   the agent's git run as (:mod:`squadron.adapters.confinement`); then the
+   janitor's pass: finished agents' state past the retention leaves the
+   volume (:mod:`squadron.agent.janitor`; the trash is emptied while it works).
 3. Start the role's Copilot session, or resume it by its id when waking, with
    the framework tools the role allows and the circuit breakers in the
    pre-tool-use hook and in every framework tool (enforced outside the model:
@@ -32,6 +34,7 @@ from squadron.adapters.confinement import AgentDirs, AgentUser
 from squadron.adapters.copilot import CopilotRuntime, SessionRequest
 from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
+from squadron.agent import janitor
 from squadron.agent.door import Door
 from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, system_prompt, wake_prompt
 from squadron.agent.tools import FrameworkTools, HostState
@@ -171,6 +174,9 @@ class AgentHost:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.lease_lost = False
         self.denials = 0
+        #: What the janitor's pass before the session did (None: it failed, or has not run).
+        self.swept: janitor.Sweep | None = None
+        self._emptying: asyncio.Future[int] | None = None
 
     async def run(self) -> HostResult:
         """Do the agent's work for this launch; its metrics are published when it ends."""
@@ -211,10 +217,33 @@ class AgentHost:
         result: HostResult | None = None
         try:
             self._confine(agent, uid)
+            await self._sweep()
             result = await self._work(agent)
             return result
         finally:
             await self._end(agent, result)
+            await self._trash_emptied()
+
+    async def _sweep(self) -> None:
+        """The janitor's pass, before the agent's own session; the trash is emptied meanwhile.
+
+        Never a reason to fail the agent's own work: a pass that fails is logged, and its claims
+        lapse for a later task to take.
+        """
+        try:
+            self.swept = await asyncio.to_thread(janitor.sweep, self.door, self.agents_root)
+        except Exception as exc:
+            logger.warning("%s: the janitor's pass failed: %s", self.agent_id, exc)
+        self._emptying = asyncio.ensure_future(asyncio.to_thread(confinement.empty_trash, self.agents_root))
+
+    async def _trash_emptied(self) -> None:
+        """Wait for the trash to be emptied (what is left, the next task's pass removes)."""
+        if self._emptying is None:
+            return
+        try:
+            await self._emptying
+        except Exception as exc:
+            logger.warning("%s: the trash was not emptied: %s", self.agent_id, exc)
 
     def _confine(self, agent: AgentRecord, uid: int) -> None:
         """The agent's own directory and user; its working copy and Copilot home inside it."""

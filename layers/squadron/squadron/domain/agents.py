@@ -211,6 +211,11 @@ class AgentRecord(BaseModel):
     #: The POSIX user the agent's Copilot CLI, shell and git run as inside its task: unique per
     #: agent, so no agent can read another's working copy or session (claimed on first start).
     uid: int | None = None
+    #: When the agent last became COMPLETED or CANCELLED (None while it may act): its working
+    #: copy and session leave the shared volume a retention after it (:mod:`squadron.domain.retention`).
+    finished_at: datetime | None = None
+    #: When they were removed (None: on the volume, if it ever ran). A restart clears both.
+    purged_at: datetime | None = None
     version: int = 1
 
     @property
@@ -250,8 +255,18 @@ class AgentRecord(BaseModel):
         )
 
     def transition(self, target: AgentStatus, *, now: datetime, **changes: object) -> AgentRecord:
-        """A copy in ``target`` status (checked), with ``changes`` applied and the version bumped."""
+        """A copy in ``target`` status (checked), with ``changes`` applied and the version bumped.
+
+        Finishing (COMPLETED or CANCELLED) stamps ``finished_at``; leaving it (a restart as a new
+        generation) clears it and ``purged_at``: the new generation's state is new.
+        """
         check_transition(self.agent_id, self.status, target)
+        if target in TERMINAL:
+            if self.status not in TERMINAL:
+                changes.setdefault("finished_at", now)
+        elif self.status in TERMINAL:
+            changes.setdefault("finished_at", None)
+            changes.setdefault("purged_at", None)
         return self.model_copy(
             update={**changes, "status": target, "updated_at": now, "version": self.version + 1}
         )

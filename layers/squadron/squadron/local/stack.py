@@ -65,6 +65,7 @@ from squadron.adapters.local_aws import (
 from squadron.adapters.local_launcher import LocalLauncher
 from squadron.adapters.operations import ENDPOINTS_FILE, Target
 from squadron.domain.permissions import Caller
+from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 from squadron.local.copilot_cli import cli_paths, unpack_cli
 from squadron.local.credentials import CredentialsError, GitHubAppCredentials
 from squadron.local.examples import first_examples
@@ -121,6 +122,9 @@ class LocalOptions:
     #: definition's, paths mapped onto this machine). The stack adds only its stand-ins for AWS,
     #: GitHub and the model.
     agent_runtime: AgentRuntime | None = None
+    #: Days a finished agent's working copy and session stay under ``<state>/agents`` (the
+    #: stage's ``state_retention_days``; 0: removed by the next task once no task of it runs).
+    state_retention_days: int = DEFAULT_RETENTION_DAYS
 
 
 def _app_slug(api_url: str, app_id: int, private_key: str) -> str:
@@ -370,6 +374,7 @@ class LocalStack:
             "AGENT_SECURITY_GROUPS": ",".join(r.security_groups),
             "POLICY_TTL_SECONDS": "5",
             "CONFIG_TTL_SECONDS": "5",
+            "SQUADRON_STATE_RETENTION_DAYS": str(self.options.state_retention_days),
             "POWERTOOLS_SERVICE_NAME": LAMBDA_SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": "SquadronLocal",
             "POWERTOOLS_TRACE_DISABLED": "true",

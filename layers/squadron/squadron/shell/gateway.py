@@ -39,6 +39,13 @@ op                 what the verified task gets
 ``brief``          what its session starts with: the repository's shared context
                    (``.squadron/context.md`` and the project section, from the default branch)
                    and the most relevant facts it may see
+``purge_claim``    the janitor's page (at most PURGE_PAGE) of finished agents whose state is
+                   past the retention, each claimed for it (:mod:`squadron.domain.retention`):
+                   their ids and nothing else. Any kind of agent's task, once it holds its
+                   own lease (its host is root on the shared volume, where the ids are the
+                   directories' names anyway)
+``purged``         the agents it claimed and whose directories are gone, recorded purged
+                   (once; an agent restarted meanwhile only loses the claim)
 =================  ==============================================================
 
 A refusal is ``{"error", "code"}`` with a code from
@@ -53,13 +60,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Protocol, assert_never
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.config.parse import SquadronConfig
-from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, RoleKind, inbox_page
+from squadron.domain.agents import (
+    TERMINAL,
+    AgentRecord,
+    AgentStatus,
+    ConflictError,
+    InboxItem,
+    RegistryError,
+    RoleKind,
+    inbox_page,
+    parse_agent_id,
+)
 from squadron.domain.context import shared_context
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import (
@@ -109,6 +126,15 @@ from squadron.domain.permissions import (
 )
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 from squadron.domain.repo_config.models import ByokProvider
+from squadron.domain.retention import (
+    DEFAULT_RETENTION_DAYS,
+    PURGE_PAGE,
+    PURGE_WINDOW,
+    claim,
+    purge_due,
+    purge_owner,
+    purged,
+)
 from squadron.ports import EventQueue, MetricsSink, SecretSource
 from squadron.shell.memory import Memory
 
@@ -329,6 +355,26 @@ class Brief(_Request):
     query: str = Field(default="", max_length=MAX_QUERY_CHARS)
 
 
+def _agent_id(value: str) -> str:
+    try:
+        parse_agent_id(value)
+    except RegistryError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+AgentId = Annotated[str, Field(max_length=200), AfterValidator(_agent_id)]
+
+
+class PurgeClaim(_Request):
+    op: Literal["purge_claim"]
+
+
+class Purged(_Request):
+    op: Literal["purged"]
+    agents: list[AgentId] = Field(max_length=PURGE_PAGE)
+
+
 GatewayRequest = Annotated[
     WhoAmI
     | Begin
@@ -344,7 +390,9 @@ GatewayRequest = Annotated[
     | PublishMetrics
     | Remember
     | Recall
-    | Brief,
+    | Brief
+    | PurgeClaim
+    | Purged,
     Field(discriminator="op"),
 ]
 
@@ -369,6 +417,8 @@ Request = (
     | Remember
     | Recall
     | Brief
+    | PurgeClaim
+    | Purged
 )
 
 
@@ -393,6 +443,7 @@ class GatewayRegistry(Protocol):
     def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
     def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
     def claim_uid(self, agent_id: str, at: datetime) -> int: ...
+    def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]: ...
 
 
 @dataclass(frozen=True)
@@ -438,6 +489,7 @@ class AgentGateway:
         bot_login: str = "squadron[bot]",
         copilot_token_secret: str | None = None,
         memory: Memory | None = None,
+        state_retention: timedelta = timedelta(days=DEFAULT_RETENTION_DAYS),
         clock: Callable[[], datetime] = _now,
     ) -> None:
         #: The repositories' memory (None: a deployment without one refuses remember).
@@ -450,6 +502,8 @@ class AgentGateway:
         self.agent_metrics = agent_metrics
         self.bot_login = bot_login
         self.copilot_token_secret = copilot_token_secret
+        #: How long a finished agent's working copy and session are kept on the shared volume.
+        self.state_retention = state_retention
         self.clock = clock
 
     def serve(self, event: Any) -> Served:
@@ -512,6 +566,10 @@ class AgentGateway:
                 return self._recall(request)
             case Brief():
                 return self._brief(request)
+            case PurgeClaim():
+                return self._purge_claim(request)
+            case Purged():
+                return self._purged(request)
             case _:
                 assert_never(request)
 
@@ -932,6 +990,53 @@ class AgentGateway:
                 raise LaunchRefusedError("invalid_request", str(exc)) from exc
         self.agent_metrics.publish(points)
         return Answer({"published": len(points)})
+
+    def _purge_claim(self, request: PurgeClaim) -> Answer:
+        """Claim the janitor's page of finished agents past the retention; their ids only."""
+        agent = self._verified(request)
+        now = self.clock()
+        if agent.lease_owner != request.launch_token or not agent.lease_is_live(now):
+            raise LaunchRefusedError(
+                "forbidden", f"{agent.agent_id}'s task sweeps once it holds its own lease (begin first)"
+            )
+        owner = purge_owner(request.launch_token)
+        claimed: list[str] = []
+        for candidate in self.registry.finished_agents(now - self.state_retention, PURGE_WINDOW):
+            if len(claimed) == PURGE_PAGE:
+                break
+            if not purge_due(candidate, now=now, retention=self.state_retention):
+                continue
+            try:  # on the version read: a restart or another janitor since then wins
+                self.registry.put_agent(AgentWrite(claim(candidate, owner, now), candidate.version))
+            except ConflictError:
+                continue
+            claimed.append(candidate.agent_id)
+        if claimed:
+            logger.info("%s claims the state of %s for removal", agent.agent_id, ", ".join(claimed))
+        return Answer({"agents": claimed})
+
+    def _purged(self, request: Purged) -> Answer:
+        """Record ``purged_at`` on the agents this task claimed (each once); an agent restarted
+        since its claim only loses the claim (its new generation starts from nothing)."""
+        self._verified(request, winding_down=True)
+        owner = purge_owner(request.launch_token)
+        recorded: list[str] = []
+        for agent_id in dict.fromkeys(request.agents):
+            for _ in range(3):
+                now = self.clock()
+                current = self.registry.get_agent(agent_id)
+                if current is None or current.lease_owner != owner:
+                    break  # not this task's claim (never, or lapsed and taken since): nothing to record
+                if current.status not in TERMINAL:
+                    self.registry.release_lease(agent_id, owner, now)
+                    break
+                try:
+                    self.registry.put_agent(AgentWrite(purged(current, now), current.version))
+                except ConflictError:
+                    continue  # changed under the claim (a restart keeps it): read it again
+                recorded.append(agent_id)
+                break
+        return Answer({"purged": recorded})
 
 
 def sanitized(event: Any) -> dict[str, Any]:

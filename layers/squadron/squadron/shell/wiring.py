@@ -105,6 +105,7 @@ def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | 
         bot_login=settings.bot_login,
         copilot_token_secret=settings.copilot_token_secret,
         memory=Memory(DynamoMemory(settings.registry_table_name)),
+        state_retention=timedelta(days=settings.state_retention_days),
     )
 
 

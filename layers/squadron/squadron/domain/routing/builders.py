@@ -33,6 +33,7 @@ from squadron.domain.events import (
     EventEnvelope,
 )
 from squadron.domain.repo_config.models import EscalationRule
+from squadron.domain.retention import purge_claimed
 from squadron.domain.routing.normalize import closing_references
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Snapshot
@@ -165,7 +166,13 @@ def _new_agent(
 
 
 def _new_generation(existing: AgentRecord, fresh: AgentRecord, snap: Snapshot) -> AgentRecord:
-    """A terminal agent restarted as its next generation: a new session, nothing carried over."""
+    """A terminal agent restarted as its next generation: a new session, nothing carried over.
+
+    The old generation's lease goes, except a janitor's live claim: its directories are being
+    moved away, and no task of the new generation begins before they are gone
+    (:mod:`squadron.domain.retention`).
+    """
+    purging = purge_claimed(existing, snap.now)
     return existing.transition(
         AgentStatus.CREATED,
         now=snap.now,
@@ -179,8 +186,8 @@ def _new_generation(existing: AgentRecord, fresh: AgentRecord, snap: Snapshot) -
         counters=BreakerCounters(),
         wake_reason=None,
         escalation_reason=None,
-        lease_owner=None,
-        lease_expires_at=None,
+        lease_owner=existing.lease_owner if purging else None,
+        lease_expires_at=existing.lease_expires_at if purging else None,
         heartbeat_at=None,
         task_arn=None,
         pending_launch=None,

@@ -46,6 +46,7 @@ from squadron.domain.events import (
 from squadron.domain.launches import LaunchRefusedError, secret_digest
 from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.retention import PURGE_PAGE
+from squadron.domain.retrospective import RetroRecord
 from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
 from squadron.errors import ConfigurationError
 from squadron.shell.gateway import AgentGateway
@@ -128,6 +129,7 @@ def world() -> Iterator[World]:
             copilot_token_secret="copilot-token",
             metrics=metrics,
             memory=DynamoMemory(registry.table_name, client=registry.client),
+            retros=DynamoMemory(registry.table_name, client=registry.client),
         )
         router = RouterService(
             registry=registry,
@@ -584,6 +586,44 @@ def test_a_refused_fact_is_answered_with_why(world: World) -> None:
     with pytest.raises(LaunchRefusedError, match="must come from octo/repo") as refused:
         dev.remember("fact", "https://github.com/evil/repo/issues/1")
     assert refused.value.code == "forbidden"
+
+
+def test_what_a_retrospectives_agent_opens_is_tracked_on_its_retrospective(world: World) -> None:
+    store = DynamoMemory(world.registry.table_name, client=world.registry.client)
+    world.router.process(world.events.assigned(90, labels=("retrospective",)))
+    store.put_retrospective(
+        RetroRecord(
+            repo_id=1,
+            repo_full_name="octo/repo",
+            issue_number=90,
+            window_start=T0,
+            window_end=NOW,
+            trigger="schedule",
+            opened_at=NOW,
+        ),
+        None,
+    )
+    retro = world.door("1-90-retrospective")
+    retro.begin()
+    retro.github({"action": "create_issue", "title": "Split the export tests", "body": "why", "labels": []})
+    retro.github(
+        {
+            "action": "create_pull",
+            "title": "Sharper pr-review",
+            "head": "squadron/retro-90",
+            "base": "main",
+            "body": "b",
+        }
+    )
+    dev = world.door(A38)
+    dev.begin()
+    dev.github({"action": "create_issue", "title": "A blocker", "body": "b"})  # not a retrospective's
+    (record,) = store.retrospectives(1)
+    assert [(i.kind, i.text) for i in record.items] == [
+        ("issue", "Split the export tests"),
+        ("pull_request", "Sharper pr-review"),
+    ]
+    assert record.pull_request == record.items[1].number
 
 
 def test_a_session_starts_with_the_default_branchs_context(world: World) -> None:

@@ -361,3 +361,46 @@ def test_the_agents_git_runs_as_its_own_user_and_cannot_read_the_framework_clone
         check=False,
     )
     assert peek.returncode != 0 and "Permission denied" in peek.stderr
+
+
+RETRO = Caller(CallerKind.DEV, "retrospective-90", "retrospective", "squadron/retro-90")
+
+PATH_CASES = [
+    # (id, the files the agent's commit writes, pushed?)
+    (
+        "only .squadron/",
+        {".squadron/agents/feat-dev.md": "sharper\n", ".squadron/context.md": "a fact\n"},
+        True,
+    ),
+    ("one file outside", {".squadron/config.yaml": "x: 1\n", "app.py": "print('pwned')\n"}, False),
+    ("a look-alike prefix", {".squadron-evil/x.md": "x\n"}, False),
+    ("a workflow", {".github/workflows/ci.yml": "on: push\n"}, False),
+]
+
+
+@pytest.mark.parametrize(("files", "pushed"), [c[1:] for c in PATH_CASES], ids=[c[0] for c in PATH_CASES])
+def test_a_working_copy_limited_to_paths_refuses_any_other_change(
+    remote: BareRemote, tmp_path: Path, files: dict[str, str], pushed: bool
+) -> None:
+    """A retrospective's agent: the framework's clone compares the branch with its base."""
+    wc = copy(remote, tmp_path)
+    wc.only_under = (".squadron/",)
+    wc.prepare("squadron/retro-90", "main")
+    for name, text in files.items():
+        (wc.path / name).parent.mkdir(parents=True, exist_ok=True)
+        (wc.path / name).write_text(text)
+    wc.commit_all("retrospective changes")
+    result = wc.push(RETRO, "squadron/retro-90")
+    assert result.pushed is pushed
+    assert (remote.sha("squadron/retro-90") is not None) is pushed
+    if not pushed:
+        assert result.detail.startswith("refused: your branch changes") and ".squadron/" in result.detail
+        # undoing the change and committing the undo makes the branch pushable again
+        for name in files:
+            if not name.startswith(".squadron/"):
+                git(wc.path, "rm", "-q", "--cached", name)
+                (wc.path / name).unlink()
+                if name in ("app.py",):
+                    git(wc.path, "checkout", "-q", "origin/main", "--", name)
+        wc.commit_all("undo")
+        assert wc.push(RETRO, "squadron/retro-90").pushed

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from squadron.domain.agents import ConflictError
 from squadron.domain.memory import MemoryFact
+from squadron.domain.retrospective import RetroRecord
 
 
 class FakeMemory:
@@ -15,6 +16,8 @@ class FakeMemory:
         #: (repo id, fact id) -> (fact, TTL expiry)
         self.items: dict[tuple[int, str], tuple[MemoryFact, datetime | None]] = {}
         self.calls: Counter[str] = Counter()
+        #: (repo id, period end, issue) -> the retrospective
+        self.retros: dict[tuple[int, str, int], RetroRecord] = {}
 
     def facts(self, repo_id: int) -> list[MemoryFact]:
         self.calls["facts"] += 1
@@ -33,3 +36,17 @@ class FakeMemory:
     def delete_fact(self, repo_id: int, fact_id: str) -> bool:
         self.calls["delete_fact"] += 1
         return self.items.pop((repo_id, fact_id), None) is not None
+
+    def retrospectives(self, repo_id: int) -> list[RetroRecord]:
+        self.calls["retrospectives"] += 1
+        return [r for (repo, _, _), r in sorted(self.retros.items()) if repo == repo_id]
+
+    def put_retrospective(self, record: RetroRecord, expected_version: int | None) -> None:
+        self.calls["put_retrospective"] += 1
+        key = (record.repo_id, record.window_end.isoformat(), record.issue_number)
+        held = self.retros.get(key)
+        if expected_version is None and held is not None:
+            raise ConflictError(f"retrospective #{record.issue_number} exists")
+        if expected_version is not None and (held is None or held.version != expected_version):
+            raise ConflictError(f"retrospective #{record.issue_number} changed meanwhile")
+        self.retros[key] = record

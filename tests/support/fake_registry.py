@@ -492,6 +492,8 @@ class FakeRouterGitHub:
         self.issue_keys: list[str | None] = []
         #: Lookups by key a retry made (what a resumed decision asked before creating again).
         self.lookups: list[str] = []
+        #: What issue_state answers per number (anything else: unknown).
+        self.states: dict[int, str] = {}
 
     def permission(self, installation_id: int | None, repo_full_name: str, login: str) -> str:
         """The login's role (as the permission endpoint's ``role_name``); anyone else reads."""
@@ -559,3 +561,6 @@ class FakeRouterGitHub:
             if k == key and issue["repo"] == repo_full_name:
                 return 901 + index
         return None
+
+    def issue_state(self, installation_id: int | None, repo_full_name: str, number: int) -> str:
+        return self.states.get(number, "unknown")

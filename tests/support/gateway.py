@@ -17,7 +17,7 @@ from squadron.config import load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
-from squadron.ports import EventQueue, MemoryStore
+from squadron.ports import EventQueue, MemoryStore, RetroStore
 from squadron.shell.gateway import AgentGateway, GatewayRegistry
 from squadron.shell.memory import Memory
 from tests.support.fake_memory import FakeMemory
@@ -52,6 +52,7 @@ def gateway_for(
     copilot_token_secret: str | None = None,
     metrics: RecordedMetrics | None = None,
     memory: MemoryStore | None = None,
+    retros: RetroStore | None = None,
     state_retention: timedelta | None = None,
 ) -> AgentGateway:
     private, _ = app_private_key()
@@ -62,6 +63,7 @@ def gateway_for(
         clock=clock,
     )
     loaded = config or load_directory(ROOT / ".squadron")
+    store = memory if memory is not None else FakeMemory()
     return AgentGateway(
         registry=registry,
         app=app,
@@ -70,7 +72,8 @@ def gateway_for(
         config_for=lambda agent: loaded,
         agent_metrics=metrics or RecordedMetrics(),
         copilot_token_secret=copilot_token_secret,
-        memory=Memory(memory if memory is not None else FakeMemory(), clock=clock),
+        memory=Memory(store, clock=clock),
+        retros=retros if retros is not None else (store if isinstance(store, FakeMemory) else None),
         state_retention=state_retention
         if state_retention is not None
         else timedelta(days=DEFAULT_RETENTION_DAYS),

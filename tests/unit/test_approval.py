@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from squadron.config import load_directory
-from squadron.domain.approval import PullRequestState, effective_flow, evaluate, reads_changed_files
+from squadron.domain.approval import (
+    PullRequestState,
+    effective_flow,
+    evaluate,
+    held_for_people,
+    reads_changed_files,
+)
 from squadron.domain.repo_config.limits import MAX_CHANGED_FILES
 from squadron.domain.repo_config.models import ApprovalFlowsFile
 
@@ -350,3 +356,22 @@ def test_a_strangers_approval_does_not_replace_a_maintainers() -> None:
     groups = {"maintainers": ["octo-maintainer", *[f"sock{i}" for i in range(5)]]}
     result = evaluate(effective_flow(AUTO, "release/1.0", []), pr, groups, bot_login=BOT)
     assert result.description == "waiting: waiting on maintainers (1/2)"
+
+
+HELD = [
+    # (id, the PR's agent role, merged by the gate?)
+    ("a feature agent's green PR merges", "feat-dev", True),
+    ("a retrospective's green PR waits for a person", "retrospective", False),
+    ("no agent role: the flow decides", None, True),
+]
+
+
+@pytest.mark.parametrize(("role", "merges"), [h[1:] for h in HELD], ids=[h[0] for h in HELD])
+def test_a_retrospectives_pull_request_is_always_held_for_a_person(role: str | None, merges: bool) -> None:
+    """Even a flow that auto-merges a green PR leaves a retrospective's (it changes .squadron/)."""
+    state = GREEN
+    base = effective_flow(AUTO, "develop", [".squadron/agents/feat-dev.md"])
+    result = evaluate(held_for_people(base, role), state, GROUPS, bot_login=BOT)
+    assert result.merge is merges
+    if not merges:
+        assert result.verdict != "blocked" and "human" in result.description

@@ -33,7 +33,10 @@ def test_validate_reference_prints_a_summary() -> None:
 
     assert status == 0
     assert output.splitlines()[0] == f"{REFERENCE}: OK"
-    assert "roles: 5 (pm:pm, feat-dev:dev, bug-fix:dev, pr-review:review, security-review:review)" in output
+    assert (
+        "roles: 6 (pm:pm, feat-dev:dev, bug-fix:dev, pr-review:review, security-review:review, retrospective:dev)"
+        in output
+    )
     assert "approval flows: default + 1 branch rule (main)" in output
 
 
@@ -75,7 +78,7 @@ def test_validate_empty_directory_uses_defaults(tmp_path: Path) -> None:
 
     assert status == 0
     assert "documented defaults used for: config.yaml, workflows/approval-flows.yaml" in output
-    assert "5 built-in" in output
+    assert "6 built-in" in output
 
 
 def test_schema_writes_every_schema(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.events import EventEnvelope
 from squadron.domain.memory import MemoryFact
 from squadron.domain.metrics import MetricPoint
+from squadron.domain.retrospective import RetroRecord
 from squadron.domain.routing import IssueView
 
 
@@ -217,6 +218,11 @@ class RouterGitHub(Protocol):
         """The number of the issue the App opened with ``key`` marked (and ``labels``), or None."""
         ...
 
+    def issue_state(self, installation_id: int | None, repo_full_name: str, number: int) -> str:
+        """An issue's state (``open``/``closed``) or a pull request's (``open``/``merged``/``closed``);
+        ``unknown`` when GitHub has none to give."""
+        ...
+
 
 class GateVerdict(Protocol):
     """A judgement's result (``squadron.domain.approval.GateResult`` satisfies it)."""
@@ -260,6 +266,15 @@ class MemoryStore(Protocol):
     ) -> None: ...
 
     def delete_fact(self, repo_id: int, fact_id: str) -> bool: ...
+
+
+class RetroStore(Protocol):
+    """A repository's retrospectives (:mod:`squadron.domain.retrospective`); writes conditional on
+    the version read."""
+
+    def retrospectives(self, repo_id: int) -> list[RetroRecord]: ...
+
+    def put_retrospective(self, record: RetroRecord, expected_version: int | None) -> None: ...
 
 
 class MetricsSink(Protocol):

@@ -21,7 +21,14 @@ def test_loads_the_reference_config_from_the_default_branch() -> None:
     config = ConfigLoader(files).load("octo/app")
 
     assert config.commit_sha == "sha1"
-    assert set(config.config.roles) == {"pm", "feat-dev", "bug-fix", "pr-review", "security-review"}
+    assert set(config.config.roles) == {
+        "pm",
+        "feat-dev",
+        "bug-fix",
+        "pr-review",
+        "security-review",
+        "retrospective",
+    }
     assert config.agents["pm"].source == ".squadron/agents/pm.md"
     assert config.approval_flows.branch_rules[0].pattern == "main"
 

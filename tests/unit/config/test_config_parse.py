@@ -46,7 +46,14 @@ def problems_of(files: dict[str, str]) -> list[Problem]:
 def test_reference_squadron_loads_completely() -> None:
     config = load_directory(REFERENCE, root=".squadron")
 
-    assert set(config.config.roles) == {"pm", "feat-dev", "bug-fix", "pr-review", "security-review"}
+    assert set(config.config.roles) == {
+        "pm",
+        "feat-dev",
+        "bug-fix",
+        "pr-review",
+        "security-review",
+        "retrospective",
+    }
     assert {name for name, agent in config.agents.items() if agent.source != "built-in"} == set(
         config.config.roles
     )
@@ -85,7 +92,14 @@ def test_no_squadron_directory_means_documented_defaults() -> None:
 
     assert config.uses_defaults_only
     assert config.defaults == ("config.yaml", "workflows/approval-flows.yaml")
-    assert set(config.agents) == {"pm", "feat-dev", "bug-fix", "pr-review", "security-review"}
+    assert set(config.agents) == {
+        "pm",
+        "feat-dev",
+        "bug-fix",
+        "pr-review",
+        "security-review",
+        "retrospective",
+    }
     assert all(agent.source == "built-in" for agent in config.agents.values())
     assert config.config.bot_login == "squadron[bot]"
     assert config.config.max_issue_depth == 3
@@ -115,7 +129,7 @@ def test_defaults_merge_under_a_partial_config() -> None:
 def test_null_removes_a_default_role_and_what_defaults_say_about_it() -> None:
     config = parse_files({"config.yaml": "roles:\n  pr-review: null\n  bug-fix: null\n"})
 
-    assert set(config.config.roles) == {"pm", "feat-dev", "security-review"}
+    assert set(config.config.roles) == {"pm", "feat-dev", "security-review", "retrospective"}
     assert "bug-fix" not in config.config.branch_naming.roles
     assert config.config.labels["bug"].role is None
     assert config.approval_flows.default.required_reviews == []

@@ -4,6 +4,7 @@
 What                                   Item                                       Read with
 =====================================  =========================================  ==============
 a repository's facts                   ``MEMORY#<r>`` / ``FACT#<fact id>``        Query on PK
+its retrospectives, oldest first       ``RETRO#<r>`` / ``<period end>#<issue>``   Query on PK
 =====================================  =========================================  ==============
 
 Why here: memory is small (at most ``memory.max_facts`` facts of at most 500 characters per
@@ -23,8 +24,10 @@ from botocore.exceptions import ClientError
 from squadron.adapters.dynamo_registry import TTL_ATTRIBUTE, DynamoTable, dump_item
 from squadron.domain.agents import ConflictError
 from squadron.domain.memory import MemoryFact
+from squadron.domain.retrospective import RetroRecord
 
 ENTITY = "memory"
+RETRO_ENTITY = "retrospective"
 
 
 def memory_pk(repo_id: int) -> str:
@@ -71,3 +74,30 @@ class DynamoMemory(DynamoTable):
             "delete_item", TableName=self.table_name, Key=_key(repo_id, fact_id), ReturnValues="ALL_OLD"
         )
         return bool(answer.get("Attributes"))
+
+    # --- retrospectives ---------------------------------------------------------------------
+
+    def retrospectives(self, repo_id: int) -> list[RetroRecord]:
+        """The repository's retrospectives, oldest first (by the end of their period)."""
+        items = self._partition(f"RETRO#{repo_id}")
+        return [RetroRecord.model_validate_json(i["data"]) for i in items if i.get("entity") == RETRO_ENTITY]
+
+    def put_retrospective(self, record: RetroRecord, expected_version: int | None) -> None:
+        item = {
+            "PK": f"RETRO#{record.repo_id}",
+            "SK": f"{record.window_end.isoformat()}#{record.issue_number}",
+            "entity": RETRO_ENTITY,
+            "issue_number": record.issue_number,
+            "data": record.model_dump_json(),
+            "version": record.version,
+        }
+        request: dict[str, object] = {"TableName": self.table_name, "Item": dump_item(item)}
+        if expected_version is None:
+            request["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            request["ConditionExpression"] = "version = :v"
+            request["ExpressionAttributeValues"] = dump_item({":v": expected_version})
+        try:
+            self._call("put_item", **request)
+        except ClientError as exc:
+            raise ConflictError(f"retrospective #{record.issue_number} changed meanwhile") from exc

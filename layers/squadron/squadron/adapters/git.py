@@ -224,6 +224,8 @@ class WorkingCopy:
         self._run = run
         #: The base branch the working copy was prepared from (an untouched branch is not pushed).
         self._base = "main"
+        #: The path prefixes this working copy's pushes may change (empty: any path).
+        self.only_under: tuple[str, ...] = ()
 
     # --- plumbing --------------------------------------------------------------------------------
 
@@ -395,8 +397,13 @@ class WorkingCopy:
             return path
         raise GitError("unreachable")  # pragma: no cover
 
-    def push(self, caller: Caller, branch: str) -> PushResult:
-        """Push ``branch`` (the caller's own, checked first) to origin, fast-forward only."""
+    def push(self, caller: Caller, branch: str, *, only_under: tuple[str, ...] | None = None) -> PushResult:
+        """Push ``branch`` (the caller's own, checked first) to origin, fast-forward only.
+
+        ``only_under``: the path prefixes the branch may change (compared with the base branch in
+        the framework's own clone, never with what the agent's git says); a push that changes
+        anything else is refused, naming the first such path.
+        """
         check(caller, Action.PUSH, branch=branch)
         check_branch(branch)
         if not self._has_ref(f"refs/heads/{branch}"):
@@ -411,6 +418,17 @@ class WorkingCopy:
             bundle.unlink(missing_ok=True)
         if self.clone.sha(f"refs/heads/{branch}") == sha:
             return PushResult(False, sha, "already up to date")
+        only_under = self.only_under if only_under is None else only_under
+        outside = self._outside(sha, only_under) if only_under else []
+        if outside:
+            return PushResult(
+                False,
+                sha,
+                f"refused: your branch changes {outside[0]!r}"
+                + (f" and {len(outside) - 1} more path(s)" if len(outside) > 1 else "")
+                + f", outside {', '.join(only_under)}, the only paths your role may change. Undo those "
+                "changes (commit the undoing) and push again.",
+            )
         done = self.clone.push(sha, branch)
         if done.returncode == 0:
             up_to_date = "[up to date]" in done.stdout
@@ -433,6 +451,14 @@ class WorkingCopy:
                 f"origin/{branch} now: merge origin/{branch} into your branch (never force), then push again.",
             )
         raise GitError(f"git push failed: {words}")
+
+    def _outside(self, sha: str, prefixes: tuple[str, ...]) -> list[str]:
+        """The paths ``sha`` changes since it left the base branch that are under none of ``prefixes``."""
+        base = self._base or "main"
+        if self.clone.sha(f"refs/heads/{base}") is None:
+            return ["(the base branch is unknown)"]
+        names = self.clone.git("diff", "--name-only", "-z", "--no-renames", f"refs/heads/{base}...{sha}")
+        return [name for name in names.split("\0") if name and not name.startswith(prefixes)]
 
     def save(self, caller: Caller, branch: str, message: str) -> str:
         """Commit and push work in progress (before sleeping or handing over); what happened, in words."""

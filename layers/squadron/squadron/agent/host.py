@@ -47,6 +47,8 @@ from squadron.domain.cost import Cost, cost_of
 from squadron.domain.events import TaskUsage
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
+from squadron.domain.retrospective import PATHS as RETRO_PATHS
+from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.shell_policy import refuse_shell
 from squadron.domain.task_ending import NEWS_POLL_SECONDS, Outcome
 from squadron.domain.usage import ModelTokens, add_tokens
@@ -253,6 +255,8 @@ class AgentHost:
         self.runtime.confine(self.user, dirs)
         if self.workspace is not None and agent.kind is not RoleKind.PM:
             self.working_copy = self.workspace(self.user, dirs)
+            if agent.role == RETRO_ROLE:  # a retrospective changes .squadron/ only
+                self.working_copy.only_under = RETRO_PATHS
 
     async def _end(self, agent: AgentRecord, result: HostResult | None) -> None:
         """Give up the lease and tell the router how the task ended (also when it crashed)."""

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from squadron.domain.authority import Rule, decide, is_app
@@ -47,6 +47,21 @@ class EffectiveFlow:
     require_human: bool
     #: Why reviews were added beyond the branch's flow (protected paths that matched).
     added_by: tuple[str, ...] = ()
+
+
+#: Roles whose pull requests a person must always approve and merge, whatever the flow says: a
+#: retrospective proposes changes to Squadron's own policy (``.squadron/``).
+PEOPLE_ONLY_ROLES = frozenset({"retrospective"})
+
+
+def held_for_people(effective: EffectiveFlow, author_role: str | None) -> EffectiveFlow:
+    """``effective``, with a person required when the pull request's agent is of a
+    :data:`PEOPLE_ONLY_ROLES` role."""
+    if author_role not in PEOPLE_ONLY_ROLES or effective.require_human:
+        return effective
+    return replace(
+        effective, require_human=True, added_by=(*effective.added_by, f"a {author_role} agent's PR")
+    )
 
 
 def reads_changed_files(flows: ApprovalFlowsFile, base_branch: str, changed_count: int | None = None) -> bool:

@@ -210,6 +210,25 @@ class FileBlockerIssue:
 
 
 @dataclass(frozen=True)
+class OpenRetrospective:
+    """Hold a retrospective: its figures computed from the repository's history over the
+    period, an issue opened with them (once: keyed), the period recorded, and the issue
+    assigned to the App so the retrospective role's agent starts on it."""
+
+    repo_full_name: str
+    installation_id: int | None
+    repo_id: int
+    trigger: str
+    window_end: datetime
+    #: None: the previous retrospective's end, else ``window_days`` before the end.
+    window_start: datetime | None = None
+    window_days: int = 7
+    milestone_number: int | None = None
+    milestone_title: str | None = None
+    kind: Literal["open_retrospective"] = "open_retrospective"
+
+
+@dataclass(frozen=True)
 class ConfirmMemory:
     """A person confirmed facts of the repository's memory (:mod:`squadron.domain.memory`):
     those of ``fact_ids`` that ``authors`` proposed. Idempotent: a confirmed fact stays as it is."""
@@ -255,6 +274,7 @@ Effect = (
     | EvaluateMerge
     | FileBlockerIssue
     | ConfirmMemory
+    | OpenRetrospective
     | Discard
 )
 
@@ -277,6 +297,7 @@ Outside = (
     | EvaluateMerge
     | FileBlockerIssue
     | ConfirmMemory
+    | OpenRetrospective
 )
 
 
@@ -324,6 +345,7 @@ def split_decision(effects: Iterable[Effect]) -> Split:
                 | EvaluateMerge()
                 | FileBlockerIssue()
                 | ConfirmMemory()
+                | OpenRetrospective()
             ):
                 outside.append(effect)
             case Discard():

@@ -430,8 +430,32 @@ class FinishDecision(_Model):
     issue_number: None = None
 
 
+class StartRetrospective(_Model):
+    """Framework command: hold the repository's retrospective of a period.
+
+    Sent by the repository's EventBridge Scheduler schedule (weekly by default, the
+    repository's ``retrospective.schedule``: the schedule's input is this envelope, its
+    delivery id and times filled in by the Scheduler with the firing's time), by an operator
+    (``squadron retro start``), or made by the router of a milestone's ``closed`` webhook. The
+    router decides; the figures are computed by code from the repository's history.
+    """
+
+    type: Literal["start_retrospective"] = "start_retrospective"
+    trigger: Literal["schedule", "milestone", "operator"] = "schedule"
+    #: The period's end (None: the envelope's ``occurred_at``, the schedule's firing time).
+    window_end: datetime | None = None
+    #: Its start (None: the previous retrospective's end, else ``window_days`` before the end).
+    window_start: datetime | None = None
+    window_days: int = Field(default=7, ge=1, le=366)
+    milestone_number: int | None = Field(default=None, ge=1)
+    milestone_title: str | None = Field(default=None, max_length=256)
+    #: In the repository's message group.
+    issue_number: None = None
+
+
 SquadronCommand = Annotated[
-    RegisterBlocker
+    StartRetrospective
+    | RegisterBlocker
     | RecoverAgent
     | ReportConflict
     | TaskEnded

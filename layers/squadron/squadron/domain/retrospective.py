@@ -53,7 +53,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -587,3 +587,107 @@ def follow_up(items: Sequence[ActionItem], states: Mapping[int, str]) -> str:
         *rows,
     ]
     return "\n".join(lines) + "\n"
+
+
+# --- the retrospective itself ---------------------------------------------------------------------
+
+#: The built-in role that holds retrospectives, the label of its issues (routed to it), and the
+#: label its action items carry.
+ROLE = "retrospective"
+LABEL = "retrospective"
+ACTION_LABEL = "retrospective-action"
+#: The only paths a retrospective's pull request may change (the framework refuses any other
+#: push of its agent), and which the merge gate always holds for a person.
+PATHS = (".squadron/",)
+#: History read before a period's start, as context for its figures (who opened which PR, when
+#: an issue's agent started), never counted.
+CONTEXT = timedelta(days=28)
+#: Action items of one retrospective tracked at most.
+MAX_ACTION_ITEMS = 20
+
+
+class RetroRecord(BaseModel):
+    """One retrospective: its period, its issue, and what it set in motion (tracked next time)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    repo_id: int
+    repo_full_name: str
+    issue_number: int = Field(ge=1)
+    window_start: datetime
+    window_end: datetime
+    trigger: str = Field(max_length=32)
+    milestone_number: int | None = None
+    milestone_title: str | None = Field(default=None, max_length=256)
+    opened_at: datetime
+    items: tuple[ActionItem, ...] = Field(default=(), max_length=MAX_ACTION_ITEMS)
+    pull_request: int | None = None
+    version: int = Field(default=1, ge=1)
+
+    def with_item(self, item: ActionItem) -> RetroRecord:
+        """This record tracking ``item`` too (once per number; the first :data:`MAX_ACTION_ITEMS`)."""
+        if any(i.number == item.number for i in self.items) or len(self.items) >= MAX_ACTION_ITEMS:
+            return self
+        update: dict[str, object] = {"items": (*self.items, item), "version": self.version + 1}
+        if item.kind == "pull_request" and self.pull_request is None:
+            update["pull_request"] = item.number
+        return self.model_copy(update=update)
+
+
+def period(
+    end: datetime, *, start: datetime | None, previous: RetroRecord | None, days: int
+) -> tuple[datetime, datetime]:
+    """The period a retrospective covers: ``start`` when given; else from where the previous one
+    ended (when that is before ``end``, and not more than a year back); else ``days`` before."""
+    if start is not None:
+        return start, end
+    if (
+        previous is not None
+        and previous.window_end < end
+        and end - previous.window_end <= timedelta(days=366)
+    ):
+        return previous.window_end, end
+    return end - timedelta(days=days), end
+
+
+def title(start: datetime, end: datetime, milestone: str | None) -> str:
+    if milestone:
+        return f"Retrospective: milestone {text_cell(milestone, 120)} ({_when(start)} to {_when(end)})"
+    return f"Retrospective: {_when(start)} to {_when(end)}"
+
+
+def issue_body(
+    figures: RetroFigures,
+    *,
+    trigger: str,
+    previous: RetroRecord | None,
+    follow: str,
+    milestone: str | None = None,
+) -> str:
+    """The retrospective issue: why it was held, the figures (code's), what became of the last
+    one's action items, and what its agent is asked to do."""
+    why = {
+        "schedule": "the repository's retrospective schedule fired (`retrospective.schedule` in .squadron/config.yaml)",
+        "milestone": f"milestone {text_cell(milestone or '?', 120)} closed",
+        "operator": "an operator asked for it (`squadron retro start`)",
+    }.get(trigger, trigger)
+    before = f" The previous one is #{previous.issue_number}." if previous is not None else ""
+    return "\n".join(
+        [
+            f"Squadron's agents look back on {_when(figures.start)} to {_when(figures.end)}: {why}.{before}",
+            "",
+            render_figures(figures).rstrip(),
+            "",
+            follow.rstrip()
+            if previous is not None
+            else "## Action items of the last retrospective\n\nThis is the first.",
+            "",
+            "## What happens next",
+            "",
+            f"The `{ROLE}` agent comments here with a narrative and the action items, opens an issue "
+            f"labelled `{ACTION_LABEL}` for each (the next retrospective reports what became of them), "
+            "and may propose changes to `.squadron/` (agent definitions, config, context) as a pull "
+            "request. Squadron refuses any change outside `.squadron/` from it, and a person must approve "
+            "and merge that pull request.",
+        ]
+    )

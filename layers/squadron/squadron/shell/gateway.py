@@ -135,7 +135,9 @@ from squadron.domain.retention import (
     purge_owner,
     purged,
 )
-from squadron.ports import EventQueue, MetricsSink, SecretSource
+from squadron.domain.retrospective import ROLE as RETRO_ROLE
+from squadron.domain.retrospective import ActionItem
+from squadron.ports import EventQueue, MetricsSink, RetroStore, SecretSource
 from squadron.shell.memory import Memory
 
 logger = logging.getLogger(__name__)
@@ -489,11 +491,14 @@ class AgentGateway:
         bot_login: str = "squadron[bot]",
         copilot_token_secret: str | None = None,
         memory: Memory | None = None,
+        retros: RetroStore | None = None,
         state_retention: timedelta = timedelta(days=DEFAULT_RETENTION_DAYS),
         clock: Callable[[], datetime] = _now,
     ) -> None:
         #: The repositories' memory (None: a deployment without one refuses remember).
         self.memory = memory
+        #: The repositories' retrospectives: what a retrospective's agent opens is tracked there.
+        self.retros = retros
         self.registry = registry
         self.app = app
         self.queue = queue
@@ -778,7 +783,44 @@ class AgentGateway:
             raise LaunchRefusedError("github_refused", str(exc)) from exc
         if action is not None:
             self._report(agent, request.launch_token, action)
+        if (
+            agent.role == RETRO_ROLE
+            and isinstance(write, WriteIssue | WritePull)
+            and isinstance(result, dict)
+        ):
+            self._track(agent, write, result)
         return Answer({"result": result})
+
+    def _track(self, agent: AgentRecord, write: WriteIssue | WritePull, result: dict[str, Any]) -> None:
+        """A retrospective's agent opened an action item (an issue) or its pull request: tracked
+        on its retrospective, so the next one reports what became of it."""
+        number = result.get("number")
+        if self.retros is None or agent.issue_number is None or not isinstance(number, int):
+            return
+        kind: Literal["issue", "pull_request"] = "pull_request" if isinstance(write, WritePull) else "issue"
+        item = ActionItem(text=write.title[:500], kind=kind, number=number)
+        for _attempt in range(3):
+            held = next(
+                (
+                    r
+                    for r in self.retros.retrospectives(agent.repo_id)
+                    if r.issue_number == agent.issue_number
+                ),
+                None,
+            )
+            if held is None:
+                return  # not a retrospective's issue (a role named so by hand): nothing to track
+            tracked = held.with_item(item)
+            if tracked == held:
+                return
+            try:
+                self.retros.put_retrospective(tracked, held.version)
+                return
+            except ConflictError:
+                continue
+        logger.warning(
+            "%s: action item #%s not tracked: its retrospective kept changing", agent.agent_id, number
+        )
 
     def _with_proposals(self, agent: AgentRecord, body: str) -> str:
         """``body`` with the agent's facts awaiting confirmation listed (a person's merge confirms

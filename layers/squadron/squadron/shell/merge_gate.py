@@ -36,6 +36,7 @@ from squadron.domain.approval import (
     PullRequestState,
     effective_flow,
     evaluate,
+    held_for_people,
     reads_changed_files,
 )
 from squadron.domain.authority import is_app
@@ -206,7 +207,9 @@ class MergeGate:
         )
         groups = {name: group.members for name, group in config.config.human_groups.items()}
         result = evaluate(
-            effective_flow(config.approval_flows, base, files, changed_count=count),
+            held_for_people(
+                effective_flow(config.approval_flows, base, files, changed_count=count), author_role
+            ),
             state,
             groups,
             bot_login=self.bot_login,

@@ -53,6 +53,7 @@ from squadron.domain.effects import (
     Fact,
     FileBlockerIssue,
     LaunchAgent,
+    OpenRetrospective,
     Outside,
     PostComment,
     RecordReview,
@@ -78,6 +79,7 @@ from squadron.domain.routing import (
 )
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
 from squadron.shell.memory import Memory
+from squadron.shell.retrospective import Retrospectives
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +128,10 @@ class RouterService:
         queue: EventQueue | None = None,
         paused: PauseSource | None = None,
         memory: Memory | None = None,
+        retrospectives: Retrospectives | None = None,
     ) -> None:
+        #: Holds a retrospective when a decision asks for one (None: not held).
+        self.retrospectives = retrospectives
         #: The repositories' memory: a person's merge confirms the facts its PR lists.
         self.memory = memory
         self.merge_gate = merge_gate
@@ -368,6 +373,11 @@ class RouterService:
                         self._verdict(event, effect, key, outcome.result.verdict, outcome.result.description)
             case FileBlockerIssue():
                 self._file_blocker(event, effect, key, look_since)
+            case OpenRetrospective():
+                if self.retrospectives is None:
+                    logger.info("no retrospectives wired; %s's is not held", effect.repo_full_name)
+                    return
+                self.retrospectives.open(effect, key, look_since, self.policies(event).prices)
             case ConfirmMemory():
                 if self.memory is None:
                     logger.info(

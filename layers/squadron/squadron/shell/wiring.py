@@ -25,7 +25,7 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
 from squadron.domain.routing import RoutingPolicy
-from squadron.ports import EventQueue, Registry, TaskLauncher
+from squadron.ports import EventQueue, Registry, RetroStore, TaskLauncher
 from squadron.settings import (
     LAMBDA_RATE_LIMIT_WAIT_SECONDS,
     AppNotConfiguredError,
@@ -43,6 +43,7 @@ from squadron.shell.memory import Memory
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.policies import PolicyCache
 from squadron.shell.reconciler import ReconcilerService, liveness_of
+from squadron.shell.retrospective import Retrospectives
 from squadron.shell.router import RouterService
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | 
         bot_login=settings.bot_login,
         copilot_token_secret=settings.copilot_token_secret,
         memory=Memory(DynamoMemory(settings.registry_table_name)),
+        retros=DynamoMemory(settings.registry_table_name),
         state_retention=timedelta(days=settings.state_retention_days),
     )
 
@@ -164,6 +166,7 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         bot_login=settings.bot_login,
         policy_ttl=timedelta(seconds=settings.policy_ttl_seconds),
         memory=Memory(DynamoMemory(settings.registry_table_name)),
+        retros=DynamoMemory(settings.registry_table_name),
     )
 
 
@@ -177,6 +180,7 @@ def assemble_router(
     bot_login: str,
     policy_ttl: timedelta,
     memory: Memory | None = None,
+    retros: RetroStore | None = None,
 ) -> RouterRuntime:
     """The router's parts put together: each repository's policy (paused while its configuration
     is invalid, and told so through one issue), the merge gate, the routing service."""
@@ -211,5 +215,10 @@ def assemble_router(
         policies=policies,
         paused=paused,
         memory=memory,
+        retrospectives=Retrospectives(
+            history=registry, store=retros, github=github, queue=queue, bot_login=bot_login
+        )
+        if retros is not None
+        else None,
     )
     return RouterRuntime(Dispatcher(service, once=records.once if records is not None else None), records)

@@ -14,6 +14,7 @@ from typing import Any
 
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.errors import GitHubError
 from squadron.config.loader import ABSENT, Entry, EntryKind, Listing
 from squadron.domain.effects import has_marker, marked
 from squadron.domain.permissions import Caller, CallerKind
@@ -151,6 +152,17 @@ class AppGitHub:
             if "pull_request" not in issue and self._by_app(issue) and has_marker(issue.get("body"), key):
                 return int(issue["number"])
         return None
+
+    def issue_state(self, installation_id: int | None, repo_full_name: str, number: int) -> str:
+        client = self.client(installation_id, repo_full_name)
+        try:
+            issue = client.get_issue(number)
+            if "pull_request" not in issue:
+                return str(issue.get("state") or "unknown")
+            pull = client.get_pull(number)
+        except GitHubError:
+            return "unknown"
+        return "merged" if pull.get("merged") else str(pull.get("state") or "unknown")
 
 
 class RepositoryFilesOverGitHub:

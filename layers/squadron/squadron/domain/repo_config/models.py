@@ -74,6 +74,11 @@ DEFAULT_LABELS: dict[str, dict[str, Any]] = {
     "security": {"description": "Security-sensitive change.", "color": "b60205"},
     "blocked": {"description": "Waiting on another issue.", "color": "fbca04"},
     "needs-human": {"description": "An agent needs a human to decide or act.", "color": "e99695"},
+    "retrospective": {
+        "description": "The agents' retrospective of a period (opened by Squadron).",
+        "color": "5319e7",
+        "role": "retrospective",
+    },
 }
 
 
@@ -87,6 +92,7 @@ class BranchNaming(_Model):
         default_factory=lambda: {
             "feat-dev": "feat/issue-{issue_number}",
             "bug-fix": "fix/issue-{issue_number}",
+            "retrospective": "squadron/retro-{issue_number}",
         },
         description="Template per role.",
     )
@@ -182,6 +188,11 @@ DEFAULT_ROLES: dict[str, dict[str, Any]] = {
     "bug-fix": {"kind": "dev", "description": "Reproduces and fixes bugs with a regression test."},
     "pr-review": {"kind": "review", "description": "Reviews pull requests for correctness and tests."},
     "security-review": {"kind": "review", "description": "Reviews pull requests for security problems."},
+    "retrospective": {
+        "kind": "dev",
+        "description": "Holds the retrospective: narrative, action items, and changes to .squadron/ as a PR.",
+        "lifecycle": "ephemeral",
+    },
 }
 
 

@@ -23,6 +23,7 @@ from squadron.domain.effects import (
     Discard,
     Effect,
     FileBlockerIssue,
+    OpenRetrospective,
     PostComment,
     PutAgent,
     StopAgentTask,
@@ -34,6 +35,7 @@ from squadron.domain.events import (
     RecoverAgent,
     RegisterBlocker,
     ReportConflict,
+    StartRetrospective,
     TaskEnded,
 )
 from squadron.domain.routing.builders import (
@@ -367,7 +369,38 @@ def agent_envelope_problem(event: EventEnvelope) -> str | None:
     return f"an agent may not report {event.event}.{event.action}"
 
 
+def _on_start_retrospective(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """Hold the repository's retrospective (its schedule fired, a milestone closed, an operator
+    asked), unless the repository turned them off."""
+    command = event.command
+    assert isinstance(command, StartRetrospective)
+    settings = policy.retrospective
+    if not settings.enabled:
+        return [Discard("retrospectives are off in this repository (retrospective.enabled: false)")]
+    if command.trigger == "milestone" and not settings.on_milestone:
+        return [Discard("no retrospective when a milestone closes (retrospective.on_milestone: false)")]
+    end = command.window_end or event.occurred_at or event.received_at
+    if command.window_start is not None and command.window_start >= end:
+        return [
+            Discard(f"a retrospective's period must end after it starts ({command.window_start} >= {end})")
+        ]
+    return [
+        OpenRetrospective(
+            event.repository.full_name,
+            event.installation_id,
+            event.repository.id,
+            command.trigger,
+            window_end=end,
+            window_start=command.window_start,
+            window_days=command.window_days,
+            milestone_number=command.milestone_number,
+            milestone_title=command.milestone_title,
+        )
+    ]
+
+
 COMMAND_ROUTES: Mapping[tuple[str, str | None], Handler] = {
+    (SQUADRON_EVENT, "start_retrospective"): _on_start_retrospective,
     (SQUADRON_EVENT, "register_blocker"): _on_register_blocker,
     (SQUADRON_EVENT, "recover_agent"): _on_recover_agent,
     (SQUADRON_EVENT, "report_conflict"): _on_report_conflict,

@@ -33,7 +33,9 @@ class RoutingPolicy:
     pm_role: str = "pm"
     pm_mentions: tuple[str, ...] = ("@squadron-pm",)
     default_dev_role: str = "feat-dev"
-    label_roles: Mapping[str, str] = field(default_factory=lambda: {"bug": "bug-fix", "feature": "feat-dev"})
+    label_roles: Mapping[str, str] = field(
+        default_factory=lambda: {"bug": "bug-fix", "feature": "feat-dev", "retrospective": "retrospective"}
+    )
     role_kinds: Mapping[str, RoleKind] = field(
         default_factory=lambda: {
             "pm": RoleKind.PM,
@@ -41,12 +43,14 @@ class RoutingPolicy:
             "bug-fix": RoleKind.DEV,
             "pr-review": RoleKind.REVIEW,
             "security-review": RoleKind.REVIEW,
+            "retrospective": RoleKind.DEV,
         }
     )
     branch_templates: Mapping[str, str] = field(
         default_factory=lambda: {
             "feat-dev": "feat/issue-{issue_number}",
             "bug-fix": "fix/issue-{issue_number}",
+            "retrospective": "squadron/retro-{issue_number}",
         }
     )
     #: Label -> branch template; the first label of the issue with one wins over the role's.

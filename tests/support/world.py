@@ -10,10 +10,20 @@ from squadron.domain.effects import Effect, apply_order
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.memory import Memory
+from squadron.shell.retrospective import Retrospectives
 from squadron.shell.router import RouterService
 from tests.support.events import T0, Events, summarize
 from tests.support.fake_memory import FakeMemory
 from tests.support.fake_registry import FakeLauncher, FakeRegistry, FakeRouterGitHub
+
+
+class ListQueue(list[EventEnvelope]):
+    """events.fifo as a list: what was sent, in order."""
+
+    def send(self, envelope: EventEnvelope) -> str:
+        envelope.to_message()  # it must fit on the queue
+        self.append(envelope)
+        return f"m{len(self)}"
 
 
 @dataclass
@@ -30,6 +40,8 @@ class World:
 
     def __post_init__(self) -> None:
         self.memory = Memory(self.memory_store, clock=lambda: self.now)
+        #: What the retrospectives put on events.fifo (the router's own queue stays unwired here).
+        self.queued = ListQueue()
         self.router = RouterService(
             registry=self.registry,
             launcher=self.launcher,
@@ -37,6 +49,14 @@ class World:
             policies=lambda _event: self.policy,
             clock=self._clock,
             memory=self.memory,
+            retrospectives=Retrospectives(
+                history=self.registry,
+                store=self.memory_store,
+                github=self.github,
+                queue=self.queued,
+                bot_login=self.policy.bot_login,
+                clock=lambda: self.now,
+            ),
         )
 
     def _clock(self) -> datetime:

@@ -23,6 +23,7 @@ from squadron.domain.domain_events import CATALOGUE, DomainEvent, json_schema, r
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import EventEnvelope as EnvelopeT
 from squadron.domain.events import TaskUsage
+from squadron.domain.retrospective import ActionItem, RetroRecord
 from squadron.shell.merge_gate import GateOutcome
 from tests.support.events import recover
 from tests.support.world import World
@@ -35,7 +36,7 @@ REGENERATE = (
     "for n in CATALOGUE]'"
 )
 #: Catalogued events whose publisher another issue builds (named, so the gap stays visible).
-PLANNED = {"retrospective.completed.v1": "issue 20 (retrospectives) publishes it"}
+PLANNED: dict[str, str] = {}
 
 
 def test_every_name_is_versioned_and_unique() -> None:
@@ -103,6 +104,29 @@ def _verdict_changes(world: World) -> None:
     world.send(world.events.check("feat/issue-38", "failure", prs=(101,), sha="s1"))
 
 
+RETRO = "1-90-retrospective"
+
+
+def _retrospective_at_work(world: World) -> None:
+    """A retrospective's issue #90 was opened and its agent is at work."""
+    world.memory_store.put_retrospective(
+        RetroRecord(
+            repo_id=1,
+            repo_full_name="octo/repo",
+            issue_number=90,
+            window_start=world.now - timedelta(days=7),
+            window_end=world.now,
+            trigger="schedule",
+            opened_at=world.now,
+            items=(ActionItem(text="Split the export", kind="issue", number=91),),
+        ),
+        None,
+    )
+    world.send(world.events.assigned(90, labels=("retrospective",)))
+    agent = world.agent(RETRO)
+    world.registry.put_agent(AgentWrite(agent.transition(AgentStatus.ACTIVE, now=world.now), agent.version))
+
+
 Scenario = tuple[Callable[[World], object], Callable[[World], object]]
 PUBLISHERS: dict[str, Scenario] = {
     "agent.started.v1": (lambda w: None, lambda w: w.send(w.events.assigned(38))),
@@ -159,6 +183,10 @@ PUBLISHERS: dict[str, Scenario] = {
                 usage=TaskUsage(turns=21, tripped=Limit.TURNS),
             )
         ),
+    ),
+    "retrospective.completed.v1": (
+        _retrospective_at_work,
+        lambda w: w.send(ended(w, RETRO, outcome="idle", usage=TaskUsage(tool_calls=4, turns=2))),
     ),
     "usage.recorded.v1": (
         _active,

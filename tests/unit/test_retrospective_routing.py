@@ -12,7 +12,7 @@ import pytest
 
 from squadron.domain.agents import AgentStatus, RoleKind
 from squadron.domain.effects import Discard, Effect, OpenRetrospective
-from squadron.domain.events import EventEnvelope, StartRetrospective, command_envelope
+from squadron.domain.events import EventEnvelope, StartRetrospective, build_envelope, command_envelope
 from squadron.domain.repo_config.models import RetrospectiveConfig
 from squadron.domain.retrospective import ActionItem, RetroRecord
 from squadron.domain.routing import RoutingPolicy
@@ -22,6 +22,7 @@ from squadron.shell.router import RouterService
 from tests.support.events import T0, Events
 from tests.support.fake_memory import FakeMemory
 from tests.support.fake_registry import FakeLauncher, FakeRegistry, FakeRouterGitHub
+from tests.support.webhook_examples import example
 
 RETRO = "retrospective"
 
@@ -182,3 +183,23 @@ def test_an_agent_cannot_start_a_retrospective() -> None:
     effects = repo.send(envelope)
     assert repo.store.retrospectives(1) == [] and repo.github.created == []
     assert all(isinstance(e, Discard) for e in effects)
+
+
+def test_a_milestone_closing_holds_the_retrospective_of_its_life() -> None:
+    """GitHub's published milestone.closed example, through the ingress's trimming and the router."""
+    payload = example("milestone", "closed")
+    payload["repository"].update({"id": 1, "full_name": "octo/repo"})
+    payload["milestone"]["created_at"] = "2019-05-01T09:00:00Z"  # a milestone that lived two weeks
+    envelope = build_envelope(
+        event="milestone", delivery_id="d-milestone", payload=payload, received_at=T0 + timedelta(days=30)
+    )
+    milestone = payload["milestone"]
+    repo = Repo()
+    effects = repo.send(envelope)
+    (opened,) = [e for e in effects if isinstance(e, OpenRetrospective)]
+    assert opened.trigger == "milestone" and opened.milestone_number == milestone["number"]
+    (record,) = repo.store.retrospectives(1)
+    assert record.window_start == datetime.fromisoformat(milestone["created_at"].replace("Z", "+00:00"))
+    assert record.window_end == datetime.fromisoformat(milestone["closed_at"].replace("Z", "+00:00"))
+    (issue,) = repo.github.created
+    assert f"milestone {milestone['title']}" in str(issue["title"]) and "milestone" in str(issue["body"])

@@ -24,6 +24,7 @@ import hashlib
 import json
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -169,8 +170,20 @@ class UsageRecorded(_Data):
     tokens: tuple[ModelTokens, ...] = ()
 
 
+@dataclass(frozen=True)
+class RetroWindow:
+    """What :func:`derive` reports of a retrospective its agent completed."""
+
+    window_start: datetime
+    window_end: datetime
+    #: What it set in motion: action items and its pull request.
+    proposals: int
+    pull_request: int | None = None
+
+
 class RetrospectiveCompleted(_Data):
-    """A repository's retrospective ran (issue 20 builds its publisher)."""
+    """A repository's retrospective was held: its agent completed (the window it looked back on,
+    the action items and pull request it proposed)."""
 
     window_start: datetime
     window_end: datetime
@@ -347,13 +360,15 @@ def derive(
     linked_issues: Mapping[int, int | None],
     effects: Sequence[Effect],
     at: datetime,
+    retrospectives: Mapping[int, RetroWindow] | None = None,
 ) -> tuple[DomainEvent, ...]:
     """The domain events of one decision, in order.
 
     ``before``: the agents the decision read; ``blockers``: each read issue's blockers;
-    ``linked_issues``: each read PR's linked issue. An event reports a change the decision
-    makes, so re-registering a known blocker, or a write that leaves a status as it was,
-    reports nothing.
+    ``linked_issues``: each read PR's linked issue; ``retrospectives``: the retrospective held
+    in each issue the decision completes a retrospective agent of (its period, what it set in
+    motion). An event reports a change the decision makes, so re-registering a known blocker,
+    or a write that leaves a status as it was, reports nothing.
     """
     repository = Repository(id=event.repository.id, full_name=event.repository.full_name)
     found: list[tuple[_Data, int | None, str | None]] = []
@@ -367,6 +382,15 @@ def derive(
             data = _agent_change(record, old)
             if data is not None:
                 found.append((data, record.issue_number, record.agent_id))
+            held = (retrospectives or {}).get(record.issue_number or 0)
+            if record.status is AgentStatus.COMPLETED and held is not None:
+                completed = RetrospectiveCompleted(
+                    window_start=held.window_start,
+                    window_end=held.window_end,
+                    proposals=held.proposals,
+                    pull_request=held.pull_request,
+                )
+                found.append((completed, record.issue_number, record.agent_id))
         status[record.agent_id] = record.status
     known = {n: set(b) for n, b in blockers.items()}
     for effect in effect_list:

@@ -161,6 +161,16 @@ class ReviewFields(_Model):
     submitted_at: datetime | None = None
 
 
+class MilestoneFields(_Model):
+    """A milestone (its ``closed`` webhook starts the repository's retrospective of it)."""
+
+    number: IssueNumber
+    title: str = ""
+    created_at: datetime | None = None
+    closed_at: datetime | None = None
+    html_url: Url | None = None
+
+
 class CheckFields(_Model):
     """A check run or a check suite (``kind`` says which)."""
 
@@ -508,6 +518,7 @@ class EventEnvelope(_Model):
     status: StatusFields | None = None
     label: Label | None = None
     assignee: Actor | None = None
+    milestone: MilestoneFields | None = None
     command: SquadronCommand | None = None
 
     @property
@@ -694,6 +705,7 @@ _OCCURRED_AT: Mapping[str, tuple[str, ...]] = {
     "check_run": ("check_run", "completed_at"),
     "check_suite": ("check_suite", "updated_at"),
     "status": ("updated_at",),
+    "milestone": ("milestone", "updated_at"),
 }
 
 
@@ -751,6 +763,15 @@ def build_envelope(
         fields["label"] = label["name"]
     if (assignee := _obj(payload, "assignee")) is not None:
         fields["assignee"] = _actor(assignee)
+    if event == "milestone" and (milestone := _obj(payload, "milestone")) is not None:
+        title, _ = _text(milestone.get("title"), MAX_TITLE_BYTES)
+        fields["milestone"] = {
+            "number": milestone.get("number"),
+            "title": title,
+            "created_at": milestone.get("created_at"),
+            "closed_at": milestone.get("closed_at"),
+            "html_url": milestone.get("html_url"),
+        }
     try:
         return EventEnvelope.model_validate(fields)
     except ValidationError as exc:

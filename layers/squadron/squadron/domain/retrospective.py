@@ -651,8 +651,10 @@ def period(
 
 
 def title(start: datetime, end: datetime, milestone: str | None) -> str:
+    """The issue's title (plain text: GitHub renders no Markdown in a title)."""
     if milestone:
-        return f"Retrospective: milestone {text_cell(milestone, 120)} ({_when(start)} to {_when(end)})"
+        name = " ".join("".join(ch for ch in milestone if ch.isprintable()).split())[:120]
+        return f"Retrospective: milestone {name} ({_when(start)} to {_when(end)})"
     return f"Retrospective: {_when(start)} to {_when(end)}"
 
 

@@ -37,6 +37,8 @@ ROUTED_EVENTS: Mapping[str, frozenset[str] | None] = {
     "check_run": frozenset({"completed"}),
     "check_suite": frozenset({"completed"}),
     "status": None,
+    # A milestone closing holds the repository's retrospective of it (issue 20).
+    "milestone": frozenset({"closed"}),
 }
 
 #: Events whose subject object records the App that created it in

@@ -33,10 +33,11 @@ from datetime import UTC, datetime, timedelta
 from typing import assert_never
 
 from squadron.adapters.ecs import TaskLaunchError
-from squadron.domain.agents import ConflictError
+from squadron.domain.agents import AgentStatus, ConflictError
 from squadron.domain.domain_events import (
     MergeGateVerdictChanged,
     Repository,
+    RetroWindow,
     derive,
     gate_event_id,
     make_event,
@@ -60,6 +61,7 @@ from squadron.domain.effects import (
     SetIssueAssignment,
     SetIssueState,
     StopAgentTask,
+    agent_writes,
     decision_key,
     effect_key,
     split_decision,
@@ -69,6 +71,7 @@ from squadron.domain.events import EventEnvelope, FinishDecision, RegisterBlocke
 from squadron.domain.launches import SECRET_BYTES, SECRET_TTL, secret_digest
 from squadron.domain.memory import MemoryPolicy
 from squadron.domain.pause import hold_while_paused
+from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.routing import (
     RoutingPolicy,
     Snapshot,
@@ -205,6 +208,7 @@ class RouterService:
                 linked_issues={n: view.linked_issue for n, view in snapshot.issues.items()},
                 effects=effects,
                 at=snapshot.now,
+                retrospectives=self._retrospectives_completed(effects),
             )
             if split.writes or split.outside or events:
                 try:
@@ -222,6 +226,29 @@ class RouterService:
             )
             return RoutingResult(event.delivery_id, tuple(effects), transitions, tuple(self._held))
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _retrospectives_completed(self, effects: Sequence[Effect]) -> dict[int, RetroWindow]:
+        """The retrospectives whose agent the decision completes (read only when it does one)."""
+        done = [
+            w.record
+            for w in agent_writes(effects)
+            if w.record.role == RETRO_ROLE
+            and w.record.status is AgentStatus.COMPLETED
+            and w.record.issue_number
+        ]
+        if not done or self.retrospectives is None:
+            return {}
+        held = {r.issue_number: r for r in self.retrospectives.store.retrospectives(done[0].repo_id)}
+        return {
+            record.issue_number: RetroWindow(
+                window_start=r.window_start,
+                window_end=r.window_end,
+                proposals=len(r.items),
+                pull_request=r.pull_request,
+            )
+            for record in done
+            if record.issue_number is not None and (r := held.get(record.issue_number)) is not None
+        }
 
     def _resume(self, event: EventEnvelope, decision: Decision) -> RoutingResult:
         if decision.done:

@@ -38,6 +38,7 @@ from squadron.domain.events import (
     StartRetrospective,
     TaskEnded,
 )
+from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.routing.builders import (
     _escalate,
     _inbox,
@@ -266,6 +267,17 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
         )
         # Its task has ended by itself: nothing to stop.
         return [e for e in effects if not isinstance(e, StopAgentTask)]
+    if (
+        command.outcome == "idle"
+        and agent.role in ONE_SHOT_ROLES
+        and agent.status is AgentStatus.ACTIVE
+        and agent.pending_launch is None
+    ):
+        # A retrospective is held once: its agent is done when its task ends by itself.
+        done = base.transition(
+            AgentStatus.COMPLETED, now=snap.now, task_arn=None, pending_launch=None, blocked_by=frozenset()
+        ).model_copy(update={"version": agent.version + 1})
+        return [PutAgent(AgentWrite(done, agent.version)), *warning]
     if command.outcome == "idle" and agent.status is AgentStatus.ACTIVE and agent.pending_launch is None:
         if snap.inbox:
             kinds = ", ".join(sorted({item.kind for item in snap.inbox}))
@@ -279,6 +291,9 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
     # relaunches it once, or escalates), or already ended otherwise: the usage is what is left.
     return [PutAgent(AgentWrite(base.updated(now=snap.now), agent.version)), *warning]
 
+
+#: Roles whose agent is done (COMPLETED) when its task ends idle: it works once, not on events.
+ONE_SHOT_ROLES = frozenset({RETRO_ROLE})
 
 #: The share of an issue's budget past which its thread is told (once, when it is crossed).
 BUDGET_WARNING = 0.8
@@ -399,7 +414,25 @@ def _on_start_retrospective(event: EventEnvelope, snap: Snapshot, policy: Routin
     ]
 
 
+def _on_milestone_closed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """A milestone closed: the retrospective of its life, from its creation to its closing."""
+    milestone = event.milestone
+    if milestone is None:
+        return [Discard("a milestone event without its milestone")]
+    end = milestone.closed_at or event.occurred_at or event.received_at
+    start = milestone.created_at if milestone.created_at is not None and milestone.created_at < end else None
+    command = StartRetrospective(
+        trigger="milestone",
+        window_start=start,
+        window_end=end,
+        milestone_number=milestone.number,
+        milestone_title=milestone.title[:256] or None,
+    )
+    return _on_start_retrospective(event.model_copy(update={"command": command}), snap, policy)
+
+
 COMMAND_ROUTES: Mapping[tuple[str, str | None], Handler] = {
+    ("milestone", "closed"): _on_milestone_closed,
     (SQUADRON_EVENT, "start_retrospective"): _on_start_retrospective,
     (SQUADRON_EVENT, "register_blocker"): _on_register_blocker,
     (SQUADRON_EVENT, "recover_agent"): _on_recover_agent,

@@ -29,6 +29,7 @@ from bench import (
     imports,
     ingress,
     local,
+    memory,
     pm_idle,
     router_calls,
     routing,
@@ -54,6 +55,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "router_calls": Benchmark(router_calls.bench_router_calls, router_calls.summary),
     "gateway": Benchmark(gateway.bench_gateway, gateway.summary),
     "pm_idle": Benchmark(pm_idle.bench_pm_idle, pm_idle.summary),
+    "memory": Benchmark(memory.bench_memory, memory.summary),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).
     "cost": Benchmark(cost.bench_cost, cost.summary),
     # Not a measurement: the capacity model over router_calls' and gateway's figures.

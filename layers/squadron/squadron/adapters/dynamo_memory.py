@@ -42,7 +42,12 @@ class DynamoMemory(DynamoTable):
     """Facts per repository, each written on the condition of the version it was read at."""
 
     def facts(self, repo_id: int) -> list[MemoryFact]:
-        items = self._partition(memory_pk(repo_id))
+        # Eventually consistent (half the read units): a fact written a moment ago may be missed
+        # once; every write is conditional on the version read, so none is lost or overwritten.
+        items = self._query(
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": memory_pk(repo_id)}},
+        )
         return [
             MemoryFact.model_validate_json(item["data"]) for item in items if item.get("entity") == ENTITY
         ]

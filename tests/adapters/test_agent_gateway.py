@@ -130,6 +130,7 @@ def world() -> Iterator[World]:
             metrics=metrics,
             memory=DynamoMemory(registry.table_name, client=registry.client),
             retros=DynamoMemory(registry.table_name, client=registry.client),
+            artifacts=DynamoMemory(registry.table_name, client=registry.client),
         )
         router = RouterService(
             registry=registry,
@@ -629,9 +630,36 @@ def test_what_a_retrospectives_agent_opens_is_tracked_on_its_retrospective(world
 def test_a_session_starts_with_the_default_branchs_context(world: World) -> None:
     dev = world.door(A38)
     dev.begin()
-    context, memory = dev.brief("export")
+    context, memory, artifacts = dev.brief("export")
     assert context.startswith("## Project context") and "Run `make test` before you push" in context
-    assert "Squadron: A GitHub App" in context and memory == ""
+    assert "Squadron: A GitHub App" in context and (memory, artifacts) == ("", "")
+
+
+def test_the_pms_plan_reaches_its_issues_agent_with_producer_and_consumers(world: World) -> None:
+    store = DynamoMemory(world.registry.table_name, client=world.registry.client)
+    world.router.process(world.events.opened(40))  # the PM's task
+    pm, dev, other = world.door("1-pm"), world.door(A38), world.door(A39)
+    for door in (pm, dev, other):
+        door.begin()
+    assert (
+        pm.publish_artifact("plan", "1. the parser (#12)\n2. the export", 38)
+        == "Published plan of #38 (revision 1)."
+    )
+    assert "plan of #38: by 1-pm (pm), revision 1" in dev.brief("export")[2]
+    assert other.brief("export")[2] == ""  # #39's agent is not told of #38's plan
+    read = dev.read_artifact("plan", None)
+    assert read.startswith("Artifact plan of #38, by 1-pm (pm)") and "> 1. the parser (#12)" in read
+    (kept,) = store.artifacts(1)
+    assert (kept.producer, kept.consumers, kept.reads) == ("1-pm", (A38,), 1)
+    # Another agent may neither overwrite the plan nor publish for an issue not its own.
+    with pytest.raises(LaunchRefusedError, match="only its producer revises it"):
+        dev.publish_artifact("plan", "do something else", 38)
+    with pytest.raises(LaunchRefusedError, match="its own issue only"):
+        other.publish_artifact("notes", "x", 38)
+    with pytest.raises(LaunchRefusedError) as refused:
+        dev.publish_artifact("../../etc", "x", 38)
+    assert refused.value.code == "invalid_request"
+    assert pm.publish_artifact("plan", "1. the export only", 38) == "Published plan of #38 (revision 2)."
 
 
 def test_a_push_is_reported_with_the_pull_request_as_github_has_it(world: World) -> None:

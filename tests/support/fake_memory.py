@@ -7,6 +7,7 @@ from collections import Counter
 from datetime import datetime
 
 from squadron.domain.agents import ConflictError
+from squadron.domain.artifacts import Artifact
 from squadron.domain.memory import MemoryFact
 from squadron.domain.retrospective import RetroRecord
 
@@ -16,6 +17,8 @@ class FakeMemory:
         #: (repo id, fact id) -> (fact, TTL expiry)
         self.items: dict[tuple[int, str], tuple[MemoryFact, datetime | None]] = {}
         self.calls: Counter[str] = Counter()
+        #: (repo id, issue or None, name) -> the artifact
+        self.artifact_items: dict[tuple[int, int | None, str], Artifact] = {}
         #: (repo id, period end, issue) -> the retrospective
         self.retros: dict[tuple[int, str, int], RetroRecord] = {}
 
@@ -50,3 +53,17 @@ class FakeMemory:
         if expected_version is not None and (held is None or held.version != expected_version):
             raise ConflictError(f"retrospective #{record.issue_number} changed meanwhile")
         self.retros[key] = record
+
+    def artifacts(self, repo_id: int) -> list[Artifact]:
+        self.calls["artifacts"] += 1
+        return [a for (repo, _, _), a in self.artifact_items.items() if repo == repo_id]
+
+    def put_artifact(self, artifact: Artifact, expected_version: int | None) -> None:
+        self.calls["put_artifact"] += 1
+        key = (artifact.repo_id, artifact.issue_number, artifact.name)
+        held = self.artifact_items.get(key)
+        if expected_version is None and held is not None:
+            raise ConflictError(f"artifact {artifact.label} exists")
+        if expected_version is not None and (held is None or held.version != expected_version):
+            raise ConflictError(f"artifact {artifact.label} changed meanwhile")
+        self.artifact_items[key] = artifact

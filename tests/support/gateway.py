@@ -17,7 +17,7 @@ from squadron.config import load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
-from squadron.ports import EventQueue, MemoryStore, RetroStore
+from squadron.ports import ArtifactStore, EventQueue, MemoryStore, RetroStore
 from squadron.shell.gateway import AgentGateway, GatewayRegistry
 from squadron.shell.memory import Memory
 from tests.support.fake_memory import FakeMemory
@@ -53,6 +53,7 @@ def gateway_for(
     metrics: RecordedMetrics | None = None,
     memory: MemoryStore | None = None,
     retros: RetroStore | None = None,
+    artifacts: ArtifactStore | None = None,
     state_retention: timedelta | None = None,
 ) -> AgentGateway:
     private, _ = app_private_key()
@@ -74,6 +75,7 @@ def gateway_for(
         copilot_token_secret=copilot_token_secret,
         memory=Memory(store, clock=clock),
         retros=retros if retros is not None else (store if isinstance(store, FakeMemory) else None),
+        artifacts=artifacts if artifacts is not None else (store if isinstance(store, FakeMemory) else None),
         state_retention=state_retention
         if state_retention is not None
         else timedelta(days=DEFAULT_RETENTION_DAYS),

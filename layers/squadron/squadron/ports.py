@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Protocol
 
 from squadron.domain.agents import AgentRecord, InboxItem, IssueState
+from squadron.domain.artifacts import Artifact
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.events import EventEnvelope
@@ -275,6 +276,15 @@ class RetroStore(Protocol):
     def retrospectives(self, repo_id: int) -> list[RetroRecord]: ...
 
     def put_retrospective(self, record: RetroRecord, expected_version: int | None) -> None: ...
+
+
+class ArtifactStore(Protocol):
+    """What agents produce for each other (:mod:`squadron.domain.artifacts`); writes conditional
+    on the version read."""
+
+    def artifacts(self, repo_id: int) -> list[Artifact]: ...
+
+    def put_artifact(self, artifact: Artifact, expected_version: int | None) -> None: ...
 
 
 class MetricsSink(Protocol):

@@ -5,6 +5,7 @@ What                                   Item                                     
 =====================================  =========================================  ==============
 a repository's facts                   ``MEMORY#<r>`` / ``FACT#<fact id>``        Query on PK
 its retrospectives, oldest first       ``RETRO#<r>`` / ``<period end>#<issue>``   Query on PK
+its artifacts (an agent's plan...)     ``ARTIFACT#<r>`` / ``<issue or -> #<name>`` Query on PK
 =====================================  =========================================  ==============
 
 Why here: memory is small (at most ``memory.max_facts`` facts of at most 500 characters per
@@ -23,11 +24,13 @@ from botocore.exceptions import ClientError
 
 from squadron.adapters.dynamo_registry import TTL_ATTRIBUTE, DynamoTable, dump_item
 from squadron.domain.agents import ConflictError
+from squadron.domain.artifacts import Artifact
 from squadron.domain.memory import MemoryFact
 from squadron.domain.retrospective import RetroRecord
 
 ENTITY = "memory"
 RETRO_ENTITY = "retrospective"
+ARTIFACT_ENTITY = "artifact"
 
 
 def memory_pk(repo_id: int) -> str:
@@ -106,3 +109,32 @@ class DynamoMemory(DynamoTable):
             self._call("put_item", **request)
         except ClientError as exc:
             raise ConflictError(f"retrospective #{record.issue_number} changed meanwhile") from exc
+
+    # --- artifacts --------------------------------------------------------------------------
+
+    def artifacts(self, repo_id: int) -> list[Artifact]:
+        items = self._query(
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"ARTIFACT#{repo_id}"}},
+        )
+        return [Artifact.model_validate_json(i["data"]) for i in items if i.get("entity") == ARTIFACT_ENTITY]
+
+    def put_artifact(self, artifact: Artifact, expected_version: int | None) -> None:
+        where = "-" if artifact.issue_number is None else str(artifact.issue_number)
+        item = {
+            "PK": f"ARTIFACT#{artifact.repo_id}",
+            "SK": f"{where}#{artifact.name}",
+            "entity": ARTIFACT_ENTITY,
+            "data": artifact.model_dump_json(),
+            "version": artifact.version,
+        }
+        request: dict[str, object] = {"TableName": self.table_name, "Item": dump_item(item)}
+        if expected_version is None:
+            request["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            request["ConditionExpression"] = "version = :v"
+            request["ExpressionAttributeValues"] = dump_item({":v": expected_version})
+        try:
+            self._call("put_item", **request)
+        except ClientError as exc:
+            raise ConflictError(f"artifact {artifact.label} changed meanwhile") from exc

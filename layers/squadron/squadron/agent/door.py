@@ -148,10 +148,21 @@ class Door:
         """The facts the agent may see that match ``query``, one line each."""
         return [str(line) for line in self.call("recall", query=query[:500], limit=limit)["facts"]]
 
-    def brief(self, query: str) -> tuple[str, str]:
-        """(shared context, memory) the session starts with ("" for either when there is none)."""
+    def brief(self, query: str) -> tuple[str, str, str]:
+        """(shared context, memory, artifacts) the session starts with ("" for any there is none of)."""
         answer = self.call("brief", query=query[:500])
-        return str(answer.get("context") or ""), str(answer.get("memory") or "")
+        return (
+            str(answer.get("context") or ""),
+            str(answer.get("memory") or ""),
+            str(answer.get("artifacts") or ""),
+        )
+
+    def publish_artifact(self, name: str, content: str, issue_number: int | None) -> str:
+        answer = self.call("publish_artifact", name=name, content=content, issue_number=issue_number)
+        return f"Published {answer['published']} (revision {answer['revision']})."
+
+    def read_artifact(self, name: str, issue_number: int | None) -> str:
+        return str(self.call("read_artifact", name=name, issue_number=issue_number)["artifact"])
 
     # --- what it tells the router ------------------------------------------------------------
 

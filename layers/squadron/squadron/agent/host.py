@@ -433,14 +433,14 @@ class AgentHost:
             prompt = "\n\n".join(part for part in (*self._brief(agent), prompt) if part)
         return f"{prompt}\n\nYour working copy (the current directory): {found}" if found else prompt
 
-    def _brief(self, agent: AgentRecord) -> tuple[str, str]:
-        """The shared context and the memory a new session starts with (none if the door fails:
+    def _brief(self, agent: AgentRecord) -> tuple[str, str, str]:
+        """The shared context, the memory and the artifacts a new session starts with (none if the door fails:
         the session is worth more than its brief)."""
         try:
             return self.door.brief(self.facts.title or agent.role)
         except Exception as exc:
             logger.warning("%s: no context or memory for its session: %s", agent.agent_id, exc)
-            return "", ""
+            return "", "", ""
 
     async def _news(self) -> bool:
         """Whether news waits in the inbox, lingering up to ``linger_seconds`` for some to come.

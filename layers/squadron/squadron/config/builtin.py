@@ -28,7 +28,8 @@ name: pm
 description: Triages new issues, labels and assigns them, and tracks blockers.
 lifecycle: ephemeral
 tools: [check_for_events, read_issue, label_issue, assign_issue, comment, create_issue,
-        register_blocker, escalate_to_human, report_complete, remember, recall]
+        register_blocker, escalate_to_human, report_complete, remember, recall,
+        publish_artifact, read_artifact]
 ---
 You are the project manager of {project_name} ({repo_full_name}).
 
@@ -44,6 +45,10 @@ Roles:
 
 Human groups:
 {human_groups}
+
+When an issue needs several steps or blocker issues, publish your plan for it
+with publish_artifact (name `plan`, the issue's number): its agents are told it
+exists and read it.
 """
         + _COMMON,
         "feat-dev": """---
@@ -51,7 +56,8 @@ name: feat-dev
 description: Implements a feature issue on its own branch and opens a pull request.
 lifecycle: persistent
 tools: [check_for_events, read_issue, comment, git_push, open_pr, report_blocked,
-        create_blocker_issue, report_complete, escalate_to_human, remember, recall]
+        create_blocker_issue, report_complete, escalate_to_human, remember, recall,
+        read_artifact]
 host_tools: [bash, view, create, edit, grep, glob]
 ---
 You are {agent_id}, a feature developer on {project_name} ({repo_full_name}).
@@ -67,7 +73,8 @@ name: bug-fix
 description: Reproduces a reported bug, fixes it with a regression test, and opens a pull request.
 lifecycle: persistent
 tools: [check_for_events, read_issue, comment, git_push, open_pr, report_blocked,
-        create_blocker_issue, report_complete, escalate_to_human, remember, recall]
+        create_blocker_issue, report_complete, escalate_to_human, remember, recall,
+        read_artifact]
 host_tools: [bash, view, create, edit, grep, glob]
 ---
 You are {agent_id}, fixing bug #{issue_number} ({issue_title}) in {repo_full_name}.

@@ -37,8 +37,10 @@ op                 what the verified task gets
                    person confirms it: :mod:`squadron.domain.memory`)
 ``recall``         the facts of its repository's memory it may see that match a query
 ``brief``          what its session starts with: the repository's shared context
-                   (``.squadron/context.md`` and the project section, from the default branch)
-                   and the most relevant facts it may see
+                   (``.squadron/context.md`` and the project section, from the default branch),
+                   the most relevant facts it may see, and the artifacts made for its issue
+``publish_artifact`` an artifact it produces (the PM: for any issue; others: their own)
+``read_artifact``  an artifact of its repository, its read recorded among the consumers
 ``purge_claim``    the janitor's page (at most PURGE_PAGE) of finished agents whose state is
                    past the retention, each claimed for it (:mod:`squadron.domain.retention`):
                    their ids and nothing else. Any kind of agent's task, once it holds its
@@ -77,6 +79,16 @@ from squadron.domain.agents import (
     inbox_page,
     parse_agent_id,
 )
+from squadron.domain.artifacts import (
+    MAX_ARTIFACT_CHARS,
+    ArtifactRefusedError,
+    consumed,
+    for_issue,
+    listing,
+    publish,
+    shown,
+)
+from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
 from squadron.domain.context import shared_context
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import (
@@ -137,7 +149,7 @@ from squadron.domain.retention import (
 )
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.retrospective import ActionItem
-from squadron.ports import EventQueue, MetricsSink, RetroStore, SecretSource
+from squadron.ports import ArtifactStore, EventQueue, MetricsSink, RetroStore, SecretSource
 from squadron.shell.memory import Memory
 
 logger = logging.getLogger(__name__)
@@ -357,6 +369,19 @@ class Brief(_Request):
     query: str = Field(default="", max_length=MAX_QUERY_CHARS)
 
 
+class PublishArtifact(_Request):
+    op: Literal["publish_artifact"]
+    name: str = Field(pattern=ARTIFACT_NAME)
+    content: str = Field(min_length=1, max_length=MAX_ARTIFACT_CHARS)
+    issue_number: int | None = Field(default=None, gt=0)
+
+
+class ReadArtifact(_Request):
+    op: Literal["read_artifact"]
+    name: str = Field(pattern=ARTIFACT_NAME)
+    issue_number: int | None = Field(default=None, gt=0)
+
+
 def _agent_id(value: str) -> str:
     try:
         parse_agent_id(value)
@@ -393,6 +418,8 @@ GatewayRequest = Annotated[
     | Remember
     | Recall
     | Brief
+    | PublishArtifact
+    | ReadArtifact
     | PurgeClaim
     | Purged,
     Field(discriminator="op"),
@@ -419,6 +446,8 @@ Request = (
     | Remember
     | Recall
     | Brief
+    | PublishArtifact
+    | ReadArtifact
     | PurgeClaim
     | Purged
 )
@@ -492,6 +521,7 @@ class AgentGateway:
         copilot_token_secret: str | None = None,
         memory: Memory | None = None,
         retros: RetroStore | None = None,
+        artifacts: ArtifactStore | None = None,
         state_retention: timedelta = timedelta(days=DEFAULT_RETENTION_DAYS),
         clock: Callable[[], datetime] = _now,
     ) -> None:
@@ -499,6 +529,8 @@ class AgentGateway:
         self.memory = memory
         #: The repositories' retrospectives: what a retrospective's agent opens is tracked there.
         self.retros = retros
+        #: What agents produce for each other (a plan), with producer and consumers.
+        self.artifact_store = artifacts
         self.registry = registry
         self.app = app
         self.queue = queue
@@ -571,6 +603,10 @@ class AgentGateway:
                 return self._recall(request)
             case Brief():
                 return self._brief(request)
+            case PublishArtifact():
+                return self._publish_artifact(request)
+            case ReadArtifact():
+                return self._read_artifact(request)
             case PurgeClaim():
                 return self._purge_claim(request)
             case Purged():
@@ -626,12 +662,82 @@ class AgentGateway:
             if self.memory is not None
             else ""
         )
+        made = (
+            for_issue(self.artifact_store.artifacts(agent.repo_id), agent.issue_number)
+            if self.artifact_store is not None
+            else []
+        )
         return Answer(
             {
                 "context": shared_context(config.config.project, agent.repo_full_name, config.context),
                 "memory": memory,
+                "artifacts": listing(made),
             }
         )
+
+    def _publish_artifact(self, request: PublishArtifact) -> Answer:
+        """An agent publishes (or revises) an artifact: the PM for any issue or the repository,
+        any other agent for its own issue or pull request only."""
+        agent = self._verified(request)
+        check_lease(agent, request.launch_token, self.clock())
+        if self.artifact_store is None:
+            raise LaunchRefusedError("forbidden", "this deployment keeps no artifacts")
+        own = {n for n in (agent.issue_number, agent.pr_number) if n is not None}
+        if agent.kind is not RoleKind.PM and request.issue_number not in own:
+            mine = ", ".join(f"#{n}" for n in sorted(own)) or "none"
+            raise LaunchRefusedError(
+                "forbidden", f"{agent.display_name} publishes artifacts for its own issue only ({mine})"
+            )
+        for _attempt in range(3):
+            held = next(
+                (
+                    a
+                    for a in self.artifact_store.artifacts(agent.repo_id)
+                    if a.name == request.name and a.issue_number == request.issue_number
+                ),
+                None,
+            )
+            try:
+                made = publish(
+                    held,
+                    repo_id=agent.repo_id,
+                    repo_full_name=agent.repo_full_name,
+                    name=request.name,
+                    issue_number=request.issue_number,
+                    content=request.content,
+                    producer=agent.agent_id,
+                    producer_role=agent.role,
+                    now=self.clock(),
+                )
+            except ArtifactRefusedError as exc:
+                raise LaunchRefusedError("forbidden", str(exc)) from exc
+            try:
+                self.artifact_store.put_artifact(made, held.version if held is not None else None)
+            except ConflictError:
+                continue
+            return Answer({"published": made.label, "revision": made.revisions})
+        raise LaunchRefusedError("forbidden", f"artifact {request.name} keeps changing: try again")
+
+    def _read_artifact(self, request: ReadArtifact) -> Answer:
+        """An artifact of the agent's repository, its read recorded (the agent among its consumers)."""
+        agent = self._verified(request)
+        if self.artifact_store is None:
+            raise LaunchRefusedError("forbidden", "this deployment keeps no artifacts")
+        issue = request.issue_number if request.issue_number is not None else agent.issue_number
+        for _attempt in range(3):
+            found = [a for a in self.artifact_store.artifacts(agent.repo_id) if a.name == request.name]
+            held = next((a for a in found if a.issue_number == issue), None) or next(
+                (a for a in found if a.issue_number is None), None
+            )
+            if held is None:
+                where = f" for #{issue}" if issue is not None else ""
+                raise LaunchRefusedError("forbidden", f"no artifact {request.name}{where} in this repository")
+            try:
+                self.artifact_store.put_artifact(consumed(held, agent.agent_id), held.version)
+            except ConflictError:
+                continue
+            return Answer({"artifact": shown(held)})
+        raise LaunchRefusedError("forbidden", f"artifact {request.name} keeps changing: try again")
 
     # --- verification ----------------------------------------------------------------------
 

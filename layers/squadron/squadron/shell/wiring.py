@@ -107,6 +107,7 @@ def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | 
         copilot_token_secret=settings.copilot_token_secret,
         memory=Memory(DynamoMemory(settings.registry_table_name)),
         retros=DynamoMemory(settings.registry_table_name),
+        artifacts=DynamoMemory(settings.registry_table_name),
         state_retention=timedelta(days=settings.state_retention_days),
     )
 

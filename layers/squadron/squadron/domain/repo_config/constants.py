@@ -45,6 +45,8 @@ FRAMEWORK_TOOLS: Mapping[str, str] = MappingProxyType(
         "create_issue": "Open a new issue.",
         "remember": "Propose a fact to the repository's memory, with the evidence that taught it.",
         "recall": "Search the repository's memory for facts the agent may see.",
+        "publish_artifact": "Publish an artifact (e.g. the PM's plan for an issue tree) for other agents.",
+        "read_artifact": "Read an artifact another agent produced (its read is recorded).",
     }
 )
 

@@ -60,7 +60,7 @@ typecheck: $(PY_STAMP)
 	for handler in functions/*/handler.py; do $(BIN)/mypy --config-file pyproject.toml $$handler || exit 1; done
 
 unit: setup $(OPENAPI) browser
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 ## Installs Debian's chromium once, only where it is missing and apt is available; elsewhere
 ## the browser test is skipped and says why.

@@ -95,6 +95,7 @@ class SquadronStack(cdk.Stack):
             log_retention=settings.log_retention,
             metrics_namespace=settings.metrics_namespace,
             log_level=settings.log_level,
+            name_prefix=f"squadron-{settings.stage}",
         )
         self.domain_events = DomainEventBus(
             self,

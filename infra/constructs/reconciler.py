@@ -18,6 +18,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -64,6 +65,7 @@ class Reconciler(Construct):
         log_retention: logs.RetentionDays,
         metrics_namespace: str,
         log_level: str = "INFO",
+        name_prefix: str = "squadron",
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(self, "FunctionLogs", retention=log_retention)
@@ -83,6 +85,15 @@ class Reconciler(Construct):
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
         )
+        # The dashboard's Memory section: the repositories' facts, and nothing else of the table.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"],
+                resources=[table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["MEMORY#*"]}},
+            )
+        )
+        self._retrospective_schedules(queue, name_prefix)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
         )
@@ -127,6 +138,8 @@ class Reconciler(Construct):
                 "REGISTRY_TABLE_NAME": table.table_name,
                 "EVENTS_QUEUE_URL": queue.queue_url,
                 "AGENT_CLUSTER": cluster.cluster_arn,
+                "SCHEDULE_GROUP": self.schedule_group.ref,
+                "SCHEDULER_ROLE_ARN": self.scheduler_role.role_arn,
                 "GITHUB_APP_ID": github_app_id,
                 "GITHUB_APP_SLUG": github_app_slug,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
@@ -151,4 +164,52 @@ class Reconciler(Construct):
                     max_event_age=self.MAX_EVENT_AGE,
                 )
             ],
+        )
+
+    def _retrospective_schedules(self, queue: sqs.IQueue, name_prefix: str) -> None:
+        """The stage's EventBridge Scheduler group for each repository's retrospective schedule,
+        the role its schedules send to events.fifo with (that and nothing else), and the
+        reconciler's right to keep schedules of that group only (squadron.adapters.scheduler)."""
+        self.schedule_group = scheduler.CfnScheduleGroup(
+            self, "RetrospectiveSchedules", name=f"{name_prefix}-retrospectives"
+        )
+        stack = cdk.Stack.of(self)
+        self.scheduler_role = iam.Role(
+            self,
+            "SchedulerRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+            ),
+            description="Squadron: a repository's retrospective schedule sends its command to events.fifo",
+        )
+        self.scheduler_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])
+        )
+        schedules = stack.format_arn(
+            service="scheduler", resource="schedule", resource_name=f"{self.schedule_group.ref}/*"
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "scheduler:GetSchedule",
+                    "scheduler:CreateSchedule",
+                    "scheduler:UpdateSchedule",
+                    "scheduler:DeleteSchedule",
+                ],
+                resources=[schedules],
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[self.scheduler_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+            )
+        )
+        cdk.Validations.of(self.role).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{as_nag_renders(self, schedules)}]",
+                reason="The retrospective schedules of the stage's own schedule group ('schedule/<group>/*'): "
+                "one per repository, named by its id, unknown in advance.",
+            ),
         )

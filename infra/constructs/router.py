@@ -19,6 +19,7 @@ from constructs import Construct
 
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.layer import SharedLayer, function_code
+from squadron.adapters.dynamo_registry import STATUS_INDEX
 from squadron.deployment import DeploymentSettings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -107,6 +108,12 @@ class EventRouter(Construct):
         self.log_group.grant_write(self.role)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(REGISTRY_ACTIONS), resources=[table.table_arn])
+        )
+        # A retrospective reads its repository's history (domain events by time) on the index.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"], resources=[f"{table.table_arn}/index/{STATUS_INDEX}"]
+            )
         )
         private_key.grant_read(self.role)
         # The merge gate announces the App's own merges on events.fifo (their webhooks are dropped).

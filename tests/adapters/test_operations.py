@@ -22,6 +22,7 @@ from squadron.adapters.operations import Operations, OperatorError, Target, loca
 from squadron.cli import main
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem, RoleKind
 from squadron.domain.effects import AgentWrite
+from squadron.domain.events import EventEnvelope, StartRetrospective
 from squadron.domain.memory import MemoryPolicy, Writer
 from squadron.shell.memory import Memory
 
@@ -293,3 +294,25 @@ def test_people_list_show_confirm_pin_and_forget_what_agents_remember(
     out = io.StringIO()
     code = main(["memory", "list", "--repo", "octo/none", "--local", "--state", str(tmp_path)], out=out)
     assert code == 3 and "no agent of octo/none" in out.getvalue()
+
+
+def test_an_operator_starts_a_retrospective_on_the_queue(local_stack: Target, tmp_path: Path) -> None:
+    out = io.StringIO()
+    where = ["--local", "--state", str(tmp_path)]
+    code = main(["retro", "start", "--repo", "octo/shop", "--days", "14", "--json", *where], out=out)
+    assert code == 0, out.getvalue()
+    delivery = json.loads(out.getvalue())["delivery_id"]
+    sqs = local_stack.sqs()
+    (message,) = sqs.receive_message(QueueUrl=local_stack.queue_url, AttributeNames=["All"])["Messages"]
+    envelope = EventEnvelope.from_message(message["Body"])
+    assert isinstance(envelope.command, StartRetrospective)
+    assert (envelope.command.trigger, envelope.command.window_days, envelope.delivery_id) == (
+        "operator",
+        14,
+        delivery,
+    )
+    assert message["Attributes"]["MessageGroupId"] == "1#repo"
+    out = io.StringIO()
+    assert main(["retro", "start", "--repo", "octo/none", *where], out=out) == 3
+    assert "no agent of octo/none" in out.getvalue()
+    assert main(["retro", "start", "--repo", "octo/shop", "--days", "0", *where], out=io.StringIO()) == 1

@@ -17,10 +17,12 @@ from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.errors import NotFoundError, RateLimitedError
 from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.scheduler import ScheduleUnavailableError
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.domain.agents import AgentStatus
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
+from squadron.domain.repo_config.models import RetrospectiveConfig
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.reconciler import ReconcilerService
 from squadron.shell.router import RouterService
@@ -529,3 +531,48 @@ def test_a_tick_nobody_acted_on_is_undone_by_the_next_rendering(stack: Stack) ->
     stack.github.opened[number]["body"] = rendered.replace("- [ ] Wake", "- [x] Wake")  # a stranger
     assert stack.reconciler().run().dashboards == [f"octo/repo#{number}"]
     assert stack.github.opened[number]["body"] == rendered  # put back as it was
+
+
+SCHEDULING = [
+    # (id, the repository's retrospective settings, what the schedule is kept as)
+    ("weekly by default", RetrospectiveConfig(), ("cron(0 9 ? * MON *)", True)),
+    ("its own expression", RetrospectiveConfig(schedule="rate(14 days)"), ("rate(14 days)", True)),
+    ("turned off", RetrospectiveConfig(enabled=False), ("cron(0 9 ? * MON *)", False)),
+]
+
+
+@pytest.mark.parametrize(("settings", "kept"), [s[1:] for s in SCHEDULING], ids=[s[0] for s in SCHEDULING])
+def test_each_repositorys_retrospective_schedule_is_kept_as_its_configuration_says(
+    stack: Stack, settings: RetrospectiveConfig, kept: tuple[str, bool]
+) -> None:
+    asked: list[tuple[int, str, int | None, str, bool]] = []
+
+    class Schedules:
+        def ensure(
+            self, repo_id: int, full_name: str, installation_id: int | None, *, expression: str, enabled: bool
+        ) -> str:
+            asked.append((repo_id, full_name, installation_id, expression, enabled))
+            return "created" if enabled else "deleted"
+
+    stack.router.process(stack.events.assigned(38))
+    stack.github.issues[38] = issue(38)
+    reconciler = stack.reconciler()
+    reconciler.schedules = Schedules()
+    reconciler.policy_for = lambda repo: RoutingPolicy(retrospective=settings)
+    report = reconciler.run()
+    assert asked == [(1, "octo/repo", 77, *kept)]
+    assert report.schedules == [f"octo/repo: retrospective schedule {'created' if kept[1] else 'deleted'}"]
+
+
+def test_a_scheduler_failure_is_a_problem_of_its_repository_not_of_the_sweep(stack: Stack) -> None:
+    class Broken:
+        def ensure(self, *args: object, **kwargs: object) -> str:
+            raise ScheduleUnavailableError("Scheduler GetSchedule failed: throttled")
+
+    stack.router.process(stack.events.assigned(38))
+    stack.github.issues[38] = issue(38)
+    reconciler = stack.reconciler()
+    reconciler.schedules = Broken()
+    report = reconciler.run()
+    assert any("retrospective schedule not kept: Scheduler GetSchedule failed" in p for p in report.problems)
+    assert report.dashboards  # the rest of the sweep went on

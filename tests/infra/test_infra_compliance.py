@@ -41,6 +41,8 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     # under their prefix
     "AwsSolutions-IAM5[Resource::<agent gateway>:*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     "AwsSolutions-IAM5[Resource::<BYOK keys>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
+    # the reconciler: the retrospective schedules of the stage's own schedule group
+    "AwsSolutions-IAM5[Resource::<retrospective schedules>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
 }
 
 #: Finding ids that name generated logical ids, as the table above names them.
@@ -54,6 +56,10 @@ _GENERATED = [
     (
         re.compile(r"Resource::arn:[^\]]*:secretsmanager:[^\]]*:secret:squadron/byok/\*\]$"),
         "Resource::<BYOK keys>/*]",
+    ),
+    (
+        re.compile(r"Resource::arn:[^\]]*:scheduler:[^\]]*:schedule/<\w*RetrospectiveSchedules\w*>/\*\]$"),
+        "Resource::<retrospective schedules>/*]",
     ),
 ]
 

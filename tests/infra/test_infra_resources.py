@@ -501,6 +501,23 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
             ],
         ]
     }
+    schedules = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":scheduler:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                ":schedule/",
+                {"Ref": next(iter(synthesized.resources("AWS::Scheduler::ScheduleGroup")))},
+                "/*",
+            ],
+        ]
+    }
+    scheduler_role = {"Fn::GetAtt": [synthesized.logical_id(stack.reconciler.scheduler_role), "Arn"]}
     granted = {
         (tuple(sorted(_as_list(statement["Action"]))), repr(statement["Resource"]))
         for statement in _statements_of(synthesized, stack.reconciler.role)
@@ -520,13 +537,63 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
         ),
         (("xray:PutTelemetryRecords", "xray:PutTraceSegments"), repr("*")),
         (("ecs:DescribeTasks",), repr(tasks_of_cluster)),
+        # the dashboard's Memory section: the MEMORY# partitions only (condition below)
+        (("dynamodb:Query",), repr(table_arn)),
+        # each repository's retrospective schedule, in the stage's own group, sent with its role
+        (
+            (
+                "scheduler:CreateSchedule",
+                "scheduler:DeleteSchedule",
+                "scheduler:GetSchedule",
+                "scheduler:UpdateSchedule",
+            ),
+            repr(schedules),
+        ),
+        (("iam:PassRole",), repr(scheduler_role)),
     }
-    (describe,) = [
-        s for s in _statements_of(synthesized, stack.reconciler.role) if s["Action"] == "ecs:DescribeTasks"
-    ]
+    statements = _statements_of(synthesized, stack.reconciler.role)
+    (describe,) = [s for s in statements if s["Action"] == "ecs:DescribeTasks"]
     assert describe["Condition"] == {
         "ArnEquals": {"ecs:cluster": {"Fn::GetAtt": [synthesized.logical_id(stack.agents.cluster), "Arn"]}}
     }
+    (memory,) = [s for s in statements if s["Action"] == "dynamodb:Query" and s["Resource"] == table_arn]
+    assert memory["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["MEMORY#*"]}}
+    (passed,) = [s for s in statements if s["Action"] == "iam:PassRole"]
+    assert passed["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_the_retrospective_schedules_send_to_the_queue_and_nothing_else(synthesized: Synthesized) -> None:
+    stack = synthesized.stack
+    (group,) = synthesized.resources("AWS::Scheduler::ScheduleGroup").values()
+    assert group["Properties"]["Name"].endswith("-retrospectives")
+    role = synthesized.resources("AWS::IAM::Role")[synthesized.logical_id(stack.reconciler.scheduler_role)]
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    granted = [
+        (statement["Action"], statement["Resource"])
+        for statement in _statements_of(synthesized, stack.reconciler.scheduler_role)
+    ]
+    assert granted == [
+        ("sqs:SendMessage", {"Fn::GetAtt": [synthesized.logical_id(stack.events.queue), "Arn"]})
+    ]
+    env = _function(synthesized, stack.reconciler.function)["Properties"]["Environment"]["Variables"]
+    assert env["SCHEDULE_GROUP"] == {
+        "Ref": next(iter(synthesized.resources("AWS::Scheduler::ScheduleGroup")))
+    }
+    assert env["SCHEDULER_ROLE_ARN"] == {
+        "Fn::GetAtt": [synthesized.logical_id(stack.reconciler.scheduler_role), "Arn"]
+    }
+
+
+def test_the_router_reads_the_history_on_the_status_index(synthesized: Synthesized) -> None:
+    stack = synthesized.stack
+    table_arn = {"Fn::GetAtt": [synthesized.logical_id(stack.registry.table), "Arn"]}
+    index = {"Fn::Join": ["", [table_arn, "/index/by-status"]]}
+    assert any(
+        s["Action"] == "dynamodb:Query" and s["Resource"] == index
+        for s in _statements_of(synthesized, stack.router.role)
+    )
 
 
 def test_the_reconciler_runs_every_five_minutes(synthesized: Synthesized) -> None:

@@ -108,6 +108,7 @@ def test_subcommands_are_a_table() -> None:
         "dlq",
         "events",
         "memory",
+        "retro",
         "replay",
         "app",
         "branch-protection",

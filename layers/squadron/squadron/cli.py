@@ -439,6 +439,12 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         operator_cli.run_memory,
     ),
     Subcommand(
+        "retro",
+        "hold a repository's retrospective now (as its schedule would)",
+        operator_cli.configure_retro,
+        operator_cli.run_retro,
+    ),
+    Subcommand(
         "replay",
         "ask GitHub to send a webhook delivery again",
         operator_cli.configure_replay,

@@ -190,6 +190,43 @@ def run_memory(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_UNAVAILABLE
 
 
+def configure_retro(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=("start",), help="start: hold a repository's retrospective now")
+    parser.add_argument("--repo", type=repo_name, required=True, help="the repository (owner/name)")
+    parser.add_argument(
+        "--days", type=int, default=7, help="look back this many days (default: 7), when no --since"
+    )
+    parser.add_argument(
+        "--since",
+        type=datetime.fromisoformat,
+        help="look back to this time (ISO 8601; default: the last one's end)",
+    )
+    _where(parser)
+
+
+def run_retro(args: argparse.Namespace, out: TextIO) -> int:
+    """``squadron retro start``: the router holds the retrospective as if its schedule fired."""
+    from squadron.adapters.operations import OperatorError  # noqa: PLC0415
+
+    if not 1 <= args.days <= 366:
+        out.write("--days is 1 to 366\n")
+        return EXIT_PROBLEMS
+    since = args.since
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    try:
+        delivery = _operations(args).start_retrospective(args.repo, days=args.days, since=since, now=_now())
+    except OperatorError as exc:
+        out.write(f"{exc}\n")
+        return EXIT_UNAVAILABLE
+    out.write(
+        json.dumps({"delivery_id": delivery}) + "\n"
+        if args.json
+        else f"asked for the retrospective of {args.repo} ({delivery}); its issue opens in a moment\n"
+    )
+    return EXIT_OK
+
+
 def configure_replay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("delivery", help="the delivery's GUID (X-GitHub-Delivery, in the logs) or numeric id")
     _where(parser)

@@ -287,6 +287,15 @@ class ArtifactStore(Protocol):
     def put_artifact(self, artifact: Artifact, expected_version: int | None) -> None: ...
 
 
+class ScheduleSync(Protocol):
+    """Keeps a repository's retrospective schedule as its configuration says (EventBridge
+    Scheduler); what it did: created, updated, unchanged, deleted or absent."""
+
+    def ensure(
+        self, repo_id: int, full_name: str, installation_id: int | None, *, expression: str, enabled: bool
+    ) -> str: ...
+
+
 class MetricsSink(Protocol):
     """Where metric points go (EMF in a Lambda, PutMetricData from an agent task)."""
 

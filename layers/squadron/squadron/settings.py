@@ -166,6 +166,10 @@ class ReconcilerSettings(GitHubAppSettings, _AppLogin):
     config_ttl_seconds: int = Field(
         default=300, validation_alias=AliasChoices("CONFIG_TTL_SECONDS"), ge=0, le=3600
     )
+    #: The stage's EventBridge Scheduler group and the role its schedules send with: each
+    #: repository's retrospective schedule is kept there (without them, none is kept).
+    schedule_group: str | None = Field(default=None, validation_alias=AliasChoices("SCHEDULE_GROUP"))
+    scheduler_role_arn: str | None = Field(default=None, validation_alias=AliasChoices("SCHEDULER_ROLE_ARN"))
 
 
 class GatewaySettings(GitHubAppSettings, _AppLogin):

@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from botocore.exceptions import ClientError
 from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, HISTORY_ENTITY, TABLE_DEFINITION
 from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
 from squadron.domain.domain_events import SOURCE
+from squadron.domain.schedules import fired
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -52,6 +54,10 @@ class LocalResources:
     stream_arn: str = ""
     event_bus_name: str = f"{PREFIX}-events"
     event_log_group: str = "/squadron/local/domain-events"
+    #: The retrospective schedules' group and the role they send with (moto keeps them; it does
+    #: not fire them: :func:`fire_schedule` sends what a firing sends).
+    schedule_group: str = f"{PREFIX}-retrospectives"
+    scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{PREFIX}-scheduler"
 
 
 def provision(
@@ -127,6 +133,7 @@ def provision(
         memory="2048",
         containerDefinitions=[{"name": "agent", "image": "squadron-agent:local", "memory": 2048}],
     )["taskDefinition"]["taskDefinitionArn"]
+    boto3.client("scheduler", endpoint_url=endpoint).create_schedule_group(Name=f"{PREFIX}-retrospectives")
     return LocalResources(
         endpoint,
         queue_url,
@@ -330,3 +337,17 @@ class QueuePoller:
         return int(attributes["ApproximateNumberOfMessages"]) + int(
             attributes["ApproximateNumberOfMessagesNotVisible"]
         )
+
+
+def fire_schedule(endpoint: str, group: str, name: str, at: datetime) -> str | None:
+    """What EventBridge Scheduler sends when schedule ``name`` fires at ``at``: its universal SQS
+    target's SendMessage, its input substituted (moto stores schedules but never fires them).
+    The message id, or None when there is no such schedule."""
+    scheduler = boto3.client("scheduler", endpoint_url=endpoint)
+    try:
+        held = scheduler.get_schedule(Name=name, GroupName=group)
+    except scheduler.exceptions.ResourceNotFoundException:
+        return None
+    parameters = fired(held["Target"]["Input"], at)
+    sent = boto3.client("sqs", endpoint_url=endpoint).send_message(**parameters)
+    return str(sent["MessageId"])

@@ -25,6 +25,7 @@ from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
+from squadron.domain.events import StartRetrospective, command_envelope
 from squadron.domain.permissions import Caller
 from squadron.errors import SquadronError
 
@@ -177,6 +178,30 @@ class Operations:
             f"no agent of {repo} in {self.target.table_name}: its memory is empty (`squadron status` lists "
             "the repositories with agents)"
         )
+
+    def start_retrospective(self, repo: str, *, days: int, since: datetime | None, now: datetime) -> str:
+        """Put an operator's StartRetrospective for ``repo`` on events.fifo; its delivery id."""
+        agents = self.agents(repo)
+        if not agents:
+            raise OperatorError(f"no agent of {repo} in {self.target.table_name}: nothing to look back on")
+        command = StartRetrospective(trigger="operator", window_end=now, window_start=since, window_days=days)
+        delivery = f"retro-operator-{agents[0].repo_id}-{now.strftime('%Y%m%dT%H%M%S%f')}"
+        envelope = command_envelope(
+            command,
+            repository={"id": agents[0].repo_id, "full_name": repo, "default_branch": None},
+            installation_id=agents[0].installation_id,
+            delivery_id=delivery,
+            now=now,
+        )
+        self._guard(
+            "sending to events.fifo",
+            self.sqs.send_message,
+            QueueUrl=self.target.queue_url,
+            MessageBody=envelope.to_message(),
+            MessageGroupId=envelope.message_group_id,
+            MessageDeduplicationId=delivery,
+        )
+        return delivery
 
     def memory_store(self) -> DynamoMemory:
         """The repositories' memory, on the registry's table."""

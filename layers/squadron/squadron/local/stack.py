@@ -43,6 +43,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TextIO
@@ -58,6 +59,7 @@ from squadron.adapters.local_aws import (
     LocalResources,
     MotoProcess,
     QueuePoller,
+    fire_schedule,
     provision,
     restore_state,
     save_state,
@@ -66,6 +68,7 @@ from squadron.adapters.local_launcher import LocalLauncher
 from squadron.adapters.operations import ENDPOINTS_FILE, Target
 from squadron.domain.permissions import Caller
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
+from squadron.domain.schedules import schedule_name
 from squadron.local.copilot_cli import cli_paths, unpack_cli
 from squadron.local.credentials import CredentialsError, GitHubAppCredentials
 from squadron.local.examples import first_examples
@@ -375,6 +378,8 @@ class LocalStack:
             "POLICY_TTL_SECONDS": "5",
             "CONFIG_TTL_SECONDS": "5",
             "SQUADRON_STATE_RETENTION_DAYS": str(self.options.state_retention_days),
+            "SCHEDULE_GROUP": r.schedule_group,
+            "SCHEDULER_ROLE_ARN": r.scheduler_role_arn,
             "POWERTOOLS_SERVICE_NAME": LAMBDA_SERVICE,
             "POWERTOOLS_METRICS_NAMESPACE": "SquadronLocal",
             "POWERTOOLS_TRACE_DISABLED": "true",
@@ -557,6 +562,14 @@ class LocalStack:
             self.reconcile()
         while not self._stop.wait(self.options.reconcile_seconds):
             self.reconcile()
+
+    def fire_schedule(self, repo_id: int, at: datetime) -> str | None:
+        """What EventBridge Scheduler does when repository ``repo_id``'s retrospective schedule
+        fires at ``at`` (the reconciler created it; moto never fires it): its message id."""
+        assert self.resources is not None
+        return fire_schedule(
+            self.resources.endpoint, self.resources.schedule_group, schedule_name(repo_id), at
+        )
 
     def reconcile(self) -> dict[str, Any]:
         try:

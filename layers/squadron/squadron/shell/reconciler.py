@@ -49,7 +49,7 @@ from squadron.domain.reconcile import (
 from squadron.domain.repo_config.models import RepoConfig
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import SquadronError
-from squadron.ports import EventQueue, MemoryStore
+from squadron.ports import EventQueue, MemoryStore, ScheduleSync
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,8 @@ class ReconcileReport:
     finished: list[str] = field(default_factory=list)
     #: Dashboard issues created or edited ("owner/name#number"); unchanged ones are not.
     dashboards: list[str] = field(default_factory=list)
+    #: Retrospective schedules created, updated or deleted ("owner/name: ...").
+    schedules: list[str] = field(default_factory=list)
     #: What could not be read or done, in words (logged; the next run tries again).
     problems: list[str] = field(default_factory=list)
     #: Agents per status (the live ones and those with humans), counted this run.
@@ -169,9 +171,12 @@ class ReconcilerService:
         clock: Callable[[], datetime] = _now,
         max_reads: int = 200,
         memory: MemoryStore | None = None,
+        schedules: ScheduleSync | None = None,
     ) -> None:
         #: The repositories' memory, shown on their dashboards (None: not shown).
         self.memory = memory
+        #: Keeps each repository's retrospective schedule in step with its configuration.
+        self.schedules = schedules
         self.liveness = liveness
         self.policy_for = policy_for
         self.tasks = tasks
@@ -281,6 +286,19 @@ class ReconcilerService:
             except Exception as exc:  # configuration unreadable: the defaults apply
                 report.problems.append(f"{repo}: configuration not read, dashboard with defaults: {exc}")
                 policy = _DEFAULT_POLICY
+            if self.schedules is not None:
+                try:
+                    outcome = self.schedules.ensure(
+                        theirs[0].repo_id,
+                        repo,
+                        installation,
+                        expression=policy.retrospective.schedule,
+                        enabled=policy.retrospective.enabled,
+                    )
+                    if outcome not in ("unchanged", "absent"):
+                        report.schedules.append(f"{repo}: retrospective schedule {outcome}")
+                except SquadronError as exc:
+                    report.problems.append(f"{repo}: retrospective schedule not kept: {exc}")
             if not policy.dashboard:
                 continue
             try:

@@ -16,6 +16,7 @@ from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.for_router import AppGitHub, app_repository_files
 from squadron.adapters.github.http import GitHubCallStats, GitHubHttp
 from squadron.adapters.metrics import ServiceEmfMetrics
+from squadron.adapters.scheduler import RetroSchedules
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.config import ConfigLoader
@@ -141,6 +142,13 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         bot_login=settings.bot_login,
         max_reads=settings.max_reads,
         memory=DynamoMemory(settings.registry_table_name),
+        schedules=RetroSchedules(
+            group=settings.schedule_group,
+            role_arn=settings.scheduler_role_arn,
+            queue_url=settings.events_queue_url,
+        )
+        if settings.schedule_group and settings.scheduler_role_arn
+        else None,
     )
 
 

@@ -174,46 +174,15 @@ LOCAL_COMMANDS = [
     ("command", "starts"), [row[1:] for row in LOCAL_COMMANDS], ids=[row[0] for row in LOCAL_COMMANDS]
 )
 def test_the_local_stack_is_read_from_a_plain_shell(
-    tmp_path: Path, plain_shell: None, command: list[str], starts: str
+    tmp_path: Path, local_stack: Target, command: list[str], starts: str
 ) -> None:
     """`squadron status --local` from a terminal with no AWS setup: the local stack's stand-in
     credentials, never the caller's (there are none)."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        # The server shares moto's in-process state: start from nothing.
-        reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 (loopback)
-        urllib.request.urlopen(reset).close()  # noqa: S310
-        aws: dict[str, Any] = {
-            "endpoint_url": endpoint,
-            "region_name": "us-east-1",
-            "aws_access_key_id": "x",
-            "aws_secret_access_key": "x",
-        }
-        boto3.client("dynamodb", **aws).create_table(TableName="registry", **TABLE_DEFINITION)
-        sqs = boto3.client("sqs", **aws)
-        dlq = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        queue = sqs.create_queue(QueueName="events.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-        target = Target(
-            table_name="registry",
-            queue_url=queue,
-            dead_letter_queue_url=dlq,
-            endpoint=endpoint,
-            region="us-east-1",
-        )
-        DynamoRegistry("registry", client=target.dynamodb()).put_agent(
-            AgentWrite(record(7, AgentStatus.ACTIVE), None)
-        )
-        target.write(tmp_path)
-        out = io.StringIO()
-        assert main([*command, "--local", "--state", str(tmp_path)], out=out) == 0, out.getvalue()
-        assert out.getvalue().startswith(starts)
-        if command[0] != "dlq":
-            assert "1-7-feat-dev" in out.getvalue()
-    finally:
-        server.stop()
+    out = io.StringIO()
+    assert main([*command, "--local", "--state", str(tmp_path)], out=out) == 0, out.getvalue()
+    assert out.getvalue().startswith(starts)
+    if command[0] != "dlq":
+        assert "1-7-feat-dev" in out.getvalue()
 
 
 @pytest.fixture

@@ -22,6 +22,14 @@ class FakeMemory:
         #: (repo id, period end, issue) -> the retrospective
         self.retros: dict[tuple[int, str, int], RetroRecord] = {}
 
+    @staticmethod
+    def _check(held_version: int | None, expected_version: int | None, what: str) -> None:
+        """The adapter's condition: new when nothing is held, else over the version read."""
+        if expected_version is None and held_version is not None:
+            raise ConflictError(f"{what} exists")
+        if expected_version is not None and held_version != expected_version:
+            raise ConflictError(f"{what} changed meanwhile")
+
     def facts(self, repo_id: int) -> list[MemoryFact]:
         self.calls["facts"] += 1
         return [fact for (repo, _), (fact, _) in sorted(self.items.items()) if repo == repo_id]
@@ -30,10 +38,7 @@ class FakeMemory:
         self.calls["put_fact"] += 1
         key = (fact.repo_id, fact.fact_id)
         held = self.items.get(key)
-        if expected_version is None and held is not None:
-            raise ConflictError(f"fact {fact.fact_id} exists")
-        if expected_version is not None and (held is None or held[0].version != expected_version):
-            raise ConflictError(f"fact {fact.fact_id} changed meanwhile")
+        self._check(held[0].version if held else None, expected_version, f"fact {fact.fact_id}")
         self.items[key] = (fact, expires_at)
 
     def delete_fact(self, repo_id: int, fact_id: str) -> bool:
@@ -48,10 +53,7 @@ class FakeMemory:
         self.calls["put_retrospective"] += 1
         key = (record.repo_id, record.window_end.isoformat(), record.issue_number)
         held = self.retros.get(key)
-        if expected_version is None and held is not None:
-            raise ConflictError(f"retrospective #{record.issue_number} exists")
-        if expected_version is not None and (held is None or held.version != expected_version):
-            raise ConflictError(f"retrospective #{record.issue_number} changed meanwhile")
+        self._check(held.version if held else None, expected_version, f"retrospective #{record.issue_number}")
         self.retros[key] = record
 
     def artifacts(self, repo_id: int) -> list[Artifact]:
@@ -62,8 +64,5 @@ class FakeMemory:
         self.calls["put_artifact"] += 1
         key = (artifact.repo_id, artifact.issue_number, artifact.name)
         held = self.artifact_items.get(key)
-        if expected_version is None and held is not None:
-            raise ConflictError(f"artifact {artifact.label} exists")
-        if expected_version is not None and (held is None or held.version != expected_version):
-            raise ConflictError(f"artifact {artifact.label} changed meanwhile")
+        self._check(held.version if held else None, expected_version, f"artifact {artifact.label}")
         self.artifact_items[key] = artifact

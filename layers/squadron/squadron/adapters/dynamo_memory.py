@@ -44,6 +44,19 @@ def _key(repo_id: int, fact_id: str) -> dict[str, object]:
 class DynamoMemory(DynamoTable):
     """Facts per repository, each written on the condition of the version it was read at."""
 
+    def _put_versioned(self, item: dict[str, object], expected_version: int | None, what: str) -> None:
+        """Put ``item``: new (``expected_version`` None) or over the version it was read at."""
+        request: dict[str, object] = {"TableName": self.table_name, "Item": dump_item(item)}
+        if expected_version is None:
+            request["ConditionExpression"] = "attribute_not_exists(PK)"
+        else:
+            request["ConditionExpression"] = "version = :v"
+            request["ExpressionAttributeValues"] = dump_item({":v": expected_version})
+        try:
+            self._call("put_item", **request)
+        except ClientError as exc:
+            raise ConflictError(f"{what} changed meanwhile") from exc
+
     def facts(self, repo_id: int) -> list[MemoryFact]:
         # Eventually consistent (half the read units): a fact written a moment ago may be missed
         # once; every write is conditional on the version read, so none is lost or overwritten.
@@ -66,16 +79,7 @@ class DynamoMemory(DynamoTable):
         }
         if expires_at is not None:
             item[TTL_ATTRIBUTE] = int(expires_at.timestamp())
-        request: dict[str, object] = {"TableName": self.table_name, "Item": dump_item(item)}
-        if expected_version is None:
-            request["ConditionExpression"] = "attribute_not_exists(PK)"
-        else:
-            request["ConditionExpression"] = "version = :v"
-            request["ExpressionAttributeValues"] = dump_item({":v": expected_version})
-        try:
-            self._call("put_item", **request)
-        except ClientError as exc:
-            raise ConflictError(f"fact {fact.fact_id} changed meanwhile") from exc
+        self._put_versioned(item, expected_version, f"fact {fact.fact_id}")
 
     def delete_fact(self, repo_id: int, fact_id: str) -> bool:
         answer = self._call(
@@ -99,16 +103,7 @@ class DynamoMemory(DynamoTable):
             "data": record.model_dump_json(),
             "version": record.version,
         }
-        request: dict[str, object] = {"TableName": self.table_name, "Item": dump_item(item)}
-        if expected_version is None:
-            request["ConditionExpression"] = "attribute_not_exists(PK)"
-        else:
-            request["ConditionExpression"] = "version = :v"
-            request["ExpressionAttributeValues"] = dump_item({":v": expected_version})
-        try:
-            self._call("put_item", **request)
-        except ClientError as exc:
-            raise ConflictError(f"retrospective #{record.issue_number} changed meanwhile") from exc
+        self._put_versioned(item, expected_version, f"retrospective #{record.issue_number}")
 
     # --- artifacts --------------------------------------------------------------------------
 
@@ -128,13 +123,4 @@ class DynamoMemory(DynamoTable):
             "data": artifact.model_dump_json(),
             "version": artifact.version,
         }
-        request: dict[str, object] = {"TableName": self.table_name, "Item": dump_item(item)}
-        if expected_version is None:
-            request["ConditionExpression"] = "attribute_not_exists(PK)"
-        else:
-            request["ConditionExpression"] = "version = :v"
-            request["ExpressionAttributeValues"] = dump_item({":v": expected_version})
-        try:
-            self._call("put_item", **request)
-        except ClientError as exc:
-            raise ConflictError(f"artifact {artifact.label} changed meanwhile") from exc
+        self._put_versioned(item, expected_version, f"artifact {artifact.label}")

@@ -64,6 +64,8 @@ class FakeRegistry:
         self.events: dict[str, DomainEvent] = {}
         #: (repo, PR) -> the merge gate's latest verdict
         self.verdicts: dict[tuple[int, int], str] = {}
+        #: (repo, PR) -> what the gate said with its latest verdict (what it waits for)
+        self.gate_descriptions: dict[tuple[int, int], str] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -263,11 +265,23 @@ class FakeRegistry:
         self.calls["gate_verdict"] += 1
         return self.verdicts.get((repo_id, pr_number))
 
+    def gate_state(self, repo_id: int, pr_number: int) -> tuple[str | None, str]:
+        self.calls["gate_state"] += 1
+        return self.verdicts.get((repo_id, pr_number)), self.gate_descriptions.get((repo_id, pr_number), "")
+
+    def set_gate_description(self, repo_id: int, pr_number: int, verdict: str, description: str) -> bool:
+        self.calls["set_gate_description"] += 1
+        if self.verdicts.get((repo_id, pr_number)) != verdict:
+            return False
+        self.gate_descriptions[(repo_id, pr_number)] = description[:140]
+        return True
+
     def change_verdict(self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent) -> bool:
         self.calls["change_verdict"] += 1
         if self.verdicts.get((repo_id, pr_number)) != previous or event.id in self.events:
             return False
         self.verdicts[(repo_id, pr_number)] = str(event.data["verdict"])
+        self.gate_descriptions[(repo_id, pr_number)] = str(event.data.get("description") or "")[:140]
         self.events[event.id] = event
         return True
 

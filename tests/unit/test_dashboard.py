@@ -14,8 +14,10 @@ import pytest
 
 from squadron.domain import dashboard
 from squadron.domain.agents import AgentRecord, AgentStatus, BreakerCounters, RoleKind
+from squadron.domain.approval import GateResult
 from squadron.domain.memory import MemoryPolicy, Reader, Writer
 from squadron.domain.usage import ModelTokens
+from squadron.shell.merge_gate import GateOutcome
 from tests.support.events import recover
 from tests.support.world import World
 
@@ -247,3 +249,34 @@ def test_ticking_confirm_shares_a_fact_only_for_people_with_write_access(who: st
         assert (fact.confirmed_by, fact.confirmed_how) == ("alice", "dashboard")
     other = Reader(agent_id="1-77-feat-dev", kind="dev")
     assert bool(world.memory.recall(other, 1, "api schema", policy=MemoryPolicy(), limit=5)) is shared
+
+
+def test_the_pull_request_table_says_what_the_gate_waits_for_now() -> None:
+    """Each judgement's text is kept with the verdict, also when only the text moved on."""
+
+    class Gate:
+        waits_for: tuple[str, ...] = ("ci",)
+
+        def evaluate(
+            self, installation_id: int | None, repo: str, pr_number: int, *a: object, **k: object
+        ) -> GateOutcome:
+            result = GateResult(
+                "waiting", tuple(f"waiting on {w}" for w in self.waits_for), False, "squash", False
+            )
+            return GateOutcome(pr_number, result)
+
+    world = World()
+    gate = Gate()
+    world.router.merge_gate = gate
+    world.send(world.events.assigned(38))
+    world.send(world.events.pr(101, "feat/issue-38", "Closes #38"))
+    assert world.registry.gate_state(1, 101) == ("waiting", "waiting: waiting on ci")
+    gate.waits_for = ("pr-review", "human_group:maintainers")
+    world.send(world.events.check("feat/issue-38", "success", prs=(101,), sha="s1"))
+    verdict, said = world.registry.gate_state(1, 101)
+    assert (verdict, said) == ("waiting", "waiting: waiting on pr-review; waiting on human_group:maintainers")
+    agents = list(world.registry.agents.values())
+    body = dashboard.render(
+        "octo/repo", agents, gates={101: dashboard.GateView(verdict or "", said)}, now=NOW
+    )
+    assert "| **waiting**: waiting: waiting on pr-review; waiting on human_group:maintainers |" in body

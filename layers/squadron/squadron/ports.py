@@ -118,6 +118,16 @@ class Registry(Protocol):
         """The merge gate's latest verdict on the PR, or None (never judged)."""
         ...
 
+    def gate_state(self, repo_id: int, pr_number: int) -> tuple[str | None, str]:
+        """The gate's latest verdict on the PR (None: never judged) and what it said (its
+        squadron/merge status text: what it waits for)."""
+        ...
+
+    def set_gate_description(self, repo_id: int, pr_number: int, verdict: str, description: str) -> bool:
+        """Store what the gate says now, if its verdict is still ``verdict`` (no event: the verdict
+        did not change); False when it changed meanwhile."""
+        ...
+
     def change_verdict(self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent) -> bool:
         """Store the verdict ``event`` reports and the event, if the verdict is still ``previous``.
 

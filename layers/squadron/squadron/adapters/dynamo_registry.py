@@ -787,6 +787,9 @@ class DynamoRegistry(DynamoTable):
         }
 
     def gate_verdict(self, repo_id: int, pr_number: int) -> str | None:
+        return self.gate_state(repo_id, pr_number)[0]
+
+    def gate_state(self, repo_id: int, pr_number: int) -> tuple[str | None, str]:
         response = self._call(
             "get_item",
             TableName=self.table_name,
@@ -794,19 +797,41 @@ class DynamoRegistry(DynamoTable):
             ConsistentRead=True,
         )
         item = response.get("Item")
-        return None if item is None else str(_load(item).get("verdict") or "") or None
+        if item is None:
+            return None, ""
+        loaded = _load(item)
+        return str(loaded.get("verdict") or "") or None, str(loaded.get("description") or "")
+
+    def set_gate_description(self, repo_id: int, pr_number: int, verdict: str, description: str) -> bool:
+        try:
+            self._call(
+                "update_item",
+                TableName=self.table_name,
+                Key=_dump({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
+                UpdateExpression="SET description = :d",
+                ConditionExpression="verdict = :v",
+                ExpressionAttributeValues=_dump({":d": description[:140], ":v": verdict}),
+            )
+        except ClientError:
+            return False
+        return True
 
     def change_verdict(self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent) -> bool:
         """The verdict and its event in one transaction, if the verdict is still ``previous``."""
         verdict = str(event.data["verdict"])
         condition = "attribute_not_exists(verdict)" if previous is None else "verdict = :previous"
-        values: dict[str, Any] = {":v": verdict, ":at": _iso(event.time), ":e": "gate"}
+        values: dict[str, Any] = {
+            ":v": verdict,
+            ":at": _iso(event.time),
+            ":e": "gate",
+            ":d": str(event.data.get("description") or "")[:140],
+        }
         if previous is not None:
             values[":previous"] = previous
         update = {
             "TableName": self.table_name,
             "Key": _dump({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
-            "UpdateExpression": "SET verdict = :v, judged_at = :at, entity = :e",
+            "UpdateExpression": "SET verdict = :v, judged_at = :at, entity = :e, description = :d",
             "ConditionExpression": condition,
             "ExpressionAttributeValues": _dump(values),
         }

@@ -58,7 +58,7 @@ Json = dict[str, Any]
 
 class AgentSweep(Protocol):
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
-    def gate_verdict(self, repo_id: int, pr_number: int) -> str | None: ...
+    def gate_state(self, repo_id: int, pr_number: int) -> tuple[str | None, str]: ...
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]: ...
 
 
@@ -319,9 +319,9 @@ class ReconcilerService:
         prs = sorted({a.pr_number for a in agents if a.pr_number is not None and a.kind is RoleKind.DEV})
         gates = {}
         for pr in prs[: dashboard.MAX_ROWS]:
-            verdict = self.registry.gate_verdict(agents[0].repo_id, pr)
+            verdict, said = self.registry.gate_state(agents[0].repo_id, pr)
             if verdict is not None:
-                gates[pr] = dashboard.GateView(verdict)
+                gates[pr] = dashboard.GateView(verdict, said)
         facts = self.memory.facts(agents[0].repo_id) if self.memory is not None else []
         body = dashboard.with_marker(
             dashboard.render(

@@ -436,8 +436,11 @@ class RouterService:
     ) -> None:
         """Report a change of the gate's verdict on the PR, once (keyed by the effect and verdict)."""
         repo_id = event.repository.id
-        previous = self.registry.gate_verdict(repo_id, effect.pr_number)
+        previous, said = self.registry.gate_state(repo_id, effect.pr_number)
         if previous == verdict:
+            # The same verdict; what it waits for may have moved on (the dashboard shows it).
+            if said != text[:140]:
+                self.registry.set_gate_description(repo_id, effect.pr_number, verdict, text[:140])
             return
         data = MergeGateVerdictChanged.model_validate(
             {

@@ -97,7 +97,7 @@ test-under-load: setup $(OPENAPI) browser
 	@stress-ng --cpu 0 --quiet --timeout 3h & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; \
 	  for run in $$(seq 1 $(or $(LOAD_RUNS),3)); do \
 	    echo "== run $$run of $(or $(LOAD_RUNS),3) under load"; \
-	    $(BIN)/pytest -p no:cacheprovider || exit 1; \
+	    $(BIN)/pytest -p no:cacheprovider -n 2 --dist loadgroup || exit 1; \
 	  done
 
 ## make fuzz: the fuzzers of untrusted input (configuration, globs, webhook bodies) at length:

@@ -467,7 +467,8 @@ def brief(
         return "", []
     seen = [f for f in live(facts, policy, now) if visible(f, reader)]
     relevant = rank(seen, query)
-    rest = [f for f in rank(seen, "") if f not in relevant]
+    matched = {f.fact_id for f in relevant}
+    rest = [f for f in rank(seen, "") if f.fact_id not in matched]
     ordered = sorted(relevant + rest, key=lambda f: not f.pinned)  # stable: pinned first, then rank
     budget = policy.brief_chars - len(BRIEF_HEADING) - len(BRIEF_NOTE) - 2
     given: list[MemoryFact] = []

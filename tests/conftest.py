@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 # Set before any boto3 client exists: tests must never find real credentials.
 os.environ.update(
@@ -24,13 +25,29 @@ os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
 
 
-def pytest_collection_modifyitems(config: object, items: list[pytest.Item]) -> None:
-    """Under ``-n`` (pytest-xdist, `make test`), the tests that start whole stacks or synthesize
-    the CDK app stay together on one worker each (``--dist loadgroup``): the end-to-end tests
-    (local stacks and the Copilot CLI, one at a time as before) and the infra tests (one synth);
-    everything else is shared between the workers."""
-    for item in items:
-        path = str(item.path)
-        for folder, group in (("/tests/e2e/", "e2e"), ("/tests/infra/", "infra")):
-            if folder in path:
-                item.add_marker(pytest.mark.xdist_group(group))
+#: Folders whose tests share one worker under ``-n``: the end-to-end tests (local stacks and the
+#: Copilot CLI, one at a time: they start processes that must not race each other for the CPU or
+#: for shared caches) and the infra tests (one synthesis of the app, cached per worker).
+TOGETHER = {"tests/e2e/": "e2e", "tests/infra/": "infra"}
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work a test belongs to under ``-n``: its folder's group, or the test alone."""
+    return next((group for folder, group in TOGETHER.items() if nodeid.startswith(folder)), nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under ``-n 2 --dist loadgroup`` (`make test`), each folder of :data:`TOGETHER` runs on one
+    worker and everything else is shared between the workers.
+
+    Our own scheduler, not ``xdist_group`` marks: pytest-xdist 3.8 applies those by rewriting
+    ``item._nodeid``, which pytest 9 no longer reads, so the marks grouped nothing and end-to-end
+    tests ran on both workers at once (racing for the image runtime's cache, and for the CPU)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+
+    class ByFolder(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return ByFolder(config, log)

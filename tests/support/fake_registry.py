@@ -25,6 +25,7 @@ from squadron.domain.agents import (
     candidate_uid,
     parse_agent_id,
 )
+from squadron.domain.dashboard import GateView
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import (
     AddBlocker,
@@ -268,6 +269,14 @@ class FakeRegistry:
     def gate_state(self, repo_id: int, pr_number: int) -> tuple[str | None, str]:
         self.calls["gate_state"] += 1
         return self.verdicts.get((repo_id, pr_number)), self.gate_descriptions.get((repo_id, pr_number), "")
+
+    def gate_views(self, repo_id: int, pr_numbers: Iterable[int]) -> dict[int, GateView]:
+        self.calls["gate_views"] += 1
+        return {
+            n: GateView(verdict, self.gate_descriptions.get((repo_id, n), ""))
+            for n in pr_numbers
+            if (verdict := self.verdicts.get((repo_id, n))) is not None
+        }
 
     def set_gate_description(self, repo_id: int, pr_number: int, verdict: str, description: str) -> bool:
         self.calls["set_gate_description"] += 1

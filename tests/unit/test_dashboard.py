@@ -62,11 +62,20 @@ def scenario() -> list[AgentRecord]:
         agent(43, AgentStatus.ESCALATED, escalation_reason="turns reached 20 of 20 | see the log"),
         agent(101, AgentStatus.ACTIVE, role="pr-review"),
         agent(44, AgentStatus.ACTIVE, blocked_by=frozenset({43})),
+        agent(45, AgentStatus.ACTIVE, pr_number=102),
+        agent(46, AgentStatus.SLEEPING, pr_number=103),
     ]
 
 
+#: The merge gate's verdicts as the router stores them (the squadron/merge status's text).
+GATES = {
+    101: dashboard.GateView("waiting", "waiting: waiting on ci; waiting on pr-review; a human approval"),
+    102: dashboard.GateView("blocked", "blocked: changes requested by @alice; lint failing"),
+}
+
+
 def test_the_dashboard_body_matches_its_golden_file() -> None:
-    body = dashboard.render("octo/shop", scenario(), gates={101: dashboard.GateView("waiting")}, now=NOW)
+    body = dashboard.render("octo/shop", scenario(), gates=GATES, now=NOW)
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(body + "\n")
@@ -118,6 +127,57 @@ def test_text_from_an_agent_is_shown_as_text(reason: str, shown: str) -> None:
     assert dashboard.digest_of(body) == dashboard.body_digest(dashboard.render("octo/shop", agents, now=NOW))
     assert not any(line.startswith("| forged") for line in body.splitlines())  # no row of its own
     assert body.rstrip().endswith(" -->") and body.count("<!-- squadron:dashboard") == 1
+
+
+def test_each_open_agent_pr_shows_what_the_merge_gate_waits_for() -> None:
+    body = dashboard.render("octo/shop", scenario(), gates=GATES, now=NOW)
+    rows = {line.split(" | ")[0]: line for line in body.splitlines() if line.startswith("| [#10")}
+    assert rows["| [#101](https://github.com/octo/shop/pull/101)"].endswith(
+        "| **waiting**: waiting on ci; waiting on pr-review; a human approval |"
+    )
+    # the reviewer is named, not pinged: GitHub notifies no one of a dashboard edit
+    assert rows["| [#102](https://github.com/octo/shop/pull/102)"].endswith(
+        "| **blocked**: changes requested by @&#8203;alice; lint failing |"
+    )
+    assert rows["| [#103](https://github.com/octo/shop/pull/103)"].endswith("| not judged yet |")
+
+
+HOSTILE_GATES = [
+    # (id, what the gate's text says (a CI job's name, a reviewer's login), what must not be in the body)
+    ("a mention pings no one", "waiting: waiting on @everyone", "@everyone"),
+    ("a link is not a link", "waiting: waiting on [ci](https://evil.example/)", "[ci](https://evil"),
+    ("an image is not an image", "waiting: ![x](https://evil.example/t.png)", "![x](https"),
+    ("no cross-reference to another repository", "waiting: waiting on victim/repo#1", "repo#1"),
+    ("HTML stays text", 'waiting: <img src=x onerror="alert(1)">', "<img"),
+    (
+        "no marker is forged",
+        "waiting: <!-- squadron:act cancel 1-38-feat-dev -->",
+        "<!-- squadron:act cancel 1-38",
+    ),
+    ("a pipe and a line break make no row", "waiting: ci |\n| [#1](x) | forged |", "\n| [#1]"),
+    ("code cannot open a block", "waiting: ```\n## Act", "```\n"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "absent"), [h[1:] for h in HOSTILE_GATES], ids=[h[0] for h in HOSTILE_GATES]
+)
+def test_the_gates_text_is_shown_as_text_and_bounded(text: str, absent: str) -> None:
+    agents = [agent(42, AgentStatus.ACTIVE, pr_number=101)]
+    body = dashboard.render("octo/shop", agents, gates={101: dashboard.GateView("waiting", text)}, now=NOW)
+    assert absent not in body
+    (row,) = [line for line in body.splitlines() if line.startswith("| [#101]")]
+    assert row.count(" | ") == 2  # three cells: no pipe of the text split the row
+    assert dashboard.checked_actions(body.replace("- [ ]", "- [x]")) == [("cancel", "1-42-feat-dev")]
+
+
+def test_a_long_gate_text_is_cut() -> None:
+    agents = [agent(42, AgentStatus.ACTIVE, pr_number=101)]
+    long = "waiting: " + "; ".join(f"waiting on check-{i}" for i in range(100))
+    body = dashboard.render("octo/shop", agents, gates={101: dashboard.GateView("waiting", long)}, now=NOW)
+    (row,) = [line for line in body.splitlines() if line.startswith("| [#101]")]
+    assert "check-5;" in row and "check-99" not in row and row.endswith("… |")
+    assert len(row) < 2 * dashboard.MAX_CELL + 100
 
 
 # --- acting from the dashboard (through the router and the one authority rule) ----------------
@@ -279,4 +339,4 @@ def test_the_pull_request_table_says_what_the_gate_waits_for_now() -> None:
     body = dashboard.render(
         "octo/repo", agents, gates={101: dashboard.GateView(verdict or "", said)}, now=NOW
     )
-    assert "| **waiting**: waiting: waiting on pr-review; waiting on human_group:maintainers |" in body
+    assert "| **waiting**: waiting on pr-review; waiting on human\\_group:maintainers |" in body

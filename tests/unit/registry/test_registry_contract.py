@@ -6,7 +6,7 @@ from what DynamoDB does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Protocol
 
@@ -25,6 +25,7 @@ from squadron.domain.agents import (
     RegistryError,
     RoleKind,
 )
+from squadron.domain.dashboard import GateView
 from squadron.domain.domain_events import (
     AgentSlept,
     AgentStarted,
@@ -100,6 +101,8 @@ class ContractRegistry(Protocol):
     def change_verdict(
         self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent
     ) -> bool: ...
+    def set_gate_description(self, repo_id: int, pr_number: int, verdict: str, description: str) -> bool: ...
+    def gate_views(self, repo_id: int, pr_numbers: Iterable[int]) -> dict[int, GateView]: ...
     def history(
         self, repo_id: int, start: datetime, end: datetime, limit: int = 5000
     ) -> list[DomainEvent]: ...
@@ -786,3 +789,39 @@ def test_history_items_live_for_the_stages_retention() -> None:
         assert timedelta(days=120) == HISTORY_RETENTION
         with pytest.raises(ValueError, match="must be positive"):
             DynamoRegistry("registry", client=client, history_retention=timedelta(0))
+
+
+def _verdict(
+    pr: int, verdict: str, previous: str | None, description: str, key: str = "effect-1"
+) -> DomainEvent:
+    return make_event(
+        MergeGateVerdictChanged(pr_number=pr, verdict=verdict, previous=previous, description=description),
+        event_id=gate_event_id(f"{key}-{pr}", verdict),
+        at=T0,
+        repository=Repository(id=REPO, full_name="octo/app"),
+        correlation_id="gate",
+        issue=38,
+    )
+
+
+def test_what_the_gate_waits_for_is_kept_with_its_verdict(registry: ContractRegistry) -> None:
+    assert not registry.set_gate_description(REPO, 101, "waiting", "waiting: waiting on ci")  # never judged
+    assert registry.gate_views(REPO, [101]) == {}
+    assert registry.change_verdict(REPO, 101, None, _verdict(101, "waiting", None, "waiting: waiting on ci"))
+    assert registry.gate_views(REPO, [101]) == {101: GateView("waiting", "waiting: waiting on ci")}
+    # the verdict stands, the reasons move on: stored, and no event
+    assert registry.set_gate_description(REPO, 101, "waiting", "waiting: a human approval")
+    assert registry.gate_views(REPO, [101, 102]) == {101: GateView("waiting", "waiting: a human approval")}
+    assert not registry.set_gate_description(REPO, 101, "ready", "ready: merging")  # not its verdict
+    assert registry.change_verdict(REPO, 101, "waiting", _verdict(101, "ready", "waiting", "ready: merging"))
+    assert registry.gate_views(REPO, [101]) == {101: GateView("ready", "ready: merging")}
+    assert registry.gate_views(REPO + 1, [101]) == {}  # another repository's PR #101
+
+
+def test_the_gate_views_of_many_pull_requests_are_read_in_batches(registry: ContractRegistry) -> None:
+    prs = range(1, 131)  # more than one BatchGetItem takes
+    for pr in prs:
+        if pr % 3:
+            assert registry.change_verdict(REPO, pr, None, _verdict(pr, "waiting", None, f"waiting: on {pr}"))
+    views = registry.gate_views(REPO, [*prs, *prs])
+    assert views == {pr: GateView("waiting", f"waiting: on {pr}") for pr in prs if pr % 3}

@@ -24,7 +24,7 @@ a committed decision (the outbox)      ``DECISION#<delivery>`` / ``DECISION``   
 decisions not carried out yet          GSI ``by-status``: ``DECISION#OPEN#<s>`` / ``<time>#<key>``  Query on GSI
 a committed domain event (the stream)  ``EVENT#<event id>`` / ``EVENT``           the table's stream
 a repository's history, by time        GSI ``by-status``: ``HISTORY#<r>`` / ``<time>#<event id>``  Query on GSI
-the merge gate's verdict on a PR       ``ISSUE#<r>#<pr>`` / ``GATE``              GetItem
+the gate's verdict and what it said    ``ISSUE#<r>#<pr>`` / ``GATE``              GetItem, BatchGetItem
 =====================================  =========================================  ==============
 
 So everything the router needs about one number is one Query on its
@@ -66,6 +66,7 @@ from squadron.domain.agents import (
     candidate_uid,
     parse_agent_id,
 )
+from squadron.domain.dashboard import GateView
 from squadron.domain.domain_events import MAX_EVENTS_WITH_RECORD, DomainEvent
 from squadron.domain.effects import (
     AddBlocker,
@@ -95,6 +96,8 @@ DECISION_RETENTION = timedelta(days=14)
 DECISION_SHARDS = 8
 #: TransactWriteItems takes at most 100 items.
 TRANSACTION_ITEMS = 100
+#: BatchGetItem takes at most 100 keys.
+BATCH_GET_KEYS = 100
 #: How long a committed event's item is kept by default: the stream carries its insert to the bus
 #: within seconds, and the item stays as the repository's history (:meth:`DynamoRegistry.history`,
 #: what retrospectives are computed from) until DynamoDB's TTL removes it. Each stage sets its own
@@ -801,6 +804,29 @@ class DynamoRegistry(DynamoTable):
             return None, ""
         loaded = _load(item)
         return str(loaded.get("verdict") or "") or None, str(loaded.get("description") or "")
+
+    def gate_views(self, repo_id: int, pr_numbers: Iterable[int]) -> dict[int, GateView]:
+        """The merge gate's verdict and what it said on each PR judged (BatchGetItem, 100 a call)."""
+        numbers = sorted(set(pr_numbers))
+        found: dict[int, GateView] = {}
+        for start in range(0, len(numbers), BATCH_GET_KEYS):
+            keys: list[Any] = [
+                _dump({"PK": issue_pk(repo_id, n), "SK": "GATE"})
+                for n in numbers[start : start + BATCH_GET_KEYS]
+            ]
+            while keys:
+                answer = self._call(
+                    "batch_get_item",
+                    RequestItems={self.table_name: {"Keys": keys, "ConsistentRead": True}},
+                )
+                for item in answer.get("Responses", {}).get(self.table_name, []):
+                    loaded = _load(item)
+                    verdict = str(loaded.get("verdict") or "")
+                    if verdict:
+                        number = int(str(loaded["PK"]).rsplit("#", 1)[1])
+                        found[number] = GateView(verdict, str(loaded.get("description") or ""))
+                keys = answer.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
+        return found
 
     def set_gate_description(self, repo_id: int, pr_number: int, verdict: str, description: str) -> bool:
         try:

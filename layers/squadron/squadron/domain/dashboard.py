@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind
+from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_costs, usd
 from squadron.domain.memory import MemoryFact, MemoryPolicy
 
@@ -55,10 +55,23 @@ def _pr_link(repo: str, number: int | None) -> str:
     return f"[#{number}](https://github.com/{repo}/pull/{number})" if number is not None else "-"
 
 
+#: Markdown that would make text into something else: links, images, code, emphasis, tables.
+_MARKUP = re.compile(r"([\\`*_~\[\]])")
+#: What GitHub turns into a notification or a cross-reference: ``@login``, ``#12``, ``o/r#12``.
+_PINGS = re.compile(r"([@#])(?=[A-Za-z0-9])")
+#: The longest free text one cell shows.
+MAX_CELL = 200
+
+
 def _cell(text: str) -> str:
-    """Text safe in one Markdown table cell (no pipes, no line breaks, bounded)."""
-    flat = " ".join(text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").split())
-    return flat if len(flat) <= 200 else flat[:199] + "…"
+    """Text from elsewhere (agents, reviewers, CI names) shown as text in one Markdown table cell
+    or list item: no pipes, no line breaks, no HTML, no links or emphasis, no @mention or
+    issue reference GitHub would act on (a zero-width space after ``@`` and ``#``), bounded."""
+    flat = " ".join(text.split())
+    if len(flat) > MAX_CELL:
+        flat = flat[: MAX_CELL - 1] + "…"
+    flat = _MARKUP.sub(r"\\\1", flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+    return _PINGS.sub("\\1&#8203;", flat.replace("|", "\\|"))
 
 
 #: A checkbox line's hidden action: ``retry`` an escalated agent, ``wake`` a sleeping one, ``cancel``.
@@ -227,11 +240,21 @@ def _graph_section(agents: Sequence[AgentRecord]) -> list[str]:
     return ["## Blockers", "", "```mermaid", graph, "```", ""]
 
 
+def _gate_reasons(gate: GateView) -> str:
+    """What the gate waits for, from its squadron/merge status ("waiting: waiting on ci; ...")."""
+    reasons = gate.description.removeprefix(f"{gate.verdict}:").strip()
+    return f": {_cell(reasons)}" if reasons else ""
+
+
 def _pull_requests_section(
     repo: str, agents: Sequence[AgentRecord], gates: Mapping[int, GateView]
 ) -> list[str]:
     open_prs = sorted(
-        (a for a in agents if a.kind is RoleKind.DEV and a.pr_number is not None and a.status in LIVE),
+        (
+            a
+            for a in agents
+            if a.kind is RoleKind.DEV and a.pr_number is not None and a.status not in TERMINAL
+        ),
         key=lambda a: a.pr_number or 0,
     )
     if not open_prs:
@@ -239,11 +262,7 @@ def _pull_requests_section(
     lines = ["## Pull requests", "", "| PR | Issue | Merge gate |", "| --- | --- | --- |"]
     for agent in open_prs[:MAX_ROWS]:
         gate = gates.get(agent.pr_number or 0)
-        said = (
-            f"**{gate.verdict}**" + (f": {_cell(gate.description)}" if gate.description else "")
-            if gate
-            else "not judged yet"
-        )
+        said = f"**{_cell(gate.verdict)}**" + _gate_reasons(gate) if gate else "not judged yet"
         lines.append(
             f"| {_pr_link(repo, agent.pr_number)} | {_issue_link(repo, agent.issue_number)} | {said} |"
         )

@@ -34,6 +34,7 @@ PRICES: dict[str, float] = {
     "lambda_million_requests": 0.20,
     "lambda_gb_second": 0.0000166667,
     "sqs_fifo_million_requests": 0.50,
+    "sqs_standard_million_requests": 0.40,
     "dynamodb_million_rru": 0.125,
     "dynamodb_million_wru": 0.625,
     "logs_ingested_gb": 0.50,
@@ -60,6 +61,12 @@ ASSUMPTIONS: dict[str, float] = {
     "log_kb_per_event": 6.0,  # the ingress's and the router's JSON lines
     # An idle FIFO event source mapping long-polls (20 s) with a few pollers.
     "idle_pollers": 5.0,
+    # The dashboards: every domain event is a refresh request on the dashboards queue (sent by the
+    # bus's rule, received, deleted). Worst case: each webhook's decision commits one event and
+    # each request is an invocation of its own, which claims or defers (one slot write), reads
+    # the registry and lists the repository's issues (a 304 when unchanged).
+    "dashboard_requests_per_event": 1.0,
+    "dashboard_run_ms": 300.0,
     "agent_image_gb": 0.7,  # bench/results/image.json: about 680 MB
     # Cold starts of one function a month: Lambda keeps an idle environment for minutes, not
     # hours (undocumented), so a webhook stream with quiet gaps starts cold ~100 times a day.
@@ -69,14 +76,15 @@ ASSUMPTIONS: dict[str, float] = {
 }
 
 #: Memory of each function (infra/constructs): GB-seconds follow from it.
-MEMORY_GB = {"ingress": 0.5, "router": 0.5, "reconciler": 0.5}
+MEMORY_GB = {"ingress": 0.5, "router": 0.5, "reconciler": 0.5, "dashboards": 0.5}
 #: The agent task's size (infra/constructs/agents.py).
 AGENT_VCPU, AGENT_GB = 1.0, 4.0
 #: Secrets the stack creates (webhook secret, App key, Copilot token); BYOK keys add their own.
 SECRETS = 3
 #: Alarm metrics: the queue's two, router error rate (4 in its expression), ingress 5xx, no
-#: heartbeat, reconciler not running, escalations (2), launches held.
-ALARM_METRICS = 2 + 4 + 1 + 1 + 1 + 2 + 1
+#: heartbeat, reconciler not running, escalations (2), launches held, dashboard refreshes
+#: dead-lettered.
+ALARM_METRICS = 2 + 4 + 1 + 1 + 1 + 2 + 1 + 1
 #: Metrics the reconciler publishes on an idle run: the run itself (zero gauges are not published).
 IDLE_METRICS = 1
 RECONCILER_RUNS_PER_MONTH = 12 * HOURS_PER_MONTH
@@ -113,6 +121,9 @@ def idle_month(*, dashboards_before: int = 0) -> dict[str, float]:
         "reconciler Lambda (every 5 minutes)": RECONCILER_RUNS_PER_MONTH / 1e6 * p["lambda_million_requests"]
         + reconciler_gb_s * p["lambda_gb_second"],
         "events.fifo long polls of the idle router": idle_polls / 1e6 * p["sqs_fifo_million_requests"],
+        "long polls of the idle refresh queue (the issues' renderer)": idle_polls
+        / 1e6
+        * p["sqs_standard_million_requests"],
         "ECR (the agent image)": a["agent_image_gb"] * p["ecr_gb_month"],
     }
     return {name: round(value, 2) for name, value in items.items()}
@@ -138,6 +149,14 @@ def per_thousand_events(lifecycle: dict[str, Any], events: int) -> dict[str, flo
         "DynamoDB reads": thousand * rru / 1e6 * p["dynamodb_million_rru"],
         "DynamoDB writes (table and status index)": thousand * wru / 1e6 * p["dynamodb_million_wru"],
         "CloudWatch Logs ingestion": thousand * a["log_kb_per_event"] / 1024 / 1024 * p["logs_ingested_gb"],
+        "dashboard refreshes (queue, Lambda, slot writes)": thousand
+        * a["dashboard_requests_per_event"]
+        * (
+            3 / 1e6 * p["sqs_standard_million_requests"]
+            + 1 / 1e6 * p["lambda_million_requests"]
+            + a["dashboard_run_ms"] / 1000 * MEMORY_GB["dashboards"] * p["lambda_gb_second"]
+            + 1 / 1e6 * p["dynamodb_million_wru"]
+        ),
     }
     return {name: round(value, 4) for name, value in items.items()}
 

@@ -16,6 +16,7 @@ from infra.constructs.layer import SharedLayer
 from infra.constructs.observability import Observability
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.registry import RegistryTable
+from infra.constructs.repo_dashboards import DashboardIssues
 from infra.constructs.router import EventRouter
 from infra.constructs.secrets import GitHubAppSecrets
 from infra.settings import SquadronSettings
@@ -23,7 +24,7 @@ from infra.settings import SquadronSettings
 
 class SquadronStack(cdk.Stack):
     """GitHub webhook -> HTTP API -> ingress Lambda -> events.fifo -> router -> agent tasks (+ DLQ,
-    reconciler, agent gateway, secrets, dashboard and alarms)."""
+    reconciler, agent gateway, secrets, domain event bus, dashboard issues, dashboard and alarms)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, settings: SquadronSettings, **kwargs: Any
@@ -108,6 +109,22 @@ class SquadronStack(cdk.Stack):
             metrics_namespace=settings.metrics_namespace,
         )
         self.observability.notify_on(*self.domain_events.alarms)
+        self.dashboards = DashboardIssues(
+            self,
+            "Dashboards",
+            stage=settings.stage,
+            layer=self.layer.layer,
+            bus=self.domain_events.bus,
+            table=self.registry.table,
+            private_key=self.secrets.private_key,
+            github_app_id=settings.github_app_id,
+            github_app_slug=settings.github_app_slug,
+            log_retention=settings.log_retention,
+            metrics_namespace=settings.metrics_namespace,
+            log_level=settings.log_level,
+        )
+        self.dashboards.accept_sweeps_from(self.reconciler.function)
+        self.observability.notify_on(*self.dashboards.alarms)
         self.operations = OperationsDashboard(
             self,
             "Operations",
@@ -122,7 +139,7 @@ class SquadronStack(cdk.Stack):
                 queue=self.events.queue,
                 dead_letter_queue=self.events.dead_letter_queue,
                 table=self.registry.table,
-                alarms=[*self.events.alarms, *self.domain_events.alarms],
+                alarms=[*self.events.alarms, *self.domain_events.alarms, *self.dashboards.alarms],
             ),
         )
         self.observability.notify_on(*self.operations.alarms)

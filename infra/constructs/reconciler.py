@@ -85,14 +85,6 @@ class Reconciler(Construct):
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
         )
-        # The dashboard's Memory section: the repositories' facts, and nothing else of the table.
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:Query"],
-                resources=[table.table_arn],
-                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["MEMORY#*"]}},
-            )
-        )
         self._retrospective_schedules(queue, name_prefix)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn])

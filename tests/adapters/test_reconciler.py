@@ -18,8 +18,10 @@ from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.errors import NotFoundError, RateLimitedError
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.scheduler import ScheduleUnavailableError
-from squadron.adapters.sqs import SqsEventQueue
+from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
 from squadron.domain.agents import AgentStatus
+from squadron.domain.dashboard_refresh import RefreshRequest, request_from_message
+from squadron.domain.domain_events import Repository
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.repo_config.models import RetrospectiveConfig
@@ -84,42 +86,6 @@ class GitHubState:
     def add_assignees(self, number: int, logins: Iterable[str]) -> dict[str, Any]:
         self.written.append(("assign", number, list(logins)))
         return {}
-
-    #: Issues the App opened (its dashboard), by number, and each edit of their bodies.
-    opened: dict[int, dict[str, Any]] = field(default_factory=dict)
-    edits: list[int] = field(default_factory=list)
-
-    def list_issues(
-        self, *, labels: Iterable[str] = (), state: str = "open", limit: int = 100
-    ) -> list[dict[str, Any]]:
-        wanted = set(labels)
-        return [
-            issue
-            for _, issue in sorted(self.opened.items(), reverse=True)
-            if wanted <= {label["name"] for label in issue["labels"]} and state in ("all", issue["state"])
-        ][:limit]
-
-    def create_issue(
-        self, title: str, body: str, *, labels: Iterable[str] = (), assignees: Iterable[str] = ()
-    ) -> dict[str, Any]:
-        number = 500 + len(self.opened)
-        self.opened[number] = {
-            "number": number,
-            "title": title,
-            "body": body,
-            "state": "open",
-            "labels": [{"name": name} for name in labels],
-            "user": {"login": BOT, "type": "Bot"},
-        }
-        return self.opened[number]
-
-    def update_issue(
-        self, number: int, *, title: str | None = None, body: str | None = None
-    ) -> dict[str, Any]:
-        self.edits.append(number)
-        if body is not None:
-            self.opened[number]["body"] = body
-        return self.opened[number]
 
     def list_deliveries(self, *, limit: int = 500) -> list[dict[str, Any]]:
         return self.deliveries
@@ -487,50 +453,33 @@ def test_a_decision_its_delivery_could_not_finish_is_finished_by_the_sweep_once(
     assert stack.reconciler().run().finished == []  # done: nothing left to sweep
 
 
-def test_each_repository_gets_one_dashboard_issue_edited_only_when_it_changes(stack: Stack) -> None:
+def test_each_run_asks_the_dashboards_queue_for_each_repository_with_agents(stack: Stack) -> None:
+    """The sweep: level-triggered, so a dashboard shows what no domain event reported (the
+    dashboards Lambda renders it, at most once a minute, and edits only what changed)."""
+    stack.router.process(stack.events.assigned(38))
+    stack.router.process(stack.events.assigned(39))
+    stack.github.issues.update({38: issue(38), 39: issue(39)})
+    assert stack.reconciler().run().dashboards == []  # no dashboards queue wired: none asked
+    url = stack.sqs.create_queue(QueueName="dashboards")["QueueUrl"]
+    reconciler = stack.reconciler()
+    reconciler.dashboards = SqsRefreshQueue(url, client=stack.sqs)
+    assert reconciler.run().dashboards == ["octo/repo"]
+    messages = stack.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [request_from_message(m["Body"]) for m in messages] == [
+        RefreshRequest(repository=Repository(id=1, full_name="octo/repo"), installation=77, cause="sweep")
+    ]
+
+
+def test_a_dashboards_queue_that_refuses_is_a_problem_of_the_run_not_its_end(stack: Stack) -> None:
     stack.router.process(stack.events.assigned(38))
     stack.github.issues[38] = issue(38)
-    first = stack.reconciler().run()
-    (number,) = stack.github.opened
-    assert first.dashboards == [f"octo/repo#{number}"]
-    dashboard_issue = stack.github.opened[number]
-    assert dashboard_issue["title"] == "Squadron dashboard"
-    assert (
-        "feat-dev-38" in dashboard_issue["body"]
-        and "<!-- squadron:dashboard digest=" in dashboard_issue["body"]
+    reconciler = stack.reconciler()
+    reconciler.dashboards = SqsRefreshQueue(
+        "https://sqs.us-east-1.amazonaws.com/123456789012/gone", client=stack.sqs
     )
-
-    stack.now = NOW + timedelta(minutes=5)
-    assert stack.reconciler().run().dashboards == []  # nothing it shows changed: not edited
-    assert stack.github.edits == []
-
-    stack.router.process(stack.events.register_blocker(38, 42, agent_id=A38, sleep=True))
-    assert stack.reconciler().run().dashboards == [f"octo/repo#{number}"]  # found again, edited
-    assert stack.github.edits == [number] and len(stack.github.opened) == 1
-    assert "```mermaid" in stack.github.opened[number]["body"]
-
-
-def test_a_repository_that_turns_the_dashboard_off_gets_none() -> None:
-    with deployed() as stack:
-        stack.router.process(stack.events.assigned(38))
-        stack.github.issues[38] = issue(38)
-        reconciler = stack.reconciler()
-        reconciler.policy_for = lambda repo: RoutingPolicy(dashboard=False)
-        assert reconciler.run().dashboards == []
-        assert stack.github.opened == {}
-
-
-def test_a_tick_nobody_acted_on_is_undone_by_the_next_rendering(stack: Stack) -> None:
-    stack.router.process(stack.events.assigned(38))
-    stack.router.process(stack.events.register_blocker(38, 42, agent_id=A38, sleep=True))
-    stack.github.issues.update({38: issue(38), 42: issue(42)})
-    stack.reconciler().run()
-    (number,) = stack.github.opened
-    rendered = stack.github.opened[number]["body"]
-    assert "- [ ] Wake `feat-dev-38`" in rendered
-    stack.github.opened[number]["body"] = rendered.replace("- [ ] Wake", "- [x] Wake")  # a stranger
-    assert stack.reconciler().run().dashboards == [f"octo/repo#{number}"]
-    assert stack.github.opened[number]["body"] == rendered  # put back as it was
+    report = reconciler.run()
+    assert report.dashboards == [] and report.agents == 1
+    assert [p for p in report.problems if p.startswith("dashboards not asked for: SendMessageBatch")]
 
 
 SCHEDULING = [
@@ -573,6 +522,9 @@ def test_a_scheduler_failure_is_a_problem_of_its_repository_not_of_the_sweep(sta
     stack.github.issues[38] = issue(38)
     reconciler = stack.reconciler()
     reconciler.schedules = Broken()
+    reconciler.dashboards = SqsRefreshQueue(
+        stack.sqs.create_queue(QueueName="dashboards")["QueueUrl"], client=stack.sqs
+    )
     report = reconciler.run()
     assert any("retrospective schedule not kept: Scheduler GetSchedule failed" in p for p in report.problems)
-    assert report.dashboards  # the rest of the sweep went on
+    assert report.dashboards == ["octo/repo"]  # the rest of the sweep went on

@@ -7,13 +7,14 @@ from datetime import timedelta
 
 import pytest
 
+from squadron.adapters.dynamo_dashboards import DynamoDashboardSlots
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.ecs import EcsTaskLauncher
-from squadron.adapters.sqs import SqsEventQueue
+from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
 from squadron.errors import ConfigurationError
 from squadron.settings import AppNotConfiguredError
 from squadron.shell.merge_gate import MergeGate
-from squadron.shell.wiring import build_reconciler, build_router
+from squadron.shell.wiring import build_dashboards, build_reconciler, build_router
 
 ENVIRONMENT = {
     "REGISTRY_TABLE_NAME": "squadron-registry",
@@ -74,10 +75,55 @@ def test_a_missing_reconciler_variable_is_named(missing: str) -> None:
         build_reconciler(environment)
 
 
+def test_the_reconciler_asks_the_dashboards_queue_when_it_has_one() -> None:
+    assert build_reconciler(RECONCILER_ENVIRONMENT).dashboards is None
+    url = "https://sqs.us-east-1.amazonaws.com/123456789012/squadron-dev-dashboards"
+    dashboards = build_reconciler({**RECONCILER_ENVIRONMENT, "DASHBOARD_QUEUE_URL": url}).dashboards
+    assert isinstance(dashboards, SqsRefreshQueue) and dashboards.queue_url == url
+
+
+DASHBOARD_ENVIRONMENT = {
+    "REGISTRY_TABLE_NAME": "squadron-registry",
+    "DASHBOARD_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/squadron-dev-dashboards",
+    "GITHUB_APP_ID": "123456",
+    "GITHUB_APP_SLUG": "acme-bot",
+    "GITHUB_PRIVATE_KEY_SECRET_ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:key",
+}
+
+
+def test_the_dashboards_build_from_their_environment_without_calling_aws() -> None:
+    service = build_dashboards(DASHBOARD_ENVIRONMENT)
+    assert isinstance(service.registry, DynamoRegistry) and service.registry.table_name == "squadron-registry"
+    assert isinstance(service.slots, DynamoDashboardSlots) and service.slots.table_name == "squadron-registry"
+    assert isinstance(service.queue, SqsRefreshQueue)
+    assert service.queue.queue_url == DASHBOARD_ENVIRONMENT["DASHBOARD_QUEUE_URL"]
+    assert (service.interval, service.bot_login) == (timedelta(seconds=60), "acme-bot[bot]")
+    assert service.memory is not None  # the memory section is shown
+    shorter = build_dashboards({**DASHBOARD_ENVIRONMENT, "DASHBOARD_REFRESH_SECONDS": "5"})
+    assert shorter.interval == timedelta(seconds=5)
+
+
+@pytest.mark.parametrize("missing", sorted(DASHBOARD_ENVIRONMENT))
+def test_a_missing_dashboards_variable_is_named(missing: str) -> None:
+    environment = {k: v for k, v in DASHBOARD_ENVIRONMENT.items() if k != missing}
+    with pytest.raises(ConfigurationError, match=f"{missing} is required"):
+        build_dashboards(environment)
+
+
+@pytest.mark.parametrize("value", ["0", "901", "soon"], ids=["zero", "over SQS's delay", "no number"])
+def test_a_bad_refresh_interval_is_named(value: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"DASHBOARD_REFRESH_SECONDS .*got '{value}'"):
+        build_dashboards({**DASHBOARD_ENVIRONMENT, "DASHBOARD_REFRESH_SECONDS": value})
+
+
 @pytest.mark.parametrize(
     ("build", "environment"),
-    [(build_router, ENVIRONMENT), (build_reconciler, RECONCILER_ENVIRONMENT)],
-    ids=["router", "reconciler"],
+    [
+        (build_router, ENVIRONMENT),
+        (build_reconciler, RECONCILER_ENVIRONMENT),
+        (build_dashboards, DASHBOARD_ENVIRONMENT),
+    ],
+    ids=["router", "reconciler", "dashboards"],
 )
 def test_a_stack_deployed_before_its_app_says_so(
     build: Callable[[dict[str, str]], object], environment: dict[str, str]

@@ -323,10 +323,11 @@ def test_a_restart_resumes_where_the_stack_stopped(local_stack: StackFactory, tm
 
 
 def test_a_maintainer_wakes_a_sleeping_agent_from_the_dashboard_issue(local_stack: StackFactory) -> None:
-    """The dashboard issue end to end: rendered by the reconciler in the sandbox, a box ticked by a
-    maintainer comes back as the issue's edited webhook, the router wakes the agent, and the next
-    rendering clears the box."""
-    stack = local_stack(DevScript(blocked_by={1: 2}))
+    """The dashboard issue end to end: opened by the reconciler's sweep in the sandbox, a box ticked
+    by a maintainer comes back as the issue's edited webhook, the router wakes the agent, and the
+    wake's domain events (the local bus's rule -> the dashboards queue -> its handler) render it
+    again, with no reconciler run: the box is cleared and the agent shown at work."""
+    stack = local_stack(DevScript(blocked_by={1: 2}), dashboard_refresh_seconds=2)
     assert stack.sandbox is not None
     Human(stack).open_issue("Reports", assign=True)
     eventually(lambda: status(stack, "1-1-feat-dev") is AgentStatus.SLEEPING, "#1's agent to sleep on #2")
@@ -349,6 +350,10 @@ def test_a_maintainer_wakes_a_sleeping_agent_from_the_dashboard_issue(local_stac
     Human(stack, login="octo-maintainer").call("PATCH", f"/issues/{found['number']}", body=ticked)
     eventually(lambda: launches(stack, "1-1-feat-dev") == ["start", "wake"], "the agent to wake")
     eventually(lambda: idle(stack, "1-1-feat-dev"), "the woken agent to finish its turn")
-    stack.reconcile()
-    assert "- [x]" not in (board() or {}).get("body", "")  # rendered again: no box stays ticked
+
+    def rendered_from_the_events() -> bool:
+        body = str((board() or {}).get("body") or "")
+        return "- [x]" not in body and "Wake `feat-dev-1`" not in body and "| ACTIVE | `feat-dev-1`" in body
+
+    eventually(rendered_from_the_events, "the dashboard rendered again from the wake's events")
     assert stack.errors == []

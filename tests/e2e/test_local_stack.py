@@ -144,7 +144,7 @@ def test_the_demo_scenario_completes_through_every_part_of_the_system_every_time
             "feat-dev-1 filed #2",
             "feat-dev-1 woke with its earlier conversation and opened PR #3",
             "pr-review read the diff, reviewed it and posted squadron/pr-review = success",
-            "the reconciler keeps dashboard issue #4",
+            "the reconciler's sweep opened dashboard issue #4",
             "squadron merged PR #3",
             "demo: the scenario completed",
             f"stopped; no agent process left running; state saved in {tmp_path / 'state' / 'demo'}",

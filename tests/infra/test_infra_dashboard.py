@@ -64,6 +64,7 @@ ALARMS = [
     ("EventsDeadLettersAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
     ("EventsOldestEventAlarm", 300, "GreaterThanThreshold", 1, "notBreaching"),
     ("DomainEventsPublishFailuresAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
+    ("DashboardsDeadLettersAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
 ]
 
 

@@ -19,6 +19,7 @@ from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_TOKEN_ENV
 from squadron.domain.launches import SECRET_ENV
 from squadron.settings import (
     AgentSettings,
+    DashboardSettings,
     GatewaySettings,
     IngressSettings,
     ReconcilerSettings,
@@ -204,20 +205,24 @@ def test_resource_has_properties(
 
 
 RESOURCE_COUNTS = [
-    ("AWS::SQS::Queue", 3),  # events.fifo, its DLQ, the event publisher's failure queue
+    # events.fifo, its DLQ, the event publisher's failure queue, the dashboards queue and its DLQ
+    ("AWS::SQS::Queue", 5),
     ("AWS::ApiGatewayV2::Api", 1),
     ("AWS::ApiGatewayV2::Route", 1),  # POST /webhook and nothing else
     ("AWS::ApiGatewayV2::Authorizer", 0),
-    # ingress, router, agent gateway, reconciler, event publisher, the VPC's default-SG custom resource
-    ("AWS::Lambda::Function", 6),
-    ("AWS::Events::Rule", 2),  # the reconciler's tick, domain events to their log group
+    # ingress, router, agent gateway, reconciler, event publisher, dashboards, the VPC's
+    # default-SG custom resource
+    ("AWS::Lambda::Function", 7),
+    # the reconciler's tick, domain events to their log group, domain events to the dashboards
+    ("AWS::Events::Rule", 3),
     ("AWS::Lambda::LayerVersion", 1),
-    ("AWS::CloudWatch::Alarm", 9),  # two on the queue, six behind the dashboard, publish failures
+    # two on the queue, six behind the dashboard, publish failures, dashboard refreshes dead-lettered
+    ("AWS::CloudWatch::Alarm", 10),
     ("AWS::CloudWatch::Dashboard", 1),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 3),  # webhook secret, App key, Copilot token
-    # 5 functions, API access, VPC flow logs, agent tasks, domain events
-    ("AWS::Logs::LogGroup", 9),
+    # 6 functions, API access, VPC flow logs, agent tasks, domain events
+    ("AWS::Logs::LogGroup", 10),
 ]
 
 
@@ -364,7 +369,7 @@ def test_layer_bundle_has_dependencies_fresh_package_and_312_bytecode(synthesize
 
 def test_every_function_ships_312_bytecode(synthesized: Synthesized) -> None:
     handlers = [path.parent for path in synthesized.outdir.glob("asset.*/handler.py")]
-    assert len(handlers) == 5  # ingress, router, reconciler, agent gateway, event publisher
+    assert len(handlers) == 6  # ingress, router, reconciler, agent gateway, event publisher, dashboards
     for code in handlers:
         assert _pyc_problems(code) == [], code
 
@@ -402,17 +407,24 @@ def _resolved(variables: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     ("construct", "settings"),
-    [(lambda s: s.router.function, RouterSettings), (lambda s: s.agents.gateway, GatewaySettings)],
-    ids=["router", "agent gateway"],
+    [
+        (lambda s: s.router.function, RouterSettings),
+        (lambda s: s.agents.gateway, GatewaySettings),
+        (lambda s: s.reconciler.function, ReconcilerSettings),
+        (lambda s: s.dashboards.function, DashboardSettings),
+    ],
+    ids=["router", "agent gateway", "reconciler", "dashboards"],
 )
 def test_function_environments_satisfy_their_settings(
     synthesized: Synthesized, construct: Callable[[SquadronStack], Construct], settings: type[BaseModel]
 ) -> None:
     function = _function(synthesized, construct(synthesized.stack))
     environment = _resolved(function["Properties"]["Environment"]["Variables"])
-    if settings is RouterSettings:
+    if settings is not GatewaySettings:
         environment["GITHUB_APP_ID"] = "123456"
-    load_settings(settings, environment)
+    loaded = load_settings(settings, environment)
+    if isinstance(loaded, ReconcilerSettings):  # told where to ask for the dashboards
+        assert loaded.dashboard_queue_url == "resolved-DASHBOARD_QUEUE_URL"
 
 
 def test_agent_task_environment_plus_launch_overrides_satisfy_the_agent_settings(
@@ -526,7 +538,16 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
     assert granted == {
         (("dynamodb:Query",), repr({"Fn::Join": ["", [table_arn, "/index/by-status"]]})),
         (("dynamodb:GetItem",), repr(table_arn)),
-        (("sqs:SendMessage",), repr({"Fn::GetAtt": [synthesized.logical_id(stack.events.queue), "Arn"]})),
+        # events.fifo (its repairs), and the dashboards queue (its sweeps: every repository's dashboard)
+        (
+            ("sqs:SendMessage",),
+            repr(
+                [
+                    {"Fn::GetAtt": [synthesized.logical_id(stack.dashboards.queue), "Arn"]},
+                    {"Fn::GetAtt": [synthesized.logical_id(stack.events.queue), "Arn"]},
+                ]
+            ),
+        ),
         (
             ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"),
             repr({"Ref": synthesized.logical_id(stack.secrets.private_key)}),
@@ -537,8 +558,6 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
         ),
         (("xray:PutTelemetryRecords", "xray:PutTraceSegments"), repr("*")),
         (("ecs:DescribeTasks",), repr(tasks_of_cluster)),
-        # the dashboard's Memory section: the MEMORY# partitions only (condition below)
-        (("dynamodb:Query",), repr(table_arn)),
         # each repository's retrospective schedule, in the stage's own group, sent with its role
         (
             (
@@ -556,8 +575,6 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
     assert describe["Condition"] == {
         "ArnEquals": {"ecs:cluster": {"Fn::GetAtt": [synthesized.logical_id(stack.agents.cluster), "Arn"]}}
     }
-    (memory,) = [s for s in statements if s["Action"] == "dynamodb:Query" and s["Resource"] == table_arn]
-    assert memory["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["MEMORY#*"]}}
     (passed,) = [s for s in statements if s["Action"] == "iam:PassRole"]
     assert passed["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
 

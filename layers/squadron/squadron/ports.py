@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from squadron.domain.agents import AgentRecord, InboxItem, IssueState
 from squadron.domain.artifacts import Artifact
+from squadron.domain.dashboard_refresh import RefreshRequest
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.events import EventEnvelope
@@ -310,3 +311,46 @@ class MetricsSink(Protocol):
     """Where metric points go (EMF in a Lambda, PutMetricData from an agent task)."""
 
     def publish(self, points: Iterable[MetricPoint]) -> None: ...
+
+
+class RenderClaim(NamedTuple):
+    """What :meth:`DashboardSlots.claim` found: the rendering is ours (and when the one before
+    was, for :meth:`DashboardSlots.release`), or when the last one was."""
+
+    claimed: bool
+    rendered_at: datetime | None = None
+    previous: datetime | None = None
+
+
+class DashboardSlots(Protocol):
+    """Each repository's dashboard slot (:mod:`squadron.domain.dashboard_refresh`): when its
+    dashboard was last rendered and whether a deferred rendering is queued. Both writes are
+    conditional, so they hold across any number of concurrent renderers."""
+
+    def claim(self, repo_id: int, now: datetime, cutoff: datetime) -> RenderClaim:
+        """Claim a rendering at ``now`` if the last one was at or before ``cutoff`` (clearing any
+        deferral mark); otherwise say when the last one was."""
+        ...
+
+    def release(self, repo_id: int, claimed_at: datetime, previous: datetime | None) -> None:
+        """Give back a claim made at ``claimed_at`` whose rendering wrote nothing: the slot says
+        ``previous`` again (unless another claim came meanwhile), so the minute is not spent."""
+        ...
+
+    def defer(self, repo_id: int, until: datetime, now: datetime, *, again: bool = False) -> bool:
+        """Mark a deferred rendering due at ``until``: True when this call marked it (the caller
+        queues the request), False when one is marked and not yet due (it covers this one).
+        ``again``: a deferred request that came early marks anew, whatever the mark says."""
+        ...
+
+
+class RefreshQueue(Protocol):
+    """The dashboards queue: requests to render a repository's dashboard again."""
+
+    def request(self, request: RefreshRequest, *, delay_seconds: int = 0) -> None:
+        """Queue ``request``, delivered no sooner than ``delay_seconds`` from now."""
+        ...
+
+    def request_all(self, requests: Sequence[RefreshRequest]) -> None:
+        """Queue each of ``requests`` at once (ten a call)."""
+        ...

@@ -12,6 +12,7 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 
+from squadron.domain.dashboard_refresh import MAX_DELAY_SECONDS, REFRESH_INTERVAL
 from squadron.domain.history import DEFAULT_HISTORY_DAYS
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from squadron.domain.webhook import app_bot_login
@@ -170,6 +171,30 @@ class ReconcilerSettings(GitHubAppSettings, _AppLogin):
     #: repository's retrospective schedule is kept there (without them, none is kept).
     schedule_group: str | None = Field(default=None, validation_alias=AliasChoices("SCHEDULE_GROUP"))
     scheduler_role_arn: str | None = Field(default=None, validation_alias=AliasChoices("SCHEDULER_ROLE_ARN"))
+    #: The dashboards queue: each run asks it for every repository's dashboard (None: none asked).
+    dashboard_queue_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DASHBOARD_QUEUE_URL"), min_length=1
+    )
+
+
+class DashboardSettings(GitHubAppSettings, _AppLogin):
+    """Environment of the dashboards Lambda (the dashboards queue -> each repository's issue)."""
+
+    registry_table_name: str = Field(validation_alias="REGISTRY_TABLE_NAME", min_length=3)
+    #: Its own queue, where it puts deferred renderings (delayed messages).
+    dashboard_queue_url: str = Field(validation_alias="DASHBOARD_QUEUE_URL", min_length=1)
+    #: The shortest time between two edits of one repository's dashboard, in seconds. The stack
+    #: sets 60, over its Lambda's timeout (renderings never overlap); tests and the local stack
+    #: may shorten it.
+    refresh_seconds: int = Field(
+        default=int(REFRESH_INTERVAL.total_seconds()),
+        validation_alias=AliasChoices("DASHBOARD_REFRESH_SECONDS"),
+        ge=1,
+        le=MAX_DELAY_SECONDS,
+    )
+    config_ttl_seconds: int = Field(
+        default=300, validation_alias=AliasChoices("CONFIG_TTL_SECONDS"), ge=0, le=3600
+    )
 
 
 class GatewaySettings(GitHubAppSettings, _AppLogin):

@@ -26,6 +26,7 @@ from botocore.exceptions import ClientError
 
 from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, HISTORY_ENTITY, TABLE_DEFINITION
 from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
+from squadron.domain.dashboard_refresh import DASHBOARD_EVENTS
 from squadron.domain.domain_events import SOURCE
 from squadron.domain.schedules import fired
 
@@ -58,6 +59,10 @@ class LocalResources:
     #: not fire them: :func:`fire_schedule` sends what a firing sends).
     schedule_group: str = f"{PREFIX}-retrospectives"
     scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{PREFIX}-scheduler"
+    #: The dashboards queue: a rule of the bus puts every event there, the reconciler its sweeps,
+    #: the dashboards Lambda its deferred renderings (see :func:`provision_dashboards`).
+    dashboard_queue_url: str = ""
+    dashboard_queue_arn: str = ""
 
 
 def provision(
@@ -109,6 +114,7 @@ def provision(
             raise
     stream_arn = str(dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"])
     bus, log_group = provision_event_bus(endpoint)
+    dashboards_url, dashboards_arn = provision_dashboards(endpoint, bus)
 
     secrets = boto3.client("secretsmanager", endpoint_url=endpoint)
     webhook_arn = _secret(secrets, f"{PREFIX}/webhook-secret", webhook_secret)
@@ -149,6 +155,8 @@ def provision(
         stream_arn,
         bus,
         log_group,
+        dashboard_queue_url=dashboards_url,
+        dashboard_queue_arn=dashboards_arn,
     )
 
 
@@ -173,6 +181,33 @@ def provision_event_bus(endpoint: str | None) -> tuple[str, str]:
         Targets=[{"Id": "log", "Arn": group_arn.removesuffix(":*")}],
     )
     return bus, log_group
+
+
+def provision_dashboards(endpoint: str | None, bus: str) -> tuple[str, str]:
+    """The dashboards queue (a standard queue, a DLQ after five receives) and the rule of ``bus``
+    that puts every Squadron event on it, as the CDK stack's DashboardIssues makes them.
+
+    ``endpoint`` None: boto3's own (moto's in-process mock in tests)."""
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    dlq_url = sqs.create_queue(QueueName=f"{PREFIX}-dashboards-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    url = sqs.create_queue(
+        QueueName=f"{PREFIX}-dashboards",
+        Attributes={
+            "VisibilityTimeout": "60",
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT}
+            ),
+        },
+    )["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events = boto3.client("events", endpoint_url=endpoint)
+    rule = f"{PREFIX}-events-to-dashboards"
+    events.put_rule(Name=rule, EventBusName=bus, EventPattern=json.dumps(DASHBOARD_EVENTS))
+    events.put_targets(Rule=rule, EventBusName=bus, Targets=[{"Id": "dashboards", "Arn": arn}])
+    return url, arn
 
 
 def _secret(client: Any, name: str, value: str) -> str:

@@ -1,7 +1,9 @@
-"""events.fifo: SQS FIFO adapter for the :class:`~squadron.ports.EventQueue` port."""
+"""The queues: events.fifo (the :class:`~squadron.ports.EventQueue` port) and the dashboards
+queue (the :class:`~squadron.ports.RefreshQueue` port)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -12,6 +14,7 @@ from squadron.adapters.errors import QueueUnavailableError
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
+    from squadron.domain.dashboard_refresh import RefreshRequest
     from squadron.domain.events import EventEnvelope
 
 
@@ -51,3 +54,54 @@ class SqsEventQueue:
         except BotoCoreError as exc:
             raise QueueUnavailableError(f"SendMessage to {self.queue_url} failed: {exc}") from exc
         return response["MessageId"]
+
+
+#: SendMessageBatch takes at most ten messages.
+SEND_BATCH = 10
+
+
+class SqsRefreshQueue:
+    """The dashboards queue (a standard queue: refresh requests need no order, and a delay is
+    per message): the :class:`~squadron.ports.RefreshQueue` port."""
+
+    def __init__(self, queue_url: str, *, client: SQSClient | None = None) -> None:
+        self.queue_url = queue_url
+        self._client = client
+
+    @property
+    def client(self) -> SQSClient:
+        if self._client is None:
+            self._client = boto3.client("sqs")
+        return self._client
+
+    def _failed(self, operation: str, exc: Exception) -> QueueUnavailableError:
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            return QueueUnavailableError(
+                f"{operation} to {self.queue_url} failed: {error.get('Message', exc)}", code=error.get("Code")
+            )
+        return QueueUnavailableError(f"{operation} to {self.queue_url} failed: {exc}")
+
+    def request(self, request: RefreshRequest, *, delay_seconds: int = 0) -> None:
+        try:
+            self.client.send_message(
+                QueueUrl=self.queue_url, MessageBody=request.message(), DelaySeconds=delay_seconds
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._failed("SendMessage", exc) from exc
+
+    def request_all(self, requests: Sequence[RefreshRequest]) -> None:
+        for start in range(0, len(requests), SEND_BATCH):
+            batch = requests[start : start + SEND_BATCH]
+            try:
+                answer = self.client.send_message_batch(
+                    QueueUrl=self.queue_url,
+                    Entries=[{"Id": str(i), "MessageBody": r.message()} for i, r in enumerate(batch)],
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise self._failed("SendMessageBatch", exc) from exc
+            if answer.get("Failed"):
+                refused = ", ".join(
+                    f"{f.get('Id')}: {f.get('Message') or f.get('Code')}" for f in answer["Failed"]
+                )
+                raise QueueUnavailableError(f"SendMessageBatch to {self.queue_url} refused {refused}")

@@ -4,8 +4,10 @@ One issue per repository, found again by its hidden marker (as Renovate finds it
 Dashboard): agents by status with links, the blocker graph as a Mermaid flowchart, each open
 agent pull request with what the merge gate waits for, the escalations waiting for a human,
 what each issue has cost so far, and what the repository's memory holds (proposals a person
-may confirm with a tick). The reconciler renders it from the registry and edits the
-issue only when the body changed (:func:`body_digest` in the marker says which body is there).
+may confirm with a tick). The dashboards service (:mod:`squadron.shell.dashboards`) renders it
+from the registry when the repository's domain events ask, at most once a minute
+(:mod:`squadron.domain.dashboard_refresh`), and edits the issue only when the body changed
+(:func:`body_digest` in the marker says which body is there).
 """
 
 from __future__ import annotations
@@ -187,7 +189,7 @@ def is_dashboard(labels: Iterable[str], author: str | None, bot_login: str) -> b
 def _agents_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
     lines = ["## Agents", ""]
     if not agents:
-        return [*lines, "No agents yet.", ""]
+        return [*lines, "No agents at work.", ""]
     counts = {s: sum(1 for a in agents if a.status is s) for s in _ORDER}
     lines.append(", ".join(f"{n} {s.value.lower()}" for s, n in counts.items() if n) + ".")
     lines += [

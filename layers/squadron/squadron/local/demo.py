@@ -275,8 +275,9 @@ def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | N
         ),
     )
     timeline.say(
-        f"the reconciler keeps dashboard issue #{board['number']}: the agents, PR #{pr['number']} "
-        "and the merge gate's verdict, the cost so far, boxes to act"
+        f"the reconciler's sweep opened dashboard issue #{board['number']}, kept up to date from the "
+        f"domain events: the agents, PR #{pr['number']} and what the merge gate waits for, the cost "
+        "so far, boxes to act"
     )
     api(
         "POST",

@@ -9,6 +9,9 @@
   batch failures honoured; a failed record comes back after its visibility
   timeout and goes to the DLQ after five receives).
 - Reconciler: its Lambda handler on a timer.
+- Domain events: the publisher's code on the registry's stream, onto a local bus whose rules
+  write every event to a log group and put it on the dashboards queue, which a worker hands to
+  the dashboards Lambda handler (each repository's dashboard issue, at most once a minute).
 - Agent gateway: its Lambda handler behind the Lambda Invoke API on loopback,
   which agent processes reach through ``AWS_ENDPOINT_URL_LAMBDA`` (their only
   AWS endpoint, as the task role's only right in AWS).
@@ -66,6 +69,7 @@ from squadron.adapters.local_aws import (
 )
 from squadron.adapters.local_launcher import LocalLauncher
 from squadron.adapters.operations import ENDPOINTS_FILE, Target
+from squadron.domain.dashboard_refresh import REFRESH_INTERVAL
 from squadron.domain.permissions import Caller
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 from squadron.domain.schedules import schedule_name
@@ -128,6 +132,9 @@ class LocalOptions:
     #: Days a finished agent's working copy and session stay under ``<state>/agents`` (the
     #: stage's ``state_retention_days``; 0: removed by the next task once no task of it runs).
     state_retention_days: int = DEFAULT_RETENTION_DAYS
+    #: The shortest time between two renderings of a repository's dashboard issue (the stage's is
+    #: a minute; tests shorten it so that a deferred rendering comes soon).
+    dashboard_refresh_seconds: int = int(REFRESH_INTERVAL.total_seconds())
 
 
 def _app_slug(api_url: str, app_id: int, private_key: str) -> str:
@@ -242,7 +249,7 @@ class LocalStack:
         self._set_env(self._lambda_env(github_url))
         if self.aws_state.exists():
             self.restored = restore_state(self.resources, self.aws_state)
-        for name in ("ingress", "router", "gateway", "reconciler"):
+        for name in ("ingress", "router", "gateway", "reconciler", "dashboard"):
             # Imported once here, not by whichever thread needs one first: importing the same
             # package from two threads at once can see it half-initialised.
             self._handler(name)
@@ -262,6 +269,7 @@ class LocalStack:
         )
         self._loop(self._route_forever)
         self._loop(self._publish_forever)
+        self._loop(self._dashboards_forever)
         self._loop(self._reconcile_forever)
         # Where `squadron status --local` finds this stack (removed when it stops).
         Target(
@@ -364,6 +372,8 @@ class LocalStack:
         r = self.resources
         return {
             "EVENTS_QUEUE_URL": r.queue_url,
+            "DASHBOARD_QUEUE_URL": r.dashboard_queue_url,
+            "DASHBOARD_REFRESH_SECONDS": str(self.options.dashboard_refresh_seconds),
             "WEBHOOK_SECRET_ARN": r.webhook_secret_arn,
             "GITHUB_APP_ID": str(self.app_id),
             "GITHUB_APP_SLUG": self.app_slug,
@@ -547,6 +557,27 @@ class LocalStack:
                 self.errors.append(f"publisher: {exc}")
                 logger.exception("publishing domain events failed")
 
+    def _dashboards_forever(self) -> None:
+        """Lambda's event source on the dashboards queue: batches to the dashboards handler, what
+        it reports failed back to the queue (after its visibility timeout; the DLQ after five)."""
+        assert self.resources is not None
+        poller = QueuePoller(self.resources.endpoint, self.resources.dashboard_queue_url)
+        handler = self._handler("dashboard")
+        while not self._stop.is_set():
+            try:
+                messages = poller.receive(wait_seconds=1)
+                if not messages:
+                    continue
+                result = handler.handler(
+                    sqs_lambda_event(messages, self.resources.dashboard_queue_arn), FakeLambdaContext()
+                )
+                failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
+                poller.delete([m["ReceiptHandle"] for m in messages if m["MessageId"] not in failed])
+            except Exception as exc:  # the batch comes back after its visibility timeout
+                self.errors.append(f"dashboards: {exc}")
+                logger.exception("dashboards batch failed")
+                time.sleep(1)
+
     def pause_routing(self, timeout: float = 30.0) -> None:
         """Stop routing once the batch in hand is done: events wait in events.fifo."""
         self.routing.clear()
@@ -619,5 +650,5 @@ class LocalStack:
         self._redirected.clear()
         if self._log_file is not None:
             self._log_file.close()
-        for name in ("ingress", "router", "gateway", "reconciler"):
+        for name in ("ingress", "router", "gateway", "reconciler", "dashboard"):
             sys.modules.pop(f"{name}_handler", None)  # wired to this stack: the next one loads its own

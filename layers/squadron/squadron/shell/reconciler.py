@@ -11,7 +11,9 @@ installation's 5,000 requests an hour, and 1,000 agents' issues are all read
 every 25 minutes. Repairs are webhooks replayed onto events.fifo, and
 commands (relaunch a dead task once, then escalate; escalate a sleeper past
 its max_sleep_duration; a conflict nobody works on), so the router stays the
-only writer of agent state. A GitHub error on one number is reported and the
+only writer of agent state. Each run also asks the dashboards queue for every
+repository with agents (one SendMessageBatch per ten): the sweep that shows on
+the dashboard issues what no domain event reported. A GitHub error on one number is reported and the
 run goes on; a rate limit ends that installation's reading for the run.
 The reads go through the GitHub transport's ETag cache: an issue or PR unchanged
 since the last run (in a warm container, under the same installation token: the
@@ -30,8 +32,9 @@ from typing import Any, Protocol
 from squadron.adapters.github.errors import GitHubError, RateLimitedError
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
-from squadron.domain import dashboard
-from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
+from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.dashboard_refresh import RefreshRequest
+from squadron.domain.domain_events import Repository
 from squadron.domain.effects import Decision
 from squadron.domain.reconcile import (
     RELAUNCH,
@@ -49,7 +52,7 @@ from squadron.domain.reconcile import (
 from squadron.domain.repo_config.models import RepoConfig
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import SquadronError
-from squadron.ports import EventQueue, MemoryStore, ScheduleSync
+from squadron.ports import EventQueue, RefreshQueue, ScheduleSync
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +61,6 @@ Json = dict[str, Any]
 
 class AgentSweep(Protocol):
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
-    def gate_state(self, repo_id: int, pr_number: int) -> tuple[str | None, str]: ...
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]: ...
 
 
@@ -71,13 +73,6 @@ class RepoReader(Protocol):
     def add_labels(self, number: int, labels: Iterable[str]) -> list[Json]: ...
     def comment(self, number: int, body: str) -> Json: ...
     def add_assignees(self, number: int, logins: Iterable[str]) -> Json: ...
-    def list_issues(
-        self, *, labels: Iterable[str] = (), state: str = "open", limit: int = 100
-    ) -> list[Json]: ...
-    def create_issue(
-        self, title: str, body: str, *, labels: Iterable[str] = (), assignees: Iterable[str] = ()
-    ) -> Json: ...
-    def update_issue(self, number: int, *, title: str | None = None, body: str | None = None) -> Json: ...
 
 
 class TaskStatus(Protocol):
@@ -129,7 +124,8 @@ class ReconcileReport:
     redelivered: list[int] = field(default_factory=list)
     #: FinishDecision commands sent (decisions committed and left unfinished).
     finished: list[str] = field(default_factory=list)
-    #: Dashboard issues created or edited ("owner/name#number"); unchanged ones are not.
+    #: Repositories whose dashboard this run asked to be rendered (the dashboards queue renders
+    #: it, and edits it only when what it shows changed).
     dashboards: list[str] = field(default_factory=list)
     #: Retrospective schedules created, updated or deleted ("owner/name: ...").
     schedules: list[str] = field(default_factory=list)
@@ -170,13 +166,13 @@ class ReconcilerService:
         tasks: TaskStatus | None = None,
         clock: Callable[[], datetime] = _now,
         max_reads: int = 200,
-        memory: MemoryStore | None = None,
         schedules: ScheduleSync | None = None,
+        dashboards: RefreshQueue | None = None,
     ) -> None:
-        #: The repositories' memory, shown on their dashboards (None: not shown).
-        self.memory = memory
         #: Keeps each repository's retrospective schedule in step with its configuration.
         self.schedules = schedules
+        #: Where each run asks for the repositories' dashboards (None: no dashboards).
+        self.dashboards = dashboards
         self.liveness = liveness
         self.policy_for = policy_for
         self.tasks = tasks
@@ -222,7 +218,8 @@ class ReconcilerService:
                     break  # this installation's budget is GitHub's now; the next run goes on
         self._redeliver(now, report)
         self._sweep_decisions(now, report)
-        self._dashboards([*live, *escalated], now, report)
+        self._schedules([*live, *escalated], report)
+        self._ask_dashboards([*live, *escalated], report)
         for problem in report.problems:
             logger.warning("reconciler: %s", problem)
         return report
@@ -275,8 +272,10 @@ class ReconcilerService:
                 continue
             report.timed_out.append(f"{repo}#{notice.pr_number}")
 
-    def _dashboards(self, agents: list[AgentRecord], now: datetime, report: ReconcileReport) -> None:
-        """Each repository's dashboard issue, edited only when what it shows changed."""
+    def _schedules(self, agents: list[AgentRecord], report: ReconcileReport) -> None:
+        """Each repository's retrospective schedule, in step with its configuration."""
+        if self.schedules is None:
+            return
         by_repo: dict[tuple[int | None, str], list[AgentRecord]] = {}
         for agent in agents:
             by_repo.setdefault((agent.installation_id, agent.repo_full_name), []).append(agent)
@@ -284,73 +283,42 @@ class ReconcilerService:
             try:
                 policy = self.policy_for(repo)
             except Exception as exc:  # configuration unreadable: the defaults apply
-                report.problems.append(f"{repo}: configuration not read, dashboard with defaults: {exc}")
+                report.problems.append(f"{repo}: configuration not read, schedule with defaults: {exc}")
                 policy = _DEFAULT_POLICY
-            if self.schedules is not None:
-                try:
-                    outcome = self.schedules.ensure(
-                        theirs[0].repo_id,
-                        repo,
-                        installation,
-                        expression=policy.retrospective.schedule,
-                        enabled=policy.retrospective.enabled,
-                    )
-                    if outcome not in ("unchanged", "absent"):
-                        report.schedules.append(f"{repo}: retrospective schedule {outcome}")
-                except SquadronError as exc:
-                    report.problems.append(f"{repo}: retrospective schedule not kept: {exc}")
-            if not policy.dashboard:
-                continue
             try:
-                self._dashboard(installation, repo, theirs, policy, now=now, report=report)
-            except (SquadronError, GitHubError) as exc:
-                report.problems.append(f"{repo}: dashboard not updated: {exc}")
+                outcome = self.schedules.ensure(
+                    theirs[0].repo_id,
+                    repo,
+                    installation,
+                    expression=policy.retrospective.schedule,
+                    enabled=policy.retrospective.enabled,
+                )
+                if outcome not in ("unchanged", "absent"):
+                    report.schedules.append(f"{repo}: retrospective schedule {outcome}")
+            except SquadronError as exc:
+                report.problems.append(f"{repo}: retrospective schedule not kept: {exc}")
 
-    def _dashboard(
-        self,
-        installation: int | None,
-        repo: str,
-        agents: list[AgentRecord],
-        policy: RoutingPolicy,
-        *,
-        now: datetime,
-        report: ReconcileReport,
-    ) -> None:
-        prs = sorted({a.pr_number for a in agents if a.pr_number is not None and a.kind is RoleKind.DEV})
-        gates = {}
-        for pr in prs[: dashboard.MAX_ROWS]:
-            verdict, said = self.registry.gate_state(agents[0].repo_id, pr)
-            if verdict is not None:
-                gates[pr] = dashboard.GateView(verdict, said)
-        facts = self.memory.facts(agents[0].repo_id) if self.memory is not None else []
-        body = dashboard.with_marker(
-            dashboard.render(
-                repo,
-                agents,
-                gates=gates,
-                prices=policy.prices,
-                memory=facts,
-                memory_policy=policy.memory,
-                now=now,
-            )
-        )
-        github = self.reader(installation, repo)
-        found = [
-            issue
-            for issue in github.list_issues(labels=(dashboard.LABEL,), state="open")
-            if "pull_request" not in issue
-            and (issue.get("user") or {}).get("login") == self.bot_login
-            and dashboard.MARKER in str(issue.get("body") or "")
-        ]
-        if not found:
-            created = github.create_issue(dashboard.TITLE, body, labels=(dashboard.LABEL,))
-            report.dashboards.append(f"{repo}#{created.get('number')}")
+    def _ask_dashboards(self, agents: list[AgentRecord], report: ReconcileReport) -> None:
+        """Ask for each repository's dashboard to be rendered (the sweep: what no domain event
+        reported is shown too; a repository rendered within the minute is deferred, not edited)."""
+        if self.dashboards is None:
             return
-        issue = min(found, key=lambda i: int(i["number"]))  # the first, should a race have made two
-        if dashboard.current_digest(str(issue.get("body") or "")) == dashboard.digest_of(body):
-            return  # nothing it shows changed: no edit (and no notification)
-        github.update_issue(int(issue["number"]), body=body)
-        report.dashboards.append(f"{repo}#{issue['number']}")
+        wanted: dict[int, RefreshRequest] = {}
+        for agent in sorted(agents, key=lambda a: a.repo_full_name):
+            wanted.setdefault(
+                agent.repo_id,
+                RefreshRequest(
+                    repository=Repository(id=agent.repo_id, full_name=agent.repo_full_name),
+                    installation=agent.installation_id,
+                    cause="sweep",
+                ),
+            )
+        try:
+            self.dashboards.request_all(list(wanted.values()))
+        except SquadronError as exc:
+            report.problems.append(f"dashboards not asked for: {exc}")
+            return
+        report.dashboards = [request.repository.full_name for request in wanted.values()]
 
     def _sweep_decisions(self, now: datetime, report: ReconcileReport) -> None:
         """Decisions the router committed and did not carry out (their delivery was dead-lettered)."""

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from squadron.adapters.delivery_records import DeliveryRecords
+from squadron.adapters.dynamo_dashboards import DynamoDashboardSlots
 from squadron.adapters.dynamo_memory import DynamoMemory
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.ecs import EcsTaskLauncher, EcsTaskStatus
@@ -18,7 +19,7 @@ from squadron.adapters.github.http import GitHubCallStats, GitHubHttp
 from squadron.adapters.metrics import ServiceEmfMetrics
 from squadron.adapters.scheduler import RetroSchedules
 from squadron.adapters.secrets import SecretsManagerSource
-from squadron.adapters.sqs import SqsEventQueue
+from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
 from squadron.config import ConfigLoader
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
@@ -30,6 +31,7 @@ from squadron.ports import EventQueue, Registry, RetroStore, TaskLauncher
 from squadron.settings import (
     LAMBDA_RATE_LIMIT_WAIT_SECONDS,
     AppNotConfiguredError,
+    DashboardSettings,
     GatewaySettings,
     GitHubAppSettings,
     ReconcilerSettings,
@@ -38,6 +40,7 @@ from squadron.settings import (
     load_settings,
 )
 from squadron.shell.config_notices import ConfigNotices
+from squadron.shell.dashboards import DashboardService
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.gateway import AgentGateway
 from squadron.shell.memory import Memory
@@ -141,7 +144,6 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         completed=records.completed,
         bot_login=settings.bot_login,
         max_reads=settings.max_reads,
-        memory=DynamoMemory(settings.registry_table_name),
         schedules=RetroSchedules(
             group=settings.schedule_group,
             role_arn=settings.scheduler_role_arn,
@@ -149,6 +151,31 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         )
         if settings.schedule_group and settings.scheduler_role_arn
         else None,
+        dashboards=SqsRefreshQueue(settings.dashboard_queue_url) if settings.dashboard_queue_url else None,
+    )
+
+
+def build_dashboards(environ: Mapping[str, str] | None = None) -> DashboardService:
+    """The dashboards service wired to DynamoDB, its queue and GitHub (see DashboardSettings)."""
+    if not app_configured(environ):
+        raise AppNotConfiguredError("dashboards")
+    settings = load_settings(DashboardSettings, environ)
+    app = _github_app(settings)
+    github = AppGitHub(app)
+    cache = PolicyCache(
+        ConfigLoader(app_repository_files(github), bot_login=settings.bot_login),
+        ttl=timedelta(seconds=settings.config_ttl_seconds),
+    )
+
+    return DashboardService(
+        registry=DynamoRegistry(settings.registry_table_name),
+        slots=DynamoDashboardSlots(settings.registry_table_name),
+        queue=SqsRefreshQueue(settings.dashboard_queue_url),
+        reader=github.client,
+        bot_login=settings.bot_login,
+        policy_for=cache.policy_for,
+        memory=DynamoMemory(settings.registry_table_name),
+        interval=timedelta(seconds=settings.refresh_seconds),
     )
 
 

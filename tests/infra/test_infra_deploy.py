@@ -32,9 +32,15 @@ def _scheduled(rules: dict[str, Any]) -> dict[str, Any]:
     return {name: rule for name, rule in rules.items() if "ScheduleExpression" in rule["Properties"]}
 
 
-def _from_sqs(mappings: dict[str, Any]) -> dict[str, Any]:
-    """The router's mapping from events.fifo (the event publisher reads the table's stream)."""
-    return {name: m for name, m in mappings.items() if "StartingPosition" not in m["Properties"]}
+def _routers(synthesized: Synthesized) -> dict[str, Any]:
+    """The router's mapping from events.fifo (the event publisher reads the table's stream, the
+    dashboards function its own queue)."""
+    router = {"Ref": synthesized.logical_id(synthesized.stack.router.function)}
+    return {
+        name: m
+        for name, m in synthesized.resources("AWS::Lambda::EventSourceMapping").items()
+        if m["Properties"]["FunctionName"] == router
+    }
 
 
 def _one(resources: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +143,7 @@ def test_cloudwatch_may_publish_to_the_alarm_topic(synthesized: Synthesized) -> 
 
 
 def test_router_concurrency_is_bounded_by_the_setting(synthesized: Synthesized) -> None:
-    mapping = _one(_from_sqs(synthesized.resources("AWS::Lambda::EventSourceMapping")))["Properties"]
+    mapping = _one(_routers(synthesized))["Properties"]
     assert mapping["ScalingConfig"] == {"MaximumConcurrency": 4}  # router_max_concurrency of the context
 
 
@@ -167,7 +173,7 @@ def test_router_batch_fits_its_timeout_and_the_queue_outlasts_retries(synthesize
         synthesized.logical_id(synthesized.stack.router.function)
     ]
     timeout = router["Properties"]["Timeout"]
-    mapping = _one(_from_sqs(synthesized.resources("AWS::Lambda::EventSourceMapping")))["Properties"]
+    mapping = _one(_routers(synthesized))["Properties"]
     # Every record of a batch may wait out one GitHub rate limit and still be done in time.
     per_record = LAMBDA_RATE_LIMIT_WAIT_SECONDS + EventQueue.ROUTER_WORK_SECONDS
     assert mapping["BatchSize"] * per_record <= timeout

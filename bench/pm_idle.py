@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from squadron.agent.host import AgentHost
-from squadron.domain.task_ending import NEWS_POLL_SECONDS, poll_times
+from squadron.domain.lifecycle import NEWS_POLL_SECONDS, poll_times
 
 IDLE_SECONDS = 60.0
 

@@ -40,17 +40,17 @@ from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, syst
 from squadron.agent.tools import FrameworkTools, HostState
 from squadron.agent.writes import GatewayWrites
 from squadron.config.parse import ResolvedRole, SquadronConfig
-from squadron.domain import breakers, task_ending
+from squadron.domain import breakers, lifecycle
 from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
 from squadron.domain.cost import Cost, cost_of
 from squadron.domain.events import TaskUsage
 from squadron.domain.launches import LaunchRefusedError
+from squadron.domain.lifecycle import NEWS_POLL_SECONDS, Outcome
 from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
 from squadron.domain.retrospective import PATHS as RETRO_PATHS
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.shell_policy import refuse_shell
-from squadron.domain.task_ending import NEWS_POLL_SECONDS, Outcome
 from squadron.domain.usage import ModelTokens, add_tokens
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def _now() -> datetime:
 #: the lease; sleeping: blocked, the router puts it to sleep; escalated: handed to humans; idle:
 #: the turn ended (report_complete), the agent waits ACTIVE without a task for the next event;
 #: failed: the host crashed (reported, so the reconciler relaunches it). Decided in
-#: :mod:`squadron.domain.task_ending`.
+#: :mod:`squadron.domain.lifecycle.task`.
 
 
 @dataclass(frozen=True)
@@ -98,13 +98,13 @@ def resolved_blockers(items: Iterable[InboxItem]) -> list[int]:
     )
 
 
-def session_of(agent: AgentRecord, lifecycle: str) -> tuple[str, bool]:
+def session_of(agent: AgentRecord, session_lifecycle: str) -> tuple[str, bool]:
     """The Copilot session a task uses, and whether it resumes it.
 
     Persistent roles keep one session per generation: every launch after the first resumes
     it. Ephemeral roles (the PM) start a fresh session for each launch (each batch).
     """
-    if lifecycle == "ephemeral":
+    if session_lifecycle == "ephemeral":
         return f"{agent.session_id}-l{agent.counters.launches}", False
     return agent.session_id, agent.counters.launches > 1
 
@@ -262,7 +262,7 @@ class AgentHost:
         """Give up the lease and tell the router how the task ended (also when it crashed)."""
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.door.release)
-        told = task_ending.reported(result.outcome if result is not None else None)
+        told = lifecycle.reported(result.outcome if result is not None else None)
         if told is None:
             return
         used = self.total_usage
@@ -469,7 +469,7 @@ class AgentHost:
 
     def _finish(self, agent: AgentRecord, replies: list[str]) -> HostResult:
         """After the session: sleep, escalate or go idle, saving the work first."""
-        ended = task_ending.task_outcome(
+        ended = lifecycle.task_outcome(
             ending=self.state.ending, reason=self.state.reason, lease_lost=self.lease_lost
         )
         saved = self._save_work(agent, ended.save_as) if ended.save_as is not None else ""
@@ -485,7 +485,7 @@ class AgentHost:
     async def _follow_up(self, agent: AgentRecord) -> str | None:
         """The prompt after the model's turn ended: a summary when a breaker tripped, the news that
         came meanwhile, or None to end the session."""
-        decided = task_ending.after_turn(
+        decided = lifecycle.after_turn(
             ending=self.state.ending,
             reason=self.state.reason,
             lease_lost=self.lease_lost,
@@ -493,10 +493,10 @@ class AgentHost:
             trip_reason=self.usage.trip_reason or "",
         )
         self.state.ending, self.state.reason = decided.ending, decided.reason
-        if decided.step == task_ending.SUMMARIZE:
+        if decided.step == lifecycle.SUMMARIZE:
             self.stop.clear()  # the summary turn runs (tools stay denied)
             return SUMMARY_PROMPT.format(reason=self.state.reason)
-        if decided.step == task_ending.CHECK_NEWS and await self._news():
+        if decided.step == lifecycle.CHECK_NEWS and await self._news():
             # News arrived while this task ran (the router only wakes agents without a task).
             self.state.ending = None
             if self.linger_seconds > 0:

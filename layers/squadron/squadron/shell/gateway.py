@@ -68,6 +68,7 @@ from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.config.parse import SquadronConfig
+from squadron.domain import lifecycle
 from squadron.domain.agents import (
     TERMINAL,
     AgentRecord,
@@ -761,13 +762,15 @@ class AgentGateway:
             agent = self.registry.acquire_lease(agent.agent_id, request.launch_token, now, LEASE_TTL)
         except ConflictError as exc:
             raise LaunchRefusedError("lease_held", f"the lease of {agent.agent_id} is held: {exc}") from exc
+        # A first task moves its agent to ACTIVE (the lifecycle's begin), on the version just read;
+        # a router's write in between is read again and decided again.
         for _ in range(3):
-            if agent.status is not AgentStatus.CREATED:
+            begun = lifecycle.begin(agent, now=now)
+            if begun is None:
                 break
             try:
-                active = agent.transition(AgentStatus.ACTIVE, now=now)
-                self.registry.put_agent(AgentWrite(active, agent.version))
-                agent = active
+                self.registry.put_agent(AgentWrite(begun, agent.version))
+                agent = begun
             except ConflictError:
                 reread = self.registry.get_agent(agent.agent_id)
                 if reread is None:

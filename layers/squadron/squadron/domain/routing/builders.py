@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from squadron.domain import lifecycle
 from squadron.domain.agents import (
-    LIVE,
     TERMINAL,
     AgentRecord,
     AgentStatus,
-    BreakerCounters,
     InboxItem,
     RoleKind,
     agent_id_for,
@@ -27,13 +26,11 @@ from squadron.domain.effects import (
     PostComment,
     PutAgent,
     RemoveBlocker,
-    StopAgentTask,
 )
 from squadron.domain.events import (
     EventEnvelope,
 )
 from squadron.domain.repo_config.models import EscalationRule
-from squadron.domain.retention import purge_claimed
 from squadron.domain.routing.normalize import closing_references
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Snapshot
@@ -44,38 +41,13 @@ def launch_token(agent: AgentRecord) -> str:
     return agent.launch_token
 
 
-def _with_launch(agent: AgentRecord, cause: str) -> AgentRecord:
-    """``agent`` marked as needing a task, with a fresh launch token.
-
-    A launch that was decided but never confirmed keeps its token: the task it names may be
-    starting right now (ECS deduplicates RunTask by that token), so a second decision must
-    resume it rather than start a second task for the same agent.
-    """
-    if agent.pending_launch is not None:
-        return agent.model_copy(update={"launch_cause": cause})
-    counters = agent.counters.model_copy(update={"launches": agent.counters.launches + 1})
-    launched = agent.model_copy(update={"counters": counters, "launch_cause": cause})
-    return launched.model_copy(update={"pending_launch": launch_token(launched), "task_arn": None})
-
-
-def _launch(agent: AgentRecord, reason: str) -> LaunchAgent:
-    assert agent.pending_launch is not None
-    purpose: Literal["start", "wake"] = "start" if agent.status is AgentStatus.CREATED else "wake"
-    return LaunchAgent(agent.agent_id, purpose, reason, agent.pending_launch)
-
-
 def _wake(
-    agent: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str
+    agent: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str, **changes: object
 ) -> tuple[AgentWrite, LaunchAgent]:
-    counters = agent.counters.model_copy(update={"wakes": agent.counters.wakes + 1})
-    changes = {"wake_reason": reason, "counters": counters}
-    awake = (
-        agent.updated(now=snap.now, **changes)  # idle: already ACTIVE, only its task had ended
-        if agent.status is AgentStatus.ACTIVE
-        else agent.transition(AgentStatus.ACTIVE, now=snap.now, **changes)
-    )
-    woken = _with_launch(awake, event.delivery_id)
-    return AgentWrite(woken, agent.version), _launch(woken, reason)
+    """``agent`` woken by ``event`` (:func:`squadron.domain.lifecycle.wake`): its write and launch."""
+    step = lifecycle.wake(agent, now=snap.now, cause=event.delivery_id, reason=reason, **changes)
+    (launch,) = (e for e in step.effects if isinstance(e, LaunchAgent))
+    return step.write, launch
 
 
 def is_idle(agent: AgentRecord) -> bool:
@@ -165,70 +137,32 @@ def _new_agent(
     )
 
 
-def _new_generation(existing: AgentRecord, fresh: AgentRecord, snap: Snapshot) -> AgentRecord:
-    """A terminal agent restarted as its next generation: a new session, nothing carried over.
-
-    The old generation's lease goes, except a janitor's live claim: its directories are being
-    moved away, and no task of the new generation begins before they are gone
-    (:mod:`squadron.domain.retention`).
-    """
-    purging = purge_claimed(existing, snap.now)
-    return existing.transition(
-        AgentStatus.CREATED,
-        now=snap.now,
-        generation=existing.generation + 1,
-        generation_started_at=fresh.generation_started_at,
-        last_event_at=fresh.last_event_at,
-        blocked_by=frozenset(),
-        pr_number=fresh.pr_number,
-        branch=fresh.branch,
-        installation_id=fresh.installation_id or existing.installation_id,
-        counters=BreakerCounters(),
-        wake_reason=None,
-        escalation_reason=None,
-        lease_owner=existing.lease_owner if purging else None,
-        lease_expires_at=existing.lease_expires_at if purging else None,
-        heartbeat_at=None,
-        task_arn=None,
-        pending_launch=None,
-        launch_secret_hash=None,
-        launch_secret_expires_at=None,
-    )
-
-
 def _start(
     existing: AgentRecord | None, fresh: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str
 ) -> list[Effect]:
     """Create ``fresh``, or restart a terminal ``existing`` one as a new generation; then launch it."""
     if existing is None:
-        record = _with_launch(fresh, event.delivery_id)
-        return [PutAgent(AgentWrite(record, None)), _launch(record, reason)]
+        return list(lifecycle.start(fresh, cause=event.delivery_id, reason=reason).effects)
     if existing.superseded(fresh.generation_started_at):
         return [Discard(f"{existing.agent_id} changed after this event happened: {reason}")]
-    restarted = _new_generation(existing, fresh, snap)
-    record = _with_launch(restarted, event.delivery_id)
-    return [PutAgent(AgentWrite(record, existing.version)), _launch(record, reason)]
+    return list(
+        lifecycle.restart(existing, fresh, now=snap.now, cause=event.delivery_id, reason=reason).effects
+    )
 
 
 def _end(
-    agent: AgentRecord, event: EventEnvelope, snap: Snapshot, status: AgentStatus, reason: str
+    agent: AgentRecord, event: EventEnvelope, snap: Snapshot, status: lifecycle.Finished, reason: str
 ) -> list[Effect]:
     """Finish a non-terminal agent (COMPLETED or CANCELLED) and stop its task if one may run."""
     if agent.status in TERMINAL:
         return []
     if agent.superseded(event.occurred_at):
         return [Discard(f"{agent.agent_id} changed after this event happened: {reason}")]
-    ended = agent.transition(
-        status,
-        now=snap.now,
-        pending_launch=None,
-        blocked_by=frozenset(),
-        last_event_at=event.occurred_at or agent.last_event_at,
+    return list(
+        lifecycle.finish(
+            agent, now=snap.now, reason=reason, status=status, last_event_at=event.occurred_at
+        ).effects
     )
-    effects: list[Effect] = [PutAgent(AgentWrite(ended, agent.version))]
-    if agent.task_arn and agent.status in LIVE:
-        effects.append(StopAgentTask(agent.agent_id, agent.task_arn, reason))
-    return effects
 
 
 def _pm_effects(
@@ -260,18 +194,7 @@ def _unblock(event: EventEnvelope, snap: Snapshot, blocker: int) -> list[Effect]
             remaining = agent.blocked_by - {blocker}
             if agent.status is AgentStatus.SLEEPING and not remaining:
                 reason = f"blocker #{blocker} was closed; #{issue} has no open blockers left"
-                counters = agent.counters.model_copy(update={"wakes": agent.counters.wakes + 1})
-                woken = _with_launch(
-                    agent.transition(
-                        AgentStatus.ACTIVE,
-                        now=snap.now,
-                        blocked_by=remaining,
-                        wake_reason=reason,
-                        counters=counters,
-                    ),
-                    event.delivery_id,
-                )
-                write, launch = AgentWrite(woken, agent.version), _launch(woken, reason)
+                write, launch = _wake(agent, event, snap, reason, blocked_by=remaining)
             else:
                 write = AgentWrite(agent.updated(now=snap.now, blocked_by=remaining), agent.version)
         if blocker in view.blockers or write is not None:
@@ -432,16 +355,7 @@ def _escalate(
     whom it notifies and assigns. ``details`` (the agent's own summary, what happened to its
     work) follow the explanation.
     """
-    escalated = agent.transition(
-        AgentStatus.ESCALATED,
-        now=snap.now,
-        escalation_reason=reason[:1000],
-        pending_launch=None,
-        task_arn=None,
-    )
-    effects: list[Effect] = [PutAgent(AgentWrite(escalated, agent.version))]
-    if agent.task_arn:
-        effects.append(StopAgentTask(agent.agent_id, agent.task_arn, reason))
+    effects: list[Effect] = list(lifecycle.escalate(agent, now=snap.now, reason=reason).effects)
     repo, inst = event.repository.full_name, event.installation_id
     waiting = (
         f" It waits for {', '.join(f'#{n}' for n in sorted(agent.blocked_by))}." if agent.blocked_by else ""

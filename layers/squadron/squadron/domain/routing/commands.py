@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from squadron.domain import lifecycle
 from squadron.domain.agents import (
     LIVE,
     TERMINAL,
@@ -42,9 +43,7 @@ from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.routing.builders import (
     _escalate,
     _inbox,
-    _launch,
     _notify,
-    _with_launch,
     is_idle,
     launch_token,
 )
@@ -91,17 +90,15 @@ def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
             effects.append(_inbox(agent, event, "blocker_rejected", problem))
             if command.sleep and agent.status in LIVE:
                 # The agent's task exited expecting to sleep; it must run again to hear why not.
-                relaunch = _with_launch(agent.updated(now=snap.now, wake_reason=problem), event.delivery_id)
-                effects += [PutAgent(AgentWrite(relaunch, agent.version)), _launch(relaunch, problem)]
+                effects += lifecycle.relaunch(
+                    agent, now=snap.now, cause=event.delivery_id, reason=problem
+                ).effects
         return effects or [Discard(problem)]
     write: AgentWrite | None = None
     if agent is not None:
         blocked_by = agent.blocked_by | {blocker}
         if command.sleep and command.agent_id == agent.agent_id and agent.status in LIVE:
-            asleep = agent.transition(
-                AgentStatus.SLEEPING, now=snap.now, blocked_by=blocked_by, pending_launch=None, task_arn=None
-            )
-            write = AgentWrite(asleep, agent.version)
+            write = AgentWrite(lifecycle.sleep(agent, now=snap.now, blocked_by=blocked_by), agent.version)
         elif blocked_by != agent.blocked_by:
             write = AgentWrite(agent.updated(now=snap.now, blocked_by=blocked_by), agent.version)
     if blocker in view.blockers and write is None:
@@ -131,7 +128,7 @@ def _on_recover_agent(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
         # A held launch (RunTask refused it) whose back-off is over: try it again, as decided.
         if agent.status not in LIVE or agent.pending_launch is None:
             return [Discard(f"{agent.agent_id} has no held launch any more")]
-        return [_launch(agent, f"retrying its launch: {command.reason}")]
+        return [lifecycle.launch(agent, f"retrying its launch: {command.reason}")]
     if (
         command.action == "relaunch"
         and agent.status in LIVE
@@ -141,19 +138,18 @@ def _on_recover_agent(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
         reason = f"relaunched by the reconciler: {command.reason}"
         # The dead task's lease goes with it: the relaunched task must be able to take it now,
         # not when it expires (a holder that was only slow is stopped and loses its renewal).
-        stale = agent.updated(
+        step = lifecycle.relaunch(
+            agent,
             now=snap.now,
+            cause=event.delivery_id,
+            reason=reason,
+            stop_running=True,
             counters=counters,
-            wake_reason=reason,
             task_arn=None,
             lease_owner=None,
             lease_expires_at=None,
         )
-        relaunched = _with_launch(stale, event.delivery_id)
-        effects: list[Effect] = [PutAgent(AgentWrite(relaunched, agent.version))]
-        if agent.task_arn:
-            effects.append(StopAgentTask(agent.agent_id, agent.task_arn, reason))
-        return [*effects, _launch(relaunched, reason)]
+        return list(step.effects)
     if agent.status is AgentStatus.ESCALATED:
         return [Discard(f"{agent.agent_id} is already with humans")]
     why = (
@@ -274,18 +270,16 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
         and agent.pending_launch is None
     ):
         # A retrospective is held once: its agent is done when its task ends by itself.
-        done = base.transition(
-            AgentStatus.COMPLETED, now=snap.now, task_arn=None, pending_launch=None, blocked_by=frozenset()
-        ).model_copy(update={"version": agent.version + 1})
-        return [PutAgent(AgentWrite(done, agent.version)), *warning]
+        done = lifecycle.finish(base, now=snap.now, reason="its retrospective is held", task_ended=True)
+        return [*done.effects, *warning]
     if command.outcome == "idle" and agent.status is AgentStatus.ACTIVE and agent.pending_launch is None:
         if snap.inbox:
             kinds = ", ".join(sorted({item.kind for item in snap.inbox}))
             reason = f"news arrived as its task ended ({kinds})"
-            woken = _with_launch(
-                base.updated(now=snap.now, wake_reason=reason, task_arn=None), event.delivery_id
+            woken = lifecycle.relaunch(
+                base, now=snap.now, cause=event.delivery_id, reason=reason, task_arn=None
             )
-            return [PutAgent(AgentWrite(woken, agent.version)), _launch(woken, reason), *warning]
+            return [*woken.effects, *warning]
         return [PutAgent(AgentWrite(base.updated(now=snap.now, task_arn=None), agent.version)), *warning]
     # Sleeping (its blocker command came first), failed (the reconciler sees the dead task and
     # relaunches it once, or escalates), or already ended otherwise: the usage is what is left.

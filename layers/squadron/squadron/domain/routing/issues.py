@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from squadron.domain import dashboard
+from squadron.domain import dashboard, lifecycle
 from squadron.domain.agents import (
     TERMINAL,
     AgentStatus,
@@ -28,7 +28,6 @@ from squadron.domain.events import (
 from squadron.domain.routing.builders import (
     _end,
     _new_agent,
-    _new_generation,
     _notify,
     _pm_effects,
     _start,
@@ -151,12 +150,11 @@ def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: I
     if open_blockers:
         # Blockers were registered before the assignment: the agent waits for them asleep.
         if existing is None:
-            record = fresh.model_copy(update={"status": AgentStatus.SLEEPING, "blocked_by": open_blockers})
-            return [PutAgent(AgentWrite(record, None))]
+            return [PutAgent(AgentWrite(lifecycle.born_asleep(fresh, blocked_by=open_blockers), None))]
         if existing.superseded(fresh.generation_started_at):
             return [Discard(f"{existing.agent_id} changed after this assignment happened")]
-        restarted = _new_generation(existing, fresh, snap)
-        asleep = restarted.model_copy(update={"status": AgentStatus.SLEEPING, "blocked_by": open_blockers})
+        restarted = lifecycle.new_generation(existing, fresh, now=snap.now)
+        asleep = lifecycle.born_asleep(restarted, blocked_by=open_blockers)
         return [PutAgent(AgentWrite(asleep, existing.version))]
     return _start(existing, fresh, event, snap, f"assigned #{issue.number} by {event.sender.login}")
 
@@ -190,7 +188,7 @@ def _on_issue_closed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy
         )
     effects += _unblock(event, snap, issue.number)
     gone = event.action in ("deleted", "transferred") or issue.state_reason in ("not_planned", "duplicate")
-    status = AgentStatus.CANCELLED if gone else AgentStatus.COMPLETED
+    status: lifecycle.Finished = AgentStatus.CANCELLED if gone else AgentStatus.COMPLETED
     how = {"closed": "closed", "deleted": "deleted", "transferred": "transferred"}[event.action or "closed"]
     for agent in view.agents:
         effects += _end(agent, event, snap, status, f"#{issue.number} was {how} by {event.sender.login}")

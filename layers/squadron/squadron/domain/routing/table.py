@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from squadron.domain import lifecycle
 from squadron.domain.agents import (
     LIVE,
 )
@@ -22,7 +23,6 @@ from squadron.domain.events import (
     ROUTED_EVENTS,
     EventEnvelope,
 )
-from squadron.domain.routing.builders import _launch
 from squadron.domain.routing.ci import CI_ROUTES
 from squadron.domain.routing.commands import COMMAND_ROUTES, agent_envelope_problem
 from squadron.domain.routing.comments import COMMENT_ROUTES
@@ -60,7 +60,7 @@ def _heal_pending_launches(snap: Snapshot, effects: list[Effect]) -> list[Effect
         if isinstance(e, (AddBlocker, RemoveBlocker, LinkPullRequest)) and e.agent is not None
     }
     return [
-        _launch(agent, agent.wake_reason or "resume an unconfirmed launch")
+        lifecycle.launch(agent, agent.wake_reason or "resume an unconfirmed launch")
         for agent in snap.agents()
         if agent.pending_launch and agent.status in LIVE and agent.agent_id not in touched
     ]

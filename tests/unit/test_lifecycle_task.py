@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squadron.domain.task_ending import (
+from squadron.domain.lifecycle import (
     CHECK_NEWS,
     END,
     SUMMARIZE,

@@ -5,7 +5,8 @@ lease is gone), ask the model for a summary for the humans (a breaker tripped), 
 that came while it worked (the only step that needs I/O: :data:`CHECK_NEWS`), or end. When the
 session is over, :func:`task_outcome` says how the task ended, what to save of the work first,
 and :func:`reported` what the router is told (its ``task_ended`` command); the router then
-idles, sleeps or escalates the agent (:mod:`squadron.domain.routing.commands`).
+idles, sleeps or escalates the agent with :mod:`squadron.domain.lifecycle.transitions`
+(:mod:`squadron.domain.routing.commands`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from typing import Final, Literal
 Ending = Literal["sleep", "escalate", "complete"] | None
 #: How the task ended (the host's result); superseded and busy tell the router nothing.
 Outcome = Literal["superseded", "busy", "sleeping", "escalated", "idle"]
+
+#: What the router is told of a task's end (the ``outcome`` of its ``task_ended`` command).
+Reported = Literal["idle", "sleeping", "escalated", "failed"]
 
 NextStep = Literal["end", "summarize", "check_news"]
 END: Final = "end"
@@ -71,7 +75,7 @@ def task_outcome(*, ending: Ending, reason: str, lease_lost: bool) -> TaskOutcom
     return TaskOutcome("idle", reason if ending == "complete" else "the turn ended without a report")
 
 
-def reported(outcome: Outcome | None) -> Literal["idle", "sleeping", "escalated", "failed"] | None:
+def reported(outcome: Outcome | None) -> Reported | None:
     """What the router is told: None for a task that crashed is ``failed``; nothing is said for
     a superseded task (its successor speaks) or one that found its agent busy."""
     if outcome is None:

@@ -12,15 +12,22 @@ from squadron.adapters.copilot import _listener
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentStatus
-from squadron.domain.cost import DEFAULT_PRICES, Cost, ModelPrice, PriceTable, cost_of, tree_cost, usd
+from squadron.domain.cost import (
+    DEFAULT_PRICES,
+    Cost,
+    ModelPrice,
+    PriceTable,
+    cost_of,
+    issue_costs,
+    tree_cost,
+    usd,
+)
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import TaskUsage
 from squadron.domain.routing import RoutingPolicy
 from squadron.domain.usage import MAX_MODELS, ModelTokens, add_tokens
 from tests.support.world import World
-from tests.unit.test_task_ended_routing import ended, working
-
-A38 = "1-38-feat-dev"
+from tests.unit.test_task_ended_routing import A38, ended, working
 
 
 def tokens(model: str, i: int, o: int) -> ModelTokens:
@@ -177,3 +184,63 @@ def test_the_budget_and_prices_come_from_the_repositorys_configuration() -> None
     )
     assert policy.prices.task_usd_per_hour == 0.5
     assert routing_policy(parse_files({})).issue_budget_usd is None  # no budget unless one is set
+
+
+REVIEWER = "1-101-pr-review"
+
+
+def _reviewed(world: World) -> None:
+    """#38's dev agent working, its PR #101 opened (a reviewer starts on it) and begun."""
+    working(world)
+    world.send(world.events.pr(101, "feat/issue-38", "Closes #38"))
+    reviewer = world.agent(REVIEWER)
+    begun = reviewer.transition(AgentStatus.ACTIVE, now=world.now)
+    world.registry.put_agent(AgentWrite(begun, reviewer.version))
+
+
+def _spent(world: World, agent_id: str, usd_of_sonnet_output: float) -> None:
+    agent = world.agent(agent_id)
+    spent = (tokens("claude-sonnet-4.5", 0, int(usd_of_sonnet_output / 15.0 * 1_000_000)),)
+    counters = agent.counters.model_copy(update={"tokens": spent})
+    world.registry.put_agent(AgentWrite(agent.model_copy(update={"counters": counters}), agent.version))
+
+
+def test_a_reviewers_cost_counts_for_the_issue_its_pull_request_serves() -> None:
+    world = World()
+    _reviewed(world)
+    assert world.agent(REVIEWER).serves_issue == 38
+    _spent(world, A38, 2.0)
+    _spent(world, REVIEWER, 1.0)
+    costs = issue_costs(world.registry.agents.values())
+    assert list(costs) == [38]  # not a row of its own for PR #101
+    own, tree = costs[38]
+    assert round(own.total_usd, 2) == round(tree.total_usd, 2) == 3.0
+
+
+BUDGET_WITH_REVIEWERS = [
+    # (id, whose task ends, dev's spend, reviewer's spend, that task's spend, escalated, warned)
+    ("the dev's task end counts its reviewer's spend", A38, 6.0, 4.5, 0.0, A38, False),
+    ("the reviewer's task end counts the dev's spend", REVIEWER, 6.0, 4.5, 0.0, REVIEWER, False),
+    ("crossing 80% together: the issue is told", REVIEWER, 4.0, 3.0, 1.5, None, True),
+    ("within 80% together: nothing said", A38, 4.0, 2.0, 1.0, None, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("ends", "dev", "reviewer", "spends", "escalated", "warned"),
+    [row[1:] for row in BUDGET_WITH_REVIEWERS],
+    ids=[row[0] for row in BUDGET_WITH_REVIEWERS],
+)
+def test_an_issues_budget_counts_the_reviewers_of_its_pull_requests(
+    *, ends: str, dev: float, reviewer: float, spends: float, escalated: str | None, warned: bool
+) -> None:
+    world = World(policy=RoutingPolicy(issue_budget_usd=10.0))
+    _reviewed(world)
+    _spent(world, A38, dev)
+    _spent(world, REVIEWER, reviewer)
+    usage = TaskUsage(tokens=(tokens("claude-sonnet-4.5", 0, int(spends / 15.0 * 1_000_000)),))
+    world.send(ended(world, ends, outcome="idle", usage=usage))
+    for agent_id in (A38, REVIEWER):
+        assert (world.agent(agent_id).status is AgentStatus.ESCALATED) is (agent_id == escalated)
+    told = [number for _, number, body, _ in world.github.comments if "at the limit its agent" in body]
+    assert told == ([38] if warned else [])  # on the issue, whichever agent's task crossed it

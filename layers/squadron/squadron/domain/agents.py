@@ -178,6 +178,9 @@ class AgentRecord(BaseModel):
     status: AgentStatus = AgentStatus.CREATED
     branch: str | None = None
     pr_number: int | None = None
+    #: A review agent's: the issue the pull request it reviews serves (None: not known when it
+    #: started). Its cost counts for that issue (:attr:`costed_issue`).
+    serves_issue: int | None = None
     blocked_by: frozenset[int] = frozenset()
     counters: BreakerCounters = Field(default_factory=BreakerCounters)
     created_at: datetime
@@ -217,6 +220,12 @@ class AgentRecord(BaseModel):
     #: When they were removed (None: on the volume, if it ever ran). A restart clears both.
     purged_at: datetime | None = None
     version: int = 1
+
+    @property
+    def costed_issue(self) -> int | None:
+        """The issue this agent's cost counts for: the one it works on, or for a reviewer the
+        issue its pull request serves (its own number, the PR's, when that is not known)."""
+        return self.serves_issue if self.serves_issue is not None else self.issue_number
 
     @property
     def session_id(self) -> str:

@@ -118,7 +118,8 @@ def agent_cost(agent: AgentRecord, prices: PriceTable = DEFAULT_PRICES) -> Cost:
 def issue_costs(
     agents: Iterable[AgentRecord], prices: PriceTable = DEFAULT_PRICES
 ) -> dict[int, tuple[Cost, Cost]]:
-    """Per issue of one repository's ``agents``: what its agents cost, and with the issues blocking it.
+    """Per issue of one repository's ``agents``: what its agents cost (a reviewer's counts for the
+    issue its pull request serves), and with the issues blocking it.
 
     The tree follows the blockers the agents' records name (the open ones: a closed blocker
     drops out of a record, so a finished tree counts its issues only while they block).
@@ -126,10 +127,11 @@ def issue_costs(
     per_issue: dict[int, Cost] = {}
     blocked_by: dict[int, set[int]] = {}
     for agent in agents:
-        if agent.issue_number is None:
+        number = agent.costed_issue
+        if number is None:
             continue
-        per_issue[agent.issue_number] = per_issue.get(agent.issue_number, Cost()) + agent_cost(agent, prices)
-        blocked_by.setdefault(agent.issue_number, set()).update(agent.blocked_by)
+        per_issue[number] = per_issue.get(number, Cost()) + agent_cost(agent, prices)
+        blocked_by.setdefault(number, set()).update(agent.blocked_by)
     return {n: (c, tree_cost(n, per_issue, blocked_by)) for n, c in sorted(per_issue.items())}
 
 

@@ -287,6 +287,8 @@ class RouterService:
                 if view.linked_issue is not None:
                     more.add(view.linked_issue)
                 more.update(view.blocks)
+                if view.number in request.pull_requests_of:
+                    more.update(sorted(view.pull_requests)[:5])
             for branch in request.branches:
                 parsed = policy.issue_from_branch(branch)
                 if parsed is not None:

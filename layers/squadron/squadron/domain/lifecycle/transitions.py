@@ -92,6 +92,7 @@ def new_generation(existing: AgentRecord, fresh: AgentRecord, *, now: datetime) 
         last_event_at=fresh.last_event_at,
         blocked_by=frozenset(),
         pr_number=fresh.pr_number,
+        serves_issue=fresh.serves_issue,
         branch=fresh.branch,
         installation_id=fresh.installation_id or existing.installation_id,
         counters=BreakerCounters(),

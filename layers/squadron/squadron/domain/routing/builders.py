@@ -259,7 +259,8 @@ def _request_reviews(
                 effects.append(Discard(f"{existing.agent_id} is already reviewing PR #{pr_number}"))
             continue
         fresh = _new_agent(event, snap, policy, role, pr_number, branch=None)
-        fresh = fresh.model_copy(update={"pr_number": pr_number})
+        serves = _linked_issue(event, snap, policy, pr_number)
+        fresh = fresh.model_copy(update={"pr_number": pr_number, "serves_issue": serves})
         effects += _start(existing, fresh, event, snap, f"review PR #{pr_number}: {why}")
     return effects
 

@@ -304,13 +304,20 @@ class _Budget:
 def _budget(before: AgentRecord, after: AgentRecord, snap: Snapshot, policy: RoutingPolicy) -> _Budget | None:
     """The issue's budget after ``after``'s task: spent (escalate), crossing 80% (warn), or None.
 
-    The issue costs what the agents working on its number cost (their tokens priced by the
-    policy's table, and their task time), this agent's with the task just ended counted.
+    The issue costs what the agents working on it cost (their tokens priced by the policy's
+    table, and their task time): its own agents and the reviewers of its pull requests (a
+    reviewer's cost counts for the issue its PR serves), this agent's with the task just ended
+    counted. (The snapshot holds the issue's pull requests when a budget is set.)
     """
     limit = policy.issue_budget_usd
-    if limit is None or before.issue_number is None:
+    issue = before.costed_issue
+    if limit is None or issue is None:
         return None
-    others = [a for a in snap.view(before.issue_number).agents if a.agent_id != before.agent_id]
+    view = snap.view(issue)
+    working = {a.agent_id: a for a in view.agents}
+    for pr in sorted(view.pull_requests):
+        working.update({a.agent_id: a for a in snap.view(pr).agents if a.costed_issue == issue})
+    others = [a for agent_id, a in sorted(working.items()) if agent_id != before.agent_id]
 
     def total(agent: AgentRecord) -> Cost:
         return sum(
@@ -327,18 +334,16 @@ def _budget(before: AgentRecord, after: AgentRecord, snap: Snapshot, policy: Rou
         return _Budget(
             True,
             f"the issue's budget is spent: {said}",
-            f"#{before.issue_number}'s agents have cost {said}{unpriced}. Raise `issue_budget_usd` in "
+            f"#{issue}'s agents have cost {said}{unpriced}. Raise `issue_budget_usd` in "
             ".squadron/config.yaml, or finish the work by hand.",
             None,
         )
     if was.total_usd < BUDGET_WARNING * limit <= now.total_usd:
         body = (
-            f"#{before.issue_number}'s agents have cost {said}{unpriced}: at the limit its agent is handed "
+            f"#{issue}'s agents have cost {said}{unpriced}: at the limit its agent is handed "
             "to humans instead of going on."
         )
-        comment = PostComment(
-            before.repo_full_name, before.installation_id, before.issue_number, body, "framework"
-        )
+        comment = PostComment(before.repo_full_name, before.installation_id, issue, body, "framework")
         return _Budget(False, "", "", comment)
     return None
 

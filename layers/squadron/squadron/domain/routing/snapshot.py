@@ -104,6 +104,9 @@ class SnapshotRequest:
     graph_from: frozenset[int] = frozenset()
     #: Load the views of issues these numbers block / are linked to (a second round).
     follow_links: bool = True
+    #: In that round, the pull requests linked to these issues too (their reviewers' cost
+    #: counts for the issue's budget).
+    pull_requests_of: frozenset[int] = frozenset()
     #: Load this agent's pending inbox (does news wait for an agent whose task just ended?).
     inbox_of: str | None = None
 
@@ -163,6 +166,13 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
         pm=pm,
         permissions_of=permissions_needed(event, policy.bot_login),
         graph_from=frozenset(graph_from),
+        pull_requests_of=(
+            frozenset({event.command.issue_number})
+            if isinstance(event.command, TaskEnded)
+            and event.command.issue_number is not None
+            and policy.issue_budget_usd is not None
+            else frozenset()
+        ),
         inbox_of=(
             event.command.agent_id
             if isinstance(event.command, TaskEnded) and event.command.outcome == "idle"

@@ -4,13 +4,15 @@ configuration, and what a firing sends is the router's StartRetrospective, once 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from squadron.adapters.scheduler import RetroSchedules
+from squadron.adapters.scheduler import RetroSchedules, ScheduleUnavailableError
 from squadron.domain.events import EventEnvelope, StartRetrospective
 from squadron.domain.schedules import SCHEDULED_TIME, SQS_SEND_TARGET, fired, schedule_name, target_input
 
@@ -68,3 +70,82 @@ def test_a_firing_sends_the_routers_command_in_the_repositorys_group_once_per_fi
     assert first["MessageDeduplicationId"] == "retro-7-2026-11-30T09:00:00Z" == envelope.delivery_id
     assert second["MessageDeduplicationId"] != first["MessageDeduplicationId"]
     assert SCHEDULED_TIME not in first["MessageBody"]
+
+
+class Counting:
+    """The Scheduler client, counting the calls made through it."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        return getattr(self.client, name)
+
+
+def test_a_warm_container_trusts_what_it_confirmed_until_the_recheck_and_then_puts_back_a_tampered_schedule() -> (
+    None
+):
+    with mock_aws():
+        real = boto3.client("scheduler", region_name="us-east-1")
+        real.create_schedule_group(Name="squadron-dev-retrospectives")
+        counting = Counting(real)
+        now = [datetime(2026, 11, 30, 9, tzinfo=UTC)]
+        schedules = RetroSchedules(
+            group="squadron-dev-retrospectives",
+            role_arn=ROLE,
+            queue_url=QUEUE,
+            client=counting,
+            clock=lambda: now[0],
+            recheck=timedelta(hours=6),
+        )
+
+        def ensure(expression: str = "cron(0 9 ? * MON *)", *, enabled: bool = True) -> str:
+            return schedules.ensure(7, "octo/shop", 77, expression=expression, enabled=enabled)
+
+        assert ensure() == "created"
+        made = len(counting.calls)
+        for minutes in (5, 10, 355):  # the reconciler's ticks within the recheck
+            now[0] = datetime(2026, 11, 30, 9, tzinfo=UTC) + timedelta(minutes=minutes)
+            assert ensure() == "unchanged"
+        assert len(counting.calls) == made  # no Scheduler call for an unchanged wish
+        assert ensure("rate(14 days)") == "updated"  # a new wish is carried out at once
+        real.delete_schedule(Name=schedule_name(7), GroupName="squadron-dev-retrospectives")  # by hand
+        assert ensure("rate(14 days)") == "unchanged"  # trusted until the recheck
+        now[0] += timedelta(hours=6)
+        assert ensure("rate(14 days)") == "created"  # read again: put back
+        assert (
+            real.get_schedule(Name=schedule_name(7), GroupName="squadron-dev-retrospectives")[
+                "ScheduleExpression"
+            ]
+            == "rate(14 days)"
+        )
+        assert ensure(enabled=False) == "deleted"
+        before = len(counting.calls)
+        assert ensure(enabled=False) == "absent"
+        assert len(counting.calls) == before
+
+
+class Refusing:
+    """A Scheduler that holds no schedule and refuses to create one (an expression AWS rejects)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def get_schedule(self, **_: Any) -> Any:
+        self.calls.append("get_schedule")
+        raise ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "none"}}, "GetSchedule")
+
+    def create_schedule(self, **_: Any) -> Any:
+        self.calls.append("create_schedule")
+        raise ClientError({"Error": {"Code": "ValidationException", "Message": "bad cron"}}, "CreateSchedule")
+
+
+def test_a_failed_call_is_not_remembered() -> None:
+    refusing = Refusing()
+    schedules = RetroSchedules(group="g", role_arn=ROLE, queue_url=QUEUE, client=refusing)
+    for _ in range(2):  # the second call tries again: it does not trust the first
+        with pytest.raises(ScheduleUnavailableError, match="bad cron"):
+            schedules.ensure(7, "octo/shop", 77, expression="cron(nonsense)", enabled=True)
+    assert refusing.calls == ["get_schedule", "create_schedule"] * 2

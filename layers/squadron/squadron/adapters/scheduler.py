@@ -3,10 +3,17 @@
 :meth:`RetroSchedules.ensure` keeps one repository's schedule in step with its configuration:
 created when missing, updated only when its expression or target changed, deleted when the
 repository turned retrospectives off. The reconciler calls it for each repository it visits.
+
+What a warm container last found or made is remembered (per repository: the schedule it
+wanted, and when it confirmed it): the same wish within :data:`RECHECK` costs no Scheduler
+call, so the reconciler's tick does not read every schedule every five minutes. After it the
+schedule is read again, so one changed or deleted by hand is put back within that time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import boto3
@@ -17,17 +24,38 @@ from squadron.domain.schedules import SQS_SEND_TARGET, schedule_name, target_inp
 
 Outcome = Literal["created", "updated", "unchanged", "deleted", "absent"]
 
+#: How long a schedule confirmed by this container is trusted without reading it again.
+RECHECK = timedelta(hours=6)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
 
 class ScheduleUnavailableError(AdapterError):
     """EventBridge Scheduler failed; the message says which call and why."""
 
 
 class RetroSchedules:
-    def __init__(self, *, group: str, role_arn: str, queue_url: str, client: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        group: str,
+        role_arn: str,
+        queue_url: str,
+        client: Any = None,
+        clock: Callable[[], datetime] = _now,
+        recheck: timedelta = RECHECK,
+    ) -> None:
         self.group = group
         self.role_arn = role_arn
         self.queue_url = queue_url
         self._client = client
+        self.clock = clock
+        self.recheck = recheck
+        #: Schedule name -> (what was wanted: expression and input, or None for no schedule;
+        #: when the schedule on AWS was last found or made so).
+        self._confirmed: dict[str, tuple[tuple[str, str] | None, datetime]] = {}
 
     @property
     def client(self) -> Any:
@@ -49,6 +77,32 @@ class RetroSchedules:
         self, repo_id: int, full_name: str, installation_id: int | None, *, expression: str, enabled: bool
     ) -> Outcome:
         name = schedule_name(repo_id)
+        now = self.clock()
+        wish = (
+            (expression, target_input(self.queue_url, repo_id, full_name, installation_id))
+            if enabled
+            else None
+        )
+        confirmed = self._confirmed.get(name)
+        if confirmed is not None and confirmed[0] == wish and now - confirmed[1] < self.recheck:
+            return "unchanged" if enabled else "absent"
+        self._confirmed.pop(name, None)  # forgotten until this call has done what it must
+        outcome = self._ensure(
+            name, repo_id, full_name, installation_id, expression=expression, enabled=enabled
+        )
+        self._confirmed[name] = (wish, now)
+        return outcome
+
+    def _ensure(
+        self,
+        name: str,
+        repo_id: int,
+        full_name: str,
+        installation_id: int | None,
+        *,
+        expression: str,
+        enabled: bool,
+    ) -> Outcome:
         held = self._call("get_schedule", Name=name, GroupName=self.group)
         if not enabled:
             if held is None:

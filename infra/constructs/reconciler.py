@@ -169,8 +169,16 @@ class Reconciler(Construct):
         self.scheduler_role = iam.Role(
             self,
             "SchedulerRole",
+            # Only this account's schedules of this stage's group may use it (AWS's confused-deputy
+            # advice for Scheduler's execution roles: the account and the schedule group's ARN).
             assumed_by=iam.ServicePrincipal(
-                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": stack.account}}
+                "scheduler.amazonaws.com",
+                conditions={
+                    "StringEquals": {
+                        "aws:SourceAccount": stack.account,
+                        "aws:SourceArn": self.schedule_group.attr_arn,
+                    }
+                },
             ),
             description="Squadron: a repository's retrospective schedule sends its command to events.fifo",
         )

@@ -586,7 +586,13 @@ def test_the_retrospective_schedules_send_to_the_queue_and_nothing_else(synthesi
     role = synthesized.resources("AWS::IAM::Role")[synthesized.logical_id(stack.reconciler.scheduler_role)]
     (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
-    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    (group_id,) = synthesized.resources("AWS::Scheduler::ScheduleGroup")
+    assert trust["Condition"] == {  # this account's schedules of this group only (confused deputy)
+        "StringEquals": {
+            "aws:SourceAccount": {"Ref": "AWS::AccountId"},
+            "aws:SourceArn": {"Fn::GetAtt": [group_id, "Arn"]},
+        }
+    }
     granted = [
         (statement["Action"], statement["Resource"])
         for statement in _statements_of(synthesized, stack.reconciler.scheduler_role)

@@ -133,14 +133,6 @@ class StreamReader:
         return records
 
 
-def stream_arn_of(table_name: str, client: Any | None = None) -> str:
-    dynamodb = client or boto3.client("dynamodb")
-    arn = dynamodb.describe_table(TableName=table_name)["Table"].get("LatestStreamArn")
-    if not arn:
-        raise EventBusError(f"table {table_name} has no stream: domain events cannot be published")
-    return str(arn)
-
-
 @dataclass(frozen=True)
 class LoggedEvent:
     """An event as the bus delivered it to the log group (the whole EventBridge event)."""

@@ -89,14 +89,6 @@ class ConflictError(RegistryError):
         super().__init__(f"conflicting write to {what}" + (f": {detail}" if detail else ""))
 
 
-class LeaseHeldError(RegistryError):
-    def __init__(self, agent_id: str, holder: str, expires_at: datetime | None) -> None:
-        self.agent_id = agent_id
-        self.holder = holder
-        self.expires_at = expires_at
-        super().__init__(f"agent {agent_id} is leased by {holder} until {expires_at}")
-
-
 def check_transition(agent_id: str, current: AgentStatus, target: AgentStatus) -> None:
     if target not in ALLOWED_TRANSITIONS[current]:
         raise IllegalTransitionError(agent_id, current, target)

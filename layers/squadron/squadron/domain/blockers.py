@@ -64,20 +64,6 @@ def path_between(graph: BlockerGraph, start: int, goal: int) -> list[int] | None
     return None
 
 
-def transitive_blockers(graph: BlockerGraph, issue: int) -> frozenset[int]:
-    """Every issue that blocks ``issue`` directly or through other issues."""
-    seen: set[int] = set()
-    queue = deque(graph.get(issue, frozenset()))
-    while queue:
-        current = queue.popleft()
-        if current in seen:
-            continue
-        seen.add(current)
-        queue.extend(graph.get(current, frozenset()))
-    seen.discard(issue)
-    return frozenset(seen)
-
-
 def _longest(graph: BlockerGraph, issue: int, seen: frozenset[int]) -> int:
     children = graph.get(issue, frozenset()) - seen
     if not children:
@@ -118,9 +104,3 @@ def check_new_blocker(graph: BlockerGraph, issue: int, blocker: int, *, max_dept
     chain = height_of(graph, issue) + 1 + depth_of(graph, blocker)
     if chain > max_depth:
         raise MaxDepthExceededError(issue, blocker, chain, max_depth)
-
-
-def with_edge(graph: BlockerGraph, issue: int, blocker: int) -> dict[int, frozenset[int]]:
-    updated = dict(graph)
-    updated[issue] = graph.get(issue, frozenset()) | {blocker}
-    return updated

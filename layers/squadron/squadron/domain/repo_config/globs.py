@@ -27,7 +27,6 @@ newline: a file name with a newline in it cannot slip past a protected path.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -307,12 +306,3 @@ def path_matches(glob: str, path: str) -> bool:
 def fnmatch_matches(name: str, pattern: str) -> bool:
     """:func:`fnmatch.fnmatchcase` in linear time (branch patterns)."""
     return compile_glob(pattern, "fnmatch").matches(name)
-
-
-def any_path_matches(globs: Iterable[str], paths: Iterable[str]) -> str | None:
-    """The first of ``paths`` some glob matches, or None."""
-    compiled = list(globs)
-    for path in paths:
-        if any(path_matches(glob, path) for glob in compiled):
-            return path
-    return None

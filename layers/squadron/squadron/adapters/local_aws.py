@@ -314,7 +314,8 @@ class MotoProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(  # noqa: S603 (this interpreter's moto, on loopback)
-                [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                # moto's server, its DynamoDB requests one at a time (see squadron.adapters.moto_server)
+                [sys.executable, "-m", "squadron.adapters.moto_server", "-H", "127.0.0.1", "-p", str(port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the stack stops it; a terminal's Ctrl-C goes to the stack

@@ -1,0 +1,71 @@
+"""The local stack's moto server takes DynamoDB's requests one at a time.
+
+moto's TransactWriteItems copies the whole table and, when a condition fails, puts the copy
+back: a write another request made meanwhile is undone (a lease release was lost this way under
+load). The server the local stack starts serializes DynamoDB's requests; here a transaction
+looks, from inside moto, for another thread that could get in: none can."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.dynamodb.models import DynamoDBBackend
+
+from squadron.adapters import moto_server
+
+
+def _others_can_enter() -> bool:
+    """Whether another thread could take a DynamoDB request now."""
+    got: list[bool] = []
+
+    def attempt() -> None:
+        entered = moto_server._ONE_AT_A_TIME.acquire(blocking=False)
+        if entered:
+            moto_server._ONE_AT_A_TIME.release()
+        got.append(entered)
+
+    thread = threading.Thread(target=attempt)
+    thread.start()
+    thread.join()
+    return got[0]
+
+
+def test_while_a_transaction_runs_no_other_dynamodb_request_can(monkeypatch: pytest.MonkeyPatch) -> None:
+    moto_server.patch()
+    moto_server.patch()  # idempotent: one lock, not two wrappers
+    seen: list[bool] = []
+    original = DynamoDBBackend.transact_write_items
+
+    def probed(self: DynamoDBBackend, items: list[dict[str, Any]]) -> None:
+        seen.append(_others_can_enter())
+        original(self, items)
+
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", probed)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        client.put_item(TableName="t", Item={"PK": {"S": "a"}, "version": {"N": "1"}})
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": "t",
+                            "Item": {"PK": {"S": "a"}, "version": {"N": "3"}},
+                            "ConditionExpression": "version = :two",
+                            "ExpressionAttributeValues": {":two": {"N": "2"}},
+                        }
+                    }
+                ]
+            )
+    assert seen == [False]  # the failing transaction, and its roll-back, ran alone
+    assert _others_can_enter()  # and the lock was given back

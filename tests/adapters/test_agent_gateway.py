@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 from moto import mock_aws
 
 from squadron.adapters.dynamo_memory import DynamoMemory
 from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.gateway_client import GatewayUnavailableError
 from squadron.adapters.metrics import RecordedMetrics
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.door import Door
@@ -31,7 +33,7 @@ from squadron.domain.agents import (
     AgentStatus,
     InboxItem,
 )
-from squadron.domain.effects import AgentWrite
+from squadron.domain.effects import AgentWrite, has_marker, marked
 from squadron.domain.events import (
     AgentAction,
     AgentOpenedIssue,
@@ -48,6 +50,7 @@ from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.retention import PURGE_PAGE
 from squadron.domain.retrospective import RetroRecord
 from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
+from squadron.domain.writes import write_key
 from squadron.errors import ConfigurationError
 from squadron.shell.gateway import AgentGateway
 from squadron.shell.router import RouterService
@@ -993,3 +996,97 @@ def test_an_agent_restarted_while_claimed_waits_for_the_janitor_and_starts_from_
     assert (after.lease_owner, after.purged_at, after.finished_at) == (None, None, None)  # ... claim gone
     agent, _uid = world.door("1-40-feat-dev").begin()
     assert agent.status is AgentStatus.ACTIVE
+
+
+# --- each write once (squadron.domain.writes) -----------------------------------------------------
+
+COMMENTS = "/repos/octo/repo/issues/38/comments"
+
+
+def _posted(world: World, path: str) -> int:
+    return len([r for r in world.github.requests if r.method == "POST" and r.url.path == path])
+
+
+def test_a_write_sent_again_with_its_key_is_answered_with_what_the_first_did(world: World) -> None:
+    door = world.door(A38)
+    door.begin()
+    key = write_key(door.launch_token, 1)
+    write = {"action": "comment", "number": 38, "body": "progress"}
+    first = door.call("github", write=write, key=key)
+    again = door.call("github", write=write, key=key)
+    assert _posted(world, COMMENTS) == 1  # GitHub got it once
+    assert again["result"] == first["result"] and again.get("repeated") is True
+    (posted,) = [r for r in world.github.requests if r.method == "POST" and r.url.path == COMMENTS]
+    assert has_marker(json.loads(posted.content)["body"], key)  # found again by it
+
+
+FOUND_AFTER_A_CRASH: list[tuple[str, list[dict[str, Any]], int]] = [
+    # (case, the comments on GitHub when the request comes again, POSTs it makes)
+    (
+        "the App's comment with the key: found, not written again",
+        [{"login": "squadron[bot]", "key": True}],
+        0,
+    ),
+    ("nothing there: the first never reached GitHub, so it is written", [], 1),
+    ("a stranger's copy of the marker suppresses nothing", [{"login": "mallory", "key": True}], 1),
+    ("the App's comment with another key is not this write", [{"login": "squadron[bot]", "key": False}], 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("listed", "posts"), [c[1:] for c in FOUND_AFTER_A_CRASH], ids=[c[0] for c in FOUND_AFTER_A_CRASH]
+)
+def test_a_write_whose_first_request_died_after_claiming_it_is_looked_for_by_its_marker(
+    world: World, listed: list[dict[str, Any]], posts: int
+) -> None:
+    door = world.door(A38)
+    door.begin()
+    key = write_key(door.launch_token, 1)
+    assert world.registry.claim_write(A38, key, NOW) is None  # the first request claimed it, then died
+    comments = [
+        {"id": 70 + i, "user": {"login": c["login"]}, "body": marked("progress", key if c["key"] else "x.w9")}
+        for i, c in enumerate(listed)
+    ]
+    world.github.faults[f"GET {COMMENTS}"] = httpx.Response(200, json=comments)
+    answer = door.call("github", write={"action": "comment", "number": 38, "body": "progress"}, key=key)
+    assert _posted(world, COMMENTS) == posts
+    if posts == 0:
+        assert answer["result"]["id"] == 70 and answer["repeated"] is True
+    claim = world.registry.claim_write(A38, key, NOW)
+    assert claim is not None and claim.result == answer["result"]  # kept for the next time
+
+
+def test_a_task_cannot_use_another_launchs_write_key(world: World) -> None:
+    door = world.door(A38)
+    door.begin()
+    other = write_key(world.agent(A39).launch_token, 1)
+    with pytest.raises(LaunchRefusedError, match="not of this task's launch") as refused:
+        door.call("github", write={"action": "comment", "number": 38, "body": "x"}, key=other)
+    assert refused.value.code == "forbidden" and _posted(world, COMMENTS) == 0
+
+
+def test_the_door_sends_a_write_again_when_the_answer_was_lost_and_github_gets_it_once(world: World) -> None:
+    served = in_process(world.gateway)
+    lost: list[dict[str, Any]] = []
+
+    def flaky(request: dict[str, Any]) -> Mapping[str, Any]:
+        answer = served(request)
+        if request["op"] == "github" and not lost:
+            lost.append(request)
+            raise GatewayUnavailableError("read timeout: the answer never came")
+        return answer
+
+    agent = world.agent(A38)
+    door = Door(
+        flaky,
+        agent_id=A38,
+        launch_token=agent.launch_token,
+        secret=world.launcher.secrets[agent.launch_token],
+        clock=world.gateway.clock,
+    )
+    door.begin()
+    result = door.github({"action": "comment", "number": 38, "body": "progress"})
+    assert "progress" in result["body"] and len(lost) == 1
+    assert _posted(world, COMMENTS) == 1
+    door.github({"action": "comment", "number": 38, "body": "more"})  # the next write has its own key
+    assert _posted(world, COMMENTS) == 2

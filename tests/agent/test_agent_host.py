@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -153,6 +154,13 @@ class Stack:
             workspace=workspace,
             **options,
         )
+
+
+def _unmarked(body: str) -> str:
+    """A write's body without the key the gateway marks it with (each write carries one)."""
+    text, marker = body.rsplit("\n\n", 1)
+    assert re.fullmatch(r"<!-- squadron:effect [A-Za-z0-9._-]+\.w[0-9]+ -->", marker), body
+    return text
 
 
 def run(host: AgentHost) -> HostResult:
@@ -461,11 +469,13 @@ def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> Non
     assert refused == "Not commented: you comment on your own issue or pull request (#38), not #12."
     assert filed.startswith("Filed #99. Registered: #38 is blocked by #99.")
     created = next(r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/issues"))
-    body = json.loads(created.content)["body"]
+    body = _unmarked(json.loads(created.content)["body"])
     assert body.startswith("[squadron:feat-dev-38] GET /export returning CSV.")
     assert body.endswith("Blocks #38: the export UI calls it")
     said = [
-        json.loads(r.content)["body"] for r in stack.github.requests if r.url.path.endswith("/38/comments")
+        _unmarked(json.loads(r.content)["body"])
+        for r in stack.github.requests
+        if r.url.path.endswith("/38/comments")
     ]
     assert said == ["[squadron:feat-dev-38] Blocked by #99: the export UI calls it"]
 
@@ -514,7 +524,10 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
     triage = next(
         r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/38/comments")
     )
-    assert json.loads(triage.content)["body"] == "[squadron:pm] Triage: a bug; bug-fix takes it after #12."
+    assert (
+        _unmarked(json.loads(triage.content)["body"])
+        == "[squadron:pm] Triage: a bug; bug-fix takes it after #12."
+    )
     assert stack.agent(pm_id).lease_owner is None
     assigned = next(r for r in stack.github.requests if r.url.path.endswith("/38/assignees"))
     assert json.loads(assigned.content) == {"assignees": ["squadron[bot]"]}
@@ -634,7 +647,7 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     review = next(r for r in stack.github.requests if r.url.path.endswith("/pulls/101/reviews"))
     # The PR is the App's own: GitHub refuses a self-approval, so the verdict is a comment-review.
     assert json.loads(review.content)["event"] == "COMMENT"
-    assert json.loads(review.content)["body"].endswith("**Approve**: Looks right.")
+    assert _unmarked(json.loads(review.content)["body"]).endswith("**Approve**: Looks right.")
     assert "as a comment" in answers[3]
     status = next(r for r in stack.github.requests if "/statuses/" in r.url.path)
     assert json.loads(status.content)["context"] == "squadron/pr-review"

@@ -12,6 +12,7 @@ import dataclasses
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from squadron.domain.agents import (
     TERMINAL,
@@ -42,6 +43,7 @@ from squadron.domain.effects import (
 from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_order, utc_instant
 from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
+from squadron.domain.writes import WriteClaim
 
 
 class FakeRegistry:
@@ -59,6 +61,8 @@ class FakeRegistry:
         self.calls: Counter[str] = Counter()
         #: uid -> the agent that claimed it
         self.uids: dict[int, str] = {}
+        #: (agent id, write key) -> its claim (the gateway's writes, each once).
+        self.writes: dict[tuple[str, str], WriteClaim] = {}
         #: decision key -> the committed decision (done or not)
         self.decisions: dict[str, Decision] = {}
         #: event id -> the committed domain event, in commit order (what the stream carries)
@@ -384,6 +388,19 @@ class FakeRegistry:
             }
         )
         return True
+
+    def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None:
+        self.calls["claim_write"] += 1
+        held = self.writes.get((agent_id, key))
+        if held is not None:
+            return held
+        self.writes[(agent_id, key)] = WriteClaim(claimed_at=now)
+        return None
+
+    def record_write(self, agent_id: str, key: str, result: Any) -> None:
+        self.calls["record_write"] += 1
+        held = self.writes[(agent_id, key)]
+        self.writes[(agent_id, key)] = WriteClaim(claimed_at=held.claimed_at, result=result)
 
     def claim_uid(self, agent_id: str, at: datetime) -> int:
         agent = self.agents.get(agent_id)

@@ -53,6 +53,7 @@ from squadron.domain.effects import (
 )
 from squadron.domain.history import PeriodError
 from squadron.domain.routing import IssueView
+from squadron.domain.writes import WriteClaim
 from tests.support.fake_registry import FakeRegistry
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
@@ -84,6 +85,8 @@ class ContractRegistry(Protocol):
         self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
     ) -> bool: ...
     def claim_uid(self, agent_id: str, at: datetime) -> int: ...
+    def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None: ...
+    def record_write(self, agent_id: str, key: str, result: Any) -> None: ...
     def hold_launch(self, agent_id: str, token: str, error: str, at: datetime) -> bool: ...
     def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
     def reviews_of(self, repo_id: int, pr_number: int) -> dict[str, RecordReview]: ...
@@ -825,3 +828,17 @@ def test_the_gate_views_of_many_pull_requests_are_read_in_batches(registry: Cont
             assert registry.change_verdict(REPO, pr, None, _verdict(pr, "waiting", None, f"waiting: on {pr}"))
     views = registry.gate_views(REPO, [*prs, *prs])
     assert views == {pr: GateView("waiting", f"waiting: on {pr}") for pr in prs if pr % 3}
+
+
+def test_a_write_is_claimed_once_and_its_answer_kept_for_whoever_asks_again(
+    registry: ContractRegistry,
+) -> None:
+    key = "1-38-feat-dev-g1-l1.w1"
+    assert registry.claim_write("1-38-feat-dev", key, T0) is None  # the first: carry it out
+    again = registry.claim_write("1-38-feat-dev", key, T0 + timedelta(seconds=40))
+    assert again == WriteClaim(claimed_at=T0, result=None)  # claimed, no answer yet
+    answer = {"id": 7, "body": "progress", "user": {"login": "squadron[bot]"}, "labels": ["a", "b"]}
+    registry.record_write("1-38-feat-dev", key, answer)
+    assert registry.claim_write("1-38-feat-dev", key, T0 + timedelta(minutes=1)) == WriteClaim(T0, answer)
+    assert registry.claim_write("1-38-feat-dev", "1-38-feat-dev-g1-l1.w2", T0) is None  # its own key
+    assert registry.claim_write("1-39-feat-dev", key, T0) is None  # another agent's is another write

@@ -13,15 +13,19 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, cast
 
+from squadron.adapters.gateway_client import GatewayUnavailableError
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.events import TaskUsage
 from squadron.domain.launches import REFUSAL_CODES, LaunchRefusedError, RefusalCode
 from squadron.domain.metrics import MetricPoint
+from squadron.domain.writes import write_key
 
 Transport = Callable[[dict[str, Any]], Mapping[str, Any]]
 
 #: A vended GitHub token is used until this long before it expires, then asked for again.
 TOKEN_REFRESH_MARGIN = timedelta(minutes=5)
+#: How often a GitHub write is sent when the gateway cannot be heard (the same key each time).
+WRITE_ATTEMPTS = 3
 
 
 def _now() -> datetime:
@@ -45,6 +49,8 @@ class Door:
         self.clock = clock
         self._tokens: dict[str, tuple[str, datetime]] = {}
         self._lock = threading.Lock()
+        #: GitHub writes asked so far (each write's key counts them).
+        self._writes = 0
         #: The App's login (``<slug>[bot]``), as the gateway knows it (learnt by :meth:`whoami`).
         self.bot_login: str | None = None
 
@@ -126,8 +132,23 @@ class Door:
             return self._tokens[op][0]
 
     def github(self, write: Mapping[str, Any]) -> Any:
-        """Have the gateway carry out a GitHub write for the agent (as its role); GitHub's answer."""
-        return self.call("github", write=dict(write))["result"]
+        """Have the gateway carry out a GitHub write for the agent (as its role); GitHub's answer.
+
+        Each write has its own key (:mod:`squadron.domain.writes`): when the gateway cannot be
+        heard (the invocation failed in transit, perhaps after the write was done), the same
+        request is sent again, up to :data:`WRITE_ATTEMPTS` times, and the gateway answers it
+        with what the first did instead of writing twice.
+        """
+        with self._lock:
+            self._writes += 1
+            key = write_key(self.launch_token, self._writes)
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                return self.call("github", write=dict(write), key=key)["result"]
+            except GatewayUnavailableError:
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def model_key(self) -> tuple[Literal["byok", "copilot", "none"], str | None]:
         """The provider key the agent's role names: BYOK, the Copilot token, or none configured."""

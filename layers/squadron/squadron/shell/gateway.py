@@ -91,7 +91,7 @@ from squadron.domain.artifacts import (
 )
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
 from squadron.domain.context import shared_context
-from squadron.domain.effects import AgentWrite
+from squadron.domain.effects import AgentWrite, has_marker, marked
 from squadron.domain.events import (
     Actor,
     AgentAction,
@@ -150,6 +150,8 @@ from squadron.domain.retention import (
 )
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.retrospective import ActionItem
+from squadron.domain.writes import KEY_PATTERN as WRITE_KEY_PATTERN
+from squadron.domain.writes import WriteClaim, belongs_to
 from squadron.ports import ArtifactStore, EventQueue, MetricsSink, RetroStore, SecretSource
 from squadron.shell.memory import Memory
 
@@ -294,6 +296,9 @@ GitHubWriteRequest = Annotated[
 class GitHubWrite(_Request):
     op: Literal["github"]
     write: GitHubWriteRequest
+    #: The write's key (:func:`squadron.domain.writes.write_key`): a request sent again with the
+    #: same key is answered with what the first did, never carried out twice.
+    key: str | None = Field(default=None, pattern=WRITE_KEY_PATTERN)
 
 
 class Pushed(BaseModel):
@@ -476,6 +481,8 @@ class GatewayRegistry(Protocol):
     def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
     def claim_uid(self, agent_id: str, at: datetime) -> int: ...
     def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]: ...
+    def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None: ...
+    def record_write(self, agent_id: str, key: str, result: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -834,6 +841,10 @@ class AgentGateway:
             raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
         client = self._client(agent, INSTALLATION_PERMISSIONS[caller_kind(agent.kind)])
         write = request.write
+        key = request.key
+        repeated = self._repeated_write(agent, request, client, key) if key is not None else None
+        if repeated is not None:
+            return repeated
         own = {n for n in (agent.issue_number, agent.pr_number) if n is not None}
         pull: dict[str, Any] | None = None  # the agent's PR, when the write read it (its report reuses it)
         try:
@@ -845,15 +856,15 @@ class AgentGateway:
                             "forbidden",
                             f"{agent.display_name} comments on its own issue or pull request only",
                         )
-                    result = client.comment(write.number, write.body)
+                    result = client.comment(write.number, _keyed(write.body, key))
                 case WriteIssue():
-                    result = client.create_issue(write.title, write.body, labels=write.labels)
+                    result = client.create_issue(write.title, _keyed(write.body, key), labels=write.labels)
                 case WritePull():
                     result = client.create_pull(
                         title=write.title,
                         head=write.head,
                         base=write.base,
-                        body=self._with_proposals(agent, write.body),
+                        body=_keyed(self._with_proposals(agent, write.body), key),
                         draft=write.draft,
                     )
                 case WriteReview():
@@ -862,7 +873,7 @@ class AgentGateway:
                             "forbidden", f"{agent.display_name} reviews its own pull request only"
                         )
                     result = client.create_review(
-                        write.number, write.event, write.body, commit_id=write.commit_id
+                        write.number, write.event, _keyed(write.body, key), commit_id=write.commit_id
                     )
                 case WriteStatus():
                     pull = self._own_head(agent, client, write.sha)
@@ -890,8 +901,18 @@ class AgentGateway:
             raise LaunchRefusedError("forbidden", str(exc)) from exc
         except GitHubError as exc:
             raise LaunchRefusedError("github_refused", str(exc)) from exc
+        return self._written_by(agent, request, result, action)
+
+    def _written_by(
+        self, agent: AgentRecord, request: GitHubWrite, result: Any, action: AgentAction | None
+    ) -> Answer:
+        """A write carried out: the router told, the answer kept under the write's key, a
+        retrospective's action item tracked; GitHub's answer for the task."""
         if action is not None:
             self._report(agent, request.launch_token, action)
+        if request.key is not None:
+            self.registry.record_write(agent.agent_id, request.key, result)
+        write = request.write
         if (
             agent.role == RETRO_ROLE
             and isinstance(write, WriteIssue | WritePull)
@@ -899,6 +920,36 @@ class AgentGateway:
         ):
             self._track(agent, write, result)
         return Answer({"result": result})
+
+    def _repeated_write(
+        self, agent: AgentRecord, request: GitHubWrite, client: GitHubClient, key: str
+    ) -> Answer | None:
+        """The answer to a write whose key was claimed before (None: a first request, carry it out).
+
+        The kept answer if the first request recorded one; else what the first created, found on
+        GitHub by its marker (and reported to the router, under the id GitHub's answer fixes, in
+        case the first died before it could); None when nothing is there (it never got that far).
+        """
+        if not belongs_to(key, request.launch_token):
+            raise LaunchRefusedError("forbidden", f"write key {key} is not of this task's launch")
+        claim = self.registry.claim_write(agent.agent_id, key, self.clock())
+        if claim is None:
+            return None
+        if claim.result is not None:
+            return Answer({"result": claim.result, "repeated": True})
+        since = claim.claimed_at - WRITE_LOOKBACK
+        write = request.write
+        try:
+            found = _written(client, write, key, self.bot_login, since)
+            if found is None:
+                return None
+            action = self._action_of(agent, write, found, client, None)
+        except (GitHubError, ValidationError) as exc:
+            raise LaunchRefusedError(
+                "github_refused", f"write {key} was asked before and could not be looked up: {exc}"
+            ) from exc
+        answer = self._written_by(agent, request, found, action)
+        return Answer({**answer.body, "repeated": True})
 
     def _track(self, agent: AgentRecord, write: WriteIssue | WritePull, result: dict[str, Any]) -> None:
         """A retrospective's agent opened an action item (an issue) or its pull request: tracked
@@ -1188,6 +1239,48 @@ class AgentGateway:
                 recorded.append(agent_id)
                 break
         return Answer({"purged": recorded})
+
+
+#: How far before a write's claim its creation is looked for (clocks differ a little).
+WRITE_LOOKBACK = timedelta(minutes=5)
+
+
+def _keyed(body: str, key: str | None) -> str:
+    """``body`` marked with the write's key (found again by it), or as it is without one."""
+    return marked(body, key) if key is not None else body
+
+
+def _by(item: Any, login: str) -> bool:
+    user = item.get("user") if isinstance(item, dict) else None
+    return isinstance(user, dict) and user.get("login") == login
+
+
+def _written(
+    client: GitHubClient, write: GitHubWriteRequest, key: str, bot_login: str, since: datetime
+) -> Any | None:
+    """What an earlier request of the keyed ``write`` created, found by its marker in what the
+    App wrote (a stranger's copy of a marker is never taken); None when it made nothing. Writes
+    GitHub makes idempotent are simply carried out again (None)."""
+    match write:
+        case WriteComment():
+            comments = client.list_comments(write.number, since=since)
+            return next((c for c in comments if _by(c, bot_login) and has_marker(c.get("body"), key)), None)
+        case WriteIssue() | WritePull():
+            for issue in client.list_issues(state="all", since=since):
+                if _by(issue, bot_login) and has_marker(issue.get("body"), key):
+                    is_pull = "pull_request" in issue
+                    if isinstance(write, WritePull) and is_pull:
+                        return client.get_pull(int(issue["number"]))
+                    if isinstance(write, WriteIssue) and not is_pull:
+                        return issue
+            return None
+        case WriteReview():
+            reviews = client.list_reviews(write.number)
+            return next((r for r in reviews if _by(r, bot_login) and has_marker(r.get("body"), key)), None)
+        case WriteStatus() | WriteLabels() | WriteAssignees():
+            return None
+        case _:
+            assert_never(write)
 
 
 def sanitized(event: Any) -> dict[str, Any]:

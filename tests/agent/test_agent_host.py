@@ -131,7 +131,7 @@ class Stack:
             door=door,
             config=self.config,
             runtime=CopilotRuntime(
-                cli_path=str(CLI),
+                cli_path=str(options.pop("cli_path", CLI)),
                 home=str(self.root),
                 env={
                     "PATH": os.environ.get("PATH", ""),
@@ -812,3 +812,25 @@ def test_a_janitors_pass_that_fails_never_fails_the_agents_own_work(stack: Stack
     assert result.outcome == "idle" and result.detail == "Done anyway."
     assert host.swept is None
     assert list(trash.iterdir()) == []  # the trash is emptied all the same
+
+
+def test_a_cli_that_dies_while_starting_is_started_again(stack: Stack, tmp_path: Path) -> None:
+    """On a loaded machine the CLI was seen to exit (code 1) before answering ``connect``: the
+    turn starts it again rather than failing the task. Here it dies on its first two starts."""
+    where = tmp_path / "flaky"
+    where.mkdir(mode=0o777)
+    where.chmod(0o777)  # the CLI runs as the agent's own user
+    let_others_pass(where)
+    starts = where / "starts"
+    flaky = where / "copilot"
+    flaky.write_text(
+        f'#!/bin/sh\necho started >> {starts}\n[ "$(wc -l < {starts})" -le 2 ] && exit 1\nexec {CLI} "$@"\n',
+        encoding="utf-8",
+    )
+    flaky.chmod(0o755)
+    stack.route(stack.events.assigned(38))
+    model = ScriptedModel([Say("Nothing to do yet.")])
+    with serve(model):
+        result = run(stack.host(model, cli_path=flaky))
+    assert result.outcome == "idle", _tool_results(model)
+    assert starts.read_text(encoding="utf-8").count("started") == 3

@@ -90,16 +90,8 @@ class CopilotRuntime:
         self, request: SessionRequest, then: Callable[[], Awaitable[str | None]] | None = None
     ) -> list[str]:
         """Send ``request.prompt`` (and, while ``then`` returns one, follow-up prompts); the replies."""
-        program, args = self.user.command(self.cli_path)
-        client = CopilotClient(
-            connection=RuntimeConnection.for_stdio(path=program, args=args),
-            base_directory=self.home,
-            env={**self.env, "COPILOT_HOME": self.home},
-            working_directory=request.working_directory,
-            github_token=self.github_token() if self.github_token is not None else None,
-        )
         opening = time.perf_counter()
-        await client.start()
+        client = await self._started(request)
         try:
             tools = [
                 define_tool(
@@ -152,6 +144,45 @@ class CopilotRuntime:
         finally:
             await client.stop()
 
+    async def _started(self, request: SessionRequest) -> CopilotClient:
+        """A started Copilot CLI for ``request``.
+
+        A CLI that exits while starting (seen on a loaded machine: "CLI process exited with code
+        1" before it answered ``connect``) is started again, up to :data:`CLI_START_ATTEMPTS`
+        times with a growing pause, its stderr logged; the task fails only when every attempt did.
+        """
+        program, args = self.user.command(self.cli_path)
+        for attempt in range(1, CLI_START_ATTEMPTS + 1):
+            client = CopilotClient(
+                connection=RuntimeConnection.for_stdio(path=program, args=args),
+                base_directory=self.home,
+                env={**self.env, "COPILOT_HOME": self.home},
+                working_directory=request.working_directory,
+                github_token=self.github_token() if self.github_token is not None else None,
+            )
+            try:
+                await client.start()
+            except RuntimeError as exc:  # the SDK's "CLI process exited with code N"
+                with contextlib.suppress(Exception):
+                    await client.force_stop()
+                if attempt == CLI_START_ATTEMPTS:
+                    raise
+                logger.warning(
+                    "the Copilot CLI did not start (attempt %d of %d): %s; starting it again",
+                    attempt,
+                    CLI_START_ATTEMPTS,
+                    exc,
+                )
+                await asyncio.sleep(CLI_START_PAUSE_SECONDS * attempt)
+                continue
+            return client
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+#: How often the CLI is started for one turn before the task fails, and the pause after the
+#: first failed start (doubled after the second).
+CLI_START_ATTEMPTS = 3
+CLI_START_PAUSE_SECONDS = 1.0
 
 #: What the CLI answers session.resume with when the session's conversation was never saved.
 _LOST_SESSION = ("Session not found", "Failed to load session events")

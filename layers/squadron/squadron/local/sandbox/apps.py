@@ -1,0 +1,85 @@
+"""The App's own endpoints: installation tokens, the App itself, webhook deliveries and redelivery, its repositories.
+
+An installation token acts as the App's ``<slug>[bot]``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from squadron.local.sandbox.base import ApiError, Delivery, Json, _now
+from squadron.local.sandbox.webhooks import _Webhooks
+
+
+class _AppOps(_Webhooks):
+    def _op_apps__create_installation_access_token(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        if int(params["installation_id"]) != self.installation_id:
+            raise ApiError(404, "Not Found")
+        token = f"ghs_sandbox{next(self._ids)}"
+        self.tokens[token] = self.bot_login
+        return 201, {
+            "token": token,
+            "expires_at": datetime.fromtimestamp(time.time() + 3600, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "permissions": body.get("permissions")
+            or {"issues": "write", "pull_requests": "write", "contents": "write"},
+            "repository_selection": "selected" if body.get("repositories") else "all",
+        }
+
+    def _op_apps__get_authenticated(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        if not caller.startswith("app:"):
+            raise ApiError(401, "A JSON web token could not be decoded")
+        return 200, self._app()
+
+    def _op_apps__list_webhook_deliveries(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        return 200, [
+            {
+                "id": d.id,
+                "guid": d.guid,
+                "delivered_at": d.delivered_at,
+                "redelivery": d.redelivery,
+                "duration": d.duration,
+                "status": "OK" if 200 <= d.status_code < 300 else str(d.status_code),
+                "status_code": d.status_code,
+                "event": d.event,
+                "action": d.action,
+                "installation_id": self.installation_id,
+                "repository_id": (d.payload.get("repository") or {}).get("id"),
+            }
+            for d in reversed(self.deliveries)
+            if not d.lost
+        ]
+
+    def _op_apps__redeliver_webhook_delivery(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        original = next(
+            (d for d in self.deliveries if d.id == int(params["delivery_id"]) and not d.lost), None
+        )
+        if original is None:
+            raise ApiError(404, "Not Found")
+        again = Delivery(
+            next(self._ids),
+            original.guid,
+            original.event,
+            original.action,
+            original.payload,
+            _now(),
+            redelivery=True,
+        )
+        self.deliveries.append(again)
+        self._outbox.put(again)
+        return 202, {}
+
+    def _op_apps__list_repos_accessible_to_installation(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        repos = [self.repository(r) for r in self.repos.values()]
+        return 200, {"total_count": len(repos), "repositories": repos}

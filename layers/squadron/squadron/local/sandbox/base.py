@@ -1,0 +1,175 @@
+"""What every part of the sandbox works with: its records, its errors, the App and its repositories.
+
+:class:`_SandboxBase` holds the sandbox's state (one App, one installation, its repositories
+and webhook deliveries) and answers who is who (the App's ``<slug>[bot]``, humans, other
+bots) and which repository a request names. Each topic (:mod:`.webhooks`, :mod:`.state`,
+:mod:`.apps`, :mod:`.repositories`, :mod:`.issues`, :mod:`.pulls`, :mod:`.checks`) builds on it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Literal
+
+from squadron.local.git_store import GitStore
+
+Json = dict[str, Any]
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, errors: list[Json] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.errors = errors or []
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Repo:
+    id: int
+    owner: str
+    name: str
+    default_branch: str
+    store: GitStore
+    #: Issues and pull requests share numbers, as on GitHub.
+    issues: dict[int, Json] = field(default_factory=dict)
+    pulls: dict[int, Json] = field(default_factory=dict)
+    comments: dict[int, list[Json]] = field(default_factory=dict)
+    reviews: dict[int, list[Json]] = field(default_factory=dict)
+    statuses: dict[str, list[Json]] = field(default_factory=dict)
+    check_runs: dict[str, list[Json]] = field(default_factory=dict)
+    protections: dict[str, Json] = field(default_factory=dict)
+    permissions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+@dataclass
+class Delivery:
+    id: int
+    guid: str
+    event: str
+    action: str | None
+    payload: Json
+    delivered_at: str
+    status_code: int = 0
+    redelivery: bool = False
+    duration: float = 0.0
+    #: Never sent and not listed: a delivery GitHub lost (a fault a test injects).
+    lost: bool = False
+    #: How many times it was posted to the webhook URL.
+    attempts: int = 0
+
+
+#: What a test makes of one delivery: ``lose`` it (never sent, not listed), ``fail`` it (not
+#: sent, listed as failed with 502 so the App may redeliver it), or send it twice.
+Fault = Literal["lose", "fail", "duplicate"]
+
+
+class _SandboxBase:
+    """The App, its installation, its repositories and deliveries: what every operation reads."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        app_id: int = 424242,
+        app_slug: str = "squadron",
+        installation_id: int = 77,
+        webhook_url: str | None = None,
+        webhook_secret: str,
+        examples: Mapping[tuple[str, str | None], Json] | None = None,
+    ) -> None:
+        self.root = root
+        self.app_id = app_id
+        self.app_slug = app_slug
+        self.installation_id = installation_id
+        self.webhook_url = webhook_url
+        self.webhook_secret = webhook_secret
+        #: GitHub's published example payload per (event, action): the shape webhooks take.
+        self.examples = dict(examples or {})
+        self.repos: dict[str, Repo] = {}
+        self.deliveries: list[Delivery] = []
+        self.tokens: dict[str, str] = {}
+        self._ids = itertools.count(1000)
+        self._lock = threading.RLock()
+        self._outbox: queue.Queue[Delivery | None] = queue.Queue()
+        self._server: ThreadingHTTPServer | None = None
+        self._threads: list[threading.Thread] = []
+        self.base_url = ""
+        #: A fault to apply to each delivery (None: every webhook is sent once).
+        self.fault: Callable[[Delivery], Fault | None] | None = None
+
+    # --- identities ------------------------------------------------------------------------
+
+    @property
+    def bot_login(self) -> str:
+        return f"{self.app_slug}[bot]"
+
+    def is_app(self, login: str) -> bool:
+        """Whether ``login`` is this App (another App's ``<slug>[bot]`` is a bot, not the App)."""
+        return login == self.bot_login
+
+    def user(self, login: str) -> Json:
+        bot = login.endswith("[bot]")
+        return {
+            "login": login,
+            # The App's bot user has its own id on GitHub; any other account (another App's bot
+            # included) has one of its own too, never this App's.
+            "id": self.app_id if self.is_app(login) else 10_000 + sum(login.encode()),
+            "node_id": f"U_{login}",
+            "type": "Bot" if bot else "User",
+            "site_admin": False,
+            "html_url": f"https://github.com/{login}",
+        }
+
+    def _app(self) -> Json:
+        return {"id": self.app_id, "slug": self.app_slug, "name": self.app_slug, "owner": self.user("octo")}
+
+    # --- repositories ------------------------------------------------------------------------
+
+    def add_repository(
+        self, full_name: str, files: Mapping[str, str], *, permissions: Mapping[str, str] | None = None
+    ) -> Repo:
+        owner, name = full_name.split("/")
+        store = GitStore.create(self.root / "git" / owner / f"{name}.git", dict(files))
+        repo = Repo(len(self.repos) + 1, owner, name, "main", store, permissions=dict(permissions or {}))
+        with self._lock:
+            self.repos[full_name] = repo
+        if self.base_url:
+            store.install_push_hook(f"{self.base_url}/_sandbox/pushed", full_name)
+        return repo
+
+    def git_url(self, full_name: str) -> str:
+        return str(self.repos[full_name].store.path)
+
+    def repository(self, repo: Repo) -> Json:
+        return {
+            "id": repo.id,
+            "node_id": f"R_{repo.id}",
+            "name": repo.name,
+            "full_name": repo.full_name,
+            "private": False,
+            "owner": self.user(repo.owner),
+            "html_url": f"https://github.com/{repo.full_name}",
+            "default_branch": repo.default_branch,
+        }
+
+    def _repo(self, params: Mapping[str, str]) -> Repo:
+        repo = self.repos.get(f"{params.get('owner')}/{params.get('repo')}")
+        if repo is None:
+            raise ApiError(404, "Not Found")
+        return repo

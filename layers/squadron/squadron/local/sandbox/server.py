@@ -1,0 +1,146 @@
+"""The REST server on 127.0.0.1: each request checked, its caller found, then dispatched.
+
+Every request is first checked against GitHub's published OpenAPI description
+(an unknown operation, parameter or body key is refused with 422 and the
+reason, where GitHub would often silently ignore it), then applied by the operation named
+after its operation id (``_op_<group>__<name>``). Humans act with a token naming them
+(``Authorization: token human:<login>``); the App's installation tokens act as
+``<slug>[bot]``. A GET answer carries a weak ETag, and a conditional GET naming it gets 304.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from squadron.local.openapi import Call, InvalidRequestError, validate_call
+from squadron.local.sandbox.apps import _AppOps
+from squadron.local.sandbox.base import ApiError, Json
+from squadron.local.sandbox.checks import _CheckOps
+from squadron.local.sandbox.pulls import _PullOps
+from squadron.local.sandbox.repositories import _RepositoryOps
+from squadron.local.sandbox.state import _State
+
+
+def weak_etag(content: bytes) -> str:
+    """A weak ETag of a body, as GitHub sends on GETs (``W/"<hash>"``)."""
+    return f'W/"{hashlib.sha256(content).hexdigest()}"'
+
+
+def _tags(if_none_match: str) -> list[str]:
+    """The ETags an ``If-None-Match`` header names."""
+    return [tag.strip() for tag in if_none_match.split(",") if tag.strip()]
+
+
+class GitHubSandbox(_State, _AppOps, _RepositoryOps, _PullOps, _CheckOps):
+    """One App, one installation, its repositories; a REST server and a webhook sender."""
+
+    def start(self, port: int = 0) -> str:
+        sandbox = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, answer = sandbox.handle(self.command, self.path, body, dict(self.headers))
+                data = b"" if answer is None else json.dumps(answer).encode()
+                # GitHub's conditional GET: a weak ETag on a 200; If-None-Match naming it gets a
+                # 304 Not Modified without a body (and without costing the rate limit).
+                etag = weak_etag(data) if self.command == "GET" and status == 200 else None
+                if etag is not None and etag in _tags(self.headers.get("if-none-match", "")):
+                    status, data = 304, b""
+                self.send_response(status)
+                if etag is not None:
+                    self.send_header("etag", etag)
+                if status != 304:
+                    self.send_header("content-type", "application/json; charset=utf-8")
+                    self.send_header("content-length", str(len(data)))
+                self.send_header("x-ratelimit-remaining", "4999")
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        for target in (self._server.serve_forever, self._send_webhooks):
+            thread = threading.Thread(target=target, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        for name, repo in self.repos.items():
+            repo.store.install_push_hook(f"{self.base_url}/_sandbox/pushed", name)
+        return self.base_url
+
+    def stop(self) -> None:
+        self._outbox.put(None)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    def handle(
+        self, method: str, raw: str, body: bytes, headers: Mapping[str, str]
+    ) -> tuple[int, Json | list[Json] | None]:
+        """One request: the status and the JSON answer (GitHub's error shape on failure)."""
+        parts = urlsplit(raw)
+        if parts.path == "/_sandbox/pushed":
+            self._pushed(json.loads(body or b"{}"))
+            return 204, None
+        call = Call(method, parts.path, dict(parse_qsl(parts.query)), body)
+        try:
+            operation, params = validate_call(call)
+            caller = self._caller(headers, operation.operation_id)
+            payload = json.loads(body) if body else {}
+            with self._lock:
+                status, answer = self._dispatch(
+                    operation.operation_id, params, dict(call.query), payload, caller
+                )
+        except InvalidRequestError as exc:
+            return 422, {
+                "message": f"Invalid request: {exc}",
+                "documentation_url": "https://docs.github.com/rest",
+            }
+        except ApiError as exc:
+            answer_err: Json = {"message": exc.message, "documentation_url": "https://docs.github.com/rest"}
+            if exc.errors:
+                answer_err["errors"] = exc.errors
+            return exc.status, answer_err
+        return status, answer
+
+    def _caller(self, headers: Mapping[str, str], operation: str) -> str:
+        auth = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
+        scheme, _, credential = auth.partition(" ")
+        if operation.startswith("apps/") and scheme.lower() == "bearer" and credential.count(".") == 2:
+            return f"app:{self.app_slug}"  # an App JWT
+        if credential.startswith("human:"):
+            return credential.removeprefix("human:")
+        login = self.tokens.get(credential)
+        if login is None:
+            raise ApiError(401, "Bad credentials")
+        return login
+
+    def _dispatch(
+        self, operation: str, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        handler: Callable[..., tuple[int, Any]] | None = getattr(
+            self, "_op_" + operation.replace("/", "__").replace("-", "_"), None
+        )
+        if handler is None:
+            raise ApiError(501, f"the sandbox does not implement {operation}")
+        return handler(params, query, body, caller)
+
+    # --- inspection (tests and the demo) -------------------------------------------------------
+
+    def events(self) -> Iterator[tuple[str, str | None]]:
+        for delivery in self.deliveries:
+            yield delivery.event, delivery.action

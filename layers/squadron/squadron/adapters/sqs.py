@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from squadron.domain.events import EventEnvelope
 
 
-class SqsEventQueue:
-    """Sends envelopes to a FIFO queue: one message group per issue, dedup by delivery id."""
+class _Queue:
+    """One SQS queue, by URL (its client made on first use)."""
 
     def __init__(self, queue_url: str, *, client: SQSClient | None = None) -> None:
         self.queue_url = queue_url
@@ -30,6 +30,10 @@ class SqsEventQueue:
         if self._client is None:
             self._client = boto3.client("sqs")
         return self._client
+
+
+class SqsEventQueue(_Queue):
+    """Sends envelopes to a FIFO queue: one message group per issue, dedup by delivery id."""
 
     def send(self, envelope: EventEnvelope) -> str:
         attributes: dict[str, Any] = {
@@ -60,19 +64,9 @@ class SqsEventQueue:
 SEND_BATCH = 10
 
 
-class SqsRefreshQueue:
+class SqsRefreshQueue(_Queue):
     """The dashboards queue (a standard queue: refresh requests need no order, and a delay is
     per message): the :class:`~squadron.ports.RefreshQueue` port."""
-
-    def __init__(self, queue_url: str, *, client: SQSClient | None = None) -> None:
-        self.queue_url = queue_url
-        self._client = client
-
-    @property
-    def client(self) -> SQSClient:
-        if self._client is None:
-            self._client = boto3.client("sqs")
-        return self._client
 
     def _failed(self, operation: str, exc: Exception) -> QueueUnavailableError:
         if isinstance(exc, ClientError):

@@ -10,6 +10,10 @@ NODE_STAMP := node_modules/.installed
 # GitHub's REST OpenAPI description for the contract tests. The npm package unpacks
 # to ~385 MB (every GHES version); only this 13 MB file is kept, fetched once.
 OPENAPI_VERSION := 23.0.2
+# The suite's temporary files, in a directory of its own: the end-to-end tests run agents as
+# other users, who must traverse it, and any pytest started without --basetemp (a developer's,
+# a helper's) resets /tmp/pytest-of-<user> to 0700. pytest empties it at each start.
+PYTEST_TMP := /tmp/squadron-pytest-$(shell id -u)
 OPENAPI := tests/.cache/openapi-$(OPENAPI_VERSION)/api.github.com.json
 # Debian's Chromium, for the browser test of `squadron app create`'s page (no browser download).
 CHROMIUM := /usr/bin/chromium
@@ -60,7 +64,7 @@ typecheck: $(PY_STAMP)
 	for handler in functions/*/handler.py; do $(BIN)/mypy --config-file pyproject.toml $$handler || exit 1; done
 
 unit: setup $(OPENAPI) browser
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist loadgroup --basetemp=$(PYTEST_TMP)
 
 ## Installs Debian's chromium once, only where it is missing and apt is available; elsewhere
 ## the browser test is skipped and says why.
@@ -97,7 +101,7 @@ test-under-load: setup $(OPENAPI) browser
 	@stress-ng --cpu 0 --quiet --timeout 3h & hog=$$!; trap 'kill $$hog 2>/dev/null' EXIT; \
 	  for run in $$(seq 1 $(or $(LOAD_RUNS),3)); do \
 	    echo "== run $$run of $(or $(LOAD_RUNS),3) under load"; \
-	    $(BIN)/pytest -p no:cacheprovider -n 2 --dist loadgroup || exit 1; \
+	    $(BIN)/pytest -p no:cacheprovider -n 2 --dist loadgroup --basetemp=$(PYTEST_TMP) || exit 1; \
 	  done
 
 ## make fuzz: the fuzzers of untrusted input (configuration, globs, webhook bodies) at length:

@@ -60,6 +60,9 @@ def test_under_two_workers_each_group_runs_on_one_worker(tmp_path: Path) -> None
             "-q",
             "-p",
             "no:cacheprovider",
+            # Its own base directory: a pytest without one resets /tmp/pytest-of-<user> to 0700,
+            # and the end-to-end tests' agent users (other uids) must traverse it meanwhile.
+            f"--basetemp={tmp_path / 'basetemp'}",
             "-n",
             "2",
             "--dist",

@@ -14,6 +14,8 @@ import boto3
 import pytest
 from moto import mock_aws
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
 from squadron.adapters import moto_server
 
@@ -69,3 +71,14 @@ def test_while_a_transaction_runs_no_other_dynamodb_request_can(monkeypatch: pyt
             )
     assert seen == [False]  # the failing transaction, and its roll-back, ran alone
     assert _others_can_enter()  # and the lock was given back
+
+
+def test_a_stream_read_takes_its_turn_with_the_writes() -> None:
+    """A stream read in the middle of a failing transaction would see records its roll-back
+    removes, and its iterator would then skip the records that take their places (events never
+    published): DynamoDB Streams' requests take the same lock. (moto's in-process mock does not
+    serve DynamoDB Streams, so this checks the wiring; the local stack's server serves them.)"""
+    moto_server.patch()
+    assert set(moto_server.SERIALIZED) == {DynamoHandler, DynamoDBStreamsHandler}
+    for handler in moto_server.SERIALIZED:
+        assert getattr(handler.call_action, "_serialized", False), handler

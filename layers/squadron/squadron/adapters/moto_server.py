@@ -6,7 +6,7 @@ puts the copy back — undoing any write another thread made in between. Real Dy
 does that. It bit the local stack under load: a task's lease release, made while a router's
 transaction was failing on that very release's version bump, was rolled back, so the agent's
 next task found its lease held for fifteen minutes. Serializing DynamoDB's requests (each is
-short) makes the stand-in keep the promise the product relies on.
+short), and its streams' with them, makes the stand-in keep the promise the product relies on.
 
 Run as ``python -m squadron.adapters.moto_server -H 127.0.0.1 -p PORT`` (moto's own arguments).
 """
@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from moto.dynamodb.responses import DynamoHandler
+from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.server import main
 
 _ONE_AT_A_TIME = threading.RLock()
@@ -35,12 +36,19 @@ def serialized(call: Any) -> Any:
     return one_at_a_time
 
 
+#: The handlers taken one at a time: DynamoDB's, and its streams' (a stream read in the middle of
+#: a transaction that then fails would see records the roll-back removes, and its iterator would
+#: skip the records that later take their sequence numbers: events never published).
+SERIALIZED: tuple[type[Any], ...] = (DynamoHandler, DynamoDBStreamsHandler)
+
+
 def patch() -> None:
-    """Serialize every DynamoDB request of this process (idempotent)."""
-    if not getattr(DynamoHandler.call_action, "_serialized", False):
-        wrapped = serialized(DynamoHandler.call_action)
-        wrapped._serialized = True
-        DynamoHandler.call_action = wrapped  # type: ignore[method-assign]
+    """Serialize every DynamoDB and DynamoDB Streams request of this process (idempotent)."""
+    for handler in SERIALIZED:
+        if not getattr(handler.call_action, "_serialized", False):
+            wrapped = serialized(handler.call_action)
+            wrapped._serialized = True
+            handler.call_action = wrapped
 
 
 if __name__ == "__main__":  # pragma: no cover - the local stack's subprocess

@@ -13,7 +13,8 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from moto.dynamodb.models import DynamoDBBackend
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
@@ -82,3 +83,40 @@ def test_a_stream_read_takes_its_turn_with_the_writes() -> None:
     assert set(moto_server.SERIALIZED) == {DynamoHandler, DynamoDBStreamsHandler}
     for handler in moto_server.SERIALIZED:
         assert getattr(handler.call_action, "_serialized", False), handler
+
+
+def test_a_failed_transaction_leaves_the_stream_its_readers_hold() -> None:
+    """moto rolls a failed transaction back by replacing the table with a copy: the stream shard
+    every iterator handed out before holds must stay the live one, or the publisher reads a
+    stream that never grows again."""
+    moto_server.patch()
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_IMAGE"},
+        )
+        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+        held = backend.tables["t"].stream_shard  # what a reader's iterator holds
+        client.put_item(TableName="t", Item={"PK": {"S": "a"}, "version": {"N": "1"}})
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": "t", "Item": {"PK": {"S": "b"}}}},
+                    {
+                        "Put": {
+                            "TableName": "t",
+                            "Item": {"PK": {"S": "a"}, "version": {"N": "3"}},
+                            "ConditionExpression": "version = :two",
+                            "ExpressionAttributeValues": {":two": {"N": "2"}},
+                        }
+                    },
+                ]
+            )
+        client.put_item(TableName="t", Item={"PK": {"S": "c"}})
+        assert backend.tables["t"].stream_shard is held
+        written = [record.record["dynamodb"]["Keys"]["PK"]["S"] for record in held.items]
+        assert written == ["a", "c"]  # the rolled-back put of "b" is gone, the next write is seen

@@ -18,6 +18,7 @@ import sys
 import threading
 from typing import Any
 
+from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.server import main
@@ -42,13 +43,44 @@ def serialized(call: Any) -> Any:
 SERIALIZED: tuple[type[Any], ...] = (DynamoHandler, DynamoDBStreamsHandler)
 
 
+def keeping_streams(transact: Any) -> Any:
+    """``transact`` (TransactWriteItems) with each table's stream shard kept across a roll-back.
+
+    moto rolls a failed transaction back by replacing each table with a copy taken before it;
+    the copy has a stream shard of its own, so every shard iterator handed out before (the
+    publisher's) kept reading the old one, which receives nothing again: no domain event was
+    published after the first cancelled transaction. The live shard object stays, with the
+    copy's records.
+    """
+
+    @functools.wraps(transact)
+    def keeping(self: Any, *args: Any, **kwargs: Any) -> Any:
+        shards = {name: table.stream_shard for name, table in self.tables.items()}
+        try:
+            return transact(self, *args, **kwargs)
+        finally:
+            for name, table in self.tables.items():
+                kept = shards.get(name)
+                if kept is not None and table.stream_shard is not kept and table.stream_shard is not None:
+                    kept.items = table.stream_shard.items
+                    kept.table = table
+                    table.stream_shard = kept
+
+    return keeping
+
+
 def patch() -> None:
-    """Serialize every DynamoDB and DynamoDB Streams request of this process (idempotent)."""
+    """Serialize every DynamoDB and DynamoDB Streams request of this process, and keep streams
+    across a failed transaction's roll-back (idempotent)."""
     for handler in SERIALIZED:
         if not getattr(handler.call_action, "_serialized", False):
             wrapped = serialized(handler.call_action)
             wrapped._serialized = True
             handler.call_action = wrapped
+    if not getattr(DynamoDBBackend.transact_write_items, "_keeping", False):
+        keeping = keeping_streams(DynamoDBBackend.transact_write_items)
+        keeping._keeping = True
+        DynamoDBBackend.transact_write_items = keeping  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":  # pragma: no cover - the local stack's subprocess

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from moto.core import DEFAULT_ACCOUNT_ID
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
@@ -101,6 +101,7 @@ def test_a_failed_transaction_leaves_the_stream_its_readers_hold() -> None:
         )
         backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
         held = backend.tables["t"].stream_shard  # what a reader's iterator holds
+        assert held is not None
         client.put_item(TableName="t", Item={"PK": {"S": "a"}, "version": {"N": "1"}})
         with pytest.raises(client.exceptions.TransactionCanceledException):
             client.transact_write_items(

@@ -231,7 +231,13 @@ def test_a_finished_agents_working_copy_and_session_leave_with_the_next_task(
         """The agent once its task reported its end and its process exited."""
         record = agent(stack, agent_id)
         assert stack.launcher is not None
-        if record is None or record.launch_secret_hash is not None or record.task_arn is not None:
+        if (
+            record is None
+            or record.status is AgentStatus.CREATED  # its first task has not begun yet
+            or record.pending_launch is not None  # a task decided, not yet armed or started
+            or record.launch_secret_hash is not None
+            or record.task_arn is not None
+        ):
             return None
         return record if agent_id not in stack.launcher.running_agents() else None
 

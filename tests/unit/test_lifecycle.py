@@ -10,7 +10,7 @@ import pytest
 
 from squadron.domain import lifecycle
 from squadron.domain.agents import AgentRecord, AgentStatus, IllegalTransitionError, RoleKind
-from squadron.domain.effects import LaunchAgent, PutAgent, StopAgentTask
+from squadron.domain.effects import LaunchAgent, StopAgentTask
 
 T0 = datetime(2026, 11, 25, 9, 0, tzinfo=UTC)
 NOW = T0 + timedelta(hours=1)
@@ -189,7 +189,8 @@ def test_escalate(status: AgentStatus, task_arn: str | None, effects: list[str])
     assert kinds(step) == effects
     assert step.agent.status is AgentStatus.ESCALATED
     assert step.agent.escalation_reason == "x" * 1000  # bounded: it is shown on GitHub
-    assert step.without_stop() == [e for e in step.effects if isinstance(e, PutAgent)]
+    ended = lifecycle.escalate(agent(status, task_arn=task_arn), now=NOW, reason="x", task_ended=True)
+    assert kinds(ended) == ["PutAgent"]  # a task that ended by itself is not stopped
 
 
 FINISHES = [

@@ -36,10 +36,6 @@ class Step:
         (put,) = (e for e in self.effects if isinstance(e, PutAgent))
         return put.write
 
-    def without_stop(self) -> list[Effect]:
-        """The effects, for a task that has ended by itself (nothing to stop)."""
-        return [e for e in self.effects if not isinstance(e, StopAgentTask)]
-
 
 def with_launch(agent: AgentRecord, cause: str) -> AgentRecord:
     """``agent`` marked as needing a task (``cause``: the delivery that decided it), with a fresh
@@ -167,13 +163,16 @@ def sleep(agent: AgentRecord, *, now: datetime, blocked_by: Iterable[int]) -> Ag
     )
 
 
-def escalate(agent: AgentRecord, *, now: datetime, reason: str) -> Step:
+def escalate(agent: AgentRecord, *, now: datetime, reason: str, task_ended: bool = False) -> Step:
     """A live or sleeping agent handed to humans: ESCALATED with its reason, its task stopped if
-    one runs (what humans are told is the router's: :mod:`squadron.domain.routing.builders`)."""
+    one runs — unless ``task_ended`` (it ended by itself). What humans are told is the router's
+    (:mod:`squadron.domain.routing.builders`)."""
     escalated = agent.transition(
         AgentStatus.ESCALATED, now=now, escalation_reason=reason[:1000], pending_launch=None, task_arn=None
     )
-    stops = (StopAgentTask(agent.agent_id, agent.task_arn, reason),) if agent.task_arn else ()
+    stops = (
+        (StopAgentTask(agent.agent_id, agent.task_arn, reason),) if agent.task_arn and not task_ended else ()
+    )
     return Step(escalated, (PutAgent(AgentWrite(escalated, agent.version)), *stops))
 
 
@@ -196,6 +195,6 @@ def finish(
     if task_ended:
         changes["task_arn"] = None
     ended = agent.transition(status, now=now, **changes)
-    running = agent.task_arn is not None and agent.status in LIVE and not task_ended
-    stops = (StopAgentTask(agent.agent_id, agent.task_arn, reason),) if running and agent.task_arn else ()
+    running = agent.status in LIVE and not task_ended
+    stops = (StopAgentTask(agent.agent_id, agent.task_arn, reason),) if agent.task_arn and running else ()
     return Step(ended, (PutAgent(AgentWrite(ended, agent.version)), *stops))

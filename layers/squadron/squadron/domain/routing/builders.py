@@ -349,14 +349,18 @@ def _escalate(
     *,
     rule: EscalationRule | None = None,
     details: str = "",
+    task_ended: bool = False,
 ) -> list[Effect]:
-    """Hand ``agent``'s issue to humans: ESCALATED, its task stopped, the issue labelled and explained.
+    """Hand ``agent``'s issue to humans: ESCALATED, its task stopped (unless ``task_ended``: it
+    ended by itself), the issue labelled and explained.
 
     ``rule`` (an approval flow's escalation rule) overrides the repository's label, adds
     whom it notifies and assigns. ``details`` (the agent's own summary, what happened to its
     work) follow the explanation.
     """
-    effects: list[Effect] = list(lifecycle.escalate(agent, now=snap.now, reason=reason).effects)
+    effects: list[Effect] = list(
+        lifecycle.escalate(agent, now=snap.now, reason=reason, task_ended=task_ended).effects
+    )
     repo, inst = event.repository.full_name, event.installation_id
     waiting = (
         f" It waits for {', '.join(f'#{n}' for n in sorted(agent.blocked_by))}." if agent.blocked_by else ""

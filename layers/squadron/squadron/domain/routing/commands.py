@@ -27,7 +27,6 @@ from squadron.domain.effects import (
     OpenRetrospective,
     PostComment,
     PutAgent,
-    StopAgentTask,
 )
 from squadron.domain.events import (
     AGENT_ACTIONS,
@@ -246,8 +245,7 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
     budget = _budget(agent, base, snap, policy)
     if budget is not None and budget.spent and agent.status not in (*TERMINAL, AgentStatus.ESCALATED):
         # Fail closed: the budget is spent, so its agent goes to humans, not on.
-        effects = _escalate(base, event, snap, policy, budget.reason, details=budget.detail)
-        return [e for e in effects if not isinstance(e, StopAgentTask)]
+        return _escalate(base, event, snap, policy, budget.reason, details=budget.detail, task_ended=True)
     warning = [budget.warning] if budget is not None and budget.warning is not None else []
     if command.outcome == "escalated" and agent.status not in (*TERMINAL, AgentStatus.ESCALATED):
         details = "\n\n".join(
@@ -258,11 +256,9 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
             )
             if part
         )
-        effects = _escalate(
-            base, event, snap, policy, command.reason or "it asked for humans", details=details
-        )
         # Its task has ended by itself: nothing to stop.
-        return [e for e in effects if not isinstance(e, StopAgentTask)]
+        reason = command.reason or "it asked for humans"
+        return _escalate(base, event, snap, policy, reason, details=details, task_ended=True)
     if (
         command.outcome == "idle"
         and agent.role in ONE_SHOT_ROLES

@@ -21,10 +21,10 @@ A decision is carried out in three steps (:func:`split_decision`):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Literal, assert_never
+from typing import Annotated, Any, Literal, assert_never
 
 from pydantic import Field, TypeAdapter
 
@@ -421,6 +421,22 @@ def marked(body: str, key: str) -> str:
 
 def has_marker(body: object, key: str) -> bool:
     return isinstance(body, str) and effect_marker(key) in body
+
+
+def written_by(item: Mapping[str, Any], login: str | None) -> bool:
+    """Whether GitHub says ``login`` wrote ``item`` (an issue, a comment, a review); with no
+    login known, whether a bot did."""
+    user = item.get("user")
+    if not isinstance(user, Mapping):
+        return False
+    return user.get("login") == login if login is not None else user.get("type") == "Bot"
+
+
+def marked_item(items: Iterable[Mapping[str, Any]], key: str, login: str | None) -> Mapping[str, Any] | None:
+    """The first of ``items`` that ``login`` wrote and whose body carries ``key``'s marker: what
+    an earlier attempt of a keyed effect created. Only the App's own count, so a stranger who
+    copies a marker suppresses nothing."""
+    return next((i for i in items if written_by(i, login) and has_marker(i.get("body"), key)), None)
 
 
 def agent_writes(effects: Iterable[Effect]) -> Iterator[AgentWrite]:

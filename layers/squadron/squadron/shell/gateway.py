@@ -91,7 +91,7 @@ from squadron.domain.artifacts import (
 )
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
 from squadron.domain.context import shared_context
-from squadron.domain.effects import AgentWrite, has_marker, marked
+from squadron.domain.effects import AgentWrite, marked, marked_item
 from squadron.domain.events import (
     Actor,
     AgentAction,
@@ -1250,11 +1250,6 @@ def _keyed(body: str, key: str | None) -> str:
     return marked(body, key) if key is not None else body
 
 
-def _by(item: Any, login: str) -> bool:
-    user = item.get("user") if isinstance(item, dict) else None
-    return isinstance(user, dict) and user.get("login") == login
-
-
 def _written(
     client: GitHubClient, write: GitHubWriteRequest, key: str, bot_login: str, since: datetime
 ) -> Any | None:
@@ -1263,20 +1258,18 @@ def _written(
     GitHub makes idempotent are simply carried out again (None)."""
     match write:
         case WriteComment():
-            comments = client.list_comments(write.number, since=since)
-            return next((c for c in comments if _by(c, bot_login) and has_marker(c.get("body"), key)), None)
+            return marked_item(client.list_comments(write.number, since=since), key, bot_login)
         case WriteIssue() | WritePull():
-            for issue in client.list_issues(state="all", since=since):
-                if _by(issue, bot_login) and has_marker(issue.get("body"), key):
-                    is_pull = "pull_request" in issue
-                    if isinstance(write, WritePull) and is_pull:
-                        return client.get_pull(int(issue["number"]))
-                    if isinstance(write, WriteIssue) and not is_pull:
-                        return issue
-            return None
+            pulls = isinstance(write, WritePull)  # the issues list holds both: the kind asked for
+            issues = (
+                i for i in client.list_issues(state="all", since=since) if ("pull_request" in i) == pulls
+            )
+            found = marked_item(issues, key, bot_login)
+            if found is None or not pulls:
+                return found
+            return client.get_pull(int(found["number"]))
         case WriteReview():
-            reviews = client.list_reviews(write.number)
-            return next((r for r in reviews if _by(r, bot_login) and has_marker(r.get("body"), key)), None)
+            return marked_item(client.list_reviews(write.number), key, bot_login)
         case WriteStatus() | WriteLabels() | WriteAssignees():
             return None
         case _:

@@ -16,7 +16,7 @@ from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.config.loader import ABSENT, Entry, EntryKind, Listing
-from squadron.domain.effects import has_marker, marked
+from squadron.domain.effects import marked, marked_item
 from squadron.domain.permissions import Caller, CallerKind
 from squadron.errors import SquadronError
 
@@ -123,19 +123,11 @@ class AppGitHub:
         )
         return int(issue["number"])
 
-    def _by_app(self, item: dict[str, Any]) -> bool:
-        """Written by the App (a stranger's text carrying a copied marker never counts)."""
-        user = item.get("user") if isinstance(item.get("user"), dict) else {}
-        login = user.get("login") if isinstance(user, dict) else None
-        if self.bot_login is not None:
-            return login == self.bot_login
-        return isinstance(user, dict) and user.get("type") == "Bot"
-
     def find_comment(
         self, installation_id: int | None, repo_full_name: str, number: int, key: str, since: datetime
     ) -> bool:
         comments = self.client(installation_id, repo_full_name).list_comments(number, since=since)
-        return any(self._by_app(c) and has_marker(c.get("body"), key) for c in comments)
+        return marked_item(comments, key, self.bot_login) is not None
 
     def find_issue(
         self,
@@ -148,10 +140,8 @@ class AppGitHub:
         issues = self.client(installation_id, repo_full_name).list_issues(
             labels=labels, state="all", since=since
         )
-        for issue in issues:
-            if "pull_request" not in issue and self._by_app(issue) and has_marker(issue.get("body"), key):
-                return int(issue["number"])
-        return None
+        found = marked_item((i for i in issues if "pull_request" not in i), key, self.bot_login)
+        return int(found["number"]) if found is not None else None
 
     def issue_state(self, installation_id: int | None, repo_full_name: str, number: int) -> str:
         client = self.client(installation_id, repo_full_name)

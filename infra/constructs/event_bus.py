@@ -20,7 +20,6 @@ from pathlib import Path
 
 import aws_cdk as cdk
 import jsii
-from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_eventschemas as eventschemas
@@ -33,6 +32,7 @@ from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
 
 from infra.constructs.layer import SharedLayer, function_code
+from infra.constructs.observability import messages_waiting_alarm
 from infra.constructs.router import RUNTIME_PIN_REASON
 from squadron.adapters.dynamo_registry import EVENT_ENTITY
 from squadron.domain.domain_events import CATALOGUE, SOURCE
@@ -102,17 +102,11 @@ class DomainEventBus(Construct):
         self.log_group = self._build_event_log(stage, log_retention)
         self.function, self.failures = self._build_publisher(stage, layer, table, log_retention, log_level)
         self.alarms = [
-            cloudwatch.Alarm(
+            messages_waiting_alarm(
                 self,
                 "PublishFailuresAlarm",
-                alarm_description="Squadron: domain events that could not be put on the bus (see the failure queue)",
-                metric=self.failures.metric_approximate_number_of_messages_visible(
-                    period=cdk.Duration.minutes(5)
-                ),
-                threshold=0,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=1,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                self.failures,
+                "Squadron: domain events that could not be put on the bus (see the failure queue)",
             )
         ]
 

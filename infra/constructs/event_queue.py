@@ -7,6 +7,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.constructs.observability import messages_waiting_alarm
 from squadron.settings import LAMBDA_RATE_LIMIT_WAIT_SECONDS
 
 
@@ -79,20 +80,13 @@ class EventQueue(Construct):
         )
 
     def _build_dead_letters_alarm(self) -> cloudwatch.Alarm:
-        metric = self.dead_letter_queue.metric_approximate_number_of_messages_visible(
-            period=self.ALARM_PERIOD, statistic=cloudwatch.Stats.MAXIMUM
-        )
-        return metric.create_alarm(
+        return messages_waiting_alarm(
             self,
             "DeadLettersAlarm",
-            alarm_description=(
-                "Squadron: events reached the dead-letter queue after repeated router failures. "
-                "Inspect them, fix the cause, then redrive them to events.fifo."
-            ),
-            threshold=0,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.dead_letter_queue,
+            "Squadron: events reached the dead-letter queue after repeated router failures. "
+            "Inspect them, fix the cause, then redrive them to events.fifo.",
+            period=self.ALARM_PERIOD,
         )
 
     def _build_oldest_event_alarm(self) -> cloudwatch.Alarm:

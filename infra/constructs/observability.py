@@ -9,7 +9,34 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+#: How long a queue alarm's metric is looked at by default.
+ALARM_PERIOD = cdk.Duration.minutes(5)
+
+
+def messages_waiting_alarm(
+    scope: Construct,
+    construct_id: str,
+    queue: sqs.IQueue,
+    description: str,
+    *,
+    period: cdk.Duration = ALARM_PERIOD,
+    statistic: str = cloudwatch.Stats.MAXIMUM,
+) -> cloudwatch.Alarm:
+    """An alarm as soon as a message waits in ``queue`` (a dead-letter or failure queue: nothing
+    should ever be there); no data is no alarm."""
+    return cloudwatch.Alarm(
+        scope,
+        construct_id,
+        alarm_description=description,
+        metric=queue.metric_approximate_number_of_messages_visible(period=period, statistic=statistic),
+        threshold=0,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluation_periods=1,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
 
 
 class Observability(Construct):

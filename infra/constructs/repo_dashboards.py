@@ -44,6 +44,7 @@ from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
 
 from infra.constructs.layer import SharedLayer, function_code
+from infra.constructs.observability import messages_waiting_alarm
 from infra.constructs.router import RUNTIME_PIN_REASON
 from squadron.adapters.dynamo_dashboards import dashboard_pk
 from squadron.adapters.dynamo_memory import memory_pk
@@ -191,21 +192,13 @@ class DashboardIssues(Construct):
                 report_batch_item_failures=True,
             )
         )
-        self.dead_letters_alarm = cloudwatch.Alarm(
+        self.dead_letters_alarm = messages_waiting_alarm(
             self,
             "DeadLettersAlarm",
-            alarm_description=(
-                "Squadron: dashboard refreshes reached their dead-letter queue after repeated failures "
-                "(GitHub refusing the App, a malformed request). The reconciler's sweeps render the "
-                "dashboards anyway; inspect the messages for the cause."
-            ),
-            metric=self.dead_letter_queue.metric_approximate_number_of_messages_visible(
-                period=cdk.Duration.minutes(5), statistic=cloudwatch.Stats.MAXIMUM
-            ),
-            threshold=0,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=1,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            self.dead_letter_queue,
+            "Squadron: dashboard refreshes reached their dead-letter queue after repeated failures "
+            "(GitHub refusing the App, a malformed request). The reconciler's sweeps render the "
+            "dashboards anyway; inspect the messages for the cause.",
         )
 
     @property

@@ -91,7 +91,7 @@ from squadron.domain.artifacts import (
 )
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
 from squadron.domain.context import shared_context
-from squadron.domain.effects import AgentWrite, marked, marked_item
+from squadron.domain.effects import AgentWrite, marked, marked_item, without_markers
 from squadron.domain.events import (
     Actor,
     AgentAction,
@@ -856,15 +856,16 @@ class AgentGateway:
                             "forbidden",
                             f"{agent.display_name} comments on its own issue or pull request only",
                         )
-                    result = client.comment(write.number, _keyed(write.body, key))
+                    result = client.comment(write.number, _keyed(without_markers(write.body), key))
                 case WriteIssue():
-                    result = client.create_issue(write.title, _keyed(write.body, key), labels=write.labels)
+                    body = _keyed(without_markers(write.body), key)
+                    result = client.create_issue(write.title, body, labels=write.labels)
                 case WritePull():
                     result = client.create_pull(
                         title=write.title,
                         head=write.head,
                         base=write.base,
-                        body=_keyed(self._with_proposals(agent, write.body), key),
+                        body=_keyed(self._with_proposals(agent, without_markers(write.body)), key),
                         draft=write.draft,
                     )
                 case WriteReview():
@@ -873,7 +874,10 @@ class AgentGateway:
                             "forbidden", f"{agent.display_name} reviews its own pull request only"
                         )
                     result = client.create_review(
-                        write.number, write.event, _keyed(write.body, key), commit_id=write.commit_id
+                        write.number,
+                        write.event,
+                        _keyed(without_markers(write.body), key),
+                        commit_id=write.commit_id,
                     )
                 case WriteStatus():
                     pull = self._own_head(agent, client, write.sha)

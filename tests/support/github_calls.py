@@ -11,11 +11,14 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from squadron.adapters.github.client import GitHubAppClient, GitHubClient
 from squadron.domain.permissions import Caller, CallerKind, MergeConsent
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
+#: Where a lookup of a keyed write starts.
+_SINCE = datetime(2026, 11, 23, 11, 55, tzinfo=UTC)
 
 PM = Caller(CallerKind.PM, "pm", "pm")
 DEV = Caller(CallerKind.DEV, "dev-38", "feat-dev", "feat/issue-38")
@@ -51,6 +54,10 @@ class AppCall:
 
 CLIENT_CALLS: tuple[ClientCall, ...] = (
     ClientCall("get_issue", lambda c: c.get_issue(38)),
+    ClientCall("find_comment", lambda c: c.find_comment(38, "k" * 24, "squadron[bot]", _SINCE)),
+    ClientCall("find_issue", lambda c: c.find_issue("k" * 24, "squadron[bot]", _SINCE)),
+    ClientCall("find_pull", lambda c: c.find_pull("feat/issue-38", "k" * 24, "squadron[bot]", _SINCE)),
+    ClientCall("find_review", lambda c: c.find_review(101, "k" * 24, "squadron[bot]")),
     ClientCall(
         "create_issue",
         lambda c: c.create_issue("Blocker", "Needs an API", labels=["bug"], assignees=["octocat"]),

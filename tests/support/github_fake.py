@@ -298,6 +298,7 @@ ROUTES: list[tuple[str, str, Responder]] = [
     ),
     ("GET", r"/repos/[^/]+/[^/]+/pulls/(?P<n>\d+)", lambda r, m: _json(200, _pull(int(m.group("n"))))),
     ("POST", r"/repos/[^/]+/[^/]+/pulls", lambda r, m: _json(201, _pull(101, json.loads(r.content)))),
+    ("GET", r"/repos/[^/]+/[^/]+/pulls", lambda r, m: _json(200, [_pull(101)])),
     (
         "GET",
         r"/repos/[^/]+/[^/]+/pulls/\d+/files",

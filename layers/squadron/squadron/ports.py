@@ -227,7 +227,8 @@ class RouterGitHub(Protocol):
         labels: tuple[str, ...],
         since: datetime,
     ) -> int | None:
-        """The number of the issue the App opened with ``key`` marked (and ``labels``), or None."""
+        """The number of the issue the App opened with ``key`` marked, or None. ``labels`` are
+        what it was opened with, never a filter: a person may have taken one off since."""
         ...
 
     def issue_state(self, installation_id: int | None, repo_full_name: str, number: int) -> str:

@@ -45,6 +45,10 @@ ALLOWED_BY_ROLE: dict[str, tuple[bool, bool, bool, bool]] = {
     "add_assignees": (Y, N, N, Y),
     "remove_assignees": (Y, N, N, Y),
     "list_comments": (Y, Y, Y, Y),
+    "find_comment": (Y, Y, Y, Y),
+    "find_issue": (Y, Y, Y, Y),
+    "find_pull": (Y, Y, Y, Y),
+    "find_review": (Y, Y, Y, Y),
     "comment": (Y, Y, Y, Y),
     "get_pull": (Y, Y, Y, Y),
     "create_pull": (N, Y, N, Y),  # from the dev's own branch

@@ -179,6 +179,9 @@ def test_a_retry_finds_the_issue_it_opened_by_its_key_and_never_a_pull_request()
     github = _bot_github(fake, clock)
     assert github.find_issue(7, "octo/app", KEY, ("needs-human",), T0) == 92
     listed = next(r for r in fake.requests if r.url.path.endswith("/issues"))
-    assert listed.url.params["labels"] == "needs-human" and listed.url.params["state"] == "all"
+    # Not filtered by its labels (a person may take one off) and newest first: the pages stop
+    # at the first issue opened before the lookup's start.
+    assert "labels" not in listed.url.params and listed.url.params["state"] == "all"
+    assert (listed.url.params["sort"], listed.url.params["direction"]) == ("created", "desc")
     fake.faults["GET /repos/octo/app/issues"] = _answer([{"number": 93, "user": {"login": BOT}, "body": "x"}])
     assert github.find_issue(7, "octo/app", KEY, ("needs-human",), T0) is None

@@ -67,6 +67,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
+from squadron.adapters.github.keyed import once
 from squadron.config.parse import SquadronConfig
 from squadron.domain import lifecycle
 from squadron.domain.agents import (
@@ -91,7 +92,7 @@ from squadron.domain.artifacts import (
 )
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
 from squadron.domain.context import shared_context
-from squadron.domain.effects import AgentWrite, marked, marked_item, without_markers
+from squadron.domain.effects import AgentWrite, marked, without_markers
 from squadron.domain.events import (
     Actor,
     AgentAction,
@@ -856,28 +857,46 @@ class AgentGateway:
                             "forbidden",
                             f"{agent.display_name} comments on its own issue or pull request only",
                         )
-                    result = client.comment(write.number, _keyed(without_markers(write.body), key))
+                    result = self._once(
+                        client,
+                        write,
+                        key,
+                        lambda: client.comment(write.number, _keyed(without_markers(write.body), key)),
+                    )
                 case WriteIssue():
-                    body = _keyed(without_markers(write.body), key)
-                    result = client.create_issue(write.title, body, labels=write.labels)
+                    result = self._once(
+                        client,
+                        write,
+                        key,
+                        lambda: client.create_issue(
+                            write.title, _keyed(without_markers(write.body), key), labels=write.labels
+                        ),
+                    )
                 case WritePull():
-                    result = client.create_pull(
-                        title=write.title,
-                        head=write.head,
-                        base=write.base,
-                        body=_keyed(self._with_proposals(agent, without_markers(write.body)), key),
-                        draft=write.draft,
+                    body = _keyed(self._with_proposals(agent, without_markers(write.body)), key)
+                    result = self._once(
+                        client,
+                        write,
+                        key,
+                        lambda: client.create_pull(
+                            title=write.title, head=write.head, base=write.base, body=body, draft=write.draft
+                        ),
                     )
                 case WriteReview():
                     if write.number != agent.pr_number:
                         raise LaunchRefusedError(
                             "forbidden", f"{agent.display_name} reviews its own pull request only"
                         )
-                    result = client.create_review(
-                        write.number,
-                        write.event,
-                        _keyed(without_markers(write.body), key),
-                        commit_id=write.commit_id,
+                    result = self._once(
+                        client,
+                        write,
+                        key,
+                        lambda: client.create_review(
+                            write.number,
+                            write.event,
+                            _keyed(without_markers(write.body), key),
+                            commit_id=write.commit_id,
+                        ),
                     )
                 case WriteStatus():
                     pull = self._own_head(agent, client, write.sha)
@@ -906,6 +925,18 @@ class AgentGateway:
         except GitHubError as exc:
             raise LaunchRefusedError("github_refused", str(exc)) from exc
         return self._written_by(agent, request, result, action)
+
+    def _once(
+        self, client: GitHubClient, write: GitHubWriteRequest, key: str | None, send: Callable[[], Any]
+    ) -> Any:
+        """``send`` a write that creates something; when GitHub may have applied it without
+        saying so, what it created is looked up by the write's key before it is sent again
+        (:func:`~squadron.adapters.github.keyed.once`). Without a key nothing can be looked up:
+        GitHub's silence is the task's to hear."""
+        if key is None:
+            return send()
+        since = self.clock() - WRITE_LOOKBACK
+        return once(send, lambda: _written(client, write, key, self.bot_login, since))
 
     def _written_by(
         self, agent: AgentRecord, request: GitHubWrite, result: Any, action: AgentAction | None
@@ -1258,22 +1289,18 @@ def _written(
     client: GitHubClient, write: GitHubWriteRequest, key: str, bot_login: str, since: datetime
 ) -> Any | None:
     """What an earlier request of the keyed ``write`` created, found by its marker in what the
-    App wrote (a stranger's copy of a marker is never taken); None when it made nothing. Writes
-    GitHub makes idempotent are simply carried out again (None)."""
+    App wrote (a stranger's copy of a marker is never taken), a pull request by its head branch;
+    None when GitHub shows nothing (each lookup reads every page, or raises). Writes GitHub
+    makes idempotent are simply carried out again (None)."""
     match write:
         case WriteComment():
-            return marked_item(client.list_comments(write.number, since=since), key, bot_login)
-        case WriteIssue() | WritePull():
-            pulls = isinstance(write, WritePull)  # the issues list holds both: the kind asked for
-            issues = (
-                i for i in client.list_issues(state="all", since=since) if ("pull_request" in i) == pulls
-            )
-            found = marked_item(issues, key, bot_login)
-            if found is None or not pulls:
-                return found
-            return client.get_pull(int(found["number"]))
+            return client.find_comment(write.number, key, bot_login, since)
+        case WriteIssue():
+            return client.find_issue(key, bot_login, since)
+        case WritePull():
+            return client.find_pull(write.head.split(":")[-1], key, bot_login, since)
         case WriteReview():
-            return marked_item(client.list_reviews(write.number), key, bot_login)
+            return client.find_review(write.number, key, bot_login)
         case WriteStatus() | WriteLabels() | WriteAssignees():
             return None
         case _:

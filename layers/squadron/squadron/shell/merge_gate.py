@@ -17,6 +17,12 @@ method the flow names, pinned to the head commit that was judged — when the
 flow allows it; then deletes the branch if the flow says so. Evaluating twice
 is harmless: the status is the same, and a merge of a PR whose head moved or
 that was merged already is refused by GitHub and reported, not retried.
+
+A merge whose answer is lost (GitHub applied it and answered 5xx, or the answer
+timed out: :class:`MaybeAppliedError`) is not taken for a failure: the PR is read,
+and if the App merged it, what follows a merge (the merged event, the branch
+deletion) follows at once from what GitHub says. Only a PR still open is sent the
+merge again (pinned to the judged head, so it can only merge that once).
 """
 
 from __future__ import annotations
@@ -27,7 +33,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from squadron.adapters.github.errors import GitHubError, GitHubUnavailableError, RateLimitedError
+from squadron.adapters.github.errors import (
+    GitHubError,
+    GitHubUnavailableError,
+    MaybeAppliedError,
+    RateLimitedError,
+)
+from squadron.adapters.github.keyed import SENDS
 from squadron.config.parse import SquadronConfig
 from squadron.domain.approval import (
     MERGE_CONTEXT,
@@ -237,7 +249,7 @@ class MergeGate:
             return GateOutcome(pr_number, result, detail=result.description)
         consent = MergeConsent(pr_number, True, "every requirement of the approval flow is met")
         try:
-            merged = github.merge_pull(pr_number, consent=consent, method=result.method, sha=sha)
+            merged, read = self._merge(github, pr_number, consent, result.method, sha)
         except (RateLimitedError, GitHubUnavailableError):
             raise  # GitHub could not answer: the event goes back to the queue and is judged again
         except GitHubError as exc:
@@ -245,11 +257,49 @@ class MergeGate:
             logger.warning("PR #%s of %s not merged: %s", pr_number, repo, exc)
             return GateOutcome(pr_number, result, detail=f"not merged: {exc}")
         if self.announce is not None:
-            self.announce(self._merged_event(pr, merged, installation_id))
+            self.announce(self._merged_event(read or pr, merged, installation_id))
         same_repo = (head.get("repo") or {}).get("full_name") in (None, repo)
         if result.delete_branch and same_repo and head.get("ref"):
             github.delete_branch(str(head["ref"]))
         return GateOutcome(pr_number, result, merged=True, detail=f"merged with {result.method}")
+
+    def _merge(
+        self, github: GateClient, pr_number: int, consent: MergeConsent, method: str, sha: str
+    ) -> tuple[Json, Json | None]:
+        """GitHub's answer to the merge, and the PR as read when that answer was lost (else None).
+
+        Lost (:class:`MaybeAppliedError`): the PR is read; merged by the App, GitHub's merge
+        commit stands for the answer. Still open: the merge is sent again, at most
+        :data:`~squadron.adapters.github.keyed.SENDS` times in all; a refusal after a lost answer
+        reads the PR once more (the first merge may have landed meanwhile)."""
+        lost: MaybeAppliedError | None = None
+        for _send in range(SENDS):
+            try:
+                return github.merge_pull(pr_number, consent=consent, method=method, sha=sha), None
+            except MaybeAppliedError as exc:
+                lost = exc
+            except GitHubError:
+                if lost is None:
+                    raise
+                found = self._merged_by_app(github, pr_number)
+                if found is None:
+                    raise
+                return found
+            found = self._merged_by_app(github, pr_number)
+            if found is not None:
+                logger.info("PR #%s: the merge's answer was lost, but GitHub merged it", pr_number)
+                return found
+        assert lost is not None
+        raise lost
+
+    def _merged_by_app(self, github: GateClient, pr_number: int) -> tuple[Json, Json] | None:
+        """The merge's answer as GitHub's PR shows it, and the PR, if the App merged it."""
+        pr = github.get_pull(pr_number)
+        by = str((pr.get("merged_by") or {}).get("login") or "")
+        if not pr.get("merged") or not is_app(by, self.bot_login):
+            return None
+        answer = {"sha": pr.get("merge_commit_sha"), "merged": True, "message": "merged (answer lost)"}
+        return answer, pr
 
     def _permissions(
         self, github: GateClient, installation_id: int | None, repo: str, logins: list[str]

@@ -113,6 +113,8 @@ class GitHubApp:
             token=self.jwt(),
             throttle_key=f"app-{self.app_id}",
             json=body or None,
+            # A second token is as good as the first; one whose answer was lost expires unused.
+            idempotent=True,
         )
         data = response.json()
         token = InstallationToken(

@@ -16,8 +16,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
-from squadron.adapters.github.errors import GitHubError, NotFoundError, ValidationFailedError
+from squadron.adapters.github.errors import (
+    GitHubError,
+    LookupIncompleteError,
+    NotFoundError,
+    ValidationFailedError,
+)
 from squadron.adapters.github.http import GitHubHttp
+from squadron.domain.effects import marked_item, written_by
 from squadron.domain.permissions import (
     REVIEW_EVENT_ACTIONS,
     Action,
@@ -69,8 +75,16 @@ class GitHubClient:
     # --- plumbing ------------------------------------------------------------------------------
 
     def _send(
-        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        idempotent: bool = False,
     ) -> Any:
+        """One request; ``idempotent`` (a write GitHub applying twice leaves as once) lets the
+        transport re-send it after a 5xx or a lost answer, else it raises MaybeAppliedError."""
         response = self.http.request(
             method,
             self._base + path,
@@ -78,6 +92,7 @@ class GitHubClient:
             throttle_key=f"installation-{self.installation_id}",
             params=params,
             json=json,
+            idempotent=idempotent,
         )
         return response.json() if response.content else None
 
@@ -95,6 +110,81 @@ class GitHubClient:
                 limit=MAX_LISTED,
             )
         )
+
+    def _every(self, path: str, what: str, *, params: Mapping[str, Any] | None = None) -> Iterable[Json]:
+        """Every item of a list, page after page, for a lookup: past :data:`MAX_LISTED` it
+        raises :class:`LookupIncompleteError` rather than let "not found" be a guess."""
+        items = self.http.paginate(
+            self._base + path,
+            token=self._token(),
+            throttle_key=f"installation-{self.installation_id}",
+            params=params,
+        )
+        for count, item in enumerate(items, start=1):
+            if count > MAX_LISTED:
+                raise LookupIncompleteError(
+                    200, f"more than {MAX_LISTED} {what} to look through", method="GET", path=path
+                )
+            yield item
+
+    # --- lookups of keyed writes ---------------------------------------------------------------
+    #
+    # What an earlier attempt of a keyed write created: written by ``login`` (the App; None: any
+    # bot) and carrying the key's hidden marker (:func:`squadron.domain.effects.marked`). Each
+    # pages through all it must read and never filters on what a person may change afterwards
+    # (labels, titles); None means GitHub shows no such thing, a failed read raises.
+
+    def find_comment(self, number: int, key: str, login: str | None, since: datetime) -> Json | None:
+        """The comment on ``number`` carrying ``key`` (made at or after ``since``), or None."""
+        check(self.caller, Action.READ)
+        comments = self._every(f"/issues/{number}/comments", "comments", params={"since": _timestamp(since)})
+        return _found(marked_item(comments, key, login))
+
+    def find_issue(self, key: str, login: str | None, since: datetime, *, pulls: bool = False) -> Json | None:
+        """The issue (``pulls``: pull request, as the issues list shows it) carrying ``key``,
+        opened at or after ``since``, or None. Newest first; the pages stop at the first item
+        opened before ``since`` (nothing older can be it)."""
+        check(self.caller, Action.READ)
+        listed = self._every(
+            "/issues",
+            "issues",
+            params={"state": "all", "since": _timestamp(since), "sort": "created", "direction": "desc"},
+        )
+        cutoff = _timestamp(since)
+
+        def recent() -> Iterable[Json]:
+            for item in listed:
+                created = str(item.get("created_at") or "")
+                if created and created < cutoff:
+                    return
+                if ("pull_request" in item) == pulls:
+                    yield item
+
+        return _found(marked_item(recent(), key, login))
+
+    def find_pull(self, head: str, key: str, login: str | None, since: datetime) -> Json | None:
+        """The pull request from branch ``head`` that ``login`` opened carrying ``key``, or None.
+
+        A pull request's head branch never changes, so one the App opened from ``head`` at or
+        after ``since`` is it even when a person has edited the marker out of its body."""
+        check(self.caller, Action.READ)
+        owner = self.repo.partition("/")[0]
+        pulls = [
+            p
+            for p in self._every(
+                "/pulls", "pull requests", params={"state": "all", "head": f"{owner}:{head}"}
+            )
+            if written_by(p, login) and (p.get("head") or {}).get("ref") == head
+        ]
+        found = marked_item(pulls, key, login) or next(
+            (p for p in pulls if str(p.get("created_at") or "") >= _timestamp(since)), None
+        )
+        return self.get_pull(int(found["number"])) if found is not None else None
+
+    def find_review(self, number: int, key: str, login: str | None) -> Json | None:
+        """The review of pull request ``number`` carrying ``key``, or None."""
+        check(self.caller, Action.READ)
+        return _found(marked_item(self._every(f"/pulls/{number}/reviews", "reviews"), key, login))
 
     # --- issues --------------------------------------------------------------------------------
 
@@ -143,41 +233,52 @@ class GitHubClient:
             payload["title"] = title
         if body is not None:
             payload["body"] = tagged(self.caller, body)
-        result: Json = self._send("PATCH", f"/issues/{number}", json=payload)
+        # Sets the fields: sent twice, the issue reads the same.
+        result: Json = self._send("PATCH", f"/issues/{number}", json=payload, idempotent=True)
         return result
 
     def close_issue(self, number: int, reason: Literal["completed", "not_planned"] = "completed") -> Json:
         check(self.caller, Action.CLOSE_ISSUE)
+        # Closing a closed issue changes nothing (no second "closed" event).
         result: Json = self._send(
-            "PATCH", f"/issues/{number}", json={"state": "closed", "state_reason": reason}
+            "PATCH", f"/issues/{number}", json={"state": "closed", "state_reason": reason}, idempotent=True
         )
         return result
 
     def reopen_issue(self, number: int) -> Json:
         check(self.caller, Action.REOPEN_ISSUE)
-        result: Json = self._send("PATCH", f"/issues/{number}", json={"state": "open"})
+        result: Json = self._send("PATCH", f"/issues/{number}", json={"state": "open"}, idempotent=True)
         return result
 
     def add_labels(self, number: int, labels: Iterable[str]) -> list[Json]:
         check(self.caller, Action.LABEL)
-        result: list[Json] = self._send("POST", f"/issues/{number}/labels", json={"labels": list(labels)})
+        # Adds to the set: a label the issue has already is kept as it is (no second event).
+        result: list[Json] = self._send(
+            "POST", f"/issues/{number}/labels", json={"labels": list(labels)}, idempotent=True
+        )
         return result
 
     def remove_label(self, number: int, label: str) -> None:
         check(self.caller, Action.LABEL)
         try:
-            self._send("DELETE", f"/issues/{number}/labels/{quote(label, safe='')}")
+            # Sent twice, the second finds it gone (404, below).
+            self._send("DELETE", f"/issues/{number}/labels/{quote(label, safe='')}", idempotent=True)
         except NotFoundError:
             return  # not there: removed already
 
     def add_assignees(self, number: int, logins: Iterable[str]) -> Json:
         check(self.caller, Action.ASSIGN)
-        result: Json = self._send("POST", f"/issues/{number}/assignees", json={"assignees": list(logins)})
+        # Adds to the set: an assignee already there stays (no second event).
+        result: Json = self._send(
+            "POST", f"/issues/{number}/assignees", json={"assignees": list(logins)}, idempotent=True
+        )
         return result
 
     def remove_assignees(self, number: int, logins: Iterable[str]) -> Json:
         check(self.caller, Action.ASSIGN)
-        result: Json = self._send("DELETE", f"/issues/{number}/assignees", json={"assignees": list(logins)})
+        result: Json = self._send(
+            "DELETE", f"/issues/{number}/assignees", json={"assignees": list(logins)}, idempotent=True
+        )
         return result
 
     def list_comments(self, number: int, *, since: datetime | None = None) -> list[Json]:
@@ -280,7 +381,9 @@ class GitHubClient:
         payload: Json = {"state": state, "context": context, "description": description[:140]}
         if target_url is not None:
             payload["target_url"] = target_url
-        result: Json = self._send("POST", f"/statuses/{sha}", json=payload)
+        # GitHub keeps the latest status per context on a commit: the same status twice reads
+        # as once (the combined status, branch protection and the merge gate see the latest).
+        result: Json = self._send("POST", f"/statuses/{sha}", json=payload, idempotent=True)
         return result
 
     def create_check_run(
@@ -310,7 +413,7 @@ class GitHubClient:
             payload["conclusion"] = conclusion
         if summary:
             payload["output"] = {"title": "squadron", "summary": summary}
-        result: Json = self._send("PATCH", f"/check-runs/{check_run_id}", json=payload)
+        result: Json = self._send("PATCH", f"/check-runs/{check_run_id}", json=payload, idempotent=True)
         return result
 
     def list_check_runs(self, ref: str) -> list[Json]:
@@ -335,14 +438,18 @@ class GitHubClient:
         check(self.caller, Action.DELETE_BRANCH)
         try:
             # One path parameter, as octokit sends it: "heads/<branch>" percent-encoded.
-            self._send("DELETE", f"/git/refs/{quote(f'heads/{branch}', safe='')}")
+            # Sent twice, the second finds it gone (422 or 404, below).
+            self._send("DELETE", f"/git/refs/{quote(f'heads/{branch}', safe='')}", idempotent=True)
         except (NotFoundError, ValidationFailedError):
             return  # deleted already (by a human, or GitHub's delete-on-merge setting)
 
     def protect_branch(self, branch: str, protection: Json) -> Json:
         """Set ``branch``'s protection (replaces it whole); needs administration: write."""
         check(self.caller, Action.PROTECT_BRANCH)
-        result: Json = self._send("PUT", f"/branches/{quote(branch, safe='')}/protection", json=protection)
+        # Replaces the protection whole: twice is once.
+        result: Json = self._send(
+            "PUT", f"/branches/{quote(branch, safe='')}/protection", json=protection, idempotent=True
+        )
         return result
 
     def list_branches(self) -> list[Json]:
@@ -407,6 +514,10 @@ class GitHubClient:
             return "none"
         role = str(data.get("role_name") or "")
         return role if role in _BASE_ROLES else str(data.get("permission") or "none")
+
+
+def _found(item: Mapping[str, Any] | None) -> Json | None:
+    return dict(item) if item is not None else None
 
 
 class GitHubAppClient:

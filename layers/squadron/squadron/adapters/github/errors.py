@@ -68,6 +68,18 @@ class GitHubUnavailableError(GitHubError):
     """5xx or a network failure, after the bounded retries."""
 
 
+class MaybeAppliedError(GitHubUnavailableError):
+    """A write GitHub may have applied though it never said so: a 5xx, a read timeout or a
+    dropped connection after the request went out (GitHub's front end can time out while the
+    write commits). The transport never re-sends such a write; the caller looks it up by its
+    key and sends it again only when the lookup says it was not applied."""
+
+
+class LookupIncompleteError(GitHubError):
+    """A lookup of what a keyed write created could not read everything it had to (a list
+    longer than it may read): "not found" would be a guess, so it says so instead."""
+
+
 class NotModifiedWithoutCacheError(GitHubError):
     """304 Not Modified to a request that had no cached answer to stand for (no ``If-None-Match``)."""
 

@@ -15,12 +15,15 @@ from typing import Any
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
+from squadron.adapters.github.keyed import once
 from squadron.config.loader import ABSENT, Entry, EntryKind, Listing
-from squadron.domain.effects import marked, marked_item
+from squadron.domain.effects import marked
 from squadron.domain.permissions import Caller, CallerKind
 from squadron.errors import SquadronError
 
 PERMISSION_TTL = timedelta(minutes=5)
+#: How far back a keyed write whose answer was just lost is looked for (clocks differ a little).
+LOOKBACK = timedelta(minutes=5)
 
 
 def _now() -> datetime:
@@ -95,7 +98,13 @@ class AppGitHub:
         client = self.client(installation_id, repo_full_name)
         if author != "framework":  # the framework writing on behalf of a named part of itself
             client.caller = Caller(CallerKind.FRAMEWORK, author, author)
-        client.comment(number, marked(body, key) if key else body)
+        if key is None:
+            client.comment(number, body)
+            return
+        once(
+            lambda: client.comment(number, marked(body, key)),
+            lambda: client.find_comment(number, key, self.bot_login, self.clock() - LOOKBACK),
+        )
 
     def close_issue(self, installation_id: int | None, repo_full_name: str, number: int, reason: str) -> None:
         self.client(installation_id, repo_full_name).close_issue(
@@ -118,16 +127,20 @@ class AppGitHub:
         assignees: tuple[str, ...],
         key: str | None = None,
     ) -> int:
-        issue = self.client(installation_id, repo_full_name).create_issue(
-            title, marked(body, key) if key else body, labels=labels, assignees=assignees
+        client = self.client(installation_id, repo_full_name)
+        if key is None:
+            return int(client.create_issue(title, body, labels=labels, assignees=assignees)["number"])
+        issue = once(
+            lambda: client.create_issue(title, marked(body, key), labels=labels, assignees=assignees),
+            lambda: client.find_issue(key, self.bot_login, self.clock() - LOOKBACK),
         )
         return int(issue["number"])
 
     def find_comment(
         self, installation_id: int | None, repo_full_name: str, number: int, key: str, since: datetime
     ) -> bool:
-        comments = self.client(installation_id, repo_full_name).list_comments(number, since=since)
-        return marked_item(comments, key, self.bot_login) is not None
+        client = self.client(installation_id, repo_full_name)
+        return client.find_comment(number, key, self.bot_login, since) is not None
 
     def find_issue(
         self,
@@ -137,10 +150,8 @@ class AppGitHub:
         labels: tuple[str, ...],
         since: datetime,
     ) -> int | None:
-        issues = self.client(installation_id, repo_full_name).list_issues(
-            labels=labels, state="all", since=since
-        )
-        found = marked_item((i for i in issues if "pull_request" not in i), key, self.bot_login)
+        # Not filtered by ``labels``: a person may have taken one off since.
+        found = self.client(installation_id, repo_full_name).find_issue(key, self.bot_login, since)
         return int(found["number"]) if found is not None else None
 
     def issue_state(self, installation_id: int | None, repo_full_name: str, number: int) -> str:

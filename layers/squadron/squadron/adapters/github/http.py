@@ -2,9 +2,15 @@
 
 Rate limits as GitHub documents them: on 403/429 honour ``retry-after``; else,
 when ``x-ratelimit-remaining`` is 0, wait until ``x-ratelimit-reset``; else
-(a secondary limit) back off exponentially from one minute. 5xx answers and
-network failures are retried a bounded number of times. Every wait goes through
-the injected ``sleep`` and ``clock``, so tests never really wait.
+(a secondary limit) back off exponentially from one minute. Reads (and writes
+GitHub makes idempotent, which the caller names) are retried a bounded number of
+times after a 5xx or a network failure. A write is re-sent only when it never left:
+a connection that could not be made (:data:`NOT_SENT`). After a 5xx, a read timeout
+or a dropped connection GitHub may have applied it (its front end times out while
+the write commits), so the transport waits its back-off and raises
+:class:`MaybeAppliedError` instead: the caller, who holds the write's key, looks
+up what GitHub did before it sends again. Every wait goes through the injected
+``sleep`` and ``clock``, so tests never really wait.
 
 The throttle keeps GitHub's secondary limits per installation: mutating
 requests at least ``mutation_spacing`` apart, and at most
@@ -35,6 +41,7 @@ from squadron.adapters.github.errors import (
     BY_STATUS,
     GitHubError,
     GitHubUnavailableError,
+    MaybeAppliedError,
     NotModifiedWithoutCacheError,
     RateLimitedError,
 )
@@ -44,6 +51,16 @@ API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
 USER_AGENT = "squadron-github-app"
 MUTATIONS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+#: Network failures that happen before a request leaves: no connection was made (or none was
+#: free in the pool), so GitHub never saw it and a write is safe to send again. Any other
+#: failure (a read timeout, a connection dropped mid-exchange, a protocol error) may come after
+#: GitHub took the request.
+NOT_SENT: tuple[type[httpx.TransportError], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.UnsupportedProtocol,
+)
 SECONDARY_BACKOFF_SECONDS = 60.0
 _NEXT_LINK = re.compile(r'<([^>]+)>;\s*rel="next"')
 #: Headers of a 200 kept with its cached body (what callers read besides the body).
@@ -295,9 +312,16 @@ class GitHubHttp:
         throttle_key: str,
         params: Mapping[str, Any] | None = None,
         json: Any = None,
+        idempotent: bool = False,
     ) -> httpx.Response:
-        """Send one request (retrying as documented); raise a named GitHubError on failure."""
+        """Send one request (retrying as documented); raise a named GitHubError on failure.
+
+        ``idempotent``: the caller knows that GitHub applying this write twice leaves the same
+        state as once (setting a state, adding labels, deleting), so it may be re-sent blindly
+        like a read. Otherwise a write GitHub may have applied raises :class:`MaybeAppliedError`.
+        """
         server_failures = 0
+        replayable = method not in MUTATIONS or idempotent
         rate_waits = 0
         while True:
             self.throttle.before(throttle_key, method)
@@ -313,12 +337,11 @@ class GitHubHttp:
             except httpx.TransportError as exc:
                 self.stats.sent(None)
                 server_failures += 1
-                if server_failures > self.max_retries:
-                    raise GitHubUnavailableError(
-                        0, f"network failure: {exc}", method=method, path=path
-                    ) from exc
-                self.stats.retried()
-                self.sleep(2.0**server_failures)
+                sent = not replayable and not isinstance(exc, NOT_SENT)
+                kind = MaybeAppliedError if sent else GitHubUnavailableError
+                said = f"no answer ({type(exc).__name__}: {exc}); GitHub may have applied it"
+                error = kind(0, said if sent else f"network failure: {exc}", method=method, path=path)
+                self._failed(error, server_failures, maybe_applied=sent, cause=exc)
                 continue
             self.stats.sent(response)
             if response.status_code == 304:
@@ -355,12 +378,32 @@ class GitHubHttp:
                 continue
             if response.status_code >= 500:
                 server_failures += 1
-                if server_failures > self.max_retries:
-                    raise _error(response, method, path, GitHubUnavailableError)
-                self.stats.retried()
-                self.sleep(2.0**server_failures)
+                kind = GitHubUnavailableError if replayable else MaybeAppliedError
+                self._failed(
+                    _error(response, method, path, kind), server_failures, maybe_applied=not replayable
+                )
                 continue
             raise _error(response, method, path, BY_STATUS.get(response.status_code, GitHubError))
+
+    def _failed(
+        self,
+        error: GitHubError,
+        failures: int,
+        *,
+        maybe_applied: bool,
+        cause: BaseException | None = None,
+    ) -> None:
+        """After a 5xx or a network failure: back off, then send again (return) or raise ``error``.
+
+        ``maybe_applied``: a write GitHub may have taken is never sent again here; the back-off
+        gives a write still committing the time to show up in the caller's lookup that follows.
+        """
+        if maybe_applied or failures > self.max_retries:
+            if maybe_applied:
+                self.sleep(2.0**failures)
+            raise error from cause
+        self.stats.retried()
+        self.sleep(2.0**failures)
 
     def _rate_limit_wait(self, response: httpx.Response, attempt: int) -> float:
         retry_after = response.headers.get("retry-after")

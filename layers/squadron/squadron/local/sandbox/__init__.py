@@ -20,7 +20,7 @@ operations each for :mod:`.apps`, :mod:`.repositories`, :mod:`.issues`, :mod:`.p
 :mod:`.checks`, on the common ground of :mod:`.base`.
 """
 
-from squadron.local.sandbox.base import ApiError, Delivery, Fault, Json, Repo
+from squadron.local.sandbox.base import ApiError, ApiFault, Delivery, Fault, Json, Repo
 from squadron.local.sandbox.server import GitHubSandbox, weak_etag
 
-__all__ = ["ApiError", "Delivery", "Fault", "GitHubSandbox", "Json", "Repo", "weak_etag"]
+__all__ = ["ApiError", "ApiFault", "Delivery", "Fault", "GitHubSandbox", "Json", "Repo", "weak_etag"]

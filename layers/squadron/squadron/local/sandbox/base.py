@@ -78,6 +78,12 @@ class Delivery:
 #: sent, listed as failed with 502 so the App may redeliver it), or send it twice.
 Fault = Literal["lose", "fail", "duplicate"]
 
+#: What a test makes of one REST request, as GitHub under load does: apply it, then answer
+#: ``502`` (GitHub's front end timed out while the write committed), ``drop`` the connection
+#: without an answer, or ``hang`` without an answer until the client gives up (its read
+#: timeout); or ``refuse`` it before anything is applied (``503``, nothing done).
+ApiFault = Literal["502", "drop", "hang", "refuse"]
+
 
 class _SandboxBase:
     """The App, its installation, its repositories and deliveries: what every operation reads."""
@@ -112,6 +118,8 @@ class _SandboxBase:
         self.base_url = ""
         #: A fault to apply to each delivery (None: every webhook is sent once).
         self.fault: Callable[[Delivery], Fault | None] | None = None
+        #: A fault to apply to each REST request, by method and path (None: each is answered).
+        self.api_fault: Callable[[str, str], ApiFault | None] | None = None
 
     # --- identities ------------------------------------------------------------------------
 

@@ -63,17 +63,25 @@ class _IssueOps(_Webhooks):
     def _op_issues__list_for_repo(
         self, params: Json, query: Json, body: Json, caller: str
     ) -> tuple[int, Any]:
-        """Newest first, by state (open by default) and labels (each one required); one page."""
+        """By state (open by default), labels (each one required) and ``since`` (updated at or
+        after), sorted by ``sort`` (created, updated) and ``direction`` (newest first unless asc)."""
         repo = self._repo(params)
         state = query.get("state") or "open"
         wanted = {name for name in str(query.get("labels") or "").split(",") if name}
-        per_page = min(int(query.get("per_page") or 30), 100)
+        since = str(query.get("since") or "")
+        field = "updated_at" if query.get("sort") == "updated" else "created_at"
         found = [
             issue
-            for _, issue in sorted(repo.issues.items(), reverse=True)
-            if state in ("all", issue["state"]) and wanted <= {label["name"] for label in issue["labels"]}
+            for issue in sorted(
+                repo.issues.values(),
+                key=lambda i: (i[field], i["number"]),
+                reverse=query.get("direction") != "asc",
+            )
+            if state in ("all", issue["state"])
+            and wanted <= {label["name"] for label in issue["labels"]}
+            and issue["updated_at"] >= since
         ]
-        return 200, found[:per_page]
+        return 200, found
 
     def _op_issues__get(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:
         return 200, self._issue(self._repo(params), int(params["issue_number"]))
@@ -174,7 +182,31 @@ class _IssueOps(_Webhooks):
     ) -> tuple[int, Any]:
         repo = self._repo(params)
         self._issue(repo, int(params["issue_number"]))
-        return 200, repo.comments.get(int(params["issue_number"]), [])
+        since = str(query.get("since") or "")  # updated at or after it
+        return 200, [
+            c for c in repo.comments.get(int(params["issue_number"]), []) if c["updated_at"] >= since
+        ]
+
+    def _op_issues__update_comment(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        """A person (or the App) edits a comment's body."""
+        repo = self._repo(params)
+        for number, comments in repo.comments.items():
+            for comment in comments:
+                if comment["id"] == int(params["comment_id"]):
+                    changes = {"body": {"from": comment["body"]}}
+                    comment.update({"body": body["body"], "updated_at": _now()})
+                    issue = self._issue(repo, number)
+                    self.emit(
+                        repo,
+                        "issue_comment",
+                        "edited",
+                        {"issue": issue, "comment": comment, "changes": changes},
+                        caller,
+                    )
+                    return 200, comment
+        raise ApiError(404, "Not Found")
 
     def _op_issues__create_comment(
         self, params: Json, query: Json, body: Json, caller: str

@@ -124,6 +124,20 @@ class _PullOps(_IssueOps):
         self.emit(repo, "pull_request", "opened", {"pull_request": pr, "number": number}, caller)
         return 201, pr
 
+    def _op_pulls__list(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:
+        """By state (open by default), ``head`` (``owner:branch``) and ``base``; newest first."""
+        repo = self._repo(params)
+        state = query.get("state") or "open"
+        head = str(query.get("head") or "")
+        found = [
+            pr
+            for _, pr in sorted(repo.pulls.items(), reverse=query.get("direction") != "asc")
+            if state in ("all", pr["state"])
+            and (not head or pr["head"]["label"] == head)
+            and query.get("base") in (None, pr["base"]["ref"])
+        ]
+        return 200, found
+
     def _pull(self, repo: Repo, number: int) -> Json:
         pr = repo.pulls.get(number)
         if pr is None:

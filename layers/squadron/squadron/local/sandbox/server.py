@@ -6,6 +6,9 @@ reason, where GitHub would often silently ignore it), then applied by the operat
 after its operation id (``_op_<group>__<name>``). Humans act with a token naming them
 (``Authorization: token human:<login>``); the App's installation tokens act as
 ``<slug>[bot]``. A GET answer carries a weak ETag, and a conditional GET naming it gets 304.
+The lists GitHub pages (:data:`PAGED`) come ``per_page`` at a time (30 unless asked, at most
+100) with ``Link: rel="next"``. A test's :attr:`~.base._SandboxBase.api_fault` makes a request
+applied and then answered 502, dropped, or left hanging (or refused before anything happens).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from squadron.local.openapi import Call, InvalidRequestError, validate_call
 from squadron.local.sandbox.apps import _AppOps
@@ -30,6 +33,16 @@ from squadron.local.sandbox.state import _State
 def weak_etag(content: bytes) -> str:
     """A weak ETag of a body, as GitHub sends on GETs (``W/"<hash>"``)."""
     return f'W/"{hashlib.sha256(content).hexdigest()}"'
+
+
+#: The operations whose lists GitHub pages.
+PAGED = frozenset({"issues/list-for-repo", "issues/list-comments", "pulls/list", "pulls/list-reviews"})
+
+
+class Page(list[Any]):
+    """One page of a list, with the URL of the next (``Link: rel="next"``) if there is one."""
+
+    next_url: str = ""
 
 
 def _tags(if_none_match: str) -> list[str]:
@@ -50,7 +63,24 @@ class GitHubSandbox(_State, _AppOps, _RepositoryOps, _PullOps, _CheckOps):
             def _serve(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length) if length else b""
-                status, answer = sandbox.handle(self.command, self.path, body, dict(self.headers))
+                fault = sandbox.api_fault(self.command, self.path) if sandbox.api_fault else None
+                answer: Json | list[Json] | None
+                if fault == "refuse":
+                    status, answer = 503, {"message": "Service Unavailable"}
+                else:
+                    status, answer = sandbox.handle(self.command, self.path, body, dict(self.headers))
+                if fault in ("drop", "hang"):
+                    if fault == "hang":  # no answer until the client hangs up (its read timeout)
+                        self.connection.settimeout(30)
+                        try:
+                            while self.connection.recv(1024):
+                                pass
+                        except OSError:
+                            pass
+                    self.close_connection = True
+                    return
+                if fault == "502":  # applied; GitHub's front end timed out waiting for it
+                    status, answer = 502, {"message": "Server Error"}
                 data = b"" if answer is None else json.dumps(answer).encode()
                 # GitHub's conditional GET: a weak ETag on a 200; If-None-Match naming it gets a
                 # 304 Not Modified without a body (and without costing the rate limit).
@@ -60,6 +90,8 @@ class GitHubSandbox(_State, _AppOps, _RepositoryOps, _PullOps, _CheckOps):
                 self.send_response(status)
                 if etag is not None:
                     self.send_header("etag", etag)
+                if isinstance(answer, Page) and answer.next_url:
+                    self.send_header("link", f'<{answer.next_url}>; rel="next"')
                 if status != 304:
                     self.send_header("content-type", "application/json; charset=utf-8")
                     self.send_header("content-length", str(len(data)))
@@ -115,7 +147,18 @@ class GitHubSandbox(_State, _AppOps, _RepositoryOps, _PullOps, _CheckOps):
             if exc.errors:
                 answer_err["errors"] = exc.errors
             return exc.status, answer_err
+        if operation.operation_id in PAGED and isinstance(answer, list):
+            return status, self._page(answer, parts.path, dict(call.query))
         return status, answer
+
+    def _page(self, items: list[Any], path: str, query: Mapping[str, str]) -> Page:
+        """The page of ``items`` the query asks for, linking to the next."""
+        per_page = max(1, min(int(query.get("per_page") or 30), 100))
+        page = max(1, int(query.get("page") or 1))
+        out = Page(items[(page - 1) * per_page : page * per_page])
+        if page * per_page < len(items):
+            out.next_url = f"{self.base_url}{path}?{urlencode({**query, 'page': page + 1})}"
+        return out
 
     def _caller(self, headers: Mapping[str, str], operation: str) -> str:
         auth = {k.lower(): v for k, v in headers.items()}.get("authorization", "")

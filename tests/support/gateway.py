@@ -44,8 +44,9 @@ class DictSecrets:
 def gateway_for(
     registry: GatewayRegistry,
     queue: EventQueue,
-    github: FakeGitHub,
+    github: FakeGitHub | None,
     *,
+    app: GitHubApp | None = None,
     clock: Callable[[], datetime],
     config: SquadronConfig | None = None,
     secrets: DictSecrets | None = None,
@@ -56,13 +57,16 @@ def gateway_for(
     artifacts: ArtifactStore | None = None,
     state_retention: timedelta | None = None,
 ) -> AgentGateway:
-    private, _ = app_private_key()
-    app = GitHubApp(
-        app_id=42,
-        http=GitHubHttp(transport=github.transport(), sleep=lambda s: None),
-        private_key=lambda: private,
-        clock=clock,
-    )
+    """The gateway over ``github`` (the recording fake), or over ``app`` (e.g. the sandbox's)."""
+    if app is None:
+        assert github is not None, "a gateway needs GitHub: the fake or an App"
+        private, _ = app_private_key()
+        app = GitHubApp(
+            app_id=42,
+            http=GitHubHttp(transport=github.transport(), sleep=lambda s: None),
+            private_key=lambda: private,
+            clock=clock,
+        )
     loaded = config or load_directory(ROOT / ".squadron")
     store = memory if memory is not None else FakeMemory()
     return AgentGateway(

@@ -37,7 +37,9 @@ class Case:
 CASES = [
     Case("comment", lambda c: c.comment(7, "hello"), False),
     Case("create_issue", lambda c: c.create_issue("t", "b", labels=["x"]), False),
-    Case("create_pull", lambda c: c.create_pull(title="t", head="feat/issue-7", base="main", body="b"), False),
+    Case(
+        "create_pull", lambda c: c.create_pull(title="t", head="feat/issue-7", base="main", body="b"), False
+    ),
     Case("create_review", lambda c: c.create_review(7, "COMMENT", "b"), False),
     Case(
         "merge_pull",
@@ -65,7 +67,9 @@ FAULTS: dict[str, tuple[bool, Callable[[httpx.Request], httpx.Response]]] = {
     "read timeout after apply": (True, lambda r: _raise(httpx.ReadTimeout("timed out", request=r))),
     "dropped after apply": (
         True,
-        lambda r: _raise(httpx.RemoteProtocolError("Server disconnected without sending a response", request=r)),
+        lambda r: _raise(
+            httpx.RemoteProtocolError("Server disconnected without sending a response", request=r)
+        ),
     ),
     "connect failure": (False, lambda r: _raise(httpx.ConnectError("connection refused", request=r))),
 }

@@ -298,9 +298,12 @@ def test_a_write_refused_before_it_was_applied_is_sent_again(sandbox: Sandbox) -
 # --- merges ------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fault", ["502", "drop", "refuse"])
 def test_a_merge_whose_answer_was_lost_still_announces_it_and_deletes_the_branch(
-    sandbox: Sandbox,
+    sandbox: Sandbox, fault: ApiFault
 ) -> None:
+    """Applied and answered 502 or dropped: read back as merged. Refused before it was applied
+    (503, nothing done): the pull request is still open, so the merge is sent again."""
     head = sandbox.push("feat/issue-1", {"app.py": "print('v2')\n"})
     pr = sandbox.client().create_pull(title="Export", head="feat/issue-1", base="main", body="Closes #1")
     announced: list[EventEnvelope] = []
@@ -310,7 +313,7 @@ def test_a_merge_whose_answer_was_lost_still_announces_it_and_deletes_the_branch
         bot_login=BOT,
         announce=announced.append,
     )
-    sandbox.faults.wanted[("PUT", f"/repos/{REPO}/pulls/{pr['number']}/merge")] = "502"
+    sandbox.faults.wanted[("PUT", f"/repos/{REPO}/pulls/{pr['number']}/merge")] = fault
     outcome = gate.evaluate(77, REPO, pr["number"])
     assert outcome.merged, outcome.detail
     merged = sandbox.github.repos[REPO].pulls[pr["number"]]

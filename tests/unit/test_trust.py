@@ -156,12 +156,17 @@ def test_an_issue_reads_as_its_author_or_a_writer_vouched(c: Case) -> None:
         assert text.body.startswith(c.vouch.body) and "@alice" in text.body and "@mallory" in text.body
 
 
-def test_a_long_vouched_body_is_kept_cut_and_says_so() -> None:
+@pytest.mark.parametrize("title", ["T", "Pwned"])
+def test_a_long_vouched_body_is_kept_cut_and_what_goes_on_past_it_is_its_authors(title: str) -> None:
     kept = vouched("T", "x" * (VOUCHED_BODY_CHARS + 5), truncated=False, by="alice", at=AT)
     assert len(kept.body) == VOUCHED_BODY_CHARS and kept.body_truncated
 
-    text = issue_text("T", "x" * (VOUCHED_BODY_CHARS + 5) + INJECTED, MALLORY, kept, "writers")
-    assert INJECTED not in text.body and "not kept" in text.body
+    text = issue_text(title, "x" * (VOUCHED_BODY_CHARS + 5) + INJECTED, MALLORY, kept, "writers")
+    assert INJECTED not in text.body and text.body.startswith(kept.body) and "@mallory" in text.body
+    assert text.title == "T"
+    _only_fenced(
+        issue_text(title, "x" * VOUCHED_BODY_CHARS + INJECTED, MALLORY, kept, "fenced").body, "mallory"
+    )
 
 
 @pytest.mark.parametrize(

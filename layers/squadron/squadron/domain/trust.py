@@ -151,6 +151,12 @@ def issue_text(
     same_body = body == vouch.body and not vouch.body_truncated
     if title == vouch.title and same_body:
         return IssueText(title, body, True)
+    if title == vouch.title and vouch.body_truncated and body.startswith(vouch.body):
+        # Unchanged, but longer than what was recorded: the rest is its author's word only.
+        rest = reveal(f"rest of the {what} body", body[len(vouch.body) :], author, reads)
+        return IssueText(
+            title, f"{vouch.body}\n(the body goes on past what @{vouch.by} vouched for:)\n{rest}", True
+        )
     shown = vouch.body + ("\n(the rest of the vouched body was not kept)" if vouch.body_truncated else "")
     note = (
         f"(this is the {what} as @{vouch.by}, who has write access, vouched for it on "

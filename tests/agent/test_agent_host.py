@@ -514,7 +514,7 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
         result = run(stack.host(model, pm_id))
     assert result.outcome == "idle"
     answers = _tool_results(model)
-    assert "#38 opened by alice: Issue 38" in answers[0]
+    assert "#38 opened by alice\n  Issue 38" in answers[0]
     assert answers[1].startswith("Not labelled: urgent not in the taxonomy. Labels: blocked, bug,")
     assert answers[2] == "#38 now has labels: bug."
     assert answers[3].startswith("Sent: #38 is blocked by #12.")
@@ -549,7 +549,7 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
         run(stack.host(again, pm_id))
     seen = " ".join(again.contents_seen(0))
     assert "Issue 38" not in seen and "Triaged #38" not in seen
-    assert "#39 opened by alice: Issue 39" in _tool_results(again)[0]
+    assert "#39 opened by alice\n  Issue 39" in _tool_results(again)[0]
 
 
 def test_a_pm_lingers_for_news_so_a_burst_is_one_task_not_one_per_event(stack: Stack) -> None:
@@ -581,7 +581,7 @@ def test_a_pm_lingers_for_news_so_a_burst_is_one_task_not_one_per_event(stack: S
     assert len(stack.launcher.tasks_for("1-pm")) == 1  # one task for both events
     stack.route_queued()
     answers = _tool_results(model)  # the last request: the whole batch, one session
-    assert "#38 opened by alice" in answers[0] and "#39 opened by alice: Issue 39" in answers[2]
+    assert "#38 opened by alice" in answers[0] and "#39 opened by alice\n  Issue 39" in answers[2]
     assert stack.registry.pending_inbox("1-pm") == []
 
 

@@ -98,7 +98,11 @@ INPUTS: list[tuple[str, Callable[[Events, str], EventEnvelope], list[str]]] = [
         lambda e, who: e.review(50, BRANCH, "changes_requested", by="rae", action="dismissed", sender=who),
         ["review PR #50 rae dismissed", "gate PR #50"],
     ),
-    ("issue edited", lambda e, who: e.edited(38, by=who), [f"inbox {A38} issue_edited"]),
+    (
+        "issue edited",
+        lambda e, who: e.edited(38, by=who),
+        [f"inbox {A38} issue_edited", f"put {A38} SLEEPING (v5)"],
+    ),
     (
         "issue labeled",
         lambda e, who: e.labeled(38, "bug", by=who),

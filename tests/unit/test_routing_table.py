@@ -374,10 +374,10 @@ CASES: list[tuple[str, Setup, Callable[[Events], object], list[str]]] = [
         [f"inbox {A38} check_failed", f"put {A38} CREATED (v4)", "gate PR #50"],
     ),
     (
-        "edited issue informs its agent without waking it",
+        "edited issue informs its agent without waking it; the writer's version is the vouched one now",
         lambda e: [e.assigned(38)],
         lambda e: e.edited(38),
-        [f"inbox {A38} issue_edited"],
+        [f"inbox {A38} issue_edited", f"put {A38} CREATED (v3)"],
     ),
 ]
 

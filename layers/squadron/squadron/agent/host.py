@@ -37,6 +37,7 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.agent import janitor
 from squadron.agent.door import Door
 from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, system_prompt, wake_prompt
+from squadron.agent.reading import authors, vetted
 from squadron.agent.tools import FrameworkTools, HostState
 from squadron.agent.writes import GatewayWrites
 from squadron.config.parse import ResolvedRole, SquadronConfig
@@ -425,7 +426,11 @@ class AgentHost:
                 role,
                 values,
                 reason=agent.wake_reason or "",
-                events=pending,
+                events=vetted(
+                    pending,
+                    authors(self.agent_github(agent), self.config.config.bot_login),
+                    self.config.config.trust.reads,
+                ),
                 resolved_blockers=resolved_blockers(pending),
             )
         else:

@@ -14,6 +14,7 @@ from squadron.domain.agents import AgentRecord, InboxItem
 class IssueFacts:
     """What the host read about the agent's issue and repository before starting."""
 
+    #: The issue's title if a person with write access wrote it or vouched for it, else "".
     title: str = ""
     url: str = ""
     default_branch: str = "main"
@@ -67,8 +68,10 @@ def system_prompt(role: ResolvedRole, values: Mapping[str, Any]) -> str:
 def start_prompt(agent: AgentRecord, facts: IssueFacts) -> str:
     if agent.issue_number is None:
         return "New events are waiting for you: call check_for_events and handle each of them."
+    # The title only when trusted (IssueFacts): read_issue shows the rest by its authors' trust.
+    title = f': "{facts.title}"' if facts.title else ""
     return (
-        f'Start on issue #{agent.issue_number}: "{facts.title}". Call check_for_events first for '
+        f"Start on issue #{agent.issue_number}{title}. Call check_for_events first for "
         "anything already said about it."
     )
 

@@ -17,6 +17,7 @@ from squadron.adapters.github.http import GitHubHttp
 from squadron.agent.door import Door, Transport
 from squadron.agent.host import AgentHost
 from squadron.agent.prompts import IssueFacts
+from squadron.agent.reading import prompt_title
 from squadron.config import ConfigLoader
 from squadron.domain.agents import AgentRecord, RoleKind
 from squadron.domain.permissions import Caller, agent_caller
@@ -73,7 +74,7 @@ def build_host(
     config = ConfigLoader(RepositoryFilesOverGitHub(lambda repo: reader), bot_login=door.bot_login).load(
         agent.repo_full_name
     )
-    facts = read_facts(reader, agent)
+    facts = read_facts(reader, agent, config.config.bot_login)
     role = config.role(agent.role)
     copilot_token: Callable[[], str] | None = None
     provider: dict[str, Any] | None
@@ -128,8 +129,9 @@ def build_host(
     )
 
 
-def read_facts(reader: GitHubClient, agent: AgentRecord) -> IssueFacts:
-    """What the prompts need from GitHub: the issue, the default branch, a reviewer's PR."""
+def read_facts(reader: GitHubClient, agent: AgentRecord, bot_login: str) -> IssueFacts:
+    """What the prompts need from GitHub: the issue (its title only if trusted: a writer's or
+    vouched for by one), the default branch, a reviewer's PR."""
     repository = reader.get_repository()
     issue = reader.get_issue(agent.issue_number) if agent.issue_number is not None else {}
     default_branch = str(repository.get("default_branch") or "main")
@@ -139,7 +141,7 @@ def read_facts(reader: GitHubClient, agent: AgentRecord) -> IssueFacts:
         base = str(pr.get("base", {}).get("ref") or default_branch)
         head = str(pr.get("head", {}).get("sha") or "")
     return IssueFacts(
-        title=str(issue.get("title") or ""),
+        title=prompt_title(reader, issue, agent, bot_login) if issue else "",
         url=str(issue.get("html_url") or ""),
         default_branch=default_branch,
         base_branch=base,

@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from squadron.domain.trust import Vouched
 from squadron.domain.usage import ModelTokens
 from squadron.errors import SquadronError
 
@@ -174,6 +175,10 @@ class AgentRecord(BaseModel):
     #: started). Its cost counts for that issue (:attr:`costed_issue`).
     serves_issue: int | None = None
     blocked_by: frozenset[int] = frozenset()
+    #: A dev agent's issue as a person with write access last vouched for it (assigning the App,
+    #: editing the issue): what the agent reads when someone without write access changed it
+    #: since (:mod:`squadron.domain.trust`). None: nobody did (the PM assigned it).
+    vouched: Vouched | None = None
     counters: BreakerCounters = Field(default_factory=BreakerCounters)
     created_at: datetime
     updated_at: datetime
@@ -295,6 +300,11 @@ class InboxItem(BaseModel):
     actor: str | None = None
     url: str | None = None
     body: str = ""
+    #: Whose words ``body`` is when nobody established their authority (an issue opened by anyone:
+    #: data for the PM): the agent host asks GitHub for their permission and withholds or fences
+    #: the body by the repository's ``trust.reads`` (:mod:`squadron.domain.trust`). None: the
+    #: authority rule passed its author (a comment, a review), or the framework wrote it.
+    unvetted_author: str | None = None
     #: The issue or pull request the item is about (a closed blocker's number, ...): what code
     #: reads, so nothing parses the summary, which is words for the model.
     subject: int | None = None

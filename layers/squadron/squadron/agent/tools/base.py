@@ -16,9 +16,11 @@ from pydantic import BaseModel
 
 from squadron.adapters.git import WorkingCopy
 from squadron.adapters.github.client import GitHubClient
+from squadron.agent.reading import Authors, authors
 from squadron.agent.writes import GatewayWrites
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.repo_config.models import RepoConfig
+from squadron.domain.trust import Reads
 
 
 class FrameworkDoor(Protocol):
@@ -82,3 +84,12 @@ class _Tools:
         self.state = state
         self.clock = clock
         self.default_branch = default_branch
+
+    @property
+    def reads(self) -> Reads:
+        """How this repository shows agents the text of people without write access."""
+        return self.repo_config.trust.reads
+
+    def authors(self) -> Authors:
+        """The trust of a text's author (a GitHub user object); one per tool call."""
+        return authors(self.github, self.repo_config.bot_login)

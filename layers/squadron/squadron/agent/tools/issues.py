@@ -13,6 +13,8 @@ from squadron.agent.tools.base import _Tools
 from squadron.agent.tools.params import AssignIssue, Comment, CreateIssue, LabelIssue, ReadIssue
 from squadron.domain.permissions import Action, CallerKind, check
 from squadron.domain.repo_config.limits import MAX_LISTED
+from squadron.domain.trust import issue_text as trusted_issue
+from squadron.domain.trust import reveal
 
 #: The most text read_issue hands the model: the issue's body (cut at a third of it) and as
 #: many of the newest comments as fit. Anyone can comment, without end.
@@ -56,7 +58,23 @@ class _IssueTools(_Tools):
             return "Which issue? You have none of your own: pass number."
         issue = self.github.get_issue(number)
         comments = self.github.list_comments(number)
-        return issue_text(number, issue, comments)
+        author = self.authors()
+        # The agent's own issue: the version a writer vouched for (the router recorded it).
+        vouch = self.agent.vouched if number == self.agent.issue_number else None
+        what = "pull request" if issue.get("pull_request") else "issue"
+        text = trusted_issue(
+            str(issue.get("title") or ""),
+            str(issue.get("body") or ""),
+            author(issue.get("user")),
+            vouch,
+            self.reads,
+            what=what,
+        )
+        shown = [
+            {**c, "body": reveal("comment", str(c.get("body") or ""), author(c.get("user")), self.reads)}
+            for c in comments
+        ]
+        return issue_text(number, {**issue, "title": text.title, "body": text.body}, shown)
 
     def comment(self, params: Comment) -> str:
         own = {n for n in (self.agent.issue_number, self.agent.pr_number) if n is not None}

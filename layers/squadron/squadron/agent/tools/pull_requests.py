@@ -11,6 +11,7 @@ from typing import Any
 from squadron.agent.tools.base import _Tools
 from squadron.agent.tools.params import GitPush, NoParams, OpenPr, PostStatus, SubmitReview
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, check
+from squadron.domain.trust import issue_text
 
 #: The most diff text read_pull_request hands the model; the rest is read from the checkout.
 PATCH_BUDGET = 60_000
@@ -68,10 +69,19 @@ class _PullRequestTools(_Tools):
         if isinstance(pr, str):
             return pr
         files = self.github.list_pull_files(int(pr["number"]))
-        lines = [
-            f"PR #{pr['number']} [{pr.get('state')}] {pr.get('title')}",
-            f"{pr.get('head', {}).get('ref')} -> {pr.get('base', {}).get('ref')} at {pr.get('head', {}).get('sha')}",
+        # Its title and description are its author's words; the diff is the code under review.
+        text = issue_text(
+            str(pr.get("title") or ""),
             str(pr.get("body") or ""),
+            self.authors()(pr.get("user")),
+            None,
+            self.reads,
+            what="pull request",
+        )
+        lines = [
+            f"PR #{pr['number']} [{pr.get('state')}] {text.title}",
+            f"{pr.get('head', {}).get('ref')} -> {pr.get('base', {}).get('ref')} at {pr.get('head', {}).get('sha')}",
+            text.body,
             f"{len(files)} changed file(s):",
         ]
         budget = PATCH_BUDGET

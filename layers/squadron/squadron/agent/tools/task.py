@@ -6,6 +6,7 @@ Tools that end the task (report_complete, escalate_to_human) tell the host throu
 
 from __future__ import annotations
 
+from squadron.agent.reading import vetted
 from squadron.agent.tools.base import _Tools
 from squadron.agent.tools.params import EscalateToHuman, NoParams, ReportComplete
 
@@ -15,9 +16,10 @@ class _TaskTools(_Tools):
         items, more = self.door.inbox_page()
         if not items:
             return "No new events."
+        shown = vetted(items, self.authors(), self.reads)  # before the ack: a refusal loses nothing
         self.door.ack_inbox(self.agent.agent_id, items)
         lines = [
-            f"- [{item.kind}] {item.summary}" + (f"\n  {item.body}" if item.body else "") for item in items
+            f"- [{item.kind}] {item.summary}" + (f"\n  {item.body}" if item.body else "") for item in shown
         ]
         if more:
             lines.append(f"({more} more event{'s' if more > 1 else ''} waiting: call check_for_events again)")

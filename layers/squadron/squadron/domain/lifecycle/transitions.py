@@ -89,6 +89,7 @@ def new_generation(existing: AgentRecord, fresh: AgentRecord, *, now: datetime) 
         blocked_by=frozenset(),
         pr_number=fresh.pr_number,
         serves_issue=fresh.serves_issue,
+        vouched=fresh.vouched,
         branch=fresh.branch,
         installation_id=fresh.installation_id or existing.installation_id,
         counters=BreakerCounters(),

@@ -294,6 +294,21 @@ class MemoryConfig(_Model):
     )
 
 
+class TrustConfig(_Model):
+    """Whose text agents read (see the README's "Threat model")."""
+
+    reads: Literal["writers", "fenced"] = Field(
+        default="writers",
+        description=(
+            "What agents read of text by people without write access (issue and pull request titles "
+            "and bodies, comments, reviews, linked issues): `writers` withholds it (the agent learns "
+            "only that it is there and who wrote it), `fenced` shows it inside a fence naming its "
+            "author as untrusted data. An issue's body is always the version a person with write "
+            "access vouched for by assigning the App or editing it."
+        ),
+    )
+
+
 class RetrospectiveConfig(_Model):
     """When the agents' retrospective runs (see the README's "Retrospectives")."""
 
@@ -358,6 +373,7 @@ class RepoConfig(_Model):
     )
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     retrospective: RetrospectiveConfig = Field(default_factory=RetrospectiveConfig)
+    trust: TrustConfig = Field(default_factory=TrustConfig)
     pricing: PriceTable = Field(
         default_factory=lambda: DEFAULT_PRICES,
         description="USD per million input and output tokens per model (exact name or `prefix*`), and per task hour.",

@@ -71,6 +71,7 @@ def _inbox(
     body: str = "",
     url: str | None = None,
     subject: int | None = None,
+    unvetted_author: str | None = None,
 ) -> DeliverInbox:
     return DeliverInbox(
         InboxItem(
@@ -83,6 +84,7 @@ def _inbox(
             url=url,
             body=body,
             subject=subject,
+            unvetted_author=unvetted_author,
         )
     )
 
@@ -166,16 +168,26 @@ def _end(
 
 
 def _pm_effects(
-    event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, kind: str, summary: str, *, body: str = ""
+    event: EventEnvelope,
+    snap: Snapshot,
+    policy: RoutingPolicy,
+    kind: str,
+    summary: str,
+    *,
+    body: str = "",
+    unvetted_author: str | None = None,
 ) -> list[Effect]:
-    """Queue an item for the repository's PM and make sure one PM task (at most) is running."""
+    """Queue an item for the repository's PM and make sure one PM task (at most) is running.
+
+    ``unvetted_author``: whose words ``body`` is when no authority rule passed them.
+    """
     pm = snap.pm
     fresh = _new_agent(event, snap, policy, policy.pm_role, None, branch=None)
     effects: list[Effect] = []
     if pm is None or pm.status in TERMINAL:
         effects += _start(pm, fresh, event, snap, f"PM batch: {summary}")
     target = pm if pm is not None and pm.status not in TERMINAL else fresh
-    effects.append(_inbox(target, event, kind, summary, body=body))
+    effects.append(_inbox(target, event, kind, summary, body=body, unvetted_author=unvetted_author))
     if pm is not None and _wakeable(pm, event):
         write, launch = _wake(pm, event, snap, summary)
         effects += [PutAgent(write), launch]

@@ -11,10 +11,12 @@ from squadron.domain.agents import (
     IssueState,
     RoleKind,
 )
+from squadron.domain.authority import is_app
 from squadron.domain.blockers import height_of
 from squadron.domain.effects import (
     AgentWrite,
     ConfirmMemory,
+    DeliverInbox,
     Discard,
     Effect,
     PostComment,
@@ -36,6 +38,7 @@ from squadron.domain.routing.builders import (
 from squadron.domain.routing.normalize import _event_time, _issue
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, IssueView, Snapshot
+from squadron.domain.trust import Vouched, vouched
 
 
 def _on_issue_opened(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -45,8 +48,13 @@ def _on_issue_opened(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy
     if view.state is not IssueState.OPEN and not view.state_is_newer_than(event.occurred_at):
         effects.append(SetIssueState(event.repository.id, issue.number, IssueState.OPEN, _event_time(event)))
     verb = "reopened" if event.action == "reopened" else "opened"
-    summary = f"#{issue.number} {verb} by {event.sender.login}: {issue.title}"
-    return effects + _pm_effects(event, snap, policy, f"issue_{verb}", summary, body=issue.body)
+    # Anyone may open an issue: its title and body are its author's words (the summary, which
+    # becomes a wake reason, carries neither), shown to the PM by that author's trust.
+    summary = f"#{issue.number} {verb} by {event.sender.login}"
+    text = f"{issue.title}\n\n{issue.body}".rstrip()
+    return effects + _pm_effects(
+        event, snap, policy, f"issue_{verb}", summary, body=text, unvetted_author=event.sender.login
+    )
 
 
 def _on_issue_labeled(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -55,15 +63,32 @@ def _on_issue_labeled(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
     return _pm_effects(event, snap, policy, "issue_labeled", summary)
 
 
+def _vouched(event: EventEnvelope, policy: RoutingPolicy) -> Vouched | None:
+    """The issue's text as a person with write access saw it assigning the App or editing the
+    issue (the authority rule let the webhook through); None for the App's own act (the PM's
+    assignment: nobody with write access vouched, the issue's author's trust decides)."""
+    issue = _issue(event)
+    if event.origin not in ("github", "reconciler") or is_app(event.sender.login, policy.bot_login):
+        return None
+    return vouched(
+        issue.title, issue.body, truncated=issue.body_truncated, by=event.sender.login, at=_event_time(event)
+    )
+
+
 def _on_issue_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     issue = _issue(event)
     if dashboard.is_dashboard(issue.labels, issue.author, policy.bot_login):
         return _on_dashboard_edited(event, snap, policy)
     agent = snap.view(issue.number).agent_of_kind(RoleKind.DEV)
     summary = f"#{issue.number} was edited by {event.sender.login}"
-    return _notify(
+    effects = _notify(
         agent, event, snap, "issue_edited", summary, wake=False, body=issue.body, url=issue.html_url
     )
+    vouch = _vouched(event, policy)
+    if agent is not None and vouch is not None and any(isinstance(e, DeliverInbox) for e in effects):
+        # A person with write access edited it: the agent works from this version now.
+        effects.append(PutAgent(AgentWrite(agent.updated(now=snap.now, vouched=vouch), agent.version)))
+    return effects
 
 
 def _on_dashboard_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -143,6 +168,7 @@ def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: I
     fresh = _new_agent(
         event, snap, policy, role, issue.number, branch=policy.branch_for(role, issue.number, issue.labels)
     )
+    fresh = fresh.model_copy(update={"vouched": _vouched(event, policy)})
     if view.pull_requests:
         # A PR opened before the assignment was processed (another message group).
         fresh = fresh.model_copy(update={"pr_number": max(view.pull_requests)})

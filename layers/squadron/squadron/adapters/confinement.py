@@ -44,7 +44,6 @@ import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from squadron.domain.agents import RegistryError, parse_agent_id
 from squadron.errors import SquadronError
@@ -53,6 +52,13 @@ logger = logging.getLogger(__name__)
 
 #: Where util-linux's setpriv is (Debian, and the agent image).
 SETPRIV = "/usr/bin/setpriv"
+#: The shell that enters an agent's directory after the drop.
+SHELL = "/bin/sh"
+#: Where a process started for an agent begins, before its shell enters the agent's directory.
+TRUSTED_CWD = "/"
+#: ``sh -c`` scripts: private files, then (``$1``) the directory to enter, then the program.
+_UMASK = 'umask 077 && exec "$@"'
+_ENTER = 'umask 077 && cd -- "$1" && shift && exec "$@"'
 #: The directories of the layout under the root.
 AGENTS = "agents"
 FRAMEWORK = "framework"
@@ -83,18 +89,23 @@ class AgentUser:
     def separated(self) -> bool:
         return self.uid is not None
 
-    def run_options(self) -> dict[str, Any]:
-        """``subprocess`` arguments that start a process as this user (nothing when not separated)."""
-        if self.uid is None or self.gid is None:
-            return {"umask": 0o077}
-        return {"user": self.uid, "group": self.gid, "extra_groups": [], "umask": 0o077}
+    def command(self, program: str, *args: str, cwd: str | None = None) -> tuple[str, list[str]]:
+        """(executable, arguments) that run ``program`` as this user, in ``cwd`` when given.
 
-    def command(self, program: str, *args: str) -> tuple[str, list[str]]:
-        """(executable, arguments) that run ``program`` as this user: setpriv drops to the agent's
-        uid and gid with no groups, no capabilities (inheritable, ambient or bounding) and
-        ``no_new_privs``, so no setuid binary can bring them back."""
+        setpriv drops to the agent's uid and gid with no groups, no capabilities (inheritable,
+        ambient or bounding) and ``no_new_privs``, so no setuid binary or file capability can bring
+        them back. ``cwd`` is entered by a shell *after* the drop (with umask 077): the caller
+        starts the process in a directory of its own (:data:`TRUSTED_CWD`), never in the agent's,
+        since ``subprocess``'s ``cwd`` is entered before the drop and would follow the agent's
+        links as root (FINDINGS). The agent's own permissions decide where its path leads.
+        """
+        inner = [program, *args]
+        if cwd is not None:
+            inner = [SHELL, "-c", _ENTER, "squadron-enter", cwd, *inner]
+        elif self.uid is not None:
+            inner = [SHELL, "-c", _UMASK, "squadron-enter", *inner]
         if self.uid is None or self.gid is None:
-            return program, list(args)
+            return inner[0], inner[1:]
         return SETPRIV, [
             f"--reuid={self.uid}",
             f"--regid={self.gid}",
@@ -104,8 +115,7 @@ class AgentUser:
             "--bounding-set=-all",
             "--no-new-privs",
             "--",
-            program,
-            *args,
+            *inner,
         ]
 
 

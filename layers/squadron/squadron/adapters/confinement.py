@@ -5,9 +5,18 @@ launch secret and the GitHub token) runs as root inside the container. The
 Copilot CLI, every tool it runs (the model's shell included) and every git
 command in the agent's working copy run as the agent's own unprivileged user: a
 uid the registry gives this agent alone, with no supplementary groups, no
-capabilities and ``no_new_privs``. That user cannot read the host's environment
+capabilities (an empty bounding set), ``no_new_privs`` and umask 077
+(:meth:`AgentUser.command`). That user cannot read the host's environment
 or memory (``/proc/<pid>/environ`` and ``mem`` belong to root), cannot signal it,
 and finds nothing worth stealing in its own environment.
+
+The host never acts as root inside the agent's directory, which the agent can rewrite between
+any two of the host's steps (a link in place of ``work``, flipped at will): a process for the
+agent starts in ``/`` and enters the agent's directory only after the drop (``subprocess``'s
+``cwd`` is entered as root, before it), and what the host itself does there (:func:`prepare`) goes
+through a descriptor of the agent's directory (whose parents are the host's) opened without
+following a link, and never follows one below it. Trees the framework makes are private at every
+level, not only at their top: a process whose cwd got inside reads by relative paths.
 
 On the shared volume (EFS in ECS) every agent has one directory, owned by its
 user and mode 0700, holding its working copy and its Copilot home (so no SQLite

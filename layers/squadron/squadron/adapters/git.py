@@ -9,10 +9,13 @@ Two repositories per agent:
   never in a file). Its configuration and hooks are the framework's own: nothing
   the agent wrote is ever read by a git that holds a token.
 - :class:`WorkingCopy` — the agent's checkout in its own directory. Git there runs
-  as the agent's user (:class:`~squadron.adapters.confinement.AgentUser`) with no
-  credentials at all, so whatever the agent put in its ``.git`` (hooks,
-  ``core.fsmonitor``, ``url.*.insteadOf``, ``remote.*.pushurl``, credential
-  helpers, includes) runs with nothing worth taking.
+  as the agent's user, confined like the Copilot CLI
+  (:meth:`~squadron.adapters.confinement.AgentUser.command`: entered after the drop,
+  ``no_new_privs``, no capabilities) with no credentials at all; the host's git there
+  runs none of the agent's code (hooks, ``core.fsmonitor``, signing programs and the
+  filter drivers its configuration names are off), and what else the agent put in its
+  ``.git`` (``url.*.insteadOf``, ``remote.*.pushurl``, credential helpers, includes)
+  has nothing worth taking.
 
 Between them travel git bundles, which are data: the framework's refs go to the
 agent as a bundle the agent's git fetches; the agent's branch comes back as a

@@ -223,8 +223,11 @@ def test_a_prompt_injected_agent_obtains_nothing_beyond_its_own(
     assert attacker is not None and attacker.uid is not None and f"uid={attacker.uid}" in obtained
     # Its planted git configuration got no token and pushed nowhere else; its own branch is pushed.
     assert "pushurl = " in obtained  # the planted configuration was in place for the push
-    stolen = evidence.read_text()  # its fsmonitor ran, as the agent's own user, holding nothing
-    assert {line for line in stolen.splitlines() if line.isdigit()} == {str(attacker.uid)}
+    # The host's git in its working copy ran none of the planted code (hooks, fsmonitor off); what
+    # ran of it otherwise (the CLI's own git, if it ran any) ran as the agent's own user, holding
+    # nothing.
+    stolen = evidence.read_text() if evidence.exists() else ""
+    assert {line for line in stolen.splitlines() if line.isdigit()} <= {str(attacker.uid)}
     assert not [token for token in stack.sandbox.tokens if token in stolen] and "basic " not in stolen
     assert (
         evil.sha("main") is not None and evil.sha("fix/issue-2") is None and evil.sha("feat/issue-2") is None

@@ -5,9 +5,18 @@ launch secret and the GitHub token) runs as root inside the container. The
 Copilot CLI, every tool it runs (the model's shell included) and every git
 command in the agent's working copy run as the agent's own unprivileged user: a
 uid the registry gives this agent alone, with no supplementary groups, no
-capabilities and ``no_new_privs``. That user cannot read the host's environment
+capabilities (an empty bounding set), ``no_new_privs`` and umask 077
+(:meth:`AgentUser.command`). That user cannot read the host's environment
 or memory (``/proc/<pid>/environ`` and ``mem`` belong to root), cannot signal it,
 and finds nothing worth stealing in its own environment.
+
+The host never acts as root inside the agent's directory, which the agent can rewrite between
+any two of the host's steps (a link in place of ``work``, flipped at will): a process for the
+agent starts in ``/`` and enters the agent's directory only after the drop (``subprocess``'s
+``cwd`` is entered as root, before it), and what the host itself does there (:func:`prepare`) goes
+through a descriptor of the agent's directory (whose parents are the host's) opened without
+following a link, and never follows one below it. Trees the framework makes are private at every
+level, not only at their top: a process whose cwd got inside reads by relative paths.
 
 On the shared volume (EFS in ECS) every agent has one directory, owned by its
 user and mode 0700, holding its working copy and its Copilot home (so no SQLite
@@ -44,7 +53,6 @@ import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from squadron.domain.agents import RegistryError, parse_agent_id
 from squadron.errors import SquadronError
@@ -53,6 +61,13 @@ logger = logging.getLogger(__name__)
 
 #: Where util-linux's setpriv is (Debian, and the agent image).
 SETPRIV = "/usr/bin/setpriv"
+#: The shell that enters an agent's directory after the drop.
+SHELL = "/bin/sh"
+#: Where a process started for an agent begins, before its shell enters the agent's directory.
+TRUSTED_CWD = "/"
+#: ``sh -c`` scripts: private files, then (``$1``) the directory to enter, then the program.
+_UMASK = 'umask 077 && exec "$@"'
+_ENTER = 'umask 077 && cd -- "$1" && shift && exec "$@"'
 #: The directories of the layout under the root.
 AGENTS = "agents"
 FRAMEWORK = "framework"
@@ -83,18 +98,23 @@ class AgentUser:
     def separated(self) -> bool:
         return self.uid is not None
 
-    def run_options(self) -> dict[str, Any]:
-        """``subprocess`` arguments that start a process as this user (nothing when not separated)."""
-        if self.uid is None or self.gid is None:
-            return {"umask": 0o077}
-        return {"user": self.uid, "group": self.gid, "extra_groups": [], "umask": 0o077}
+    def command(self, program: str, *args: str, cwd: str | None = None) -> tuple[str, list[str]]:
+        """(executable, arguments) that run ``program`` as this user, in ``cwd`` when given.
 
-    def command(self, program: str, *args: str) -> tuple[str, list[str]]:
-        """(executable, arguments) that run ``program`` as this user: setpriv drops to the agent's
-        uid and gid with no groups, no capabilities (inheritable, ambient or bounding) and
-        ``no_new_privs``, so no setuid binary can bring them back."""
+        setpriv drops to the agent's uid and gid with no groups, no capabilities (inheritable,
+        ambient or bounding) and ``no_new_privs``, so no setuid binary or file capability can bring
+        them back. ``cwd`` is entered by a shell *after* the drop (with umask 077): the caller
+        starts the process in a directory of its own (:data:`TRUSTED_CWD`), never in the agent's,
+        since ``subprocess``'s ``cwd`` is entered before the drop and would follow the agent's
+        links as root (FINDINGS). The agent's own permissions decide where its path leads.
+        """
+        inner = [program, *args]
+        if cwd is not None:
+            inner = [SHELL, "-c", _ENTER, "squadron-enter", cwd, *inner]
+        elif self.uid is not None:
+            inner = [SHELL, "-c", _UMASK, "squadron-enter", *inner]
         if self.uid is None or self.gid is None:
-            return program, list(args)
+            return inner[0], inner[1:]
         return SETPRIV, [
             f"--reuid={self.uid}",
             f"--regid={self.gid}",
@@ -104,8 +124,7 @@ class AgentUser:
             "--bounding-set=-all",
             "--no-new-privs",
             "--",
-            program,
-            *args,
+            *inner,
         ]
 
 

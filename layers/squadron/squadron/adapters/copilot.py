@@ -26,7 +26,7 @@ from copilot import CopilotClient, PermissionHandler, RuntimeConnection, define_
 from copilot.generated.session_events import SessionEventType
 from copilot.session import CopilotSession, PreToolUseHookInput, PreToolUseHookOutput, SessionHooks
 
-from squadron.adapters.confinement import AgentDirs, AgentUser
+from squadron.adapters.confinement import TRUSTED_CWD, AgentDirs, AgentUser
 from squadron.agent.tools import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -151,13 +151,18 @@ class CopilotRuntime:
         1" before it answered ``connect``) is started again, up to :data:`CLI_START_ATTEMPTS`
         times with a growing pause, its stderr logged; the task fails only when every attempt did.
         """
-        program, args = self.user.command(self.cli_path)
+        # The CLI starts in the host's own directory and enters the agent's after it dropped to the
+        # agent's user: a link the agent left in place of its working copy leads nowhere it could
+        # not go itself (subprocess enters its cwd as root, before the drop).
+        program, args = self.user.command(
+            self.cli_path, cwd=request.working_directory or self.env.get("HOME") or TRUSTED_CWD
+        )
         for attempt in range(1, CLI_START_ATTEMPTS + 1):
             client = CopilotClient(
                 connection=RuntimeConnection.for_stdio(path=program, args=args),
                 base_directory=self.home,
                 env={**self.env, "COPILOT_HOME": self.home},
-                working_directory=request.working_directory,
+                working_directory=TRUSTED_CWD,
                 github_token=self.github_token() if self.github_token is not None else None,
             )
             try:

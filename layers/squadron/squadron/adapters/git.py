@@ -9,10 +9,13 @@ Two repositories per agent:
   never in a file). Its configuration and hooks are the framework's own: nothing
   the agent wrote is ever read by a git that holds a token.
 - :class:`WorkingCopy` — the agent's checkout in its own directory. Git there runs
-  as the agent's user (:class:`~squadron.adapters.confinement.AgentUser`) with no
-  credentials at all, so whatever the agent put in its ``.git`` (hooks,
-  ``core.fsmonitor``, ``url.*.insteadOf``, ``remote.*.pushurl``, credential
-  helpers, includes) runs with nothing worth taking.
+  as the agent's user, confined like the Copilot CLI
+  (:meth:`~squadron.adapters.confinement.AgentUser.command`: entered after the drop,
+  ``no_new_privs``, no capabilities) with no credentials at all; the host's git there
+  runs none of the agent's code (hooks, ``core.fsmonitor``, signing programs and the
+  filter drivers its configuration names are off), and what else the agent put in its
+  ``.git`` (``url.*.insteadOf``, ``remote.*.pushurl``, credential helpers, includes)
+  has nothing worth taking.
 
 Between them travel git bundles, which are data: the framework's refs go to the
 agent as a bundle the agent's git fetches; the agent's branch comes back as a
@@ -27,13 +30,14 @@ import base64
 import os
 import re
 import secrets
+import stat
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from squadron.adapters.confinement import AgentUser
+from squadron.adapters.confinement import TRUSTED_CWD, AgentUser
 from squadron.domain.permissions import Action, Caller, check
 from squadron.errors import SquadronError
 
@@ -42,6 +46,18 @@ GIT_TIMEOUT_SECONDS = 300
 #: The most a branch's new history may weigh when it crosses from the agent to the framework.
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+#: What git run in the working copy on the agent's behalf never takes from the agent's own
+#: configuration (these settings come last, on the command line): no hook, no fsmonitor, no signing
+#: program, no pager, no alternate-refs command. Filter drivers are emptied by name
+#: (:meth:`WorkingCopy._filters_off`).
+_HOST_SIDE = {
+    "core.hooksPath": os.devnull,
+    "core.fsmonitor": "false",
+    "commit.gpgSign": "false",
+    "tag.gpgSign": "false",
+    "core.pager": "cat",
+    "core.alternateRefsCommand": "true",
+}
 #: Branch names the framework moves between the repositories (git's own rules are stricter).
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.])$")
 
@@ -89,6 +105,19 @@ def _base_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, st
     return env
 
 
+def _make_private(top: Path) -> None:
+    """Take group and other permissions off everything under ``top`` (the host's own tree, which
+    no agent can write; links are neither followed nor changed)."""
+    for directory, dirs, files, fd in os.fwalk(top, follow_symlinks=False):
+        for name in [*dirs, *files]:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode) or not info.st_mode & 0o077:
+                continue
+            os.chmod(name, stat.S_IMODE(info.st_mode) & 0o700, dir_fd=fd, follow_symlinks=False)
+        if directory == str(top):
+            os.chmod(fd, 0o700)
+
+
 def _words(done: subprocess.CompletedProcess[Any]) -> str:
     out = done.stderr if isinstance(done.stderr, str) else (done.stderr or b"").decode("utf-8", "replace")
     std = done.stdout if isinstance(done.stdout, str) else ""
@@ -108,6 +137,8 @@ class FrameworkClone:
         self.path = path
         self.remote = remote
         self._run = run
+        #: Whether this clone was found private at every level (checked once per task).
+        self._private = False
 
     def _env(self, *, authenticated: bool, push: bool = False) -> dict[str, str]:
         config = {
@@ -131,6 +162,7 @@ class FrameworkClone:
                 ["git", "--git-dir", str(self.path), *args],
                 cwd=self.path,
                 env=self._env(authenticated=authenticated),
+                umask=0o077,
                 capture_output=True,
                 text=True,
                 timeout=GIT_TIMEOUT_SECONDS,
@@ -143,10 +175,15 @@ class FrameworkClone:
         return str(done.stdout).strip()
 
     def ensure(self) -> None:
+        """The clone exists, private at every level (git runs with umask 077; a clone made before
+        that had 0755 directories inside, readable by any process whose cwd got there)."""
         if not (self.path / "HEAD").exists():
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(self.path, 0o700)
             self.git("init", "--quiet", "--bare")
+        elif not self._private:
+            _make_private(self.path)
+        self._private = True
         self.git("config", "remote.origin.url", self.remote.url)
 
     def fetch(self, *refspecs: str) -> None:
@@ -189,6 +226,7 @@ class FrameworkClone:
                 ],
                 cwd=self.path,
                 env=self._env(authenticated=True, push=True),
+                umask=0o077,
                 capture_output=True,
                 text=True,
                 timeout=GIT_TIMEOUT_SECONDS,
@@ -229,8 +267,8 @@ class WorkingCopy:
 
     # --- plumbing --------------------------------------------------------------------------------
 
-    def _env(self) -> dict[str, str]:
-        env = _base_env(str(self.home), {"safe.directory": str(self.path)})
+    def _env(self, config: Mapping[str, str]) -> dict[str, str]:
+        env = _base_env(str(self.home), {"safe.directory": str(self.path), **_HOST_SIDE, **config})
         env.update(
             {
                 "GIT_AUTHOR_NAME": self.author_name,
@@ -241,22 +279,53 @@ class WorkingCopy:
         )
         return env
 
-    def _exec(self, args: Sequence[str], *, text: bool = True) -> subprocess.CompletedProcess[Any]:
-        """``git args`` in the working copy, as the agent's user (its config and hooks are its own)."""
+    def _as_agent(
+        self,
+        program: str,
+        args: Sequence[str],
+        *,
+        text: bool = True,
+        config: Mapping[str, str] | None = None,
+        enter: bool = True,
+    ) -> subprocess.CompletedProcess[Any]:
+        """``program args`` in the working copy as the agent's user, confined like the Copilot CLI
+        (setpriv: no groups, no capabilities, ``no_new_privs``). The process starts in a directory
+        of the host's and its shell enters the working copy only after the drop, so a link the
+        agent put in place of ``work`` leads where the agent itself may go, nowhere else."""
+        executable, argv = self.user.command(program, *args, cwd=str(self.path) if enter else None)
         try:
             done: subprocess.CompletedProcess[Any] = self._run(
-                ["git", *args],
-                cwd=self.path,
-                env=self._env(),
+                [executable, *argv],
+                cwd=TRUSTED_CWD,
+                env=self._env(config or {}),
+                umask=0o077,
                 capture_output=True,
                 text=text,
                 timeout=GIT_TIMEOUT_SECONDS,
                 check=False,
-                **self.user.run_options(),
             )
         except subprocess.TimeoutExpired as exc:
-            raise GitError(f"git {args[0]} took longer than {GIT_TIMEOUT_SECONDS} s") from exc
+            raise GitError(
+                f"{program} {args[0] if args else ''} took longer than {GIT_TIMEOUT_SECONDS} s"
+            ) from exc
         return done
+
+    def _exec(self, args: Sequence[str], *, text: bool = True) -> subprocess.CompletedProcess[Any]:
+        """``git args`` in the working copy, as the agent's user, with none of the agent's code:
+        hooks, the fsmonitor, signing and the filter drivers its configuration names are off."""
+        return self._as_agent("git", args, text=text, config=self._filters_off())
+
+    def _filters_off(self) -> dict[str, str]:
+        """Command-line settings that empty every filter driver the agent's configuration names
+        (an empty command is no filter; a smudge filter would run at checkout)."""
+        done = self._as_agent("git", ["config", "--null", "--name-only", "--get-regexp", r"^filter\."])
+        drivers = {name[len("filter.") :].rsplit(".", 1)[0] for name in str(done.stdout).split("\0") if name}
+        off: dict[str, str] = {}
+        for driver in sorted(drivers):
+            for key in ("clean", "smudge", "process"):
+                off[f"filter.{driver}.{key}"] = ""
+            off[f"filter.{driver}.required"] = "false"
+        return off
 
     def git(self, *args: str, check_ok: bool = True) -> str:
         """Run ``git args`` in the working copy; its stdout, or GitError with git's stderr."""
@@ -266,7 +335,7 @@ class WorkingCopy:
         return str(done.stdout).strip()
 
     def _transfer_path(self) -> Path:
-        self.transfers.mkdir(parents=True, exist_ok=True)
+        self.transfers.mkdir(mode=0o711, parents=True, exist_ok=True)
         return self.transfers / f"{secrets.token_hex(16)}.bundle"
 
     def _receive(self, refs: Sequence[str], refspecs: Sequence[str]) -> None:
@@ -274,18 +343,31 @@ class WorkingCopy:
         bundle = self._transfer_path()
         try:
             self.clone.bundle(refs, bundle)
-            os.chmod(bundle, 0o644)  # readable by the agent's user, found by its random name only
+            fd = os.open(bundle, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fchmod(fd, 0o644)  # readable by the agent's user, found by its random name only
+            finally:
+                os.close(fd)
             self.git("fetch", "--quiet", "--no-tags", str(bundle), *refspecs)
         finally:
             bundle.unlink(missing_ok=True)
 
-    def _init(self) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        if not (self.path / ".git").exists():
+    def _fresh(self) -> bool:
+        """Whether the working copy has no ``.git`` yet (looked at as the agent, never as root)."""
+        return self._as_agent("test", ["-e", ".git"]).returncode != 0
+
+    def _init(self) -> bool:
+        """Create the working copy if it is not there; whether it was."""
+        made = self._as_agent("mkdir", ["-p", "--", str(self.path)], enter=False)
+        if made.returncode != 0:
+            raise GitError(f"the working copy cannot be made: {_words(made)}")
+        fresh = self._fresh()
+        if fresh:
             self.git("init", "--quiet")
             # The real URL, without credentials: fetching from the shell fails on a private
             # repository (the framework brings new commits at every push).
             self.git("remote", "add", "origin", self.clone.remote.url)
+        return fresh
 
     def _has_ref(self, ref: str) -> bool:
         return bool(self.git("rev-parse", "--verify", "--quiet", ref, check_ok=False))
@@ -305,8 +387,7 @@ class WorkingCopy:
         remote_branch = self.clone.sha(f"refs/heads/{branch}") is not None
         if not remote_branch and self.clone.sha(f"refs/heads/{base}") is None:
             raise GitError(f"neither {branch} nor the base branch {base} exists on the remote")
-        fresh = not (self.path / ".git").exists()
-        self._init()
+        fresh = self._init()
         refs = [f"refs/heads/{name}" for name in (branch, base) if self.clone.sha(f"refs/heads/{name}")]
         self._receive(refs, ["+refs/heads/*:refs/remotes/origin/*"])
         local_branch = not fresh and self._has_ref(f"refs/heads/{branch}")

@@ -91,7 +91,7 @@ from squadron.domain.artifacts import (
 )
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
 from squadron.domain.context import shared_context
-from squadron.domain.effects import AgentWrite, marked, marked_item, without_markers
+from squadron.domain.effects import AgentWrite, marked, marked_item
 from squadron.domain.events import (
     Actor,
     AgentAction,
@@ -115,6 +115,7 @@ from squadron.domain.events import (
     status_fields,
 )
 from squadron.domain.launches import LaunchRefusedError, check_lease, verify_launch
+from squadron.domain.markers import inert
 from squadron.domain.memory import (
     MAX_EVIDENCE_CHARS,
     MAX_QUERY_CHARS,
@@ -457,6 +458,17 @@ Request = (
     | PurgeClaim
     | Purged
 )
+
+
+def inert_write(write: GitHubWriteRequest) -> GitHubWriteRequest:
+    """``write`` with the agent's words (bodies, titles, a status's description) made unable to
+    carry a framework marker (:func:`squadron.domain.markers.inert`) before they are posted."""
+    fields = {
+        name: inert(value)
+        for name in ("title", "body", "description")
+        if isinstance(value := getattr(write, name, None), str)
+    }
+    return write.model_copy(update=fields)
 
 
 def parse_request(event: Any) -> Request:
@@ -840,7 +852,7 @@ class AgentGateway:
         if agent.installation_id is None:
             raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
         client = self._client(agent, INSTALLATION_PERMISSIONS[caller_kind(agent.kind)])
-        write = request.write
+        write = inert_write(request.write)  # no framework marker in what the App posts for it
         key = request.key
         repeated = self._repeated_write(agent, request, client, key) if key is not None else None
         if repeated is not None:
@@ -856,16 +868,16 @@ class AgentGateway:
                             "forbidden",
                             f"{agent.display_name} comments on its own issue or pull request only",
                         )
-                    result = client.comment(write.number, _keyed(without_markers(write.body), key))
+                    result = client.comment(write.number, _keyed(write.body, key))
                 case WriteIssue():
-                    body = _keyed(without_markers(write.body), key)
+                    body = _keyed(write.body, key)
                     result = client.create_issue(write.title, body, labels=write.labels)
                 case WritePull():
                     result = client.create_pull(
                         title=write.title,
                         head=write.head,
                         base=write.base,
-                        body=_keyed(self._with_proposals(agent, without_markers(write.body)), key),
+                        body=_keyed(self._with_proposals(agent, write.body), key),
                         draft=write.draft,
                     )
                 case WriteReview():
@@ -876,7 +888,7 @@ class AgentGateway:
                     result = client.create_review(
                         write.number,
                         write.event,
-                        _keyed(without_markers(write.body), key),
+                        _keyed(write.body, key),
                         commit_id=write.commit_id,
                     )
                 case WriteStatus():

@@ -17,6 +17,7 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.config.loader import ABSENT, Entry, EntryKind, Listing
 from squadron.domain.effects import marked, marked_item
+from squadron.domain.markers import inert
 from squadron.domain.permissions import Caller, CallerKind
 from squadron.errors import SquadronError
 
@@ -95,6 +96,7 @@ class AppGitHub:
         client = self.client(installation_id, repo_full_name)
         if author != "framework":  # the framework writing on behalf of a named part of itself
             client.caller = Caller(CallerKind.FRAMEWORK, author, author)
+        body = inert(body)  # it may quote an agent (an escalation's reason, its summary)
         client.comment(number, marked(body, key) if key else body)
 
     def close_issue(self, installation_id: int | None, repo_full_name: str, number: int, reason: str) -> None:
@@ -118,8 +120,9 @@ class AppGitHub:
         assignees: tuple[str, ...],
         key: str | None = None,
     ) -> int:
+        body = inert(body)  # it may quote an agent (a needs-human issue, a retrospective's items)
         issue = self.client(installation_id, repo_full_name).create_issue(
-            title, marked(body, key) if key else body, labels=labels, assignees=assignees
+            inert(title), marked(body, key) if key else body, labels=labels, assignees=assignees
         )
         return int(issue["number"])
 

@@ -292,6 +292,56 @@ WRITES: list[tuple[str, str, dict[str, Any], str | None]] = [
         {"action": "add_assignees", "number": 38, "assignees": ["octo"]},
         "never does",
     ),
+    # the write policy (squadron.domain.write_policy): subjects and arguments
+    (
+        "a dev opens an issue with a label",
+        A38,
+        {"action": "create_issue", "title": "t", "body": "b", "labels": ["security"]},
+        "the dev role sets no labels",
+    ),
+    (
+        "a dev opens its PR onto another agent's branch",
+        A38,
+        {
+            "action": "create_pull",
+            "title": "t",
+            "head": "feat/issue-38",
+            "base": "feat/issue-39",
+            "body": "b",
+        },
+        "base feat/issue-39 is not a branch the repository's approval flows govern",
+    ),
+    (
+        "a dev opens its PR onto itself",
+        A38,
+        {
+            "action": "create_pull",
+            "title": "t",
+            "head": "feat/issue-38",
+            "base": "feat/issue-38",
+            "body": "b",
+        },
+        "cannot be its own head",
+    ),
+    (
+        "a reviewer approves a commit that is no longer the head",
+        R101,
+        {"action": "create_review", "number": 101, "event": "APPROVE", "body": "ok", "commit_id": "d" * 40},
+        "head is now cccccccccccc, not dddddddddddd",
+    ),
+    (
+        "a reviewer's comment approves an old commit",
+        R101,
+        {
+            "action": "create_review",
+            "number": 101,
+            "event": "COMMENT",
+            "verdict": "APPROVE",
+            "body": "ok",
+            "commit_id": "d" * 40,
+        },
+        "head is now",
+    ),
 ]
 
 
@@ -316,6 +366,81 @@ def test_writes_are_carried_out_by_the_gateway_as_the_agents_role(
         door.github(write)
     assert refused.value.code == "forbidden"
     assert _written(world) == []  # GitHub got nothing
+
+
+def test_an_approval_is_posted_on_the_head_the_gateway_read(world: World) -> None:
+    """An approval without a commit binds to the pull request's head as GitHub has it now,
+    never to whatever head GitHub takes when the review lands."""
+    door = world.door(R101)
+    door.begin()
+    door.github({"action": "create_review", "number": 101, "event": "APPROVE", "body": "ok"})
+    ((_method, _path, review),) = _written(world)
+    assert review["commit_id"] == "c" * 40  # the fake's head of #101
+
+
+PM_LABELS: list[tuple[str, dict[str, Any], str | None]] = [
+    # (case, the PM's write, refusal: None when GitHub gets it)
+    ("a label of the taxonomy", {"action": "add_labels", "number": 40, "labels": ["bug"]}, None),
+    (
+        "a label outside it",
+        {"action": "add_labels", "number": 40, "labels": ["bug", "auto-merge"]},
+        "auto-merge is not in the repository's label taxonomy",
+    ),
+    (
+        "an issue opened with a label outside it",
+        {"action": "create_issue", "title": "t", "body": "b", "labels": ["lgtm", "ship-it"]},
+        "lgtm, ship-it are not in the repository's label taxonomy",
+    ),
+    (
+        "an issue opened with labels of it",
+        {"action": "create_issue", "title": "t", "body": "b", "labels": ["bug"]},
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("write", "refusal"), [c[1:] for c in PM_LABELS], ids=[c[0] for c in PM_LABELS])
+def test_the_pm_labels_from_the_taxonomy_only(
+    world: World, write: dict[str, Any], refusal: str | None
+) -> None:
+    world.router.process(world.events.opened(40))
+    pm = world.door("1-pm")
+    pm.begin()
+    if refusal is None:
+        pm.github(write)
+        assert len(_written(world)) == 1
+        return
+    with pytest.raises(LaunchRefusedError, match=refusal) as refused:
+        pm.github(write)
+    assert refused.value.code == "forbidden" and _written(world) == []
+
+
+BLOCKERS: list[tuple[str, httpx.Response, str]] = [
+    # (case, GitHub's answer for the blocker, the refusal)
+    ("a number with no issue", httpx.Response(404, json={"message": "Not Found"}), "#77 does not exist"),
+    ("a closed issue", httpx.Response(200, json={"number": 77, "state": "closed"}), "#77 is closed"),
+    (
+        "a pull request",
+        httpx.Response(200, json={"number": 77, "state": "open", "pull_request": {"url": "u"}}),
+        "#77 is a pull request",
+    ),
+]
+
+
+@pytest.mark.parametrize(("answer", "refusal"), [c[1:] for c in BLOCKERS], ids=[c[0] for c in BLOCKERS])
+def test_an_agent_never_sleeps_on_a_blocker_that_is_not_an_open_issue(
+    world: World, answer: httpx.Response, refusal: str
+) -> None:
+    """Nothing would ever close it: the agent is told why, nothing reaches the router, it stays
+    ACTIVE (never an endless sleep)."""
+    world.github.faults["GET /repos/octo/repo/issues/77"] = answer
+    door = world.door(A38)
+    door.begin()
+    with pytest.raises(LaunchRefusedError, match=refusal) as refused:
+        door.register_blocker(38, 77, sleep=True, note="waits", what="blocked-77")
+    assert refused.value.code == "forbidden"
+    assert world.queued() == []
+    assert world.agent(A38).status is AgentStatus.ACTIVE
 
 
 def test_the_pm_assigns_only_the_app(world: World) -> None:
@@ -412,10 +537,11 @@ def test_everyone_else_is_refused_and_gets_nothing(world: World, attack: str, co
         assert world.agent(A38).status is AgentStatus.SLEEPING
     elif attack == "a token while another task holds the lease":
         world.registry.acquire_lease(A38, "someone-else", NOW, timedelta(minutes=15))
+    vended = world.vended()  # (registering a blocker reads it on GitHub)
     with pytest.raises(LaunchRefusedError) as refused:
         door.github_token()
     assert refused.value.code == code
-    assert world.vended() == 0  # GitHub was never asked for a token
+    assert world.vended() == vended  # GitHub was never asked for a token
 
 
 def test_a_wrong_secret_gets_no_record_no_inbox_and_cannot_queue_or_renew(world: World) -> None:

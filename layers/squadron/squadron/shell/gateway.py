@@ -66,7 +66,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
-from squadron.adapters.github.errors import GitHubError
+from squadron.adapters.github.errors import GitHubError, NotFoundError
 from squadron.config.parse import SquadronConfig
 from squadron.domain import lifecycle
 from squadron.domain.agents import (
@@ -151,6 +151,15 @@ from squadron.domain.retention import (
 )
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.retrospective import ActionItem
+from squadron.domain.write_policy import (
+    approves,
+    assignees_refusal,
+    base_refusal,
+    blocker_refusal,
+    bound_commit,
+    labels_refusal,
+    subject_refusal,
+)
 from squadron.domain.writes import KEY_PATTERN as WRITE_KEY_PATTERN
 from squadron.domain.writes import WriteClaim, belongs_to
 from squadron.ports import ArtifactStore, EventQueue, MetricsSink, RetroStore, SecretSource
@@ -857,17 +866,12 @@ class AgentGateway:
         repeated = self._repeated_write(agent, request, client, key) if key is not None else None
         if repeated is not None:
             return repeated
-        own = {n for n in (agent.issue_number, agent.pr_number) if n is not None}
         pull: dict[str, Any] | None = None  # the agent's PR, when the write read it (its report reuses it)
         try:
+            write = self._policed(agent, client, write)
             result: Any
             match write:
                 case WriteComment():
-                    if agent.kind is not RoleKind.PM and write.number not in own:
-                        raise LaunchRefusedError(
-                            "forbidden",
-                            f"{agent.display_name} comments on its own issue or pull request only",
-                        )
                     result = client.comment(write.number, _keyed(write.body, key))
                 case WriteIssue():
                     body = _keyed(write.body, key)
@@ -881,10 +885,6 @@ class AgentGateway:
                         draft=write.draft,
                     )
                 case WriteReview():
-                    if write.number != agent.pr_number:
-                        raise LaunchRefusedError(
-                            "forbidden", f"{agent.display_name} reviews its own pull request only"
-                        )
                     result = client.create_review(
                         write.number,
                         write.event,
@@ -899,11 +899,6 @@ class AgentGateway:
                 case WriteLabels():
                     result = client.add_labels(write.number, write.labels)
                 case WriteAssignees():
-                    check(client.caller, Action.ASSIGN)  # the role first, then whom
-                    if write.assignees != [self.bot_login]:
-                        raise LaunchRefusedError(
-                            "forbidden", f"issues are assigned to the App ({self.bot_login}) only"
-                        )
                     result = client.add_assignees(write.number, write.assignees)
                 case _:
                     assert_never(write)
@@ -1006,6 +1001,50 @@ class AgentGateway:
         policy = self.config_for(agent).config.memory
         section = pr_section(self.memory.proposals(agent.repo_id, agent.agent_id, policy=policy))
         return f"{body}\n\n{section}" if section else body
+
+    def _policed(
+        self, agent: AgentRecord, client: GitHubClient, write: GitHubWriteRequest
+    ) -> GitHubWriteRequest:
+        """``write`` as the write policy (:mod:`squadron.domain.write_policy`) allows it, an
+        approval bound to its pull request's head; refused with the rule's reason. Checked
+        before any GitHub write, on what the repository's configuration and GitHub say now."""
+        caller = client.caller
+        reason = subject_refusal(
+            caller.kind,
+            agent.display_name,
+            write.action,
+            getattr(write, "number", 0),
+            issue=agent.issue_number,
+            pr=agent.pr_number,
+        )
+        match write:
+            case WriteLabels() | WriteIssue() if reason is None:
+                if isinstance(write, WriteLabels):
+                    check(caller, Action.LABEL)  # the role first, then which labels
+                reason = labels_refusal(
+                    caller.kind,
+                    write.labels,
+                    self.config_for(agent).config.labels,
+                    role=agent.role,
+                    opening=isinstance(write, WriteIssue),
+                )
+            case WritePull() if reason is None:
+                check(caller, Action.OPEN_PR, branch=write.head)  # its own branch, then where to
+                flows = self.config_for(agent).approval_flows
+                default = str(client.get_repository().get("default_branch") or "")
+                reason = base_refusal(write.base, write.head, default_branch=default, flows=flows)
+            case WriteReview() if reason is None and approves(write.event, write.verdict):
+                head = str((client.get_pull(write.number).get("head") or {}).get("sha") or "")
+                commit, reason = bound_commit(write.number, write.event, write.verdict, write.commit_id, head)
+                write = write.model_copy(update={"commit_id": commit})
+            case WriteAssignees() if reason is None:
+                check(caller, Action.ASSIGN)  # the role first, then whom
+                reason = assignees_refusal(write.assignees, self.bot_login)
+            case _:
+                pass
+        if reason is not None:
+            raise LaunchRefusedError("forbidden", reason)
+        return write
 
     @staticmethod
     def _own_head(agent: AgentRecord, client: GitHubClient, sha: str) -> dict[str, Any]:
@@ -1113,6 +1152,8 @@ class AgentGateway:
         message = request.message
         agent = self._verified(request, winding_down=isinstance(message, Ended))
         envelope = self.envelope(agent, request.launch_token, message)
+        if isinstance(message, Blocker):
+            self._check_blocker(agent, message.blocker_number)
         try:
             envelope.to_message()  # within the queue's size, or refused (never a crash of the send)
         except EnvelopeError as exc:
@@ -1161,6 +1202,20 @@ class AgentGateway:
                 )
                 what = "ended"
         return self._stamped(agent, command, f"cmd-{launch_token}-{what}")
+
+    def _check_blocker(self, agent: AgentRecord, number: int) -> None:
+        """Refused unless #``number`` is an open issue of the agent's repository, as GitHub has
+        it now: an agent never sleeps on a number nothing will close."""
+        client = self._client(agent, TASK_READ_PERMISSIONS)
+        try:
+            issue: dict[str, Any] | None = client.get_issue(number)
+        except NotFoundError:
+            issue = None
+        except GitHubError as exc:
+            raise LaunchRefusedError("github_refused", f"blocker #{number} could not be read: {exc}") from exc
+        reason = blocker_refusal(number, issue)
+        if reason is not None:
+            raise LaunchRefusedError("forbidden", reason)
 
     def _client(self, agent: AgentRecord, permissions: Mapping[str, str]) -> GitHubClient:
         """GitHub as ``agent``'s role (the caller from its record), with a token narrowed to ``permissions``."""

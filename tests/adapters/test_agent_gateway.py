@@ -1263,3 +1263,97 @@ def test_an_agents_text_reaches_github_without_the_frameworks_markers(
     assert body.count("<!--") == 1 and body.endswith(f"\n\n<!-- squadron:effect {key} -->")
     assert not has_marker(body, "0123456789abcdef01234567")
     assert "<!--" not in sent.get("title", "")
+
+
+# --- secrets in what an agent writes (squadron.domain.threats) --------------------------------------
+
+AWS_KEY = "AKIA" + "QYLPMN5HFJ3XWZ7T"  # shaped like an AWS access key id (split: no scanner flags this file)
+GITHUB_PAT = "ghp_" + "x7Kq2Lm9Np4Rs8Tv1Wy3Za6Bc5De0Fg2Hj4K"
+LEAKS: list[tuple[str, str, dict[str, Any], str, str]] = [
+    # (case, agent, the write, the leaked value, what the agent is told)
+    (
+        "a comment",
+        A38,
+        {"action": "comment", "number": 38, "body": f"Deployed with\naws_access_key_id={AWS_KEY}"},
+        AWS_KEY,
+        "AWS Access Key in the body, line 2",
+    ),
+    (
+        "an issue's title",
+        A38,
+        {"action": "create_issue", "title": f"token {GITHUB_PAT}", "body": "see title"},
+        GITHUB_PAT,
+        "GitHub Token in the title, line 1",
+    ),
+    (
+        "a pull request",
+        A38,
+        {
+            "action": "create_pull",
+            "title": "t",
+            "head": "feat/issue-38",
+            "base": "main",
+            "body": f"Closes #38\n\n```\nexport GITHUB_TOKEN={GITHUB_PAT}\n```",
+        },
+        GITHUB_PAT,
+        "GitHub Token in the body, line 4",
+    ),
+    (
+        "a review",
+        R101,
+        {"action": "create_review", "number": 101, "event": "COMMENT", "body": f"the key {AWS_KEY} leaks"},
+        AWS_KEY,
+        "AWS Access Key in the body, line 1",
+    ),
+]
+
+
+@pytest.mark.parametrize("leak", [c[1:] for c in LEAKS], ids=[c[0] for c in LEAKS])
+def test_a_write_carrying_a_secret_is_refused_and_counted_and_the_secret_never_repeated(
+    world: World,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    leak: tuple[str, dict[str, Any], str, str],
+) -> None:
+    """A hijacked (or careless) agent posts a credential as the App: GitHub gets nothing, the
+    agent hears the kind and place (never the value), the refusal is counted by its reason."""
+    agent_id, write, leaked, told = leak
+    monkeypatch.setattr(handler_module, "gateway", lambda: world.gateway)
+    published: list[Any] = []
+    monkeypatch.setattr(handler_module.published, "publish", published.extend)
+    agent = world.agent(agent_id)
+    base = {"agent_id": agent_id, "launch_token": agent.launch_token}
+    secret = world.launcher.secrets[agent.launch_token]
+    with caplog.at_level(logging.INFO):
+        handler_module.handler({**base, "op": "begin", "secret": secret}, FakeLambdaContext())
+        answer = handler_module.handler(
+            {**base, "op": "github", "secret": secret, "write": write}, FakeLambdaContext()
+        )
+    assert answer["code"] == "secret_found" and told in answer["error"]
+    assert leaked not in json.dumps(answer)
+    assert _written(world) == []  # GitHub got nothing
+    assert ("GatewayRefusals", ("Reason", "secret_found")) in [(p.name, p.dimension) for p in published]
+    assert leaked not in caplog.text
+
+
+def test_a_blocker_note_carrying_a_secret_is_refused(world: World) -> None:
+    """The router quotes a blocker's note on GitHub: it is scanned as a write."""
+    door = world.door(A38)
+    door.begin()
+    with pytest.raises(LaunchRefusedError, match="AWS Access Key in the note") as refused:
+        door.register_blocker(38, 12, sleep=True, note=f"needs {AWS_KEY}", what="blocked-12")
+    assert refused.value.code == "secret_found" and AWS_KEY not in str(refused.value)
+    assert world.queued() == []
+
+
+def test_ordinary_text_is_written(world: World) -> None:
+    """Commit SHAs, hashes and code are not secrets: the scanner's shape detectors let them be."""
+    door = world.door(A38)
+    door.begin()
+    body = (
+        "Fixed at 0123456789abcdef0123456789abcdef01234567 (sha256 "
+        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08).\n"
+        "`password = os.environ['DB_PASSWORD']`"
+    )
+    door.github({"action": "comment", "number": 38, "body": body})
+    assert [p for _m, p, _b in _written(world)] == [COMMENTS]

@@ -67,6 +67,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError, NotFoundError
+from squadron.adapters.secret_scan import find_secrets
 from squadron.config.parse import SquadronConfig
 from squadron.domain import lifecycle
 from squadron.domain.agents import (
@@ -151,6 +152,7 @@ from squadron.domain.retention import (
 )
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.retrospective import ActionItem
+from squadron.domain.threats import Finding, refusal, write_texts
 from squadron.domain.write_policy import (
     approves,
     assignees_refusal,
@@ -553,7 +555,10 @@ class AgentGateway:
         artifacts: ArtifactStore | None = None,
         state_retention: timedelta = timedelta(days=DEFAULT_RETENTION_DAYS),
         clock: Callable[[], datetime] = _now,
+        scan: Callable[[list[tuple[str, str]]], list[Finding]] = find_secrets,
     ) -> None:
+        #: Finds secrets in what an agent asks the App to write (kinds and places only).
+        self.scan = scan
         #: The repositories' memory (None: a deployment without one refuses remember).
         self.memory = memory
         #: The repositories' retrospectives: what a retrospective's agent opens is tracked there.
@@ -860,6 +865,7 @@ class AgentGateway:
         check_lease(agent, request.launch_token, self.clock())
         if agent.installation_id is None:
             raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
+        self._no_secrets(agent, request.write)
         client = self._client(agent, INSTALLATION_PERMISSIONS[caller_kind(agent.kind)])
         write = inert_write(request.write)  # no framework marker in what the App posts for it
         key = request.key
@@ -1001,6 +1007,20 @@ class AgentGateway:
         policy = self.config_for(agent).config.memory
         section = pr_section(self.memory.proposals(agent.repo_id, agent.agent_id, policy=policy))
         return f"{body}\n\n{section}" if section else body
+
+    def _no_secrets(self, agent: AgentRecord, write: GitHubWriteRequest) -> None:
+        """Refused (``secret_found``, counted) when the agent's words in ``write`` carry a secret:
+        the agent hears its kind and place, never its value, and nothing reaches GitHub."""
+        texts = write_texts((name, getattr(write, name, None)) for name in ("title", "body", "description"))
+        findings = self.scan(texts)
+        if findings:
+            logger.warning(
+                "%s: %s refused, secrets found: %s",
+                agent.agent_id,
+                write.action,
+                ", ".join(f.said() for f in findings),
+            )
+            raise LaunchRefusedError("secret_found", f"not written: {refusal(findings)}")
 
     def _policed(
         self, agent: AgentRecord, client: GitHubClient, write: GitHubWriteRequest
@@ -1153,6 +1173,9 @@ class AgentGateway:
         agent = self._verified(request, winding_down=isinstance(message, Ended))
         envelope = self.envelope(agent, request.launch_token, message)
         if isinstance(message, Blocker):
+            findings = self.scan(write_texts([("note", message.note)]))  # the router posts it
+            if findings:
+                raise LaunchRefusedError("secret_found", f"not written: {refusal(findings)}")
             self._check_blocker(agent, message.blocker_number)
         try:
             envelope.to_message()  # within the queue's size, or refused (never a crash of the send)

@@ -404,3 +404,33 @@ def test_a_working_copy_limited_to_paths_refuses_any_other_change(
                     git(wc.path, "checkout", "-q", "origin/main", "--", name)
         wc.commit_all("undo")
         assert wc.push(RETRO, "squadron/retro-90").pushed
+
+
+AWS_KEY = "AKIA" + "QYLPMN5HFJ3XWZ7T"  # shaped like an AWS access key id
+
+
+def test_a_push_adding_a_secret_is_refused_and_the_remote_never_sees_it(
+    remote: BareRemote, tmp_path: Path
+) -> None:
+    """The agent commits a credential: the framework's clone scans the lines the push adds and
+    pushes nothing; the agent hears the file, line and kind, never the value."""
+    wc = copy(remote, tmp_path)
+    wc.prepare(BRANCH, "main")
+    (wc.path / "app.py").write_text("print('v2')\n")
+    wc.commit_all("first part")
+    assert wc.push(DEV, BRANCH).pushed  # what is clean goes
+    first = remote.sha(BRANCH)
+    (wc.path / "deploy.sh").write_text(f"#!/bin/sh\nexport AWS_ACCESS_KEY_ID={AWS_KEY}\n")
+    wc.commit_all("deploy script")
+    result = wc.push(DEV, BRANCH)
+    assert (result.pushed, result.secret) == (False, True)
+    assert "AWS Access Key in the deploy.sh, line 2" in result.detail and AWS_KEY not in result.detail
+    assert remote.sha(BRANCH) == first  # the remote never got it
+    # A commit that takes it out again is not enough: the history would still carry it.
+    (wc.path / "deploy.sh").write_text('#!/bin/sh\nexport AWS_ACCESS_KEY_ID="$FROM_THE_VAULT"\n')
+    wc.commit_all("the key comes from the environment")
+    assert wc.push(DEV, BRANCH).secret is True and remote.sha(BRANCH) == first
+    # Rewriting the commits the remote never got makes the branch pushable.
+    git(wc.path, "reset", "-q", "--soft", first or "")
+    wc.commit_all("deploy script, the key from the environment")
+    assert wc.push(DEV, BRANCH).pushed is True

@@ -38,7 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from squadron.adapters.confinement import TRUSTED_CWD, AgentUser
+from squadron.adapters.secret_scan import find_secrets_in_diff
 from squadron.domain.permissions import Action, Caller, check
+from squadron.domain.threats import Finding, refusal
 from squadron.errors import SquadronError
 
 #: A git command must not hang a task: network operations get this long.
@@ -82,6 +84,8 @@ class PushResult:
     pushed: bool
     sha: str
     detail: str
+    #: Refused for carrying what looks like a secret (the agent's task is handed to humans).
+    secret: bool = False
 
 
 Runner = Callable[..., "subprocess.CompletedProcess[Any]"]
@@ -510,6 +514,9 @@ class WorkingCopy:
                 + f", outside {', '.join(only_under)}, the only paths your role may change. Undo those "
                 "changes (commit the undoing) and push again.",
             )
+        findings = self._secrets(branch, sha)
+        if findings:
+            return PushResult(False, sha, f"refused, not pushed: {refusal(findings)}", secret=True)
         done = self.clone.push(sha, branch)
         if done.returncode == 0:
             up_to_date = "[up to date]" in done.stdout
@@ -532,6 +539,18 @@ class WorkingCopy:
                 f"origin/{branch} now: merge origin/{branch} into your branch (never force), then push again.",
             )
         raise GitError(f"git push failed: {words}")
+
+    def _secrets(self, branch: str, sha: str) -> list[Finding]:
+        """Secrets in the lines the commits up to ``sha`` add to what the remote has of ``branch``
+        (or its base): scanned in the framework's clone before the push, kinds and places only."""
+        since = self.clone.sha(f"refs/heads/{branch}") or self.clone.sha(f"refs/heads/{self._base or 'main'}")
+        if since is None:
+            return []
+        # Each commit's own diff (a secret added and removed again is still in the history).
+        diff = self.clone.git(
+            "log", "-p", "--no-color", "--no-ext-diff", "--no-renames", "-U0", "--format=", f"{since}..{sha}"
+        )
+        return find_secrets_in_diff(diff)
 
     def _outside(self, sha: str, prefixes: tuple[str, ...]) -> list[str]:
         """The paths ``sha`` changes since it left the base branch that are under none of ``prefixes``."""

@@ -21,7 +21,6 @@ A decision is carried out in three steps (:func:`split_decision`):
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -422,17 +421,6 @@ def marked(body: str, key: str) -> str:
 
 def has_marker(body: object, key: str) -> bool:
     return isinstance(body, str) and effect_marker(key) in body
-
-
-#: Any of the framework's hidden markers (``<!-- squadron:effect|dashboard|act|memory|... -->``).
-_FRAMEWORK_MARKER = re.compile(r"<!--\s*squadron:.*?-->", re.IGNORECASE | re.DOTALL)
-
-
-def without_markers(text: str) -> str:
-    """``text`` (an agent's words, posted as the App) with every framework marker taken out:
-    what the App writes counts as the framework's own (an effect already done, the dashboard
-    issue, a fact listed for confirmation), so an agent's text must never carry one."""
-    return _FRAMEWORK_MARKER.sub("", text)
 
 
 def written_by(item: Mapping[str, Any], login: str | None) -> bool:

@@ -45,6 +45,7 @@ RefusalCode = Literal[
     "lease_lost",
     "forbidden",
     "github_refused",
+    "secret_found",
 ]
 REFUSAL_CODES: Final[tuple[str, ...]] = RefusalCode.__args__  # type: ignore[attr-defined]
 

@@ -37,6 +37,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from squadron.domain.markers import inert
 from squadron.domain.repo_config.models import MemoryConfig
 
 #: Longest fact, in characters (one or two sentences: memory is not a notebook).
@@ -502,7 +503,7 @@ def pr_section(facts: Sequence[MemoryFact]) -> str:
         "(remove a line to keep that fact unconfirmed):",
     ]
     lines += [
-        f'- "{clean_text(f.text, MAX_FACT_CHARS)}" (from {f.evidence.label()}) <!-- squadron:memory {f.fact_id} -->'
+        f'- "{inert(clean_text(f.text, MAX_FACT_CHARS))}" (from {f.evidence.label()}) <!-- squadron:memory {f.fact_id} -->'
         for f in facts
     ]
     return "\n".join(lines)

@@ -66,8 +66,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, Va
 
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
-from squadron.adapters.github.errors import GitHubError
+from squadron.adapters.github.errors import GitHubError, NotFoundError
 from squadron.adapters.github.keyed import once
+from squadron.adapters.secret_scan import find_secrets
 from squadron.config.parse import SquadronConfig
 from squadron.domain import lifecycle
 from squadron.domain.agents import (
@@ -92,7 +93,7 @@ from squadron.domain.artifacts import (
 )
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
 from squadron.domain.context import shared_context
-from squadron.domain.effects import AgentWrite, marked, without_markers
+from squadron.domain.effects import AgentWrite, marked
 from squadron.domain.events import (
     Actor,
     AgentAction,
@@ -116,6 +117,7 @@ from squadron.domain.events import (
     status_fields,
 )
 from squadron.domain.launches import LaunchRefusedError, check_lease, verify_launch
+from squadron.domain.markers import inert
 from squadron.domain.memory import (
     MAX_EVIDENCE_CHARS,
     MAX_QUERY_CHARS,
@@ -151,6 +153,16 @@ from squadron.domain.retention import (
 )
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.retrospective import ActionItem
+from squadron.domain.threats import Finding, refusal, write_texts
+from squadron.domain.write_policy import (
+    approves,
+    assignees_refusal,
+    base_refusal,
+    blocker_refusal,
+    bound_commit,
+    labels_refusal,
+    subject_refusal,
+)
 from squadron.domain.writes import KEY_PATTERN as WRITE_KEY_PATTERN
 from squadron.domain.writes import WriteClaim, belongs_to
 from squadron.ports import ArtifactStore, EventQueue, MetricsSink, RetroStore, SecretSource
@@ -460,6 +472,17 @@ Request = (
 )
 
 
+def inert_write(write: GitHubWriteRequest) -> GitHubWriteRequest:
+    """``write`` with the agent's words (bodies, titles, a status's description) made unable to
+    carry a framework marker (:func:`squadron.domain.markers.inert`) before they are posted."""
+    fields = {
+        name: inert(value)
+        for name in ("title", "body", "description")
+        if isinstance(value := getattr(write, name, None), str)
+    }
+    return write.model_copy(update=fields)
+
+
 def parse_request(event: Any) -> Request:
     """The request, or LaunchRefusedError("invalid_request") naming the first problem."""
     try:
@@ -533,7 +556,10 @@ class AgentGateway:
         artifacts: ArtifactStore | None = None,
         state_retention: timedelta = timedelta(days=DEFAULT_RETENTION_DAYS),
         clock: Callable[[], datetime] = _now,
+        scan: Callable[[list[tuple[str, str]]], list[Finding]] = find_secrets,
     ) -> None:
+        #: Finds secrets in what an agent asks the App to write (kinds and places only).
+        self.scan = scan
         #: The repositories' memory (None: a deployment without one refuses remember).
         self.memory = memory
         #: The repositories' retrospectives: what a retrospective's agent opens is tracked there.
@@ -840,28 +866,21 @@ class AgentGateway:
         check_lease(agent, request.launch_token, self.clock())
         if agent.installation_id is None:
             raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
+        self._no_secrets(agent, request.write)
         client = self._client(agent, INSTALLATION_PERMISSIONS[caller_kind(agent.kind)])
-        write = request.write
+        write = inert_write(request.write)  # no framework marker in what the App posts for it
         key = request.key
         repeated = self._repeated_write(agent, request, client, key) if key is not None else None
         if repeated is not None:
             return repeated
-        own = {n for n in (agent.issue_number, agent.pr_number) if n is not None}
         pull: dict[str, Any] | None = None  # the agent's PR, when the write read it (its report reuses it)
         try:
+            write = self._policed(agent, client, write)
             result: Any
             match write:
                 case WriteComment():
-                    if agent.kind is not RoleKind.PM and write.number not in own:
-                        raise LaunchRefusedError(
-                            "forbidden",
-                            f"{agent.display_name} comments on its own issue or pull request only",
-                        )
                     result = self._once(
-                        client,
-                        write,
-                        key,
-                        lambda: client.comment(write.number, _keyed(without_markers(write.body), key)),
+                        client, write, key, lambda: client.comment(write.number, _keyed(write.body, key))
                     )
                 case WriteIssue():
                     result = self._once(
@@ -869,11 +888,11 @@ class AgentGateway:
                         write,
                         key,
                         lambda: client.create_issue(
-                            write.title, _keyed(without_markers(write.body), key), labels=write.labels
+                            write.title, _keyed(write.body, key), labels=write.labels
                         ),
                     )
                 case WritePull():
-                    body = _keyed(self._with_proposals(agent, without_markers(write.body)), key)
+                    body = _keyed(self._with_proposals(agent, write.body), key)
                     result = self._once(
                         client,
                         write,
@@ -883,10 +902,6 @@ class AgentGateway:
                         ),
                     )
                 case WriteReview():
-                    if write.number != agent.pr_number:
-                        raise LaunchRefusedError(
-                            "forbidden", f"{agent.display_name} reviews its own pull request only"
-                        )
                     result = self._once(
                         client,
                         write,
@@ -894,7 +909,7 @@ class AgentGateway:
                         lambda: client.create_review(
                             write.number,
                             write.event,
-                            _keyed(without_markers(write.body), key),
+                            _keyed(write.body, key),
                             commit_id=write.commit_id,
                         ),
                     )
@@ -906,11 +921,6 @@ class AgentGateway:
                 case WriteLabels():
                     result = client.add_labels(write.number, write.labels)
                 case WriteAssignees():
-                    check(client.caller, Action.ASSIGN)  # the role first, then whom
-                    if write.assignees != [self.bot_login]:
-                        raise LaunchRefusedError(
-                            "forbidden", f"issues are assigned to the App ({self.bot_login}) only"
-                        )
                     result = client.add_assignees(write.number, write.assignees)
                 case _:
                     assert_never(write)
@@ -1026,6 +1036,64 @@ class AgentGateway:
         section = pr_section(self.memory.proposals(agent.repo_id, agent.agent_id, policy=policy))
         return f"{body}\n\n{section}" if section else body
 
+    def _no_secrets(self, agent: AgentRecord, write: GitHubWriteRequest) -> None:
+        """Refused (``secret_found``, counted) when the agent's words in ``write`` carry a secret:
+        the agent hears its kind and place, never its value, and nothing reaches GitHub."""
+        texts = write_texts((name, getattr(write, name, None)) for name in ("title", "body", "description"))
+        findings = self.scan(texts)
+        if findings:
+            logger.warning(
+                "%s: %s refused, secrets found: %s",
+                agent.agent_id,
+                write.action,
+                ", ".join(f.said() for f in findings),
+            )
+            raise LaunchRefusedError("secret_found", f"not written: {refusal(findings)}")
+
+    def _policed(
+        self, agent: AgentRecord, client: GitHubClient, write: GitHubWriteRequest
+    ) -> GitHubWriteRequest:
+        """``write`` as the write policy (:mod:`squadron.domain.write_policy`) allows it, an
+        approval bound to its pull request's head; refused with the rule's reason. Checked
+        before any GitHub write, on what the repository's configuration and GitHub say now."""
+        caller = client.caller
+        reason = subject_refusal(
+            caller.kind,
+            agent.display_name,
+            write.action,
+            getattr(write, "number", 0),
+            issue=agent.issue_number,
+            pr=agent.pr_number,
+        )
+        match write:
+            case WriteLabels() | WriteIssue() if reason is None:
+                if isinstance(write, WriteLabels):
+                    check(caller, Action.LABEL)  # the role first, then which labels
+                reason = labels_refusal(
+                    caller.kind,
+                    write.labels,
+                    self.config_for(agent).config.labels,
+                    role=agent.role,
+                    opening=isinstance(write, WriteIssue),
+                )
+            case WritePull() if reason is None:
+                check(caller, Action.OPEN_PR, branch=write.head)  # its own branch, then where to
+                flows = self.config_for(agent).approval_flows
+                default = str(client.get_repository().get("default_branch") or "")
+                reason = base_refusal(write.base, write.head, default_branch=default, flows=flows)
+            case WriteReview() if reason is None and approves(write.event, write.verdict):
+                head = str((client.get_pull(write.number).get("head") or {}).get("sha") or "")
+                commit, reason = bound_commit(write.number, write.event, write.verdict, write.commit_id, head)
+                write = write.model_copy(update={"commit_id": commit})
+            case WriteAssignees() if reason is None:
+                check(caller, Action.ASSIGN)  # the role first, then whom
+                reason = assignees_refusal(write.assignees, self.bot_login)
+            case _:
+                pass
+        if reason is not None:
+            raise LaunchRefusedError("forbidden", reason)
+        return write
+
     @staticmethod
     def _own_head(agent: AgentRecord, client: GitHubClient, sha: str) -> dict[str, Any]:
         """The agent's own pull request, read to check that ``sha`` is its head (refused if not)."""
@@ -1132,6 +1200,11 @@ class AgentGateway:
         message = request.message
         agent = self._verified(request, winding_down=isinstance(message, Ended))
         envelope = self.envelope(agent, request.launch_token, message)
+        if isinstance(message, Blocker):
+            findings = self.scan(write_texts([("note", message.note)]))  # the router posts it
+            if findings:
+                raise LaunchRefusedError("secret_found", f"not written: {refusal(findings)}")
+            self._check_blocker(agent, message.blocker_number)
         try:
             envelope.to_message()  # within the queue's size, or refused (never a crash of the send)
         except EnvelopeError as exc:
@@ -1180,6 +1253,20 @@ class AgentGateway:
                 )
                 what = "ended"
         return self._stamped(agent, command, f"cmd-{launch_token}-{what}")
+
+    def _check_blocker(self, agent: AgentRecord, number: int) -> None:
+        """Refused unless #``number`` is an open issue of the agent's repository, as GitHub has
+        it now: an agent never sleeps on a number nothing will close."""
+        client = self._client(agent, TASK_READ_PERMISSIONS)
+        try:
+            issue: dict[str, Any] | None = client.get_issue(number)
+        except NotFoundError:
+            issue = None
+        except GitHubError as exc:
+            raise LaunchRefusedError("github_refused", f"blocker #{number} could not be read: {exc}") from exc
+        reason = blocker_refusal(number, issue)
+        if reason is not None:
+            raise LaunchRefusedError("forbidden", reason)
 
     def _client(self, agent: AgentRecord, permissions: Mapping[str, str]) -> GitHubClient:
         """GitHub as ``agent``'s role (the caller from its record), with a token narrowed to ``permissions``."""

@@ -18,6 +18,7 @@ from squadron.adapters.github.errors import GitHubError
 from squadron.adapters.github.keyed import once
 from squadron.config.loader import ABSENT, Entry, EntryKind, Listing
 from squadron.domain.effects import marked
+from squadron.domain.markers import inert
 from squadron.domain.permissions import Caller, CallerKind
 from squadron.errors import SquadronError
 
@@ -98,6 +99,7 @@ class AppGitHub:
         client = self.client(installation_id, repo_full_name)
         if author != "framework":  # the framework writing on behalf of a named part of itself
             client.caller = Caller(CallerKind.FRAMEWORK, author, author)
+        body = inert(body)  # it may quote an agent (an escalation's reason, its summary)
         if key is None:
             client.comment(number, body)
             return
@@ -128,6 +130,8 @@ class AppGitHub:
         key: str | None = None,
     ) -> int:
         client = self.client(installation_id, repo_full_name)
+        # They may quote an agent (a needs-human issue, a retrospective's items).
+        title, body = inert(title), inert(body)
         if key is None:
             return int(client.create_issue(title, body, labels=labels, assignees=assignees)["number"])
         issue = once(

@@ -33,8 +33,10 @@ class _BlockerTools(_Tools):
         own = self.agent.issue_number
         assert own is not None
         check(self.github.caller, Action.REGISTER_BLOCKER)
-        self.writes.comment(own, f"Blocked by #{blocker}: {reason}")
+        # Registered first: the gateway refuses a blocker that is not an open issue, and then
+        # nothing says the issue is blocked.
         self.door.register_blocker(own, blocker, sleep=True, note=reason, what=f"blocked-{blocker}")
+        self.writes.comment(own, f"Blocked by #{blocker}: {reason}")
         self.state.ending = "sleep"
         self.state.reason = f"blocked by #{blocker}: {reason}"
         self.state.commands.append(f"register_blocker #{blocker}")

@@ -190,6 +190,10 @@ class FrameworkTools(_TaskTools, _IssueTools, _BlockerTools, _PullRequestTools, 
                     return f"GitHub refused: {exc}"
                 if exc.code == "forbidden":
                     return f"denied: {exc}"
+                if exc.code == "secret_found":  # the write looked like it leaks a secret: humans check
+                    self.state.ending = "escalate"
+                    self.state.reason = f"a write was refused: {exc}"
+                    return f"Squadron refused: {exc}. End your turn with a short summary (no secret in it)."
                 return f"Squadron refused: {exc}"
 
         return run

@@ -36,6 +36,9 @@ class _PullRequestTools(_Tools):
             )
         sha = wc.commit_all(message)
         result = wc.push(self.github.caller, branch)
+        if result.secret:  # what it pushes would leak a secret: humans check it
+            self.state.ending = "escalate"
+            self.state.reason = f"a push was {result.detail}"
         committed = f"Committed {sha[:7]}. " if sha else ""
         if result.pushed and self.agent.pr_number is not None:
             # New commits on an open PR: the App's own synchronize webhook is dropped at the

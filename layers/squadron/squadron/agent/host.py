@@ -163,7 +163,8 @@ class AgentHost:
         #: What the task's GitHub transport sent (drained into the metrics when it ends).
         self.github_traffic = github_traffic
         self.active_seconds = 0.0
-        #: Tokens per model over the whole task, as the SDK reports each model call.
+        #: Tokens per model over the whole task, as the model gateway counted each call (the SDK's
+        #: reports for a role served by Copilot).
         self.tokens: dict[str, tuple[int, int]] = {}
         #: What the current batch of work has used (what the breakers limit) ...
         self.usage = Usage()

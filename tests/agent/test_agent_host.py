@@ -34,6 +34,7 @@ from squadron.adapters.git import FrameworkClone, GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.metrics import RecordedMetrics
+from squadron.adapters.model_gateway import ModelGateway, Upstream
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.host import AgentHost, HostResult
 from squadron.agent.janitor import Sweep
@@ -140,7 +141,8 @@ class Stack:
                 },
             ),
             agent_github=lambda a: client(agent_caller(a)),
-            provider=model.provider(),
+            # Through the task's model gateway when the test gives one (it holds the model's key).
+            provider=gateway.provider() if (gateway := options.get("model_gateway")) else model.provider(),
             facts=options.pop(
                 "facts",
                 IssueFacts(
@@ -834,3 +836,36 @@ def test_a_cli_that_dies_while_starting_is_started_again(stack: Stack, tmp_path:
         result = run(stack.host(model, cli_path=flaky))
     assert result.outcome == "idle", _tool_results(model)
     assert starts.read_text(encoding="utf-8").count("started") == 3
+
+
+def test_the_model_gateway_holds_the_key_counts_the_tokens_and_refuses_past_the_issues_budget(
+    tmp_path: Path,
+) -> None:
+    base = load_directory(ROOT / ".squadron")
+    # claude-sonnet-4.5 at $3 / $15 a million tokens, the scripted model's 1 in and 1 out a call:
+    # $0.000018 a call, so the fourth call would pass $0.00004.
+    config = base.model_copy(update={"config": base.config.model_copy(update={"issue_budget_usd": 0.00004})})
+    key = "sk-provider-key-the-cli-never-holds"
+    with stack_for(tmp_path, config) as stack:
+        stack.route(stack.events.assigned(38))
+        model = ScriptedModel([ToolCall("check_for_events", {})] * 10)
+        with serve(model, key):
+            gateway = ModelGateway(
+                Upstream("openai", model.base_url, key), models=frozenset({"claude-sonnet-4.5"})
+            )
+            host = stack.host(model, model_gateway=gateway)
+            assert key not in repr(host.provider) + repr(host.runtime.env)
+            try:
+                outcome: str = run(host).outcome
+            except Exception as exc:  # the CLI gives up when its model call is refused
+                outcome = f"raised {type(exc).__name__}"
+
+        # Three calls reached the model (with the key: the model answers no one else); the fourth
+        # was refused before it was sent.
+        assert len(model.requests) == 3, outcome
+        (ended,) = [e for e in stack.route_queued() if isinstance(e.command, TaskEnded)]
+        assert isinstance(ended.command, TaskEnded)
+        # What the task used is what the gateway counted (the SDK's reports are not added again).
+        assert [(t.model, t.input_tokens, t.output_tokens) for t in ended.command.usage.tokens] == [
+            ("claude-sonnet-4.5", 3, 3)
+        ]

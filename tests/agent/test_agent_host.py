@@ -45,9 +45,11 @@ from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.cost import Cost
 from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import totals
+from squadron.domain.model_calls import CALLS_PER_TURN
 from squadron.domain.permissions import Caller, agent_caller
 from squadron.local.copilot_cli import unpack_cli
 from squadron.shell.gateway import AgentGateway
@@ -869,3 +871,22 @@ def test_the_model_gateway_holds_the_key_counts_the_tokens_and_refuses_past_the_
         assert [(t.model, t.input_tokens, t.output_tokens) for t in ended.command.usage.tokens] == [
             ("claude-sonnet-4.5", 3, 3)
         ]
+
+
+def test_a_lingering_tasks_new_batch_gets_its_model_calls_afresh_but_not_its_budget(stack: Stack) -> None:
+    stack.route(stack.events.assigned(38))
+    gateway = ModelGateway(Upstream("openai", "http://127.0.0.1:9/v1", "k"), models=frozenset({"m"}))
+    host = stack.host(ScriptedModel(), model_gateway=gateway)
+    gateway.stop()
+    assert gateway.admit("m") == "the agent's task has not begun"  # no call before the lease
+    host._cost_before, host.agent_role = Cost(), stack.config.role("feat-dev")
+    allowed = host.agent_role.limits.max_turns * CALLS_PER_TURN
+    assert [gateway.admit("m") for _ in range(allowed)] == [None] * allowed
+    assert "model calls" in str(gateway.admit("m"))  # a shell looping on the gateway
+    host._new_batch()  # a lingering PM's next batch of news
+    assert gateway.admit("m") is None
+    host._cost_before = Cost(tokens_usd=10**6)  # the issue's budget does not start again
+    host.config = stack.config.model_copy(
+        update={"config": stack.config.config.model_copy(update={"issue_budget_usd": 1.0})}
+    )
+    assert "budget is spent" in str(gateway.admit("m"))

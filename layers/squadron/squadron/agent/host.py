@@ -560,6 +560,8 @@ class AgentHost:
         self.spent = self.total_usage
         self.usage = Usage()
         self.batch_started = self.clock()
+        with self._tokens_lock:  # the model calls its turns allow, counted afresh (the cost is not)
+            self.model_calls, self._calls_at_trip = 0, None
 
     @property
     def total_usage(self) -> Usage:

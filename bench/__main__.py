@@ -30,6 +30,7 @@ from bench import (
     ingress,
     local,
     memory,
+    model_gateway,
     pm_idle,
     router_calls,
     routing,
@@ -56,6 +57,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "router_calls": Benchmark(router_calls.bench_router_calls, router_calls.summary),
     "gateway": Benchmark(gateway.bench_gateway, gateway.summary),
     "secret_scan": Benchmark(secret_scan.bench_secret_scan, secret_scan.summary),
+    "model_gateway": Benchmark(model_gateway.bench_model_gateway, model_gateway.summary),
     "pm_idle": Benchmark(pm_idle.bench_pm_idle, pm_idle.summary),
     "memory": Benchmark(memory.bench_memory, memory.summary),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).

@@ -24,7 +24,7 @@ from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.__main__ import configure_logging
 from squadron.agent.door import Door
-from squadron.agent.wiring import build_host, provider_for
+from squadron.agent.wiring import build_host, upstream_for
 from squadron.config import load_directory
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.repo_config.models import ByokProvider
@@ -243,11 +243,21 @@ def test_a_byok_role_gets_the_key_its_role_names_through_the_gateway(
     byok = config.model_copy(update={"config": config.config.model_copy(update={"roles": roles})})
     world.gateway.config_for = lambda agent: byok
     host = world.host(world.env())
-    assert host.provider == {"type": "openai", "base_url": "https://llm.example/v1", "api_key": "sk-test"}
+    # The CLI's provider is the task's model gateway with a launch-scoped token; the key stays in
+    # the gateway (the host's memory), in no provider config, environment or argument of the CLI.
+    assert host.provider is not None and host.model_gateway is not None
+    assert host.provider == {
+        "type": "openai",
+        "base_url": host.model_gateway.url,
+        "api_key": host.model_gateway.token,
+    }
+    assert host.provider["base_url"].startswith("http://127.0.0.1:")
+    assert "sk-test" not in repr(host.provider) + repr(host.runtime.env) + repr(host.model_gateway)
     assert host.runtime.github_token is None
     assert world.secrets.asked == ["squadron/byok/llm"]  # that key, and no other
+    host.model_gateway.stop()
     with pytest.raises(ConfigurationError, match="no key for the BYOK provider"):
-        provider_for(provider, None)
+        upstream_for(provider, None)
 
 
 def test_a_task_the_gateway_does_not_know_ends_before_it_begins(world: World) -> None:

@@ -34,6 +34,7 @@ from squadron.adapters.git import FrameworkClone, GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.metrics import RecordedMetrics
+from squadron.adapters.model_gateway import ModelGateway, Upstream
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.host import AgentHost, HostResult
 from squadron.agent.janitor import Sweep
@@ -44,9 +45,11 @@ from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.cost import Cost
 from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import totals
+from squadron.domain.model_calls import CALLS_PER_TURN
 from squadron.domain.permissions import Caller, agent_caller
 from squadron.local.copilot_cli import unpack_cli
 from squadron.shell.gateway import AgentGateway
@@ -140,7 +143,8 @@ class Stack:
                 },
             ),
             agent_github=lambda a: client(agent_caller(a)),
-            provider=model.provider(),
+            # Through the task's model gateway when the test gives one (it holds the model's key).
+            provider=gateway.provider() if (gateway := options.get("model_gateway")) else model.provider(),
             facts=options.pop(
                 "facts",
                 IssueFacts(
@@ -834,3 +838,55 @@ def test_a_cli_that_dies_while_starting_is_started_again(stack: Stack, tmp_path:
         result = run(stack.host(model, cli_path=flaky))
     assert result.outcome == "idle", _tool_results(model)
     assert starts.read_text(encoding="utf-8").count("started") == 3
+
+
+def test_the_model_gateway_holds_the_key_counts_the_tokens_and_refuses_past_the_issues_budget(
+    tmp_path: Path,
+) -> None:
+    base = load_directory(ROOT / ".squadron")
+    # claude-sonnet-4.5 at $3 / $15 a million tokens, the scripted model's 1 in and 1 out a call:
+    # $0.000018 a call, so the fourth call would pass $0.00004.
+    config = base.model_copy(update={"config": base.config.model_copy(update={"issue_budget_usd": 0.00004})})
+    key = "sk-provider-key-the-cli-never-holds"
+    with stack_for(tmp_path, config) as stack:
+        stack.route(stack.events.assigned(38))
+        model = ScriptedModel([ToolCall("check_for_events", {})] * 10)
+        with serve(model, key):
+            gateway = ModelGateway(
+                Upstream("openai", model.base_url, key), models=frozenset({"claude-sonnet-4.5"})
+            )
+            host = stack.host(model, model_gateway=gateway)
+            assert key not in repr(host.provider) + repr(host.runtime.env)
+            try:
+                outcome: str = run(host).outcome
+            except Exception as exc:  # the CLI gives up when its model call is refused
+                outcome = f"raised {type(exc).__name__}"
+
+        # Three calls reached the model (with the key: the model answers no one else); the fourth
+        # was refused before it was sent.
+        assert len(model.requests) == 3, outcome
+        (ended,) = [e for e in stack.route_queued() if isinstance(e.command, TaskEnded)]
+        assert isinstance(ended.command, TaskEnded)
+        # What the task used is what the gateway counted (the SDK's reports are not added again).
+        assert [(t.model, t.input_tokens, t.output_tokens) for t in ended.command.usage.tokens] == [
+            ("claude-sonnet-4.5", 3, 3)
+        ]
+
+
+def test_a_lingering_tasks_new_batch_gets_its_model_calls_afresh_but_not_its_budget(stack: Stack) -> None:
+    stack.route(stack.events.assigned(38))
+    gateway = ModelGateway(Upstream("openai", "http://127.0.0.1:9/v1", "k"), models=frozenset({"m"}))
+    host = stack.host(ScriptedModel(), model_gateway=gateway)
+    gateway.stop()
+    assert gateway.admit("m") == "the agent's task has not begun"  # no call before the lease
+    host._cost_before, host.agent_role = Cost(), stack.config.role("feat-dev")
+    allowed = host.agent_role.limits.max_turns * CALLS_PER_TURN
+    assert [gateway.admit("m") for _ in range(allowed)] == [None] * allowed
+    assert "model calls" in str(gateway.admit("m"))  # a shell looping on the gateway
+    host._new_batch()  # a lingering PM's next batch of news
+    assert gateway.admit("m") is None
+    host._cost_before = Cost(tokens_usd=10**6)  # the issue's budget does not start again
+    host.config = stack.config.model_copy(
+        update={"config": stack.config.config.model_copy(update={"issue_budget_usd": 1.0})}
+    )
+    assert "budget is spent" in str(gateway.admit("m"))

@@ -78,8 +78,9 @@ class ScriptedModel:
 
 
 @contextmanager
-def serve(model: ScriptedModel) -> Iterator[ScriptedModel]:
-    server = serve_chat(model.answer)
+def serve(model: ScriptedModel, key: str | None = None) -> Iterator[ScriptedModel]:
+    """Serve ``model``; given a ``key``, only to a caller presenting it (as a provider)."""
+    server = serve_chat(model.answer, key)
     model.port = server.server_address[1]
     try:
         yield model

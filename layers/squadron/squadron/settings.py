@@ -228,6 +228,10 @@ class PublisherSettings(BaseModel):
     stage: str = Field(validation_alias="STAGE", min_length=1, max_length=64)
 
 
+#: The local stack model's key, in the agent host's environment only (its model gateway adds it).
+MODEL_KEY_ENV = "SQUADRON_MODEL_KEY"
+
+
 class AgentSettings(BaseModel):
     """Environment of an agent task (the ECS task definition, plus RunTask's per-launch overrides)."""
 
@@ -263,6 +267,8 @@ class AgentSettings(BaseModel):
         validation_alias=AliasChoices("SQUADRON_MODEL_URL"),
         pattern=r"^http://(127\.0\.0\.1|localhost)(:\d+)?/",
     )
+    #: The local stack model's key (the model gateway adds it; the CLI never sees it).
+    model_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices(MODEL_KEY_ENV))
     #: The git remote of a repository; ``{repo}`` is owner/name.
     git_remote_template: str = Field(
         default="https://github.com/{repo}.git",

@@ -19,6 +19,7 @@ from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 from squadron.agent.wiring import build_host
 from squadron.domain.agents import RegistryError, parse_agent_id
 from squadron.domain.launches import SECRET_ENV, LaunchRefusedError
+from squadron.settings import MODEL_KEY_ENV
 
 
 def configure_logging(environ: dict[str, str] | os._Environ[str]) -> LambdaPowertoolsFormatter:
@@ -46,6 +47,7 @@ def main() -> int:
     environ = dict(os.environ)
     # Only the host's own copy keeps the launch secret: no process it starts inherits it.
     os.environ.pop(SECRET_ENV, None)
+    os.environ.pop(MODEL_KEY_ENV, None)  # the local stack's model key: the model gateway's alone
     try:
         host = build_host(environ)
     except LaunchRefusedError as exc:

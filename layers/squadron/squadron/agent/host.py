@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from squadron.adapters.confinement import AgentDirs, AgentUser
 from squadron.adapters.copilot import CopilotRuntime, SessionRequest
 from squadron.adapters.git import GitError, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.model_gateway import ModelGateway
 from squadron.agent import janitor
 from squadron.agent.door import Door
 from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, system_prompt, wake_prompt
@@ -41,10 +43,10 @@ from squadron.agent.reading import authors, vetted
 from squadron.agent.tools import FrameworkTools, HostState
 from squadron.agent.writes import GatewayWrites
 from squadron.config.parse import ResolvedRole, SquadronConfig
-from squadron.domain import breakers, lifecycle
+from squadron.domain import breakers, lifecycle, model_calls
 from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
-from squadron.domain.cost import Cost, cost_of
+from squadron.domain.cost import Cost, agent_cost, cost_of
 from squadron.domain.events import TaskUsage
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.lifecycle import NEWS_POLL_SECONDS, Outcome
@@ -133,6 +135,7 @@ class AgentHost:
         linger_seconds: float = 0,
         launch_cause: str | None = None,
         github_traffic: Callable[[], GitHubTraffic] | None = None,
+        model_gateway: ModelGateway | None = None,
     ) -> None:
         self.door = door
         self.agent_id = door.agent_id
@@ -161,7 +164,8 @@ class AgentHost:
         #: What the task's GitHub transport sent (drained into the metrics when it ends).
         self.github_traffic = github_traffic
         self.active_seconds = 0.0
-        #: Tokens per model over the whole task, as the SDK reports each model call.
+        #: Tokens per model over the whole task, as the model gateway counted each call (the SDK's
+        #: reports for a role served by Copilot).
         self.tokens: dict[str, tuple[int, int]] = {}
         #: What the current batch of work has used (what the breakers limit) ...
         self.usage = Usage()
@@ -180,6 +184,19 @@ class AgentHost:
         #: What the janitor's pass before the session did (None: it failed, or has not run).
         self.swept: janitor.Sweep | None = None
         self._emptying: asyncio.Future[int] | None = None
+        #: The task's model gateway (the CLI's provider; it holds the key): what it counts is the
+        #: task's tokens, and every call it forwards is admitted by :meth:`_admit_model_call` first.
+        self.model_gateway = model_gateway
+        self.agent_role: ResolvedRole | None = None
+        self._tokens_lock = threading.Lock()
+        #: Model calls the gateway let through, and their number when a breaker tripped.
+        self.model_calls = 0
+        self._calls_at_trip: int | None = None
+        #: What the agent cost before this task (its record's counters, priced), for the issue's budget.
+        self._cost_before: Cost | None = None
+        if model_gateway is not None:
+            model_gateway.admit = self._admit_model_call
+            model_gateway.count = self._count_tokens
 
     async def run(self) -> HostResult:
         """Do the agent's work for this launch; its metrics are published when it ends."""
@@ -188,6 +205,9 @@ class AgentHost:
         except BaseException:
             self._publish("failed")
             raise
+        finally:
+            if self.model_gateway is not None:
+                self.model_gateway.stop()
         self._publish(result.outcome)
         return result
 
@@ -251,6 +271,7 @@ class AgentHost:
     def _confine(self, agent: AgentRecord, uid: int) -> None:
         """The agent's own directory and user; its working copy and Copilot home inside it."""
         self.user = AgentUser.for_uid(uid, separate=self.separate_users)
+        self._cost_before = agent_cost(agent, self.config.config.pricing)
         dirs = AgentDirs(self.agents_root, agent.agent_id)
         confinement.prepare(dirs, self.user)
         self.runtime.confine(self.user, dirs)
@@ -309,10 +330,37 @@ class AgentHost:
         return cost_of(spent, int(self.active_seconds), self.config.config.pricing)
 
     def _count_tokens(self, model: str, input_tokens: int, output_tokens: int) -> None:
-        """One model call's tokens (called by the SDK's event thread)."""
+        """One model call's tokens (called by the model gateway's threads, or the SDK's)."""
         name = model[:100] or "unknown"
-        before = self.tokens.get(name, (0, 0))
-        self.tokens[name] = (before[0] + input_tokens, before[1] + output_tokens)
+        with self._tokens_lock:
+            before = self.tokens.get(name, (0, 0))
+            self.tokens[name] = (before[0] + input_tokens, before[1] + output_tokens)
+
+    def _admit_model_call(self, model: str) -> str | None:
+        """Whether the model gateway may forward one more call (None), or why not (the model sees it).
+
+        Asked before the provider is called, for the CLI's calls and any other caller alike.
+        """
+        if self.agent_role is None or self._cost_before is None:
+            return "the agent's task has not begun"
+        with self._tokens_lock:
+            self.model_calls += 1
+            if self.usage.tripped is not None and self._calls_at_trip is None:
+                self._calls_at_trip = self.model_calls - 1
+            spent = self._cost_before + self._cost()
+            refused = model_calls.budget_refusal(
+                calls=self.model_calls,
+                max_turns=self.agent_role.limits.max_turns,
+                calls_since_trip=None
+                if self._calls_at_trip is None
+                else self.model_calls - 1 - self._calls_at_trip,
+                spent_usd=spent.total_usd,
+                budget_usd=self.config.config.issue_budget_usd,
+            )
+            if refused is not None:
+                self.model_calls -= 1
+                logger.warning("%s: a model call was refused: %s", self.agent_id, refused)
+            return refused
 
     def _stop(self) -> None:
         """Abort the prompt in flight (safe from any thread: SDK callbacks may run off the loop)."""
@@ -329,6 +377,7 @@ class AgentHost:
     async def _work(self, agent: AgentRecord) -> HostResult:
         self._loop = asyncio.get_running_loop()
         role = self.config.role(agent.role)
+        self.agent_role = role
         values = prompt_values(self.config, role, agent, self.facts)
         started = self.clock()
         found = await asyncio.to_thread(self._prepare_working_copy, agent)
@@ -404,7 +453,9 @@ class AgentHost:
                     timeout_seconds=self.timeout_seconds,
                     working_directory=str(self.working_copy.path) if self.working_copy else None,
                     on_turn=on_turn,
-                    on_usage=self._count_tokens,
+                    # With a model gateway, what it counted is what the task used (a call from the
+                    # shell too); the SDK's reports would count the CLI's calls twice.
+                    on_usage=self._count_tokens if self.model_gateway is None else None,
                     stop=self.stop,
                     lost_prompt=self._lost_prompt(agent, prompt) if resume else None,
                 ),
@@ -514,6 +565,8 @@ class AgentHost:
         self.spent = self.total_usage
         self.usage = Usage()
         self.batch_started = self.clock()
+        with self._tokens_lock:  # the model calls its turns allow, counted afresh (the cost is not)
+            self.model_calls, self._calls_at_trip = 0, None
 
     @property
     def total_usage(self) -> Usage:

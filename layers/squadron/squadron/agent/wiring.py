@@ -14,6 +14,7 @@ from squadron.adapters.git import FrameworkClone, GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.for_router import RepositoryFilesOverGitHub
 from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.model_gateway import ModelGateway, Upstream
 from squadron.agent.door import Door, Transport
 from squadron.agent.host import AgentHost
 from squadron.agent.prompts import IssueFacts
@@ -26,16 +27,14 @@ from squadron.errors import ConfigurationError
 from squadron.settings import AgentSettings, load_settings
 
 
-def provider_for(provider: Any, key: str | None) -> dict[str, Any] | None:
-    """The SDK provider config of a role: None for Copilot, the BYOK endpoint and its key otherwise."""
+def upstream_for(provider: Any, key: str | None) -> Upstream | None:
+    """The provider a role's model gateway forwards to: None for Copilot, the BYOK endpoint and its key
+    otherwise."""
     if not isinstance(provider, ByokProvider):
         return None
     if not key:
         raise ConfigurationError(f"no key for the BYOK provider {provider.base_url}")
-    config: dict[str, Any] = {"type": provider.provider_type, "base_url": provider.base_url, "api_key": key}
-    if provider.azure_api_version:
-        config["azure"] = {"api_version": provider.azure_api_version}
-    return config
+    return Upstream(provider.provider_type, provider.base_url, key, provider.azure_api_version)
 
 
 def build_host(
@@ -77,14 +76,19 @@ def build_host(
     facts = read_facts(reader, agent, config.config.bot_login)
     role = config.role(agent.role)
     copilot_token: Callable[[], str] | None = None
-    provider: dict[str, Any] | None
+    upstream: Upstream | None
     if settings.model_url:  # the local stack's model serves every role
-        provider = {"type": "openai", "base_url": settings.model_url, "api_key": "local"}
+        local_key = settings.model_key.get_secret_value() if settings.model_key else "local"
+        upstream = Upstream("openai", settings.model_url, local_key)
     else:
         kind, key = door.model_key()
-        provider = provider_for(role.provider, key if kind == "byok" else None)
+        upstream = upstream_for(role.provider, key if kind == "byok" else None)
         if kind == "copilot" and key:
             copilot_token = lambda: key  # noqa: E731 - read once through the door
+    # The key stays in this process: the CLI's provider is the task's model gateway, with a token
+    # worth nothing outside this launch (the host stops the gateway when the task ends).
+    model_gateway = ModelGateway(upstream, models=frozenset({role.model})) if upstream is not None else None
+    provider = model_gateway.provider() if model_gateway is not None else None
     cli_env = {"PATH": env.get("PATH", "/usr/bin:/bin"), "HOME": settings.agents_root}
     if settings.copilot_cache:
         cli_env["XDG_CACHE_HOME"] = settings.copilot_cache
@@ -126,6 +130,7 @@ def build_host(
         linger_seconds=settings.pm_linger_seconds if agent.kind is RoleKind.PM else 0,
         launch_cause=agent.launch_cause,
         github_traffic=github_http.stats.drain,
+        model_gateway=model_gateway,
     )
 
 

@@ -9,6 +9,7 @@ its whole lifecycle through the real CLI, SDK and framework tools. A
 
 from __future__ import annotations
 
+import hmac
 import itertools
 import json
 import threading
@@ -77,14 +78,23 @@ def completion(number: int, turn: Turn, model: str) -> Json:
     }
 
 
-def serve_chat(answer: Callable[[Json], Json]) -> ThreadingHTTPServer:
-    """``POST /v1/chat/completions`` (non-streaming) on 127.0.0.1, answered by ``answer``; serving."""
+def serve_chat(answer: Callable[[Json], Json], key: str | None = None) -> ThreadingHTTPServer:
+    """``POST /v1/chat/completions`` (non-streaming) on 127.0.0.1, answered by ``answer``; serving.
+
+    Given a ``key``, a request without it (``Authorization: Bearer <key>``) is answered 401, as a
+    provider answers a wrong key.
+    """
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
             return
 
         def do_POST(self) -> None:
+            if key is not None and not hmac.compare_digest(
+                self.headers.get("authorization", "").encode(), f"Bearer {key}".encode()
+            ):
+                self.send_error(401, "Incorrect API key provided")
+                return
             request = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
             if not self.path.endswith("/chat/completions") or request.get("stream"):
                 self.send_error(
@@ -105,8 +115,10 @@ def serve_chat(answer: Callable[[Json], Json]) -> ThreadingHTTPServer:
 
 
 class LocalModel:
-    def __init__(self, policy: Policy | None = None) -> None:
+    def __init__(self, policy: Policy | None = None, key: str | None = None) -> None:
         self.policy = policy
+        #: What a caller must present (the agent's model gateway adds it; None: anyone may call).
+        self.key = key
         self.requests: list[Json] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -121,7 +133,7 @@ class LocalModel:
         return completion(number, turn, str(request.get("model", "local")))
 
     def start(self) -> str:
-        self._server = serve_chat(self.answer)
+        self._server = serve_chat(self.answer, self.key)
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         return self.base_url
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import stat
 import sys
 import threading
@@ -79,6 +80,7 @@ from squadron.local.examples import first_examples
 from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
 from squadron.local.model import LocalModel, Policy
 from squadron.local.sandbox import GitHubSandbox
+from squadron.settings import MODEL_KEY_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +179,8 @@ class LocalStack:
         self.moto: MotoProcess | None = None
         self.resources: LocalResources | None = None
         self.sandbox: GitHubSandbox | None = None
-        self.model = LocalModel(options.model_policy)
+        # Its key, as a provider's: only the agent host's model gateway holds it (never the CLI).
+        self.model = LocalModel(options.model_policy, key=f"sk-local-{secrets.token_urlsafe(24)}")
         self.launcher: LocalLauncher | None = None
         self.endpoint_server: ThreadingHTTPServer | None = None
         self.endpoint = ""
@@ -402,7 +405,11 @@ class LocalStack:
         state = self.options.state_dir
         # The local model serves every role; with a Copilot token, each role's configured model
         # (whose key the gateway hands out).
-        model = {"SQUADRON_MODEL_URL": model_url + "/"} if model_url is not None else {}
+        model = (
+            {"SQUADRON_MODEL_URL": model_url + "/", MODEL_KEY_ENV: self.model.key or ""}
+            if model_url is not None
+            else {}
+        )
         # What stands in for AWS (the task role's one right: invoking the gateway), GitHub and the
         # model on this machine; and where agents' directories are (the EFS volume's stand-in).
         stand_ins = {

@@ -370,12 +370,14 @@ class AgentCompute(Construct):
         # on the registry, the queue, secrets or metrics: a task reaches those only through the
         # gateway, which checks its launch secret.
         self.gateway.grant_invoke(role)
+        # Through an access point only (never the file system's root): each repository's task
+        # definition mounts its own (squadron.adapters.repo_volumes), made at its first launch.
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=list(EFS_CLIENT_ACTIONS),
                 resources=[self.file_system.file_system_arn],
                 conditions={
-                    "StringEquals": {"elasticfilesystem:AccessPointArn": self.access_point.access_point_arn},
+                    "ArnLike": {"elasticfilesystem:AccessPointArn": self.access_points_arn},
                     "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"},
                 },
             )
@@ -394,8 +396,17 @@ class AgentCompute(Construct):
         return task
 
     @property
+    def access_points_arn(self) -> str:
+        """Every access point of the stack's account and region (the file system's are the only
+        ones a statement on the file system can match)."""
+        return cdk.Stack.of(self).format_arn(
+            service="elasticfilesystem", resource="access-point", resource_name="*"
+        )
+
+    @property
     def target(self) -> AgentTarget:
         return AgentTarget(
+            file_system=self.file_system,
             cluster=self.cluster,
             task_definition=self.task_definition,
             container_name=CONTAINER_NAME,

@@ -300,6 +300,7 @@ def cost_model(
             "(0.30 USD a metric-month); some 40 series in an hour with traffic is about 0.016 USD",
             "GitHub (no charge for API calls)",
             "DNS Firewall: 0.0005 USD a month per name the deployment adds with agent_allowed_domains",
+            "per-repository EFS access points and task definitions: free (10,000 access points per file system)",
         ],
     }
 

@@ -46,6 +46,11 @@ PRICES: dict[str, float] = {
     "lambda_provisioned_duration_gb_second": 0.0000097222,
     "snapstart_cache_gb_second": 0.0000015046,
     "snapstart_restore_gb": 0.0001397998,
+    # Route 53 Resolver DNS Firewall (the agents' egress allow list), https://aws.amazon.com/route53/pricing/
+    # (read 2026-09): 0.0005 USD per domain name a month in the account's domain lists (prorated
+    # hourly), 0.60 USD per million queries the firewall inspects (the first billion a month).
+    "dns_firewall_domain_month": 0.0005,
+    "dns_firewall_million_queries": 0.60,
 }
 
 #: What this machine cannot measure, stated so the figures can be redone with better numbers.
@@ -73,6 +78,9 @@ ASSUMPTIONS: dict[str, float] = {
     "cold_starts_per_month": 3000.0,
     # What a SnapStart restore takes before the handler runs (not measurable without AWS).
     "snapstart_restore_ms": 400.0,
+    # Names an agent task resolves in an hour: git and API calls to GitHub, model calls, the
+    # gateway's heartbeat, the file system (each name cached for its TTL, a minute or less).
+    "dns_queries_per_agent_hour": 600.0,
 }
 
 #: Memory of each function (infra/constructs): GB-seconds follow from it.
@@ -88,6 +96,9 @@ ALARM_METRICS = 2 + 4 + 1 + 1 + 1 + 2 + 1 + 1
 #: Metrics the reconciler publishes on an idle run: the run itself (zero gauges are not published).
 IDLE_METRICS = 1
 RECONCILER_RUNS_PER_MONTH = 12 * HOURS_PER_MONTH
+#: Domain names in the DNS Firewall's lists with no agent_allowed_domains (infra/constructs/egress.py:
+#: GitHub and Copilot 5, the task's AWS endpoints 6, the block list's "*" 1; a test keeps them equal).
+DNS_FIREWALL_DOMAINS = 12
 #: CloudWatch's free tier: an account's first three dashboards cost nothing.
 FREE_DASHBOARDS = 3
 
@@ -125,6 +136,9 @@ def idle_month(*, dashboards_before: int = 0) -> dict[str, float]:
         / 1e6
         * p["sqs_standard_million_requests"],
         "ECR (the agent image)": a["agent_image_gb"] * p["ecr_gb_month"],
+        f"DNS Firewall domain lists ({DNS_FIREWALL_DOMAINS} names; no query while no task runs)": (
+            DNS_FIREWALL_DOMAINS * p["dns_firewall_domain_month"]
+        ),
     }
     return {name: round(value, 2) for name, value in items.items()}
 
@@ -167,10 +181,13 @@ def agent_hour(gateway_usd: float = 0.0) -> dict[str, float]:
     By default a running task has a public IPv4 address (no NAT gateway); ``gateway_usd`` is the
     agent gateway's share, measured by the gateway benchmark.
     """
-    p = PRICES
+    p, a = PRICES, ASSUMPTIONS
     return {
         "Fargate": round(AGENT_VCPU * p["fargate_vcpu_hour"] + AGENT_GB * p["fargate_gb_hour"], 4),
         "the task's public IPv4 address": p["public_ipv4_hour"],
+        "DNS Firewall queries": round(
+            a["dns_queries_per_agent_hour"] / 1e6 * p["dns_firewall_million_queries"], 6
+        ),
         "agent gateway (its calls)": round(gateway_usd, 6),
     }
 
@@ -282,6 +299,8 @@ def cost_model(
             "custom metrics while events flow: each series is billed by the hour it is published "
             "(0.30 USD a metric-month); some 40 series in an hour with traffic is about 0.016 USD",
             "GitHub (no charge for API calls)",
+            "DNS Firewall: 0.0005 USD a month per name the deployment adds with agent_allowed_domains",
+            "per-repository EFS access points and task definitions: free (10,000 access points per file system)",
         ],
     }
 

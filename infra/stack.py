@@ -66,6 +66,7 @@ class SquadronStack(cdk.Stack):
             metrics_namespace=settings.metrics_namespace,
             egress=settings.agent_egress,
             state_retention_days=settings.state_retention_days,
+            allowed_domains=settings.agent_allowed_domains,
         )
         self.router = EventRouter(
             self,

@@ -12,7 +12,8 @@ each directory, and the agent's processes run as its user.
 
 Network (README "What it costs"): by default agent tasks run in public subnets, each with a
 public IPv4 address while it runs and a security group with no inbound rule and outbound only
-HTTPS and NFS to the file system, so nothing costs between tasks. ``egress="nat"`` puts them in
+HTTPS and NFS to the file system, so nothing costs between tasks. The VPC's DNS Firewall
+(infra/constructs/egress.py) resolves only the names agents need. ``egress="nat"`` puts them in
 private subnets behind one NAT gateway instead (fixed egress addresses for GitHub IP allow
 lists, about 36 USD a month more). EFS is billed per GB stored: finished agents' working copies
 and sessions are removed ``state_retention_days`` after they finished (7 by default).
@@ -20,6 +21,7 @@ and sessions are removed ``state_retention_days`` after they finished (7 by defa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -35,6 +37,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.constructs.egress import EgressAllowList
 from infra.constructs.layer import SharedLayer, function_code
 from infra.constructs.router import AgentTarget, as_nag_renders
 from squadron.adapters.dynamo_registry import STATUS_INDEX
@@ -157,6 +160,7 @@ class AgentCompute(Construct):
         metrics_namespace: str,
         egress: str = "public",
         state_retention_days: int = DEFAULT_RETENTION_DAYS,
+        allowed_domains: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         #: Days finished agents' state stays on the file system (the gateway hands out what is due).
@@ -196,6 +200,8 @@ class AgentCompute(Construct):
         self.security_group.add_egress_rule(
             ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "GitHub, the model provider and AWS APIs over HTTPS"
         )
+        # Which names those are: the VPC's resolver answers only the allow list's.
+        self.egress_allow_list = EgressAllowList(self, "Egress", vpc=self.vpc, extra_domains=allowed_domains)
         self.file_system = efs.FileSystem(
             self,
             "Sessions",
@@ -364,12 +370,14 @@ class AgentCompute(Construct):
         # on the registry, the queue, secrets or metrics: a task reaches those only through the
         # gateway, which checks its launch secret.
         self.gateway.grant_invoke(role)
+        # Through an access point only (never the file system's root): each repository's task
+        # definition mounts its own (squadron.adapters.repo_volumes), made at its first launch.
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=list(EFS_CLIENT_ACTIONS),
                 resources=[self.file_system.file_system_arn],
                 conditions={
-                    "StringEquals": {"elasticfilesystem:AccessPointArn": self.access_point.access_point_arn},
+                    "ArnLike": {"elasticfilesystem:AccessPointArn": self.access_points_arn},
                     "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"},
                 },
             )
@@ -388,8 +396,17 @@ class AgentCompute(Construct):
         return task
 
     @property
+    def access_points_arn(self) -> str:
+        """Every access point of the stack's account and region (the file system's are the only
+        ones a statement on the file system can match)."""
+        return cdk.Stack.of(self).format_arn(
+            service="elasticfilesystem", resource="access-point", resource_name="*"
+        )
+
+    @property
     def target(self) -> AgentTarget:
         return AgentTarget(
+            file_system=self.file_system,
             cluster=self.cluster,
             task_definition=self.task_definition,
             container_name=CONTAINER_NAME,

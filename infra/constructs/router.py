@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -21,6 +22,7 @@ from infra.constructs.event_queue import EventQueue
 from infra.constructs.layer import SharedLayer, function_code
 from squadron.adapters.dynamo_registry import STATUS_INDEX
 from squadron.deployment import DeploymentSettings
+from squadron.domain.repo_volumes import REPO_FAMILY_INFIX, REPO_TAG
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ROUTER_CODE = REPO_ROOT / "functions" / "router"
@@ -46,9 +48,15 @@ XRAY_WILDCARD_REASON = (
     "tracing: X-Ray has no resource-level permissions for these actions."
 )
 _TASK_WILDCARD_REASON = (
-    "RunTask is allowed on the agent task definition family (any revision, 'family:*') and "
+    "RunTask is allowed on the agent task definition family (any revision, 'family:*') and on "
+    "each repository's family ('family-repo-*', registered at its first launch, tagged) and "
     "StopTask/TagResource on tasks of the agent cluster ('task/<cluster>/*'): task ids do "
     "not exist before launch, and both are further bound by an ecs:cluster condition."
+)
+_ACCESS_POINT_TAG_REASON = (
+    "elasticfilesystem:TagResource on access points ('access-point/*') only as part of "
+    "CreateAccessPoint (elasticfilesystem:CreateAction): a repository's access point has no id "
+    "before it is created; creating one is allowed on the agents' file system only."
 )
 RUNTIME_PIN_REASON = (
     "python3.12 on purpose: the shared layer's binary wheels (pydantic-core, cryptography) are "
@@ -67,6 +75,8 @@ class AgentTarget:
     security_group: ec2.ISecurityGroup
     #: Public subnets (the default, no NAT gateway): each task gets a public IPv4 address.
     assign_public_ip: bool = False
+    #: The agents' file system: each repository's tasks mount only its own access point of it.
+    file_system: efs.IFileSystem | None = None
 
 
 class EventRouter(Construct):
@@ -154,6 +164,7 @@ class EventRouter(Construct):
                 "AGENT_SUBNETS": ",".join(subnet.subnet_id for subnet in agents.subnets),
                 "AGENT_SECURITY_GROUPS": agents.security_group.security_group_id,
                 "AGENT_ASSIGN_PUBLIC_IP": "ENABLED" if agents.assign_public_ip else "DISABLED",
+                **({"AGENT_FILE_SYSTEM_ID": agents.file_system.file_system_id} if agents.file_system else {}),
                 "GITHUB_APP_ID": github_app_id,
                 "GITHUB_APP_SLUG": github_app_slug,
                 "GITHUB_PRIVATE_KEY_SECRET_ARN": private_key.secret_arn,
@@ -187,14 +198,20 @@ class EventRouter(Construct):
             service="ecs", resource="task", resource_name=f"{agents.cluster.cluster_name}/*"
         )
         definitions = stack.format_arn(service="ecs", resource="task-definition", resource_name=f"{family}:*")
-        self._task_wildcards = (definitions, tasks_of_cluster)
+        # Each repository's own family (squadron.domain.repo_volumes.repo_family), any revision.
+        repo_definitions = stack.format_arn(
+            service="ecs", resource="task-definition", resource_name=f"{family}{REPO_FAMILY_INFIX}*"
+        )
+        self._task_wildcards = (definitions, tasks_of_cluster, repo_definitions)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["ecs:RunTask"],
-                resources=[definitions],
+                resources=[definitions, repo_definitions],
                 conditions=on_cluster,
             )
         )
+        if agents.file_system is not None:
+            self._grant_repo_volumes(agents.file_system, repo_definitions)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["ecs:StopTask"], resources=[tasks_of_cluster], conditions=on_cluster)
         )
@@ -213,6 +230,58 @@ class EventRouter(Construct):
                 actions=["iam:PassRole"],
                 resources=passed,
                 conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+            )
+        )
+
+    def _grant_repo_volumes(self, file_system: efs.IFileSystem, repo_definitions: str) -> None:
+        """A repository's first launch makes its access point and task definition
+        (squadron.adapters.repo_volumes): on the agents' file system and in the repositories'
+        families only, each tagged with its repository; the roles the definition names are the
+        agent task's two (iam:PassRole above)."""
+        stack = cdk.Stack.of(self)
+        tagged = {"Null": {f"aws:RequestTag/{REPO_TAG}": "false"}}
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["elasticfilesystem:CreateAccessPoint"],
+                resources=[file_system.file_system_arn],
+                conditions=tagged,
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["elasticfilesystem:DescribeAccessPoints"], resources=[file_system.file_system_arn]
+            )
+        )
+        access_points = stack.format_arn(
+            service="elasticfilesystem", resource="access-point", resource_name="*"
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["elasticfilesystem:TagResource"],
+                resources=[access_points],
+                conditions={"StringEquals": {"elasticfilesystem:CreateAction": "CreateAccessPoint"}},
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:RegisterTaskDefinition"], resources=[repo_definitions], conditions=tagged
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:TagResource"],
+                resources=[repo_definitions],
+                conditions={"StringEquals": {"ecs:CreateAction": "RegisterTaskDefinition"}},
+            )
+        )
+        # Read-only, and without resource-level permissions in ECS: the one '*' of these grants.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ecs:DescribeTaskDefinition"], resources=["*"])
+        )
+        cdk.Validations.of(self.role).acknowledge(
+            cdk.Acknowledgment(
+                id=f"AwsSolutions-IAM5[Resource::{as_nag_renders(self, access_points)}]",
+                reason=_ACCESS_POINT_TAG_REASON,
             )
         )
 

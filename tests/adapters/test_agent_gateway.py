@@ -1030,6 +1030,21 @@ def test_the_janitor_claims_only_finished_agents_past_the_retention_and_gets_the
     }  # what is left of them is their records
 
 
+def test_a_janitor_claims_only_its_own_repositorys_finished_agents(world: World) -> None:
+    """A task mounts only its repository's root (its own access point): claiming another
+    repository's finished agent would record its state removed while it stays on the file
+    system, out of every janitor's reach."""
+    _cancelled(world, 40)
+    mine = world.agent("1-40-feat-dev")
+    elsewhere = mine.model_copy(update={"agent_id": "2-40-feat-dev", "repo_id": 2, "version": 0})
+    world.registry.put_agent(AgentWrite(elsewhere, None))
+    world.clock[0] = NOW + 8 * DAYS
+
+    assert _janitor(world, 50).purge_claim() == ["1-40-feat-dev"]
+    untouched = world.agent("2-40-feat-dev")
+    assert untouched.lease_owner is None and untouched.purged_at is None  # left to its own repository's tasks
+
+
 def test_a_janitors_page_is_bounded(world: World) -> None:
     numbers = range(200, 200 + PURGE_PAGE + 2)
     _cancelled(world, *numbers)

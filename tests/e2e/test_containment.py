@@ -233,14 +233,14 @@ def test_a_prompt_injected_agent_obtains_nothing_beyond_its_own(
 ) -> None:
     attack = Attack()
     stack = local_stack(attack)
-    attack.root = stack.agents_root
+    attack.root = stack.repo_root(1)
     assert stack.sandbox is not None
     human = Human(stack)
     human.open_issue("Victim's work", assign=True)
     eventually(lambda: attack.called(1, "report_complete"), "the victim to finish")
     eventually(lambda: VICTIM not in stack.launcher.running_agents(), "the victim's task to end")  # type: ignore[union-attr]
 
-    root = stack.agents_root
+    root = stack.repo_root(1)
     victim = AgentDirs(root, VICTIM)
     own = AgentDirs(root, ATTACKER)
     evil = BareRemote.create(tmp_path / "evil", {"README.md": "evil\n"})

@@ -91,7 +91,7 @@ def test_a_dev_agent_works_through_the_images_runtime(
 ) -> None:
     policy = DevTurn()
     stack = local_stack(policy, agent_runtime=runtime[0])
-    policy.root = stack.agents_root
+    policy.root = stack.repo_root(1)
     assert stack.sandbox is not None
     Human(stack).open_issue("Export the registry", assign=True)
     eventually(

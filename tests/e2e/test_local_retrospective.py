@@ -105,7 +105,7 @@ def test_a_retrospective_of_a_week_opens_its_issue_and_a_pull_request_held_for_a
         return holder["script"](request)
 
     stack = local_stack(policy)
-    holder["script"] = script = Script(stack.agents_root)
+    holder["script"] = script = Script(stack.repo_root(1))
     assert stack.sandbox is not None and stack.resources is not None
     human = Human(stack)
     repo = stack.sandbox.repos[stack.options.repo]

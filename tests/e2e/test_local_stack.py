@@ -242,7 +242,7 @@ def test_a_finished_agents_working_copy_and_session_leave_with_the_next_task(
         return record if agent_id not in stack.launcher.running_agents() else None
 
     eventually(lambda: ended(dev), "the dev agent's task to end")
-    dirs = AgentDirs(stack.agents_root, dev)
+    dirs = AgentDirs(stack.repo_root(1), dev)
     assert dirs.work.is_dir() and dirs.copilot_home.is_dir() and dirs.framework_clone.is_dir()
     human.close(number)
     eventually(
@@ -256,7 +256,7 @@ def test_a_finished_agents_working_copy_and_session_leave_with_the_next_task(
     assert purged.status is AgentStatus.COMPLETED
     assert not dirs.agent.exists() and not dirs.framework_clone.exists()
     eventually(lambda: ended("1-pm"), "the PM's task to end")
-    trash = stack.agents_root / "trash"
+    trash = stack.repo_root(1) / "trash"
     assert not trash.exists() or list(trash.iterdir()) == []  # emptied before that task ended
-    assert AgentDirs(stack.agents_root, "1-pm").agent.is_dir()  # the working agents' state stays
+    assert AgentDirs(stack.repo_root(1), "1-pm").agent.is_dir()  # the working agents' state stays
     assert stack.errors == []

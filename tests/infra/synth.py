@@ -30,6 +30,7 @@ SETTINGS_CONTEXT: dict[str, object] = {
     "router_max_concurrency": "4",
     "history_days": "45",
     "state_retention_days": "3",
+    "agent_allowed_domains": "pypi.org, files.pythonhosted.org,*.npmjs.org",
 }
 
 

@@ -36,6 +36,13 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions-IAM5[Resource::*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     # the router: RunTask on the agent task definition family, StopTask on the agent cluster's tasks
     "AwsSolutions-IAM5[Resource::<agent task definition family>:*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
+    # the router: RunTask, RegisterTaskDefinition (tagged) on each repository's family; tags an
+    # access point only as it creates it on the agents' file system
+    "AwsSolutions-IAM5[Resource::<repository task definition families>*]": {
+        "AWS::IAM::Role",
+        "AWS::IAM::Policy",
+    },
+    "AwsSolutions-IAM5[Resource::<access points>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     "AwsSolutions-IAM5[Resource::<agent cluster tasks>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     # the agent task: invoke the agent gateway (and its versions); the gateway: read the BYOK keys
     # under their prefix
@@ -52,6 +59,14 @@ _GENERATED = [
         "Resource::<agent task definition family>:*]",
     ),
     (re.compile(r"Resource::arn:[^\]]*:task/<\w*Cluster\w*>/\*\]$"), "Resource::<agent cluster tasks>/*]"),
+    (
+        re.compile(r"Resource::arn:[^\]]*:task-definition/[^\]]*-repo-\*\]$"),
+        "Resource::<repository task definition families>*]",
+    ),
+    (
+        re.compile(r"Resource::arn:[^\]]*:elasticfilesystem:[^\]]*:access-point/\*\]$"),
+        "Resource::<access points>/*]",
+    ),
     (re.compile(r"Resource::<\w*Gateway\w*\.Arn>:\*\]$"), "Resource::<agent gateway>:*]"),
     (
         re.compile(r"Resource::arn:[^\]]*:secretsmanager:[^\]]*:secret:squadron/byok/\*\]$"),

@@ -8,6 +8,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from bench import cost
 from infra.app import build
 from tests.infra.synth import SETTINGS_CONTEXT, Synthesized, cdk_json_context
 
@@ -66,3 +67,38 @@ def test_a_nat_gateway_is_an_opt_in_for_fixed_egress_addresses(tmp_path: Path) -
     environment = _router_environment(template)
     assert environment["AGENT_ASSIGN_PUBLIC_IP"] == "DISABLED"
     assert _subnet_kinds(template, environment["AGENT_SUBNETS"]) == {"Private"}
+
+
+def _resolved(value: Any) -> str:
+    """A domain as the template renders it, the stack's region shown as <region>."""
+    if isinstance(value, str):
+        return value
+    parts = value["Fn::Join"][1]
+    return "".join(part if isinstance(part, str) else "<region>" for part in parts)
+
+
+def test_agent_tasks_resolve_only_the_allow_list(synthesized: Synthesized) -> None:
+    """The VPC's DNS Firewall: the allowed names first, NXDOMAIN for every other name, on the
+    agents' VPC (tasks cannot ask another resolver: their group lets out only 443 and NFS)."""
+    template = synthesized.template_json["Resources"]
+    (association,) = synthesized.resources("AWS::Route53Resolver::FirewallRuleGroupAssociation").values()
+    assert association["Properties"]["VpcId"] == {"Ref": synthesized.logical_id(synthesized.stack.agents.vpc)}
+    group_id = association["Properties"]["FirewallRuleGroupId"]["Fn::GetAtt"][0]
+    rules = sorted(template[group_id]["Properties"]["FirewallRules"], key=lambda rule: rule["Priority"])
+    lists = {
+        rule["Action"]: template[rule["FirewallDomainListId"]["Fn::GetAtt"][0]]["Properties"]["Domains"]
+        for rule in rules
+    }
+    assert [rule["Action"] for rule in rules] == ["ALLOW", "BLOCK"]  # the allow list wins
+    assert rules[1]["BlockResponse"] == "NXDOMAIN"
+    assert lists["BLOCK"] == ["*"]  # every other name
+    allowed = [_resolved(domain) for domain in lists["ALLOW"]]
+    assert "*" not in allowed
+    assert {"github.com", "*.github.com", "*.githubusercontent.com", "*.githubcopilot.com"} <= set(allowed)
+    assert {"lambda.<region>.amazonaws.com", "*.efs.<region>.amazonaws.com"} <= set(allowed)
+    # The deployment's own names (agent_allowed_domains), and no wider AWS name than the task's own.
+    assert {"pypi.org", "files.pythonhosted.org", "*.npmjs.org"} <= set(allowed)
+    assert not [name for name in allowed if name in {"*.amazonaws.com", "*.<region>.amazonaws.com", "*.com"}]
+    assert len(synthesized.resources("AWS::Route53Resolver::FirewallRuleGroup")) == 1
+    # bench/cost.py bills the names the lists hold without the deployment's own (3 here).
+    assert len(allowed) + len(lists["BLOCK"]) == cost.DNS_FIREWALL_DOMAINS + 3

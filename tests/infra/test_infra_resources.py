@@ -660,9 +660,10 @@ def test_the_agent_task_role_may_invoke_the_gateway_and_mount_its_file_system_an
     assert isinstance(role, Construct)
     gateway = {"Fn::GetAtt": [synthesized.logical_id(stack.agents.gateway), "Arn"]}
     file_system = stack.resolve(stack.agents.file_system.file_system_arn)
-    access_point = stack.resolve(stack.agents.access_point.access_point_arn)
+    access_points = stack.resolve(stack.agents.access_points_arn)
     # The whole grant table: the gateway (which checks the launch secret) and the agents' file
-    # system through its one access point. No registry, queue, secret or metric rights: a shell
+    # system through an access point, never its root (each repository's task definition mounts
+    # its own). No registry, queue, secret or metric rights: a shell
     # that reaches the task's credentials reaches nothing that is not behind the secret.
     assert _grants(synthesized, role) == sorted(
         [
@@ -680,7 +681,7 @@ def test_the_agent_task_role_may_invoke_the_gateway_and_mount_its_file_system_an
                 repr(file_system),
                 repr(
                     {
-                        "StringEquals": {"elasticfilesystem:AccessPointArn": access_point},
+                        "ArnLike": {"elasticfilesystem:AccessPointArn": access_points},
                         "Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"},
                     }
                 ),
@@ -747,3 +748,49 @@ def test_the_gateway_keeps_finished_agents_state_for_the_stages_retention(synthe
     }
     assert environment["SQUADRON_STATE_RETENTION_DAYS"] == "3"  # the context's state_retention_days
     assert load_settings(GatewaySettings, environment).state_retention_days == 3
+
+
+def test_the_router_makes_a_repositorys_access_point_and_task_definition_and_nothing_wider(
+    synthesized: Synthesized,
+) -> None:
+    """A repository's first launch makes its access point (on the agents' file system only,
+    tagged) and its task definition (in the repositories' families only, tagged, naming only the
+    agent task's two roles); no new action on '*' but the read-only DescribeTaskDefinition,
+    which ECS does not scope."""
+    stack = synthesized.stack
+    grants = _grants(synthesized, stack.router.role)
+    file_system = repr(stack.resolve(stack.agents.file_system.file_system_arn))
+    family = stack.agents.task_definition.family
+    new_actions = {
+        "elasticfilesystem:CreateAccessPoint",
+        "elasticfilesystem:DescribeAccessPoints",
+        "elasticfilesystem:TagResource",
+        "ecs:RegisterTaskDefinition",
+        "ecs:DescribeTaskDefinition",
+        "ecs:RunTask",
+        "iam:PassRole",
+    }
+    held = {action: (resource, condition) for actions, resource, condition in grants for action in actions}
+    assert new_actions <= set(held)
+    assert not [action for actions, _, _ in grants for action in actions if action.endswith("*")]
+    assert held["elasticfilesystem:CreateAccessPoint"][0] == file_system
+    assert "aws:RequestTag/squadron:repo" in held["elasticfilesystem:CreateAccessPoint"][1]
+    assert held["elasticfilesystem:DescribeAccessPoints"][0] == file_system
+    assert ":access-point/*" in held["elasticfilesystem:TagResource"][0]
+    assert "'elasticfilesystem:CreateAction': 'CreateAccessPoint'" in held["elasticfilesystem:TagResource"][1]
+    repo_families = f"task-definition/{family}-repo-*"
+    assert repo_families in held["ecs:RegisterTaskDefinition"][0]
+    assert "aws:RequestTag/squadron:repo" in held["ecs:RegisterTaskDefinition"][1]
+    assert repo_families in held["ecs:RunTask"][0] and "ecs:cluster" in held["ecs:RunTask"][1]
+    wildcard = [action for action, (resource, _) in held.items() if resource == "'*'"]
+    assert sorted(a for a in wildcard if a in new_actions) == ["ecs:DescribeTaskDefinition"]
+    task = stack.agents.task_definition
+    passed: set[str] = set()
+    for role in (task.task_role, task.execution_role):
+        assert isinstance(role, Construct)
+        passed.add(synthesized.logical_id(role))
+    for logical_id in passed:
+        assert logical_id in held["iam:PassRole"][0]
+    assert "ecs-tasks.amazonaws.com" in held["iam:PassRole"][1]
+    environment = _function(synthesized, stack.router.function)["Properties"]["Environment"]["Variables"]
+    assert environment["AGENT_FILE_SYSTEM_ID"] == stack.resolve(stack.agents.file_system.file_system_id)

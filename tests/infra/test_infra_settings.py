@@ -37,6 +37,7 @@ def test_defaults() -> None:
         "router_max_concurrency": 5,
         "history_days": 120,
         "agent_egress": "public",
+        "agent_allowed_domains": (),
         "state_retention_days": 7,
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
@@ -50,6 +51,9 @@ def test_command_line_strings_and_json_numbers_are_converted() -> None:
     assert settings.github_app_id == "4242"
     assert settings.alarm_email is None
     assert settings.region == "eu-west-1"
+    assert SquadronSettings.from_mapping(
+        {"agent_allowed_domains": " pypi.org, *.npmjs.org,,"}
+    ).agent_allowed_domains == ("pypi.org", "*.npmjs.org")
 
 
 BAD_CONTEXT = [
@@ -67,6 +71,10 @@ BAD_CONTEXT = [
     ("history-not-a-number", {"history_days": "forever"}, "history_days"),
     ("negative-state-retention", {"state_retention_days": "-1"}, "state_retention_days"),
     ("state-retention-not-a-number", {"state_retention_days": "a week"}, "state_retention_days"),
+    ("allow-every-name", {"agent_allowed_domains": "pypi.org,*"}, "agent_allowed_domains"),
+    ("allow-a-url", {"agent_allowed_domains": "https://pypi.org/simple"}, "agent_allowed_domains"),
+    ("allow-a-top-level-domain", {"agent_allowed_domains": "*.com"}, "agent_allowed_domains"),
+    ("allow-uppercase", {"agent_allowed_domains": "PyPI.org"}, "agent_allowed_domains"),
 ]
 
 

@@ -137,7 +137,17 @@ def test_the_cost_model_adds_up() -> None:
         model["idle_month_total_usd"] + sum(model["nat_opt_in_month_usd"].values()), abs=0.01
     )
     assert model["agent_task_hour_usd"]["Fargate"] == pytest.approx(0.0583, abs=1e-4)  # 1 vCPU, 4 GB
-    assert model["agent_task_hour_total_usd"] == pytest.approx(0.0633, abs=1e-4)  # + its public IPv4
+    # + its public IPv4 and its DNS Firewall queries
+    assert model["agent_task_hour_total_usd"] == pytest.approx(0.0637, abs=1e-4)
+
+
+def test_the_egress_allow_list_costs_its_names_idle_and_its_queries_per_task_hour() -> None:
+    """DNS Firewall: 0.0005 USD per listed name a month, 0.60 USD per million queries."""
+    idle = cost.idle_month()
+    (names,) = [usd for item, usd in idle.items() if item.startswith("DNS Firewall domain lists")]
+    assert names == round(cost.DNS_FIREWALL_DOMAINS * 0.0005, 2)
+    hour = cost.agent_hour()
+    assert hour["DNS Firewall queries"] == pytest.approx(600 / 1e6 * 0.60)
 
 
 @pytest.mark.parametrize(

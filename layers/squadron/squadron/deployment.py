@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -34,6 +35,10 @@ RETENTION_DAYS = (
 
 #: vCPUs of one agent task (the CDK app's task definition; a test keeps the two equal).
 AGENT_TASK_VCPUS = 1.0
+
+#: A name agents may resolve: lowercase labels, at least two, optionally every subdomain (``*.``).
+ALLOWED_DOMAIN = re.compile(r"(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?")
+MAX_DOMAIN_LENGTH = 253
 
 # A synchronous Lambda invocation carries at most 6 MB, so a larger webhook body
 # could never reach the ingress function anyway.
@@ -106,6 +111,13 @@ class DeploymentSettings(BaseModel):
     between tasks); "nat" puts them in private subnets behind one NAT gateway, for fixed egress
     addresses (a GitHub IP allow list), at about 36 USD a month more."""
 
+    agent_allowed_domains: tuple[str, ...] = ()
+    """Names agent tasks may resolve besides GitHub, Copilot and their own AWS endpoints (the VPC's
+    DNS Firewall answers NXDOMAIN for every other name): the package registries and BYOK
+    providers the deployment's repositories need, comma-separated (``pypi.org,
+    files.pythonhosted.org``); ``*.example.com`` allows every subdomain of example.com. One list
+    for every repository: the firewall is the VPC's."""
+
     state_retention_days: Annotated[int, Field(ge=0, le=MAX_RETENTION_DAYS)] = DEFAULT_RETENTION_DAYS
     """Days a finished (completed or cancelled) agent's working copy and Copilot session stay on
     the agents' file system before the next agent task removes them; 0 removes them as soon as
@@ -117,6 +129,25 @@ class DeploymentSettings(BaseModel):
         if value not in RETENTION_DAYS:
             allowed = ", ".join(str(days) for days in RETENTION_DAYS)
             raise ValueError(f"must be one of CloudWatch Logs' retention periods: {allowed}")
+        return value
+
+    @field_validator("agent_allowed_domains", mode="before")
+    @classmethod
+    def _domains_from_text(cls, value: object) -> object:
+        # `-c agent_allowed_domains=a.org,b.org` and `squadron configure --set` give one string.
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("agent_allowed_domains")
+    @classmethod
+    def _domains_are_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for domain in value:
+            if not ALLOWED_DOMAIN.fullmatch(domain) or len(domain) > MAX_DOMAIN_LENGTH:
+                raise ValueError(
+                    f"{domain!r} is not a lowercase domain name (a.example.com, or *.example.com for "
+                    "its subdomains); a bare '*' would allow every name"
+                )
         return value
 
     @field_validator("account", "region", "alarm_email", mode="before")

@@ -143,6 +143,12 @@ class RouterSettings(GitHubAppSettings, _AppLogin):
     agent_assign_public_ip: Literal["ENABLED", "DISABLED"] = Field(
         default="DISABLED", validation_alias=AliasChoices("AGENT_ASSIGN_PUBLIC_IP")
     )
+    #: The agents' file system: set, each repository's tasks run a task definition of its own that
+    #: mounts only its own access point (made at its first launch); unset, every task runs
+    #: ``agent_task_definition``.
+    agent_file_system_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("AGENT_FILE_SYSTEM_ID"), min_length=1
+    )
     policy_ttl_seconds: int = Field(
         default=60, validation_alias=AliasChoices("POLICY_TTL_SECONDS"), ge=0, le=3600
     )

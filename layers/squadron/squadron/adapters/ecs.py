@@ -7,6 +7,10 @@ armed again with a new secret (the router retried after losing the first
 secret) gets a new task; the earlier one holds a refused secret and exits. The
 task learns who it is from environment overrides, and its secret the same way:
 never in a tag, ``startedBy`` or the client token.
+
+With ``task_definitions`` (on AWS), a task runs its repository's own task definition, which
+mounts only that repository's access point (:mod:`squadron.adapters.repo_volumes`): made at the
+repository's first launch, since RunTask cannot override volumes.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from squadron.adapters.errors import AdapterError
+from squadron.adapters.repo_volumes import RepoTaskDefinitions, RepoVolumeError
+from squadron.domain.agents import parse_agent_id
 from squadron.domain.launches import SECRET_ENV, secret_digest
 
 if TYPE_CHECKING:
@@ -48,6 +54,7 @@ class EcsTaskLauncher:
         security_groups: Sequence[str],
         assign_public_ip: bool = False,
         client: ECSClient | None = None,
+        task_definitions: RepoTaskDefinitions | None = None,
     ) -> None:
         if not subnets or not security_groups:
             raise ValueError("agent tasks need at least one subnet and one security group")
@@ -59,12 +66,25 @@ class EcsTaskLauncher:
         self.subnets = list(subnets)
         self.security_groups = list(security_groups)
         self._client = client
+        #: Each repository's own task definition (None: every task runs ``task_definition``).
+        self.task_definitions = task_definitions
 
     @property
     def client(self) -> ECSClient:
         if self._client is None:
             self._client = boto3.client("ecs")
         return self._client
+
+    def _task_definition(self, agent_id: str) -> str:
+        if self.task_definitions is None:
+            return self.task_definition
+        repo_id, _, _ = parse_agent_id(agent_id)
+        try:
+            return self.task_definitions.task_definition(repo_id)
+        except RepoVolumeError as exc:
+            raise TaskLaunchError(
+                f"no task definition for {agent_id}'s repository: {exc}", code=exc.code
+            ) from exc
 
     def launch(self, agent_id: str, purpose: str, token: str, secret: str) -> str:
         environment = [
@@ -75,7 +95,7 @@ class EcsTaskLauncher:
         ]
         request: dict[str, Any] = {
             "cluster": self.cluster,
-            "taskDefinition": self.task_definition,
+            "taskDefinition": self._task_definition(agent_id),
             "launchType": "FARGATE",
             "count": 1,
             "clientToken": client_token(token, secret),

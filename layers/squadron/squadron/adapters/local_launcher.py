@@ -6,6 +6,10 @@ registry records and the reconciler can ask about; then ``python -m
 squadron.agent`` starts as a process with the same environment overrides an
 ECS task gets. When the process ends, its ECS task is stopped; stopping a task
 terminates its process group. ``shutdown`` leaves no process behind.
+
+With ``agents_root``, each task's ``SQUADRON_AGENTS_ROOT`` is its repository's own root under it
+(``<agents root>/repos/<repo id>``, :mod:`squadron.domain.repo_volumes`), as each repository's
+task definition mounts only its own access point on AWS.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_PURPOSE_ENV, LAUNCH_TOKEN_ENV, EcsTaskLauncher
+from squadron.domain.agents import parse_agent_id
 from squadron.domain.launches import SECRET_ENV
+from squadron.domain.repo_volumes import REPOS_DIRECTORY, ROOT_PERMISSIONS
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +40,11 @@ class LocalLauncher:
         env: Mapping[str, str],
         log_dir: Path,
         command: Sequence[str] = (sys.executable, "-m", "squadron.agent"),
+        agents_root: Path | None = None,
     ) -> None:
         self.ecs = ecs
+        #: Where each repository's root is made (None: every task gets ``env``'s root).
+        self.agents_root = agents_root
         self.env = dict(env)
         self.log_dir = log_dir
         self.command = list(command)
@@ -61,6 +70,7 @@ class LocalLauncher:
             log = (self.log_dir / f"{agent_id}.log").open("ab")
             env = {
                 **self.env,
+                **self._repo_root(agent_id),
                 AGENT_ID_ENV: agent_id,
                 LAUNCH_PURPOSE_ENV: purpose,
                 LAUNCH_TOKEN_ENV: token,
@@ -77,6 +87,25 @@ class LocalLauncher:
         threading.Thread(target=self._watch, args=(arn, agent_id, process), daemon=True).start()
         logger.info("agent %s: task %s started (%s)", agent_id, arn.rsplit("/", 1)[-1], purpose)
         return arn
+
+    def repo_root(self, repo_id: int) -> Path:
+        """The repository's root, as its access point's root on AWS (None without agents_root)."""
+        if self.agents_root is None:
+            raise LookupError("this launcher gives every task the same root")
+        return self.agents_root / REPOS_DIRECTORY / str(repo_id)
+
+    def _repo_root(self, agent_id: str) -> dict[str, str]:
+        """The task's SQUADRON_AGENTS_ROOT: its repository's root, made as EFS makes an access
+        point's (the stack's owner's, mode 0711: agents' users pass, never list)."""
+        if self.agents_root is None:
+            return {}
+        repo_id, _, _ = parse_agent_id(agent_id)
+        root = self.repo_root(repo_id)
+        mode = int(ROOT_PERMISSIONS, 8)
+        for directory in (root.parent, root):
+            directory.mkdir(mode=mode, exist_ok=True)
+            os.chmod(directory, mode)
+        return {"SQUADRON_AGENTS_ROOT": str(root)}
 
     def _watch(self, arn: str, agent_id: str, process: subprocess.Popen[bytes]) -> None:
         code = process.wait()

@@ -72,6 +72,7 @@ from squadron.adapters.local_launcher import LocalLauncher
 from squadron.adapters.operations import ENDPOINTS_FILE, Target
 from squadron.domain.dashboard_refresh import REFRESH_INTERVAL
 from squadron.domain.permissions import Caller
+from squadron.domain.repo_volumes import REPOS_DIRECTORY
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 from squadron.domain.schedules import schedule_name
 from squadron.local.copilot_cli import cli_paths, unpack_cli
@@ -268,6 +269,7 @@ class LocalStack:
             ),
             env=self._agent_env(github_url, model_url, remote),
             log_dir=state / "logs",
+            agents_root=self.agents_root,
             **({"command": self.options.agent_runtime.command} if self.options.agent_runtime else {}),
         )
         self._loop(self._route_forever)
@@ -291,6 +293,11 @@ class LocalStack:
     def agents_root(self) -> Path:
         """Every agent's directory and the framework's clones (the EFS volume's stand-in)."""
         return self.options.state_dir / "agents"
+
+    def repo_root(self, repo_id: int) -> Path:
+        """One repository's agents' root (each task's SQUADRON_AGENTS_ROOT; an access point's
+        root on AWS): its agents' directories and the framework's clones."""
+        return self.agents_root / REPOS_DIRECTORY / str(repo_id)
 
     @property
     def separate_users(self) -> bool:

@@ -1328,6 +1328,9 @@ class AgentGateway:
         for candidate in self.registry.finished_agents(now - self.state_retention, PURGE_WINDOW):
             if len(claimed) == PURGE_PAGE:
                 break
+            # A task mounts only its own repository's root: another's state is not there to remove.
+            if candidate.repo_id != agent.repo_id:
+                continue
             if not purge_due(candidate, now=now, retention=self.state_retention):
                 continue
             try:  # on the version read: a restart or another janitor since then wins

@@ -17,6 +17,7 @@ from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.for_router import AppGitHub, app_repository_files
 from squadron.adapters.github.http import GitHubCallStats, GitHubHttp
 from squadron.adapters.metrics import ServiceEmfMetrics
+from squadron.adapters.repo_volumes import RepoTaskDefinitions
 from squadron.adapters.scheduler import RetroSchedules
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
@@ -196,6 +197,14 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
             subnets=settings.agent_subnets,
             security_groups=settings.agent_security_groups,
             assign_public_ip=settings.agent_assign_public_ip == "ENABLED",
+            task_definitions=(
+                RepoTaskDefinitions(
+                    file_system_id=settings.agent_file_system_id,
+                    base_task_definition=settings.agent_task_definition,
+                )
+                if settings.agent_file_system_id
+                else None
+            ),
         ),
         queue=SqsEventQueue(settings.events_queue_url),
         records=DeliveryRecords(settings.registry_table_name),

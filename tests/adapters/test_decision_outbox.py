@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import boto3
 import pytest
@@ -21,9 +21,10 @@ from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.adapters.github.errors import GitHubUnavailableError, NotFoundError, ValidationFailedError
 from squadron.domain.effects import AddLabels, CloseIssue, Decision, Outside, PostComment, effect_key
 from squadron.domain.events import EventEnvelope
-from squadron.domain.outbox import EXECUTION_LEASE, MAX_EXECUTIONS
+from squadron.domain.outbox import EXECUTION_LEASE, MAX_EXECUTIONS, REDRIVE_AFTER
 from squadron.domain.reconcile import UNFINISHED_AFTER, finish_commands
 from squadron.domain.routing import RoutingPolicy
+from squadron.shell.dispatch import Dispatcher
 from squadron.shell.router import RouterService
 from tests.support.events import T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRegistry, FakeRouterGitHub
@@ -242,3 +243,26 @@ def test_a_stuck_decision_does_not_starve_a_newer_one(world: World) -> None:
     assert getattr(second.command, "decision", None) == newer.delivery_id
     world.router().process(second)
     assert [c[1] for c in world.github.comments] == [39]
+
+
+# (how long after the event its record comes with ApproximateReceiveCount 1; is it carried out)
+FIRST_RECEIVES = [
+    ("a dead-letter redrive, hours later", timedelta(hours=3), True),
+    ("a redrive right after the first receive's visibility timeout", REDRIVE_AFTER, True),
+    # A true first receive skips the read: no earlier attempt can have committed (and should
+    # one have, its commit condition says so; here re-routing decides nothing, so it is left).
+    ("a first receive a minute after the event", timedelta(minutes=1), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("later", "carried_out"), [f[1:] for f in FIRST_RECEIVES], ids=[f[0] for f in FIRST_RECEIVES]
+)
+def test_a_redriven_record_counts_as_a_redelivery(world: World, later: timedelta, carried_out: bool) -> None:
+    """SQS counts a redriven message's receives from 1 again: the router must still find the
+    decision an earlier attempt committed (re-routing the event decides nothing new here)."""
+    delivery = world.committed(comment(38))
+    world.now = delivery.received_at + later
+    Dispatcher(world.router()).handle(delivery.to_message(), "m-1", first_receive=True)
+    assert ([c[1] for c in world.github.comments] == [38]) is carried_out
+    assert world.registry.decision(delivery.delivery_id).done is carried_out  # type: ignore[union-attr]

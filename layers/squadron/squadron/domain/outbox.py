@@ -32,6 +32,12 @@ MAX_EXECUTIONS = 10
 #: deleted (410), or the request is refused as it is (422: a locked issue, a label too long).
 PERMANENT_STATUSES = frozenset({404, 410, 422})
 
+#: A message reaches the dead-letter queue no sooner than one visibility timeout (9 min) after
+#: its first receive; so a record handed over "for the first time" (ApproximateReceiveCount 1)
+#: whose event is older than this may be a redrive from the dead-letter queue, which SQS counts
+#: as a new message: it is a redelivery, and its decision is looked up (tests/infra checks it).
+REDRIVE_AFTER = timedelta(minutes=9)
+
 #: How much of a failure's text is kept (the record, the status table, the dashboard).
 MAX_REASON = 300
 
@@ -39,6 +45,12 @@ MAX_REASON = 300
 def permanent(status: object) -> bool:
     """Whether an error with HTTP ``status`` would be answered the same on every retry."""
     return isinstance(status, int) and status in PERMANENT_STATUSES
+
+
+def maybe_redriven(received_at: datetime, now: datetime) -> bool:
+    """Whether a record of an event received at ``received_at`` may be a dead-letter redrive
+    (a new message to SQS, its receive count 1 again): then it counts as a redelivery."""
+    return now - received_at >= REDRIVE_AFTER
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,14 @@ from moto import mock_aws
 
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.adapters.github.errors import GitHubUnavailableError, NotFoundError, ValidationFailedError
+from squadron.domain.dashboard import render
 from squadron.domain.effects import AddLabels, CloseIssue, Decision, Outside, PostComment, effect_key
 from squadron.domain.events import EventEnvelope
+from squadron.domain.metrics import routing_points
 from squadron.domain.outbox import EXECUTION_LEASE, MAX_EXECUTIONS, REDRIVE_AFTER
 from squadron.domain.reconcile import UNFINISHED_AFTER, finish_commands
 from squadron.domain.routing import RoutingPolicy
+from squadron.operator_view import failed_effects_table
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.router import RouterService
 from tests.support.events import T0, Events
@@ -201,6 +204,13 @@ def test_an_effect_github_refuses_for_good_is_recorded_and_the_rest_goes_on(
     [failed] = world.registry.failed_effects(1)
     assert (failed.effect, failed.number, failed.decision) == ("add_labels", 38, delivery.delivery_id)
     assert str(getattr(error, "status", "")) in failed.reason
+    # An operator sees it: the metric (one point), `squadron status`, the dashboard issue.
+    summary = {"event": "issue_comment.created", "effects": [], "failed": list(result.failed)}
+    assert [p.name for p in routing_points(summary)].count("EffectsFailed") == 1
+    status = failed_effects_table(world.registry.failed_effects(1), world.now)
+    assert "octo/repo#38" in status and "add_labels" in status and failed.reason in status
+    body = render(REPO, [], failed=world.registry.failed_effects(1), now=world.now)
+    assert "## Not carried out" in body and "`add_labels`" in body and "issues/38" in body
     # A redelivery finds the decision done: the refused effect is not tried again.
     world.github.calls.clear()
     world.router().process(delivery, first_receive=False)

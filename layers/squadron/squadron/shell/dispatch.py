@@ -91,4 +91,6 @@ class Dispatcher:
             "transitions": list(result.transitions),
             "held": list(result.held),
             "resumed": result.resumed,
+            "failed": list(result.failed),
+            "busy": result.busy,
         }

@@ -59,6 +59,7 @@ class OperationsDashboard(Construct):
         self.reconciler_alarm = self._reconciler_alarm()
         self.escalation_alarm = self._escalation_alarm()
         self.launch_alarm = self._launch_alarm()
+        self.effects_failed_alarm = self._effects_failed_alarm()
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
@@ -76,6 +77,7 @@ class OperationsDashboard(Construct):
             self.reconciler_alarm,
             self.escalation_alarm,
             self.launch_alarm,
+            self.effects_failed_alarm,
         )
 
     # --- metrics ---------------------------------------------------------------------------
@@ -245,6 +247,22 @@ class OperationsDashboard(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 
+    def _effects_failed_alarm(self) -> cloudwatch.Alarm:
+        return self.custom("EffectsFailed").create_alarm(
+            self,
+            "EffectsFailedAlarm",
+            alarm_description=(
+                "Squadron: an effect of a committed decision will never be carried out: GitHub refused "
+                "it for good (404/410: the issue or repository is gone or hidden; 422: refused as it "
+                "is) or it failed ten times. The rest of its decision went on. `squadron status` and "
+                "the repository's dashboard issue list it with its reason."
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
     # --- the dashboard ---------------------------------------------------------------------
 
     def _graph(
@@ -348,6 +366,7 @@ class OperationsDashboard(Construct):
                 [
                     self.custom("AgentLaunches"),
                     self.custom("AgentLaunchesHeld"),
+                    self.custom("EffectsFailed"),
                     self.custom("AgentWakes"),
                     self.custom("AgentSleeps"),
                     self.custom("AgentCompletions"),

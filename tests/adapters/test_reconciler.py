@@ -24,6 +24,7 @@ from squadron.domain.dashboard_refresh import RefreshRequest, request_from_messa
 from squadron.domain.domain_events import Repository
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
+from squadron.domain.reconcile import UNFINISHED_AFTER
 from squadron.domain.repo_config.models import RetrospectiveConfig
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.reconciler import ReconcilerService
@@ -441,7 +442,7 @@ def test_a_decision_its_delivery_could_not_finish_is_finished_by_the_sweep_once(
     assert github.created == [] and len(github.comments) == 1  # commented, then the issue failed
 
     assert stack.reconciler().run().finished == []  # too recent: its own retries may still come
-    stack.now = NOW + timedelta(minutes=11)
+    stack.now = NOW + UNFINISHED_AFTER + timedelta(minutes=1)  # untouched since its last retry
     github.down = False
     report = stack.reconciler().run()
     assert len(report.finished) == 1 and report.repairs()["unfinished_decision"] == 1

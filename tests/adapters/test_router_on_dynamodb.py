@@ -90,19 +90,19 @@ BOUNDS: list[tuple[str, Step, Under, int]] = [
         "pull_request.opened",
         lambda e: [e.assigned(38)],
         lambda e: e.pr(101, "feat/issue-38", "Fixes #38"),
-        7,  # + arming the launch with its secret
+        10,  # + arming the launch with its secret; + the claim, and each of 2 effects recorded done
     ),
     (
         "pull_request_review.submitted",
         lambda e: [e.assigned(38), e.pr(101, "feat/issue-38", "Fixes #38")],
         lambda e: e.review(101, "feat/issue-38", "changes_requested"),
-        6,  # + the review round counted on the dev agent
+        8,  # + the review round counted on the dev agent; + the claim, its 1 effect recorded done
     ),
     (
         "pull_request.closed (merged)",
         lambda e: [e.assigned(38), e.pr(101, "feat/issue-38", "Fixes #38")],
         lambda e: e.pr_closed(101, "feat/issue-38", merged=True, body="Fixes #38"),
-        5,
+        9,  # + the claim, and each of 3 effects recorded done (so a resume never repeats one)
     ),
     (
         "check_run.completed (failure)",

@@ -61,6 +61,7 @@ ALARMS = [
     ("OperationsReconcilerNotRunningAlarm", 1, "LessThanThreshold", 1, "breaching"),
     ("OperationsEscalationAlarm", 1, "GreaterThanOrEqualToThreshold", 1, "notBreaching"),
     ("OperationsLaunchesHeldAlarm", 1, "GreaterThanOrEqualToThreshold", 1, "notBreaching"),
+    ("OperationsEffectsFailedAlarm", 1, "GreaterThanOrEqualToThreshold", 1, "notBreaching"),
     ("EventsDeadLettersAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
     ("EventsOldestEventAlarm", 300, "GreaterThanThreshold", 1, "notBreaching"),
     ("DomainEventsPublishFailuresAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),

@@ -216,8 +216,8 @@ RESOURCE_COUNTS = [
     # the reconciler's tick, domain events to their log group, domain events to the dashboards
     ("AWS::Events::Rule", 3),
     ("AWS::Lambda::LayerVersion", 1),
-    # two on the queue, six behind the dashboard, publish failures, dashboard refreshes dead-lettered
-    ("AWS::CloudWatch::Alarm", 10),
+    # two on the queue, seven behind the dashboard, publish failures, dashboard refreshes dead-lettered
+    ("AWS::CloudWatch::Alarm", 11),
     ("AWS::CloudWatch::Dashboard", 1),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 3),  # webhook secret, App key, Copilot token

@@ -41,6 +41,7 @@ from squadron.domain.effects import (
     commit_agents,
 )
 from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_order, utc_instant
+from squadron.domain.outbox import EXECUTION_LEASE, Claim, FailedEffect
 from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
 from squadron.domain.writes import WriteClaim
@@ -71,6 +72,12 @@ class FakeRegistry:
         self.verdicts: dict[tuple[int, int], str] = {}
         #: (repo, PR) -> what the gate said with its latest verdict (what it waits for)
         self.gate_descriptions: dict[tuple[int, int], str] = {}
+        #: decision key -> its claim and progress (the adapter keeps them on the decision's item)
+        self.runs: dict[str, dict[str, Any]] = {}
+        #: decision key -> when it was last claimed (the adapter's open-index sort key)
+        self.touched: dict[str, datetime] = {}
+        #: effects refused for good, in the order recorded
+        self.failed: list[FailedEffect] = []
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -310,8 +317,53 @@ class FakeRegistry:
         self.decisions[key] = dataclasses.replace(found, outside=(), done=True)
 
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
-        found = [d for d in self.decisions.values() if not d.done and d.decided_at < decided_before]
-        return sorted(found, key=lambda d: (d.decided_at, d.key))[:limit]
+        def touched(d: Decision) -> datetime:
+            return self.touched.get(d.key, d.decided_at)
+
+        found = [d for d in self.decisions.values() if not d.done and touched(d) < decided_before]
+        return sorted(found, key=lambda d: (touched(d), d.key))[:limit]
+
+    # --- the outbox's claim and progress (as adapters/decision_outbox.py) ---------------------
+
+    def claim_decision(self, key: str, owner: str, now: datetime) -> Claim | None:
+        self.calls["claim_decision"] += 1
+        found = self.decisions.get(key)
+        if found is None or found.done:
+            return None
+        run = self.runs.setdefault(key, {"attempts": 0, "settled": set(), "last_error": ""})
+        holder, until = run.get("runner"), run.get("until")
+        # Whole seconds, as the adapter stores the expiry.
+        if (
+            holder not in (None, owner)
+            and until is not None
+            and int(until.timestamp()) > int(now.timestamp())
+        ):
+            return None
+        run.update(runner=owner, until=now + EXECUTION_LEASE, attempts=run["attempts"] + 1)
+        self.touched[key] = now
+        return Claim(owner, run["attempts"], frozenset(run["settled"]), run["last_error"])
+
+    def settle_effect(self, key: str, owner: str, index: int) -> bool:
+        run = self.runs.get(key)
+        if run is None or run.get("runner") != owner:
+            return False
+        run["settled"].add(index)
+        return True
+
+    def fail_effect(self, key: str, owner: str, failed: FailedEffect) -> bool:
+        if not self.settle_effect(key, owner, failed.index):
+            return False
+        self.failed.append(failed)
+        return True
+
+    def release_decision(self, key: str, owner: str, error: str) -> None:
+        run = self.runs.get(key)
+        if run is not None and run.get("runner") == owner:
+            run.update(runner=None, until=None, last_error=error[:300])
+
+    def failed_effects(self, repo_id: int, limit: int = 20) -> list[FailedEffect]:
+        mine = [f for f in self.failed if f.repo_id == repo_id]
+        return sorted(mine, key=lambda f: (f.at, f.decision, f.index), reverse=True)[:limit]
 
     def history(
         self, repo_id: int, start: datetime, end: datetime, limit: int = MAX_HISTORY_EVENTS

@@ -28,6 +28,7 @@ from squadron.domain.approval import GateResult
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import Decision, Write
 from squadron.domain.events import EventEnvelope, ReportConflict, command_envelope
+from squadron.domain.outbox import EXECUTION_LEASE, Claim
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.merge_gate import GateOutcome
 from squadron.shell.router import RouterService
@@ -116,6 +117,18 @@ class FlakyRegistry(FakeRegistry):
     def finish_decision(self, key: str, at: datetime) -> None:
         self.faults.step("finish", lambda: super(FlakyRegistry, self).finish_decision(key, at))
 
+    def claim_decision(self, key: str, owner: str, now: datetime) -> Claim | None:
+        claim: Claim | None = self.faults.step(
+            "claim", lambda: super(FlakyRegistry, self).claim_decision(key, owner, now)
+        )
+        return claim
+
+    def settle_effect(self, key: str, owner: str, index: int) -> bool:
+        settled: bool = self.faults.step(
+            "settle", lambda: super(FlakyRegistry, self).settle_effect(key, owner, index)
+        )
+        return settled
+
 
 class WaitingGate:
     """The merge gate: every judgement says "waiting" (its verdict event is reported once per PR)."""
@@ -184,6 +197,8 @@ class Run:
                 break
             except Crash:
                 first = False
+                # SQS hands the record over again a visibility timeout later: longer than a claim.
+                self.now += EXECUTION_LEASE
         else:  # pragma: no cover - a delivery that never succeeds is a failure of its own
             raise AssertionError(f"{envelope.delivery_id} never succeeded")
         while self.queue.waiting:
@@ -356,13 +371,33 @@ def test_a_fault_at_any_point_then_a_retry_repeats_and_loses_nothing(
     assert all(decision.done for decision in faulty.registry.decisions.values())
 
 
-def test_a_retry_after_a_crash_looks_up_only_what_it_may_have_created() -> None:
-    """The happy path reads nothing back from GitHub; a resumed decision asks once per creation."""
+def _point(log: list[str], what: str, after: str) -> int:
+    """The (1-based) call ``what`` that comes right after the last ``after`` in ``log``."""
+    last = max(i for i, name in enumerate(log) if name == after)
+    return log.index(what, last) + 1
+
+
+# (crash before: the call, right after which call; what the retry looks up on GitHub; the
+# calls it makes to GitHub and ECS)
+RESUMES = [
+    ("finish", "stop", 0, []),  # every effect was recorded done: nothing is repeated
+    ("settle", "create issue", 1, ["stop"]),  # the issue was opened, not recorded: found
+    ("settle", "comment", 2, ["create issue", "stop"]),  # the comment is found, the rest goes on
+]
+OUTSIDE_CALLS = ("comment", "create issue", "stop", "label", "close", "launch")
+
+
+@pytest.mark.parametrize(("what", "after", "lookups", "calls"), RESUMES)
+def test_a_retry_after_a_crash_redoes_only_what_was_not_recorded_done(
+    what: str, after: str, lookups: int, calls: list[str]
+) -> None:
+    """The happy path reads nothing back from GitHub; a resumed decision skips the effects
+    recorded done, and looks up (once) only the creations that may have happened unrecorded."""
     steps = SCENARIOS[0][1]
-    assert _play(steps, Faults()).github.lookups == []
     reference = _play(steps, Faults())
-    finish = max(i for i, what in enumerate(reference.faults.log, start=1) if what == "finish")
-    crashed = _play(steps, Faults(at=finish, mode="before"))
-    # The escalation's decision: one comment and one needs-human issue, each looked up once.
-    assert len(crashed.github.lookups) == 2
+    assert reference.github.lookups == []
+    at = _point(reference.faults.log, what, after)
+    crashed = _play(steps, Faults(at=at, mode="before"))
+    assert len(crashed.github.lookups) == lookups
+    assert [call for call in crashed.faults.log[at:] if call in OUTSIDE_CALLS] == calls
     assert crashed.what_github_saw() == reference.what_github_saw()

@@ -11,11 +11,13 @@ import pytest
 from squadron.config import load_directory
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
+from squadron.domain.effects import AddLabels, Decision
 from squadron.domain.events import EventEnvelope, RecoverAgent, ReportConflict
 from squadron.domain.reconcile import (
     Liveness,
     RepoState,
     conflicts,
+    finish_commands,
     numbers_to_read,
     plan_reads,
     redeliveries,
@@ -418,3 +420,29 @@ def test_reads_are_bounded_per_installation_and_rotate_over_runs() -> None:
     assert seen == total
     small = {1: [agent(38)]}
     assert plan_reads(small, 200, NOW) == {1: [38]}
+
+
+# --- the finish sweep's commands -------------------------------------------------------------
+
+# (runs of the sweep, minutes after T0: whether their commands are one command)
+FINISH_WINDOWS = [
+    ("the next run of the same window", 0, 5, True),
+    ("a run a window later", 0, 15, False),
+    ("a run an hour later", 0, 60, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"), [w[1:] for w in FINISH_WINDOWS], ids=[w[0] for w in FINISH_WINDOWS]
+)
+def test_a_later_sweep_sends_a_new_finish_command(first: int, second: int, same: bool) -> None:
+    """A FinishDecision that found the decision held by another executor succeeds, and its id is
+    done for good: a later window's sweep must send one with another id, or the decision could
+    never be finished by the sweep should that executor fail."""
+    decision = Decision(
+        "delivery-1", T0, (AddLabels("octo/repo", 77, 1, ("x",)),), repo_full_name="octo/repo", repo_id=1
+    )
+    [a] = finish_commands([decision], T0 + timedelta(minutes=first))
+    [b] = finish_commands([decision], T0 + timedelta(minutes=second))
+    assert (a.delivery_id == b.delivery_id) is same
+    assert a.command == b.command

@@ -28,6 +28,7 @@ from squadron.operator_view import (
     agent_detail,
     agent_row,
     dead_letter_table,
+    failed_effects_table,
     memory_detail,
     memory_table,
     sort_agents,
@@ -74,7 +75,9 @@ def run_status(args: argparse.Namespace, out: TextIO) -> int:
     from squadron.adapters.operations import OperatorError  # noqa: PLC0415
 
     try:
-        agents = _operations(args).agents(args.repo)
+        operations = _operations(args)
+        agents = operations.agents(args.repo)
+        failed = [] if args.json else operations.failed_effects(agents)
     except OperatorError as exc:
         out.write(f"{exc}\n")
         return EXIT_UNAVAILABLE
@@ -83,6 +86,7 @@ def run_status(args: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps([agent_row(a, now) for a in sort_agents(agents)], indent=2) + "\n")
     else:
         out.write(status_table(agents, now))
+        out.write(failed_effects_table(failed, now))
     return EXIT_OK
 
 

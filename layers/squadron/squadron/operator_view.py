@@ -10,6 +10,7 @@ from typing import Any
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
 from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, agent_cost, issue_costs, usd
 from squadron.domain.memory import MemoryFact
+from squadron.domain.outbox import FailedEffect
 
 #: Live first, then the ones that wait, then the finished.
 STATUS_ORDER = {
@@ -272,3 +273,17 @@ def memory_detail(fact: MemoryFact) -> str:
         ),
     ]
     return "".join(f"{name + ':':<12} {value}\n" for name, value in rows)
+
+
+def failed_effects_table(failed: Sequence[FailedEffect], now: datetime) -> str:
+    """The effects Squadron decided and will never carry out (GitHub refused them for good, or
+    they failed too often), newest first; empty when there are none."""
+    if not failed:
+        return ""
+    lines = ["", "NOT CARRIED OUT (GitHub refused for good, or failed too often):"]
+    for effect in failed:
+        where = (
+            f"{effect.repo_full_name}#{effect.number}" if effect.number is not None else effect.repo_full_name
+        )
+        lines.append(f"  {age(effect.at, now):>4} ago  {where}  {effect.effect}: {effect.reason}")
+    return "\n".join(lines) + "\n"

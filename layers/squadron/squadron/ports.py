@@ -14,6 +14,7 @@ from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.events import EventEnvelope
 from squadron.domain.memory import MemoryFact
 from squadron.domain.metrics import MetricPoint
+from squadron.domain.outbox import Claim, FailedEffect
 from squadron.domain.retrospective import RetroRecord
 from squadron.domain.routing import IssueView
 
@@ -153,7 +154,29 @@ class Registry(Protocol):
         ...
 
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
-        """Decisions committed before ``decided_before`` and not carried out, oldest first."""
+        """Decisions not carried out and not tried since ``decided_before``, longest untouched first."""
+        ...
+
+    def claim_decision(self, key: str, owner: str, now: datetime) -> Claim | None:
+        """Hold decision ``key`` for one executor (see :mod:`squadron.domain.outbox`); None when
+        it is done, unknown, or another executor's unexpired claim holds it."""
+        ...
+
+    def settle_effect(self, key: str, owner: str, index: int) -> bool:
+        """Record effect ``index`` carried out; False when ``owner`` no longer holds the claim."""
+        ...
+
+    def fail_effect(self, key: str, owner: str, failed: FailedEffect) -> bool:
+        """Record ``failed`` (never tried again) where operators see it; False when ``owner`` no
+        longer holds the claim."""
+        ...
+
+    def release_decision(self, key: str, owner: str, error: str) -> None:
+        """Give up ``owner``'s claim of ``key`` now, keeping ``error`` for the next executor."""
+        ...
+
+    def failed_effects(self, repo_id: int, limit: int = 20) -> list[FailedEffect]:
+        """The repository's effects refused for good, newest first."""
         ...
 
 

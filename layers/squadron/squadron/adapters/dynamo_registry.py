@@ -54,6 +54,7 @@ import boto3
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from squadron.adapters.decision_outbox import DecisionOutbox
 from squadron.adapters.errors import AdapterError
 from squadron.domain.agents import (
     TERMINAL,
@@ -285,7 +286,7 @@ class DynamoTable:
         )
 
 
-class DynamoRegistry(DynamoTable):
+class DynamoRegistry(DynamoTable, DecisionOutbox):
     """The agent registry (:class:`~squadron.ports.Registry`) on its table."""
 
     #: Events one history Query page asks for (DynamoDB also cuts a page at 1 MB).
@@ -920,8 +921,9 @@ class DynamoRegistry(DynamoTable):
         )
 
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
-        """Decisions not carried out whose time is before ``decided_before``, oldest first."""
-        found: list[Decision] = []
+        """Decisions not carried out and not tried since ``decided_before``, the longest untouched
+        first (each claim moves its decision back: one that keeps failing starves no other)."""
+        found: list[tuple[str, Decision]] = []
         for shard in range(DECISION_SHARDS):
             page = self._call(
                 "query",
@@ -933,8 +935,8 @@ class DynamoRegistry(DynamoTable):
                 ),
                 Limit=limit,
             )
-            found += [_decision_from(item) for item in page.get("Items", [])]
-        return sorted(found, key=lambda d: (d.decided_at, d.key))[:limit]
+            found += [(item["GSI1SK"]["S"], _decision_from(item)) for item in page.get("Items", [])]
+        return [decision for _, decision in sorted(found, key=lambda pair: pair[0])[:limit]]
 
     def deliver(self, item: InboxItem) -> None:
         try:

@@ -26,6 +26,7 @@ from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
 from squadron.domain.events import StartRetrospective, command_envelope
+from squadron.domain.outbox import FailedEffect
 from squadron.domain.permissions import Caller
 from squadron.errors import SquadronError
 
@@ -169,6 +170,16 @@ class Operations:
             for agent in self._guard("reading the registry", self.registry.agents_with_status, status)
         ]
         return [a for a in found if repo is None or a.repo_full_name == repo]
+
+    def failed_effects(self, agents: list[AgentRecord]) -> list[FailedEffect]:
+        """The effects GitHub refused for good in the repositories of ``agents``, newest first."""
+        repos = sorted({agent.repo_id for agent in agents})
+        found = [
+            effect
+            for repo_id in repos
+            for effect in self._guard("reading the registry", self.registry.failed_effects, repo_id)
+        ]
+        return sorted(found, key=lambda f: f.at, reverse=True)
 
     def repo_id(self, repo: str) -> int:
         """The id of ``repo`` (owner/name), as its agents' records hold it."""

@@ -21,6 +21,7 @@ from datetime import datetime
 from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_costs, usd
 from squadron.domain.memory import MemoryFact, MemoryPolicy
+from squadron.domain.outbox import FailedEffect
 
 TITLE = "Squadron dashboard"
 LABEL = "squadron-dashboard"
@@ -282,6 +283,19 @@ def _escalations_section(repo: str, agents: Sequence[AgentRecord]) -> list[str]:
     return [*lines, ""]
 
 
+def _failed_section(repo: str, failed: Sequence[FailedEffect]) -> list[str]:
+    """What Squadron decided and GitHub refused for good (or that failed too often): a human
+    may want to do it by hand. Newest first, as the registry lists them."""
+    if not failed:
+        return []
+    lines = ["## Not carried out", ""]
+    for effect in failed[:MAX_ROWS]:
+        where = _issue_link(repo, effect.number) if effect.number is not None else repo
+        when = effect.at.strftime("%Y-%m-%d %H:%M")
+        lines.append(f"- {when} UTC {where} `{effect.effect}`: {_cell(effect.reason)}")
+    return [*lines, ""]
+
+
 def _cost_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
     costs = issue_costs(agents, prices)
     if not costs:
@@ -303,6 +317,7 @@ def render(
     prices: PriceTable = DEFAULT_PRICES,
     memory: Sequence[MemoryFact] = (),
     memory_policy: MemoryPolicy | None = None,
+    failed: Sequence[FailedEffect] = (),
     now: datetime,
 ) -> str:
     """The dashboard issue's body (without its marker: :func:`with_marker` adds it)."""
@@ -311,6 +326,7 @@ def render(
         "overwritten. Turn it off with `dashboard: false` in .squadron/config.yaml.",
         "",
         *_escalations_section(repo, agents),
+        *_failed_section(repo, failed),
         *_actions_section(repo, agents),
         *_agents_section(repo, agents, prices),
         *_graph_section(agents),

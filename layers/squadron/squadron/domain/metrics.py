@@ -85,6 +85,12 @@ _SPECS = (
         "Count",
         "launches RunTask refused (quota, capacity): retried with back-off",
     ),
+    MetricSpec(
+        "EffectsFailed",
+        "router",
+        "Count",
+        "effects of committed decisions not carried out for good (GitHub 404/410/422, or given up)",
+    ),
     # --- reconciler ------------------------------------------------------------------------
     MetricSpec("ReconcilerRuns", "reconciler", "Count", "runs that finished (missing data: not running)"),
     MetricSpec("ReconcilerRepairs", "reconciler", "Count", "repairs made, by kind", "Kind"),
@@ -176,6 +182,7 @@ def routing_points(summary: Mapping[str, object]) -> list[MetricPoint]:
     for purpose in _strings(summary.get("launches")):
         points.append(point("AgentLaunches" if purpose == "start" else "AgentWakes"))
     points.extend(point("AgentLaunchesHeld") for _ in _strings(summary.get("held")))
+    points.extend(point("EffectsFailed") for _ in _strings(summary.get("failed")))
     for change in _strings(summary.get("transitions")):
         before, _, after = change.partition(">")
         if after == "SLEEPING" and before != "SLEEPING":

@@ -401,18 +401,27 @@ def _ours_to_retry(attempt: Json) -> bool:
     return isinstance(code, int) and (code == 0 or code >= 500)
 
 
-#: A decision is swept once it has been unfinished this long: its delivery's own retries
-#: (SQS's back-off, about a minute apart) had their chance, and it went to the dead-letter queue.
-UNFINISHED_AFTER = timedelta(minutes=10)
+#: A decision is swept once nobody has tried it for this long. Each attempt claims it, which
+#: touches it (:mod:`squadron.domain.outbox`); its delivery's next receive comes one visibility
+#: timeout (9 min: six router timeouts, ``infra/constructs/event_queue.py``) after the last one
+#: began, and an attempt ends within its claim (:data:`~squadron.domain.outbox.EXECUTION_LEASE`).
+#: So a decision untouched for longer than both is no longer retried by its queue (it is in the
+#: dead-letter queue, or its message is lost), and the sweep does not race its own retries (if it
+#: did, the claim would still keep them to one executor). tests/infra checks the inequality.
+UNFINISHED_AFTER = timedelta(minutes=15)
 
 
 def finish_commands(decisions: Iterable[Decision], now: datetime) -> list[EventEnvelope]:
     """A :class:`FinishDecision` per committed decision left unfinished, in its repository's group.
 
-    Its id is the decision's (hashed): sent again by the next run while it is still unfinished,
-    the queue's deduplication and the router's delivery records keep it to one routing at a time.
+    Its id is the decision's (hashed) and the sweep window's (one per :data:`UNFINISHED_AFTER`):
+    runs of one window send the same command, which the queue's deduplication and the router's
+    delivery records keep to one routing; a later window's is a new command. A command that found
+    the decision held by another executor succeeded, so its id is done for good: were the id the
+    decision's alone, no later sweep could finish the decision should that executor fail.
     """
     out: list[EventEnvelope] = []
+    window = int(now.timestamp() // UNFINISHED_AFTER.total_seconds())
     for decision in decisions:
         if decision.done or decision.repo_id is None:
             continue
@@ -422,7 +431,7 @@ def finish_commands(decisions: Iterable[Decision], now: datetime) -> list[EventE
                 FinishDecision(decision=decision.key),
                 repository={"id": decision.repo_id, "full_name": decision.repo_full_name},
                 installation_id=decision.installation_id,
-                delivery_id=f"finish-{digest}",
+                delivery_id=f"finish-{digest}-{window}",
                 now=now,
                 origin="reconciler",
             )

@@ -33,6 +33,7 @@ from squadron.domain.dashboard_refresh import (
     delay_seconds,
     due,
 )
+from squadron.domain.outbox import FailedEffect
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import SquadronError
 from squadron.ports import DashboardSlots, MemoryStore, RefreshQueue, RenderClaim
@@ -52,6 +53,7 @@ class DashboardReads(Protocol):
 
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
     def gate_views(self, repo_id: int, pr_numbers: Iterable[int]) -> dict[int, dashboard.GateView]: ...
+    def failed_effects(self, repo_id: int, limit: int = 20) -> list[FailedEffect]: ...
 
 
 class DashboardIssues(Protocol):
@@ -178,6 +180,7 @@ class DashboardService:
         prs = sorted({a.pr_number for a in agents if a.pr_number is not None and a.kind is RoleKind.DEV})
         gates = self.registry.gate_views(request.repository.id, prs[: dashboard.MAX_ROWS]) if prs else {}
         facts = self.memory.facts(request.repository.id) if self.memory is not None else []
+        failed = self.registry.failed_effects(request.repository.id)
         body = dashboard.with_marker(
             dashboard.render(
                 repo,
@@ -186,6 +189,7 @@ class DashboardService:
                 prices=policy.prices,
                 memory=facts,
                 memory_policy=policy.memory,
+                failed=failed,
                 now=now,
             )
         )

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from squadron.domain.effects import Discard, LaunchAgent
 from squadron.domain.events import EventEnvelope
+from squadron.domain.outbox import maybe_redriven
 from squadron.errors import SquadronError
 from squadron.shell.router import RouterService
 
@@ -60,11 +61,15 @@ class Dispatcher:
 
         The summary's ``duplicate`` says whether this delivery had been routed already (then
         the rest is the first routing's summary, and nothing was done now). ``first_receive``:
-        the queue hands this record over for the first time (its ApproximateReceiveCount is 1).
+        the queue hands this record over for the first time (its ApproximateReceiveCount is 1);
+        an event older than :data:`~squadron.domain.outbox.REDRIVE_AFTER` counts as redelivered
+        (a dead-letter redrive is a new message to SQS, its count 1 again).
         """
         self._routed = False
-        self._first_receive = first_receive
         envelope = parse_record(body, message_id)
+        # A redrive from the dead-letter queue comes with its receive count at 1 again.
+        now = self.service.clock()
+        self._first_receive = first_receive and not maybe_redriven(envelope.received_at, now)
         pause = self.service.pause_for(envelope)
         if pause is not None:
             return {**self._route_once(envelope, pause=pause), "duplicate": False, "paused": pause}
@@ -86,4 +91,6 @@ class Dispatcher:
             "transitions": list(result.transitions),
             "held": list(result.held),
             "resumed": result.resumed,
+            "failed": list(result.failed),
+            "busy": result.busy,
         }

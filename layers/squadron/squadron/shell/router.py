@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import assert_never
 
 from squadron.adapters.ecs import TaskLaunchError
+from squadron.adapters.github.errors import GitHubError
 from squadron.domain.agents import AgentStatus, ConflictError
 from squadron.domain.domain_events import (
     MergeGateVerdictChanged,
@@ -70,6 +71,7 @@ from squadron.domain.effects import (
 from squadron.domain.events import EventEnvelope, FinishDecision, RegisterBlocker, command_envelope
 from squadron.domain.launches import SECRET_BYTES, SECRET_TTL, secret_digest
 from squadron.domain.memory import MemoryPolicy
+from squadron.domain.outbox import failed_effect, given_up, permanent
 from squadron.domain.pause import hold_while_paused
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.routing import (
@@ -80,11 +82,21 @@ from squadron.domain.routing import (
     route,
     snapshot_request,
 )
+from squadron.errors import SquadronError
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
 from squadron.shell.memory import Memory
 from squadron.shell.retrospective import Retrospectives
 
 logger = logging.getLogger(__name__)
+
+
+class LeaseLostError(SquadronError):
+    """Another executor claimed the decision while this one carried it out (this one stops)."""
+
+    def __init__(self, key: str, index: int) -> None:
+        super().__init__(
+            f"decision {key}: claim lost before effect {index} was recorded; another executor goes on"
+        )
 
 
 def _now() -> datetime:
@@ -111,6 +123,10 @@ class RoutingResult:
     held: tuple[str, ...] = ()
     #: A decision committed by an earlier attempt was carried out (nothing was decided now).
     resumed: bool = False
+    #: The kinds of the effects recorded now as refused for good (GitHub 404/410/422, given up).
+    failed: tuple[str, ...] = ()
+    #: Another executor held the decision: this one carried out nothing of it.
+    busy: bool = False
 
     @property
     def discarded(self) -> bool:
@@ -150,6 +166,8 @@ class RouterService:
         self.policies = policies
         self.clock = clock
         self._held: list[str] = []
+        self._failed: list[str] = []
+        self._busy = False
 
     def pause_for(self, event: EventEnvelope) -> str | None:
         """Why ``event``'s repository is paused, or None (it is not, or nothing says)."""
@@ -172,6 +190,8 @@ class RouterService:
         re-decision that commits nothing leaves it to the reconciler's sweep.
         """
         self._held = []
+        self._failed = []
+        self._busy = False
         if isinstance(event.command, FinishDecision):
             return self._finish(event, event.command.decision)
         key = decision_key(event.delivery_id, paused=pause is not None)
@@ -224,7 +244,7 @@ class RouterService:
             self._carry_out(
                 event, decision.key, split.outside, snapshot.now, resumed=False, finish=bool(kept)
             )
-            return RoutingResult(event.delivery_id, tuple(effects), transitions, tuple(self._held))
+            return self._result(event.delivery_id, tuple(effects), transitions)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     def _retrospectives_completed(self, effects: Sequence[Effect]) -> dict[int, RetroWindow]:
@@ -258,10 +278,28 @@ class RouterService:
                 "decision %s was carried out already (%d launches checked)", decision.key, len(launches)
             )
             self._carry_out(event, decision.key, launches, decision.decided_at, resumed=True, finish=False)
-            return RoutingResult(event.delivery_id, (), (), tuple(self._held), resumed=True)
+            return self._result(event.delivery_id, (), (), resumed=True)
         logger.info("carrying out what decision %s left undone", decision.key)
         self._carry_out(event, decision.key, decision.outside, decision.decided_at, resumed=True, finish=True)
-        return RoutingResult(event.delivery_id, decision.outside, (), tuple(self._held), resumed=True)
+        return self._result(event.delivery_id, decision.outside, (), resumed=True)
+
+    def _result(
+        self,
+        delivery_id: str,
+        effects: tuple[Effect, ...],
+        transitions: tuple[str, ...],
+        *,
+        resumed: bool = False,
+    ) -> RoutingResult:
+        return RoutingResult(
+            delivery_id,
+            effects,
+            transitions,
+            tuple(self._held),
+            resumed=resumed,
+            failed=tuple(self._failed),
+            busy=self._busy,
+        )
 
     def _finish(self, event: EventEnvelope, key: str) -> RoutingResult:
         """The reconciler's FinishDecision: carry out an unfinished decision, decide nothing."""
@@ -347,14 +385,75 @@ class RouterService:
     ) -> None:
         """Every outside effect in order, each under its key; then (``finish``) the decision is done.
 
-        ``resumed``: an earlier attempt may have carried out some of them (a crash after the
-        commit), so what creates something on GitHub is looked up by its key first.
+        A decision to finish is claimed first (:mod:`squadron.domain.outbox`): while another
+        executor holds it (the delivery's retry, a redrive, the reconciler's sweep), this one
+        does nothing, and the sweep comes back if the holder fails. Each effect is recorded as
+        settled when done, so a later executor carries out only the rest; one GitHub refuses for
+        good (404, 410, 422) is recorded with its reason and the rest goes on. A decision claimed
+        too often is given up, what is left recorded as failed. ``resumed`` (or a claim that is
+        not the first): an earlier attempt may have carried out an effect without recording it
+        (a crash in between), so what creates something on GitHub is looked up by its key first.
+        A done decision's launches are not claimed: each starts only while still pending.
         """
         since = decided_at - CLOCK_SKEW
-        for index, effect in enumerate(outside):
-            self._outside(event, effect, effect_key(key, index), since if resumed else None)
-        if finish:
+        if not finish:
+            for index, effect in enumerate(outside):
+                self._outside(event, effect, effect_key(key, index), since if resumed else None)
+            return
+        owner = secrets.token_hex(8)
+        claim = self.registry.claim_decision(key, owner, self.clock())
+        if claim is None:
+            logger.info("decision %s is done or carried out by another executor now", key)
+            self._busy = True
+            return
+        look_since = since if resumed or claim.attempts > 1 else None
+        try:
+            for index, effect in enumerate(outside):
+                if index in claim.settled:
+                    continue
+                if claim.exhausted:
+                    self._fail(event, key, owner, index, effect, reason=given_up(claim))
+                    continue
+                try:
+                    self._outside(event, effect, effect_key(key, index), look_since)
+                except GitHubError as exc:
+                    if not permanent(exc.status):
+                        raise
+                    self._fail(event, key, owner, index, effect, reason=str(exc))
+                    continue
+                if not self.registry.settle_effect(key, owner, index):
+                    raise LeaseLostError(key, index)
             self.registry.finish_decision(key, self.clock())
+        except LeaseLostError:
+            raise  # the claim is another executor's now
+        except Exception as exc:
+            self.registry.release_decision(key, owner, f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _fail(
+        self, event: EventEnvelope, key: str, owner: str, index: int, effect: Outside, *, reason: str
+    ) -> None:
+        """Record effect ``index`` as refused for good (never tried again; operators see it)."""
+        failed = failed_effect(
+            key,
+            index,
+            effect,
+            repo_id=event.repository.id,
+            repo=event.repository.full_name,
+            reason=reason,
+            at=self.clock(),
+        )
+        if not self.registry.fail_effect(key, owner, failed):
+            raise LeaseLostError(key, index)
+        logger.warning(
+            "decision %s: %s on %s#%s not carried out: %s",
+            key,
+            failed.effect,
+            failed.repo_full_name,
+            failed.number,
+            failed.reason,
+        )
+        self._failed.append(failed.effect)
 
     def _outside(self, event: EventEnvelope, effect: Outside, key: str, look_since: datetime | None) -> None:
         github = self.github

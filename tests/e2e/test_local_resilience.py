@@ -232,7 +232,7 @@ def test_an_agent_killed_mid_turn_is_relaunched_by_the_reconciler_and_resumes(
     assert stack.launcher is not None
     Human(stack).open_issue("Export API", assign=True)
     eventually(holding.is_set, "the dev agent's second model call")
-    copilot_home = AgentDirs(tmp_path / "state" / "agents", "1-1-feat-dev").copilot_home
+    copilot_home = AgentDirs(stack.repo_root(1), "1-1-feat-dev").copilot_home
     events = copilot_home / "session-state" / "1-1-feat-dev-g1" / "events.jsonl"
     if saved:  # the CLI writes the conversation a little after it happens
         # Saved means the tool call *and its result*: a call whose result was not written yet is
@@ -329,7 +329,10 @@ def test_a_maintainer_wakes_a_sleeping_agent_from_the_dashboard_issue(local_stac
     again, with no reconciler run: the box is cleared and the agent shown at work."""
     stack = local_stack(DevScript(blocked_by={1: 2}), dashboard_refresh_seconds=2)
     assert stack.sandbox is not None
-    Human(stack).open_issue("Reports", assign=True)
+    human = Human(stack)
+    reports = human.open_issue("Reports")
+    human.open_issue("Data model")  # the blocker exists and is open (a missing one is refused)
+    human.assign(reports)
     eventually(lambda: status(stack, "1-1-feat-dev") is AgentStatus.SLEEPING, "#1's agent to sleep on #2")
     stack.reconcile()
     issues = stack.sandbox.repos[stack.options.repo].issues

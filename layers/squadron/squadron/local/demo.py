@@ -99,11 +99,12 @@ def _pm(request: Json, done: list[str]) -> Turn:
     if not done:
         return ("check_for_events", {})
     events = _tool_results(request)
-    opened = re.findall(r"#(\d+) opened by ([\w\[\]-]+): (.*)", events)
-    human = [(int(n), title) for n, who, title in opened if who == HUMAN]
-    filed = [int(n) for n, who, _ in opened if who != HUMAN]
+    # "#N opened by LOGIN" (the issue's title follows on the next line, judged by its author's trust).
+    opened = re.findall(r"#(\d+) opened by ([\w\[\]-]+)", events)
+    human = [int(n) for n, who in opened if who == HUMAN]
+    filed = [int(n) for n, who in opened if who != HUMAN]
     plan: list[Turn] = [("check_for_events", {})]
-    for number, _title in human:
+    for number in human:
         plan += [
             ("label_issue", {"number": number, "labels": ["feature"]}),
             ("assign_issue", {"number": number, "role": "feat-dev"}),

@@ -28,7 +28,7 @@ from squadron.domain.events import (
     ReportConflict,
     TaskEnded,
 )
-from squadron.domain.routing.normalize import as_webhook, closing_references, normalize_comment
+from squadron.domain.routing.normalize import as_webhook, normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy
 
 
@@ -140,7 +140,6 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
     if event.pull_request is not None:
         issues.add(event.pull_request.number)
         branches.add(event.pull_request.head_ref)
-        issues.update(closing_references(event.pull_request.body, event.repository.full_name)[:5])
     if event.check is not None:
         issues.update(event.check.pull_request_numbers[:5])
         if event.check.head_branch:

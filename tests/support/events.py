@@ -80,8 +80,13 @@ class Events:
     ) -> dict[str, Any]:
         return {"number": number, "title": f"Issue {number}", "state": state, "labels": list(labels), **extra}
 
-    def opened(self, number: int, labels: tuple[str, ...] = ()) -> EventEnvelope:
-        return self._base("issues", "opened", issue=self._issue(number, labels=labels))
+    def opened(
+        self, number: int, labels: tuple[str, ...] = (), *, by: str = "alice", body: str = ""
+    ) -> EventEnvelope:
+        """#``number`` opened by ``by`` (its author)."""
+        return self._base(
+            "issues", "opened", sender=by, issue=self._issue(number, labels=labels, author=by, body=body)
+        )
 
     def reopened(self, number: int) -> EventEnvelope:
         return self._base("issues", "reopened", issue=self._issue(number))
@@ -101,14 +106,16 @@ class Events:
         labels: tuple[str, ...] = (),
         *,
         by: str = "alice",
+        author: str | None = None,
         **envelope: Any,
     ) -> EventEnvelope:
+        """The App (``to``) assigned to #``number`` by ``by``; ``author`` opened the issue."""
         assignee = {"login": to, "id": 5, "type": "Bot" if to.endswith("[bot]") else "User"}
         return self._base(
             "issues",
             "assigned",
             sender=by,
-            issue=self._issue(number, labels=labels),
+            issue=self._issue(number, labels=labels, author=author),
             assignee=assignee,
             **envelope,
         )

@@ -72,7 +72,8 @@ Under = Callable[[Events], EventEnvelope]
 # (event type, setup, event under test, the most DynamoDB calls it may take)
 BOUNDS: list[tuple[str, Step, Under, int]] = [
     ("issues.opened (PM batch)", lambda e: [], lambda e: e.opened(38), 7),  # + arming the launch
-    ("issues.assigned (new agent)", lambda e: [], lambda e: e.assigned(38), 6),  # + arming the launch
+    # + arming the launch, + the writer's vouch for the issue (domain.vouching)
+    ("issues.assigned (new agent)", lambda e: [], lambda e: e.assigned(38), 7),
     ("issue_comment.created (inbox)", lambda e: [e.assigned(38)], lambda e: e.comment(38), 2),
     (
         "register_blocker (sleep)",
@@ -106,8 +107,8 @@ BOUNDS: list[tuple[str, Step, Under, int]] = [
     ),
     (
         "check_run.completed (failure)",
-        lambda e: [e.assigned(38)],
-        lambda e: e.check("feat/issue-38", "failure"),
+        lambda e: [e.assigned(38), e.pr(101, "feat/issue-38")],
+        lambda e: e.check("feat/issue-38", "failure", prs=(101,)),
         4,  # + the CI round counted on the dev agent
     ),
     ("status (unknown branch)", lambda e: [], lambda e: e.status(("nobody",), "failure"), 1),

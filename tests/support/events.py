@@ -80,8 +80,13 @@ class Events:
     ) -> dict[str, Any]:
         return {"number": number, "title": f"Issue {number}", "state": state, "labels": list(labels), **extra}
 
-    def opened(self, number: int, labels: tuple[str, ...] = ()) -> EventEnvelope:
-        return self._base("issues", "opened", issue=self._issue(number, labels=labels))
+    def opened(
+        self, number: int, labels: tuple[str, ...] = (), *, by: str = "alice", body: str = ""
+    ) -> EventEnvelope:
+        """#``number`` opened by ``by`` (its author)."""
+        return self._base(
+            "issues", "opened", sender=by, issue=self._issue(number, labels=labels, author=by, body=body)
+        )
 
     def reopened(self, number: int) -> EventEnvelope:
         return self._base("issues", "reopened", issue=self._issue(number))
@@ -101,14 +106,16 @@ class Events:
         labels: tuple[str, ...] = (),
         *,
         by: str = "alice",
+        author: str | None = None,
         **envelope: Any,
     ) -> EventEnvelope:
+        """The App (``to``) assigned to #``number`` by ``by``; ``author`` opened the issue."""
         assignee = {"login": to, "id": 5, "type": "Bot" if to.endswith("[bot]") else "User"}
         return self._base(
             "issues",
             "assigned",
             sender=by,
-            issue=self._issue(number, labels=labels),
+            issue=self._issue(number, labels=labels, author=author),
             assignee=assignee,
             **envelope,
         )
@@ -164,8 +171,8 @@ class Events:
             comment=comment,
         )
 
-    @staticmethod
     def _pr(
+        self,
         number: int,
         branch: str,
         body: str = "",
@@ -174,8 +181,13 @@ class Events:
         state: str = "open",
         merged: bool = False,
         base: str = "main",
+        author: str = BOT,
+        head_repo: str | None = None,
     ) -> dict[str, Any]:
+        """A pull request; by default the App's own, from a branch of this repository."""
         return {
+            "author": author,
+            "head_repo_full_name": head_repo or self.full_name,
             "number": number,
             "title": f"PR {number}",
             "body": body,
@@ -196,18 +208,31 @@ class Events:
         action: str = "opened",
         draft: bool = False,
         base: str = "main",
+        author: str = BOT,
+        head_repo: str | None = None,
     ) -> EventEnvelope:
+        """A pull request event; by default of the App's own PR, from a branch of this repository."""
         return self._base(
             "pull_request",
             action,
-            sender=BOT if action == "opened" else "alice",
-            pull_request=self._pr(number, branch, body, draft=draft, base=base),
+            sender=author if action == "opened" else "alice",
+            pull_request=self._pr(
+                number, branch, body, draft=draft, base=base, author=author, head_repo=head_repo
+            ),
         )
 
     def pr_closed(
-        self, number: int, branch: str, *, merged: bool, body: str = "", by: str = "alice"
+        self,
+        number: int,
+        branch: str,
+        *,
+        merged: bool,
+        body: str = "",
+        by: str = "alice",
+        author: str = BOT,
+        head_repo: str | None = None,
     ) -> EventEnvelope:
-        pr = self._pr(number, branch, body, state="closed", merged=merged)
+        pr = self._pr(number, branch, body, state="closed", merged=merged, author=author, head_repo=head_repo)
         return self._base("pull_request", "closed", sender=by, pull_request=pr)
 
     def review(
@@ -220,9 +245,12 @@ class Events:
         body: str = "",
         action: str = "submitted",
         sender: str | None = None,
+        pr_author: str = BOT,
+        head_repo: str | None = None,
         **envelope: Any,
     ) -> EventEnvelope:
-        """A review by ``by``; ``sender`` is who dismissed it (``action="dismissed"``)."""
+        """A review by ``by`` (of the App's PR unless ``pr_author`` says whose); ``sender`` is who
+        dismissed it (``action="dismissed"``)."""
         review = {
             "id": next(self._ids),
             "state": state,
@@ -234,7 +262,7 @@ class Events:
             "pull_request_review",
             action,
             sender=sender or by,
-            pull_request=self._pr(number, branch),
+            pull_request=self._pr(number, branch, author=pr_author, head_repo=head_repo),
             review=review,
             **envelope,
         )
@@ -254,8 +282,8 @@ class Events:
         }
         return self._base("check_run", "completed", sender="github-actions[bot]", check=check)
 
-    def status(self, branches: tuple[str, ...], state: str) -> EventEnvelope:
-        status = {"sha": "abc1234def", "state": state, "context": "ci/legacy", "branches": list(branches)}
+    def status(self, branches: tuple[str, ...], state: str, *, sha: str = "abc1234def") -> EventEnvelope:
+        status = {"sha": sha, "state": state, "context": "ci/legacy", "branches": list(branches)}
         return self._base("status", None, sender="ci-bot[bot]", status=status)
 
     def register_blocker(

@@ -53,6 +53,7 @@ class FakeRegistry:
         self.issue_states: dict[tuple[int, int], IssueState] = {}
         self.issue_state_at: dict[tuple[int, int], datetime] = {}
         self.assignments: dict[tuple[int, int], tuple[bool, datetime]] = {}
+        self.vouched: dict[tuple[int, int], tuple[str, datetime]] = {}
         #: (repo, issue, blocker) -> resolved?
         self.edges: dict[tuple[int, int, int], bool] = {}
         self.pr_links: dict[tuple[int, int], int] = {}
@@ -89,6 +90,7 @@ class FakeRegistry:
                 "issue_states": self.issue_states,
                 "issue_state_at": self.issue_state_at,
                 "assignments": self.assignments,
+                "vouched": self.vouched,
                 "edges": self.edges,
                 "pr_links": self.pr_links,
                 "branches": self.branches,
@@ -144,6 +146,7 @@ class FakeRegistry:
             ),
             blocks=frozenset(i for (r, i, b) in self.edges if r == repo_id and b == number),
             linked_issue=self.pr_links.get((repo_id, number)),
+            vouched_by=self.vouched[(repo_id, number)][0] if (repo_id, number) in self.vouched else None,
             pull_requests=frozenset(
                 pr for (r, pr), issue in self.pr_links.items() if r == repo_id and issue == number
             ),
@@ -197,6 +200,13 @@ class FakeRegistry:
             return
         self.issue_states[(repo_id, number)] = state
         self.issue_state_at[(repo_id, number)] = at
+
+    def vouch_issue(self, repo_id: int, number: int, by: str, at: datetime) -> None:
+        self.calls["vouch_issue"] += 1
+        stored = self.vouched.get((repo_id, number))
+        if stored is not None and stored[1] > at:
+            return
+        self.vouched[(repo_id, number)] = (by, at)
 
     def set_issue_assignment(self, repo_id: int, number: int, assigned: bool, at: datetime) -> None:
         self.calls["set_issue_assignment"] += 1

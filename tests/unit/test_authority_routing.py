@@ -150,9 +150,9 @@ ECHOES = [
         [f"review PR #50 {BOT} changes_requested", f"inbox {A38} changes_requested", *WOKEN, "gate PR #50"],
     ),
     (
-        "the PM's assignment starts a dev agent",
+        "the PM's assignment of an issue no writer vouched for waits (tests/unit/test_confused_deputies.py)",
         lambda e: agent_did(e.assigned(39, by=BOT), "1-pm"),
-        ["assigned #39", "put 1-39-feat-dev CREATED (new)", "launch 1-39-feat-dev start"],
+        ["assigned #39", "discard"],
     ),
     (
         "an agent's report of a review by a human (forged) is refused",
@@ -184,7 +184,7 @@ NO_AUTHORITY_NEEDED = [
     # (id, the event from a triager, the effects: the same as from anyone)
     (
         "an issue opened by a non-writer reaches the PM (triage is its job)",
-        lambda e: e.opened(40),
+        lambda e: e.opened(40, by="tia"),
         ["state #40 open", "put 1-pm CREATED (new)", "inbox 1-pm issue_opened", "launch 1-pm start"],
     ),
     (
@@ -214,7 +214,9 @@ def test_facts_and_code_events_need_no_authority(
     w = world()
     event = make(w.events).model_copy(update={"sender": Actor(login="tia", id=1003)})
     assert w.say(event) == expected
-    assert w.github.asked == []
+    # An issue's author is asked only whether a writer vouches for it (domain.vouching): no vouch.
+    assert w.github.asked == (["tia"] if (event.event, event.action) == ("issues", "opened") else [])
+    assert (1, 40) not in w.registry.vouched
 
 
 # --- the attacker's view ----------------------------------------------------------------------

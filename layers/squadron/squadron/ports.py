@@ -69,6 +69,10 @@ class Registry(Protocol):
         """Store whether the App is assigned as of GitHub time ``at`` unless later news is stored."""
         ...
 
+    def vouch_issue(self, repo_id: int, number: int, by: str, at: datetime) -> None:
+        """Store that ``by`` vouched for the issue (a writer's approval); an issue stays vouched."""
+        ...
+
     def add_blocker(
         self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
     ) -> None: ...

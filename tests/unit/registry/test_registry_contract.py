@@ -69,6 +69,7 @@ class ContractRegistry(Protocol):
     def put_agent(self, write: AgentWrite) -> None: ...
     def set_issue_state(self, repo_id: int, number: int, state: IssueState, at: datetime) -> None: ...
     def set_issue_assignment(self, repo_id: int, number: int, assigned: bool, at: datetime) -> None: ...
+    def vouch_issue(self, repo_id: int, number: int, by: str, at: datetime) -> None: ...
     def add_blocker(
         self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
     ) -> None: ...
@@ -232,6 +233,17 @@ def test_assignment_and_state_are_independent_news(registry: ContractRegistry) -
     view = registry.issue_view(REPO, 38)
     assert (view.app_assigned, view.assigned_at) == (True, T0 + timedelta(seconds=5))
     assert view.state is IssueState.OPEN
+
+
+def test_a_vouch_is_kept_beside_state_and_assignment(registry: ContractRegistry) -> None:
+    assert registry.issue_view(REPO, 38).vouched_by is None
+    registry.set_issue_state(REPO, 38, IssueState.OPEN, T0 + timedelta(seconds=1))
+    registry.vouch_issue(REPO, 38, "alice", T0 + timedelta(seconds=2))
+    registry.set_issue_assignment(REPO, 38, True, T0 + timedelta(seconds=3))
+    registry.vouch_issue(REPO, 38, "bob", T0 + timedelta(seconds=1))  # older: it stays vouched
+    view = registry.issue_view(REPO, 38)
+    assert (view.vouched_by, view.state, view.app_assigned) == ("alice", IssueState.OPEN, True)
+    assert registry.issue_view(REPO, 39).vouched_by is None
 
 
 # --- blockers ----------------------------------------------------------------------------------

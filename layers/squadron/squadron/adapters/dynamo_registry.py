@@ -385,6 +385,7 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
             state_at=datetime.fromisoformat(state["state_at"]) if state.get("state_at") else None,
             app_assigned=state.get("app_assigned"),
             assigned_at=datetime.fromisoformat(state["assigned_at"]) if state.get("assigned_at") else None,
+            vouched_by=state.get("vouched_by"),
             agents=tuple(sorted(agents, key=lambda a: a.agent_id)),
             blockers=frozenset(blockers),
             blocks=frozenset(blocks),
@@ -587,6 +588,9 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
 
     def set_issue_assignment(self, repo_id: int, number: int, assigned: bool, at: datetime) -> None:
         self._set_news(repo_id, number, {"app_assigned": assigned}, "assigned_at", at)
+
+    def vouch_issue(self, repo_id: int, number: int, by: str, at: datetime) -> None:
+        self._set_news(repo_id, number, {"vouched_by": by}, "vouched_at", at)
 
     def _edge(
         self, repo_id: int, issue: int, blocker: int, *, resolved: bool

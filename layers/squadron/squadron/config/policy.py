@@ -61,6 +61,7 @@ def routing_policy(config: SquadronConfig) -> RoutingPolicy:
         dashboard=repo.dashboard,
         memory=repo.memory,
         retrospective=repo.retrospective,
+        triage=repo.triage,
     )
 
 

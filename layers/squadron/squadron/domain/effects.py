@@ -68,6 +68,18 @@ class SetIssueAssignment:
 
 
 @dataclass(frozen=True)
+class VouchIssue:
+    """Record that a writer vouched for the issue (:mod:`squadron.domain.vouching`); it stays vouched."""
+
+    repo_id: int
+    number: int
+    #: Who vouched and how (a writer's login, or the vouched issue an agent's blocker issue came from).
+    by: str
+    occurred_at: datetime
+    kind: Literal["vouch_issue"] = "vouch_issue"
+
+
+@dataclass(frozen=True)
 class AddBlocker:
     """Store ``issue`` blocked by ``blocker`` (both directions), only while ``blocker`` is not closed."""
 
@@ -260,6 +272,7 @@ Effect = (
     PutAgent
     | SetIssueState
     | SetIssueAssignment
+    | VouchIssue
     | AddBlocker
     | RemoveBlocker
     | LinkPullRequest
@@ -282,7 +295,7 @@ GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, CreateIssue)
 TASK_EFFECTS = (LaunchAgent, StopAgentTask)
 
 #: News of the event itself: idempotent, guarded by GitHub's time or id, applied before the commit.
-Fact = SetIssueState | SetIssueAssignment | RecordReview
+Fact = SetIssueState | SetIssueAssignment | VouchIssue | RecordReview
 #: The registry writes of a decision: committed together with its record (an inbox item's key
 #: is its delivery's, so storing it in the commit is storing it once).
 Write = PutAgent | AddBlocker | RemoveBlocker | LinkPullRequest | DeliverInbox
@@ -331,7 +344,7 @@ def split_decision(effects: Iterable[Effect]) -> Split:
     discards: list[Discard] = []
     for effect in effects:
         match effect:
-            case SetIssueState() | SetIssueAssignment() | RecordReview():
+            case SetIssueState() | SetIssueAssignment() | VouchIssue() | RecordReview():
                 facts.append(effect)
             case PutAgent() | AddBlocker() | RemoveBlocker() | LinkPullRequest() | DeliverInbox():
                 writes.append(effect)

@@ -62,6 +62,7 @@ from squadron.domain.effects import (
     SetIssueAssignment,
     SetIssueState,
     StopAgentTask,
+    VouchIssue,
     agent_writes,
     decision_key,
     effect_key,
@@ -370,6 +371,8 @@ class RouterService:
                 repo_id=repo_id, number=number, assigned=assigned, occurred_at=occurred_at
             ):
                 self.registry.set_issue_assignment(repo_id, number, assigned, occurred_at)
+            case VouchIssue(repo_id=repo_id, number=number, by=by, occurred_at=occurred_at):
+                self.registry.vouch_issue(repo_id, number, by, occurred_at)
             case RecordReview():
                 self.registry.record_review(fact, now)
 

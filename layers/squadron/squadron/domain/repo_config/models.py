@@ -309,6 +309,25 @@ class TrustConfig(_Model):
     )
 
 
+class TriageConfig(_Model):
+    """Whose issues agents may work on (see the README's "Threat model")."""
+
+    trust: Literal["writers", "everyone"] = Field(
+        default="writers",
+        description=(
+            "writers: an issue starts no agent, and the PM's acts reach no other issue from it, until "
+            "someone with write access vouches for it (they opened it, assigned the App or added the "
+            "approval label); everyone: every issue is trusted (only where everyone who can open one is)."
+        ),
+    )
+    approval_label: str = Field(
+        default="squadron:approved",
+        min_length=1,
+        max_length=50,
+        description="The label with which someone with write access approves an outsider's issue for the agents.",
+    )
+
+
 class RetrospectiveConfig(_Model):
     """When the agents' retrospective runs (see the README's "Retrospectives")."""
 
@@ -372,6 +391,7 @@ class RepoConfig(_Model):
         default=True, description="Keep a dashboard issue of what the agents are doing in this repository."
     )
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    triage: TriageConfig = Field(default_factory=TriageConfig)
     retrospective: RetrospectiveConfig = Field(default_factory=RetrospectiveConfig)
     trust: TrustConfig = Field(default_factory=TrustConfig)
     pricing: PriceTable = Field(

@@ -14,6 +14,7 @@ from squadron.domain.agents import (
     RoleKind,
     agent_id_for,
 )
+from squadron.domain.authority import is_app
 from squadron.domain.effects import (
     AddLabels,
     AgentWrite,
@@ -31,7 +32,6 @@ from squadron.domain.events import (
     EventEnvelope,
 )
 from squadron.domain.repo_config.models import EscalationRule
-from squadron.domain.routing.normalize import closing_references
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Snapshot
 
@@ -226,27 +226,49 @@ def _unblock(event: EventEnvelope, snap: Snapshot, blocker: int) -> list[Effect]
     return effects
 
 
+def own_pull_request(event: EventEnvelope, policy: RoutingPolicy) -> bool:
+    """The event's pull request is the App's own, from a branch of this repository (not a fork)."""
+    pr = event.pull_request
+    return (
+        pr is not None
+        and pr.author is not None
+        and is_app(pr.author, policy.bot_login)
+        and pr.head_repo_full_name is not None
+        and pr.head_repo_full_name.casefold() == event.repository.full_name.casefold()
+    )
+
+
+def _dev_agent_on_branch(
+    snap: Snapshot, policy: RoutingPolicy, branch: str
+) -> tuple[int, AgentRecord | None] | None:
+    """The issue whose branch ``branch`` is (the registry's link, else its name) and its dev agent.
+
+    None when the issue's dev agent works on another branch: a name like an agent's is not its branch.
+    """
+    issue = snap.branch_links.get(branch) or policy.issue_from_branch(branch)
+    if issue is None:
+        return None
+    agent = snap.view(issue).agent_of_kind(RoleKind.DEV)
+    if agent is not None and agent.branch is not None and agent.branch != branch:
+        return None
+    return issue, agent
+
+
 def _linked_issue(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int) -> int | None:
-    """PR → issue: the registry's link, then the head branch, then closing keywords."""
+    """PR → issue: the registry's link, else the head branch of the App's own pull request.
+
+    Only a pull request the App opened from an agent's branch of this repository belongs to an
+    agent: anyone else's (a fork's, or another author's branch named like an agent's) links to
+    nothing, whatever its closing keywords say, so it never wakes, sleeps or escalates an agent.
+    """
     linked = snap.view(pr_number).linked_issue
     if linked is not None:
         return linked
     pr = event.pull_request
-    branch = pr.head_ref if pr is not None else (event.check.head_branch if event.check else None)
-    if branch:
-        if branch in snap.branch_links:
-            return snap.branch_links[branch]
-        from_name = policy.issue_from_branch(branch)
-        if from_name is not None:
-            return from_name
-    if pr is not None:
-        refs = closing_references(pr.body, event.repository.full_name)
-        with_agent = [n for n in refs if snap.view(n).agent_of_kind(RoleKind.DEV) is not None]
-        if with_agent:
-            return with_agent[0]
-        if refs:
-            return refs[0]
-    return None
+    if pr is None or pr.number != pr_number or not own_pull_request(event, policy):
+        return None
+    found = _dev_agent_on_branch(snap, policy, pr.head_ref)
+    return found[0] if found is not None else None
 
 
 def _dev_agent_for_pr(
@@ -336,17 +358,21 @@ def _rounds(
 
 
 def _agent_for_commit(
-    event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, branch: str | None, prs: Iterable[int]
+    snap: Snapshot, policy: RoutingPolicy, branch: str | None, prs: Iterable[int]
 ) -> AgentRecord | None:
-    """commit → branch → issue → dev agent (or through the check's pull requests)."""
+    """commit → the dev agent whose own branch or own pull request it is.
+
+    ``branch`` is one of this repository's branches (a status names those): it must be the
+    agent's exactly. A check reaches an agent only through its pull requests, linked to the
+    App's own: a check's head branch may be a fork's (GitHub then sends no pull requests).
+    """
     if branch:
-        issue = snap.branch_links.get(branch) or policy.issue_from_branch(branch)
-        if issue is not None:
-            agent = snap.view(issue).agent_of_kind(RoleKind.DEV)
-            if agent is not None:
-                return agent
+        found = _dev_agent_on_branch(snap, policy, branch)
+        if found is not None and found[1] is not None and found[1].branch == branch:
+            return found[1]
     for pr in prs:
-        agent = _dev_agent_for_pr(event, snap, policy, pr)
+        linked = snap.view(pr).linked_issue
+        agent = snap.view(linked).agent_of_kind(RoleKind.DEV) if linked is not None else None
         if agent is not None:
             return agent
     return None

@@ -52,7 +52,7 @@ def _on_check(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> li
     if check.conclusion not in FAILED_CHECK_CONCLUSIONS:
         passed = f"{check.kind} {label} on {check.head_sha[:7]} concluded {check.conclusion}"
         return gates or [Discard(passed)]
-    agent = _agent_for_commit(event, snap, policy, check.head_branch, check.pull_request_numbers)
+    agent = _agent_for_commit(snap, policy, None, check.pull_request_numbers)
     summary = f"{check.kind} '{label}' {check.conclusion} on {check.head_sha[:7]}"
     return [*_ci_round(agent, event, snap, policy, check.head_sha, summary, None), *gates]
 
@@ -63,7 +63,7 @@ def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
     owners = [
         (branch, agent)
         for branch in status.branches
-        if (agent := _agent_for_commit(event, snap, policy, branch, ())) is not None
+        if (agent := _agent_for_commit(snap, policy, branch, ())) is not None
     ][:1]
     gates: list[Effect] = [
         EvaluateMerge(

@@ -49,12 +49,22 @@ from squadron.domain.routing.builders import (
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, Snapshot
 from squadron.domain.usage import add_tokens
+from squadron.domain.vouching import voucher, waits
 
 
 def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     command = event.command
     assert isinstance(command, RegisterBlocker)
     issue, blocker = command.issue_number, command.blocker_number
+    if event.origin == "agent" and command.agent_id is None:
+        # The PM's act across issues (a dev agent's own blocker is its own issue's business).
+        unvouched = [n for n in (issue, blocker) if voucher(snap.view(n).vouched_by, policy.triage) is None]
+        if unvouched:
+            return [
+                Discard(
+                    f"the PM's blocker #{issue} <- #{blocker} is refused: {waits(unvouched[0], policy.triage)}"
+                )
+            ]
     view = snap.view(issue)
     agent = view.agent_of_kind(RoleKind.DEV)
     if agent is not None and agent.status in TERMINAL:

@@ -9,7 +9,9 @@ from squadron.domain.agents import (
     TERMINAL,
     AgentStatus,
     IssueState,
+    RegistryError,
     RoleKind,
+    parse_agent_id,
 )
 from squadron.domain.authority import is_app
 from squadron.domain.blockers import height_of
@@ -23,6 +25,7 @@ from squadron.domain.effects import (
     PutAgent,
     SetIssueAssignment,
     SetIssueState,
+    VouchIssue,
 )
 from squadron.domain.events import (
     EventEnvelope,
@@ -39,12 +42,46 @@ from squadron.domain.routing.normalize import _event_time, _issue
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, IssueView, Snapshot
 from squadron.domain.trust import Vouched, vouched
+from squadron.domain.vouching import is_writer, voucher, waits
+
+
+def _writer(login: str | None, snap: Snapshot, policy: RoutingPolicy) -> bool:
+    return is_writer(login, snap.permissions, policy.bot_login)
+
+
+def _vouched_by(number: int, snap: Snapshot, policy: RoutingPolicy) -> str | None:
+    return voucher(snap.view(number).vouched_by, policy.triage)
+
+
+def _vouch(event: EventEnvelope, number: int, by: str) -> VouchIssue:
+    return VouchIssue(event.repository.id, number, by[:200], _event_time(event))
+
+
+def _opened_vouch(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
+    """A new issue is vouched for when a writer opened it, or an agent of a vouched issue filed it."""
+    issue = _issue(event)
+    if _vouched_by(issue.number, snap, policy) is not None:
+        return []
+    if event.origin == "agent":
+        source = _source_issue(event)
+        by = _vouched_by(source, snap, policy) if source is not None else None
+        return [_vouch(event, issue.number, f"filed from #{source} (vouched: {by})")] if by else []
+    return [_vouch(event, issue.number, issue.author or "")] if _writer(issue.author, snap, policy) else []
+
+
+def _source_issue(event: EventEnvelope) -> int | None:
+    """The issue of the agent whose task reported ``event`` (None: the PM, or no agent)."""
+    try:
+        _, number, _ = parse_agent_id(event.source_agent or "")
+    except RegistryError:
+        return None
+    return number
 
 
 def _on_issue_opened(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     issue = _issue(event)
     view = snap.view(issue.number)
-    effects: list[Effect] = []
+    effects: list[Effect] = _opened_vouch(event, snap, policy)
     if view.state is not IssueState.OPEN and not view.state_is_newer_than(event.occurred_at):
         effects.append(SetIssueState(event.repository.id, issue.number, IssueState.OPEN, _event_time(event)))
     verb = "reopened" if event.action == "reopened" else "opened"
@@ -60,7 +97,15 @@ def _on_issue_opened(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy
 def _on_issue_labeled(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     issue = _issue(event)
     summary = f"#{issue.number} labeled '{event.label}' by {event.sender.login}"
-    return _pm_effects(event, snap, policy, "issue_labeled", summary)
+    effects: list[Effect] = []
+    if event.label == policy.triage.approval_label and _writer(event.sender.login, snap, policy):
+        # A writer approves the issue: vouched for; an assignment of the App that waited starts now.
+        view = snap.view(issue.number)
+        if view.vouched_by is None:
+            effects.append(_vouch(event, issue.number, event.sender.login))
+        if view.app_assigned and view.agent_of_kind(RoleKind.DEV) is None and not issue.is_pull_request:
+            effects += _assign(event, snap, policy, view)
+    return effects + _pm_effects(event, snap, policy, "issue_labeled", summary)
 
 
 def _vouched(event: EventEnvelope, policy: RoutingPolicy) -> Vouched | None:
@@ -141,6 +186,17 @@ def _on_issue_assigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPoli
     if view.assignment_is_newer_than(event.occurred_at):
         return [Discard(f"#{issue.number} was (un)assigned after this assignment happened")]
     recorded: list[Effect] = [SetIssueAssignment(event.repository.id, issue.number, True, _event_time(event))]
+    if _vouched_by(issue.number, snap, policy) is None:
+        # The assignment is a writer's own (it vouches by itself), or the issue is a writer's; else
+        # it is the PM's, maybe on a stranger's behalf: it waits for a writer's approval.
+        if event.origin == "squadron":
+            recorded.append(_vouch(event, issue.number, "the framework"))
+        elif event.origin != "agent" and _writer(event.sender.login, snap, policy):
+            recorded.append(_vouch(event, issue.number, event.sender.login))
+        elif _writer(issue.author, snap, policy):
+            recorded.append(_vouch(event, issue.number, issue.author or ""))
+        else:
+            return [*recorded, Discard(f"the App's assignment waits: {waits(issue.number, policy.triage)}")]
     return recorded + _assign(event, snap, policy, view)
 
 

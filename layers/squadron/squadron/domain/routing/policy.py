@@ -18,6 +18,7 @@ from squadron.domain.repo_config.models import (
     FlowEscalation,
     MemoryConfig,
     RetrospectiveConfig,
+    TriageConfig,
 )
 
 
@@ -85,6 +86,8 @@ class RoutingPolicy:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     #: When its retrospectives run (``retrospective`` in its configuration).
     retrospective: RetrospectiveConfig = field(default_factory=RetrospectiveConfig)
+    #: Whose issues agents work on (``triage`` in its configuration: :mod:`squadron.domain.vouching`).
+    triage: TriageConfig = field(default_factory=TriageConfig)
 
     def escalation_for(self, base_branch: str) -> FlowEscalation:
         return resolve_flow(self.flows, base_branch).escalation

@@ -16,7 +16,7 @@ from squadron.domain.agents import (
     RoleKind,
     parse_agent_id,
 )
-from squadron.domain.authority import permissions_needed
+from squadron.domain.authority import is_app, permissions_needed
 from squadron.domain.blockers import BlockerGraph
 from squadron.domain.effects import (
     Effect,
@@ -28,7 +28,7 @@ from squadron.domain.events import (
     ReportConflict,
     TaskEnded,
 )
-from squadron.domain.routing.normalize import as_webhook, closing_references, normalize_comment
+from squadron.domain.routing.normalize import as_webhook, normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy
 
 
@@ -43,6 +43,8 @@ class IssueView:
     #: Whether the App is assigned, and the GitHub time of that (un)assignment.
     app_assigned: bool | None = None
     assigned_at: datetime | None = None
+    #: Who vouched for the issue (:mod:`squadron.domain.vouching`); None: nobody yet.
+    vouched_by: str | None = None
     agents: tuple[AgentRecord, ...] = ()
     blockers: frozenset[int] = frozenset()
     blocks: frozenset[int] = frozenset()
@@ -111,6 +113,31 @@ class SnapshotRequest:
     inbox_of: str | None = None
 
 
+def _vouching_needs(event: EventEnvelope, policy: RoutingPolicy) -> tuple[set[str], set[int]]:
+    """Who opened the event's issue (did a writer? Asked of people only) and, for an agent's issue,
+    the issue that agent works for (its blocker issue is as vouched for): :mod:`squadron.domain.vouching`."""
+    authors: set[str] = set()
+    sources: set[int] = set()
+    if event.issue is None or event.event != "issues":
+        return authors, sources
+    author = event.issue.author
+    if (
+        event.action in ("opened", "reopened", "assigned")
+        and author
+        and not author.endswith("[bot]")
+        and not is_app(author, policy.bot_login)
+    ):
+        authors.add(author)
+    if event.origin == "agent" and event.source_agent is not None:
+        try:
+            _, source, _ = parse_agent_id(event.source_agent)
+        except RegistryError:
+            source = None
+        if source is not None:
+            sources.add(source)
+    return authors, sources
+
+
 def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotRequest:
     """The registry items ``route`` needs for this event."""
     event = as_webhook(event, policy.bot_login)
@@ -118,6 +145,8 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
     branches: set[str] = set()
     graph_from: set[int] = set()
     pm = False
+    authors, sources = _vouching_needs(event, policy)
+    issues.update(sources)
     if event.issue is not None:
         issues.add(event.issue.number)
         if event.event == "issues" and event.action in ("opened", "reopened", "labeled"):
@@ -140,11 +169,9 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
     if event.pull_request is not None:
         issues.add(event.pull_request.number)
         branches.add(event.pull_request.head_ref)
-        issues.update(closing_references(event.pull_request.body, event.repository.full_name)[:5])
     if event.check is not None:
+        # Only through its pull requests: a check's head branch may be a fork's (builders._agent_for_commit).
         issues.update(event.check.pull_request_numbers[:5])
-        if event.check.head_branch:
-            branches.add(event.check.head_branch)
     if event.status is not None:
         branches.update(event.status.branches[:10])
     if isinstance(event.command, RegisterBlocker):
@@ -164,7 +191,7 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
         issues=frozenset(issues),
         branches=frozenset(branches),
         pm=pm,
-        permissions_of=permissions_needed(event, policy.bot_login),
+        permissions_of=permissions_needed(event, policy.bot_login) | authors,
         graph_from=frozenset(graph_from),
         pull_requests_of=(
             frozenset({event.command.issue_number})

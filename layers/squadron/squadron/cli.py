@@ -174,6 +174,7 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     from squadron.local.credentials import CredentialsError, load_credentials  # noqa: PLC0415
     from squadron.local.feed import stack_feed  # noqa: PLC0415
     from squadron.local.stack import LocalOptions, LocalStack  # noqa: PLC0415
+    from squadron.local.state_lock import StateInUseError  # noqa: PLC0415
 
     root = Path(args.root).resolve()
     if not (root / "functions" / "router" / "handler.py").exists():
@@ -210,7 +211,7 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
         signal.signal(sig, lambda *_: stopping.set())
     try:
         stack.start()
-    except CredentialsError as exc:
+    except (CredentialsError, StateInUseError) as exc:
         stack.stop()
         out.write(f"{exc}\n")
         return EXIT_PROBLEMS

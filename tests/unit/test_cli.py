@@ -73,11 +73,12 @@ def test_validate_missing_directory(tmp_path: Path) -> None:
     assert status == 1 and "no such directory" in output
 
 
-def test_validate_empty_directory_uses_defaults(tmp_path: Path) -> None:
+def test_validate_with_only_a_config_file_uses_defaults_for_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("dashboard: false\n")
     status, output = run("validate", str(tmp_path))
 
     assert status == 0
-    assert "documented defaults used for: config.yaml, workflows/approval-flows.yaml" in output
+    assert "documented defaults used for: workflows/approval-flows.yaml" in output
     assert "6 built-in" in output
 
 

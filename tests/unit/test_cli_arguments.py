@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import squadron
 from squadron.cli import main
 from squadron.config.loader import SYMLINK_PROBLEM
 
@@ -84,3 +85,34 @@ def test_app_create_refuses_a_wait_that_is_not_a_number_of_minutes() -> None:
 def test_a_deployment_refuses_an_absurd_app_id(tmp_path: Path) -> None:
     status, output = run("configure", "--file", str(tmp_path / "c.json"), "--github-app-id", "9" * 40)
     assert status == 1 and "github_app_id" in output
+
+
+def test_the_version_is_printed_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        run("--version")
+    assert caught.value.code == 0
+    assert capsys.readouterr().out == f"squadron {squadron.__version__}\n"
+
+
+NOT_CONFIGURATION = [
+    ("an empty directory", {}),
+    ("a repository's root, not its .squadron", {"README.md": "# app\n", "src/app.py": "print(1)\n"}),
+]
+
+
+@pytest.mark.parametrize(
+    "files", [files for _, files in NOT_CONFIGURATION], ids=[name for name, _ in NOT_CONFIGURATION]
+)
+def test_validate_refuses_a_directory_with_no_configuration(tmp_path: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    status, output = run("validate", str(tmp_path))
+    assert status == 1
+    assert output.startswith(f"{tmp_path}: no Squadron configuration here (no config.yaml")
+
+
+def test_validate_accepts_a_directory_with_only_a_config_file(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text((REFERENCE / "config.yaml").read_text())
+    status, output = run("validate", str(tmp_path))
+    assert (status, output.splitlines()[0]) == (0, f"{tmp_path}: OK")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from squadron import deploy_cli, operator_cli
+from squadron import __version__, deploy_cli, operator_cli
 from squadron.cli_types import days, github_id, port, positive_number, repo_name
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.domain.permissions import Caller
@@ -70,8 +70,20 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
         count = len(exc.problems)
         out.write(f"{count} problem{'s' if count != 1 else ''} in {args.path}\n")
         return EXIT_PROBLEMS
+    if _nothing_configured(config):
+        out.write(
+            f"{args.path}: no Squadron configuration here (no {', '.join(config.defaults)}, no agents/): "
+            f"give the path of a repository's {CONFIG_DIR} directory\n"
+        )
+        return EXIT_PROBLEMS
     out.write(_summary(args.path, config))
     return EXIT_OK
+
+
+def _nothing_configured(config: SquadronConfig) -> bool:
+    """Whether a directory held none of the configuration's files (all defaults, built-in agents)."""
+    files_defaulted = len(config.defaults) == 2  # config.yaml and workflows/approval-flows.yaml
+    return files_defaulted and all(agent.source == "built-in" for agent in config.agents.values())
 
 
 def _summary(path: str, config: SquadronConfig) -> str:
@@ -174,6 +186,7 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     from squadron.local.credentials import CredentialsError, load_credentials  # noqa: PLC0415
     from squadron.local.feed import stack_feed  # noqa: PLC0415
     from squadron.local.stack import LocalOptions, LocalStack  # noqa: PLC0415
+    from squadron.local.state_lock import StateInUseError  # noqa: PLC0415
 
     root = Path(args.root).resolve()
     if not (root / "functions" / "router" / "handler.py").exists():
@@ -210,7 +223,7 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
         signal.signal(sig, lambda *_: stopping.set())
     try:
         stack.start()
-    except CredentialsError as exc:
+    except (CredentialsError, StateInUseError) as exc:
         stack.stop()
         out.write(f"{exc}\n")
         return EXIT_PROBLEMS
@@ -469,6 +482,7 @@ def build_parser(subcommands: Sequence[Subcommand] = SUBCOMMANDS) -> argparse.Ar
     parser = argparse.ArgumentParser(
         prog="squadron", description="Squadron: issues to merged pull requests with a team of LLM agents."
     )
+    parser.add_argument("--version", action="version", version=f"squadron {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in subcommands:
         command_parser = sub.add_parser(command.name, help=command.help, description=command.help)

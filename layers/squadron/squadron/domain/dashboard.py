@@ -22,6 +22,7 @@ from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_costs, usd
 from squadron.domain.memory import MemoryFact, MemoryPolicy
 from squadron.domain.outbox import FailedEffect
+from squadron.domain.permissions import untagged
 
 TITLE = "Squadron dashboard"
 LABEL = "squadron-dashboard"
@@ -355,8 +356,10 @@ def digest_of(existing: str | None) -> str | None:
 
 
 def current_digest(existing: str | None) -> str:
-    """The digest of what the issue shows now (its marker left out): a box someone ticked, or
-    any other edit, makes it differ from the next rendering, which then puts the body back."""
-    text = (existing or "").replace("\r\n", "\n")
+    """The digest of what the issue shows now (its marker left out, and the role tag the GitHub
+    adapter puts before every body it writes: :func:`squadron.domain.permissions.tagged`): a box
+    someone ticked, or any other edit, makes it differ from the next rendering, which then puts
+    the body back."""
+    text = untagged((existing or "").replace("\r\n", "\n"))
     head, _, last = text.rstrip().rpartition("\n\n")
     return body_digest(head if last.startswith(MARKER) else text)

@@ -206,3 +206,8 @@ def tagged(caller: Caller, body: str) -> str:
     if body.startswith(caller.tag):
         return body
     return f"{caller.tag} {_LEADING_TAG_RE.sub('', body, count=1)}"
+
+
+def untagged(body: str) -> str:
+    """``body`` without the role tag :func:`tagged` put before it (what its writer wrote)."""
+    return _LEADING_TAG_RE.sub("", body, count=1)

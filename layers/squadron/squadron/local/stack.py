@@ -81,6 +81,7 @@ from squadron.local.examples import first_examples
 from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
 from squadron.local.model import LocalModel, Policy
 from squadron.local.sandbox import GitHubSandbox
+from squadron.local.state_lock import StateLock
 from squadron.settings import MODEL_KEY_ENV
 
 logger = logging.getLogger(__name__)
@@ -211,6 +212,8 @@ class LocalStack:
         self.aws_state = options.state_dir / "saved" / "aws.json"
         #: What a start restored (registry items, queued messages), None on a first start.
         self.restored: dict[str, int] | None = None
+        #: The state directory's lock, held from start to stop (None: not taken).
+        self._lock: StateLock | None = None
 
     # --- start ---------------------------------------------------------------------------------
 
@@ -220,6 +223,8 @@ class LocalStack:
         warnings.filterwarnings("ignore", message="No application metrics to publish")
         state = self.options.state_dir
         state.mkdir(parents=True, exist_ok=True)
+        # First, before anything starts: a second stack on this state is refused (StateInUseError).
+        self._lock = StateLock.take(state)
         github = self.options.github
         self.moto = MotoProcess(state / "logs" / "moto.log")
         aws = self.moto.start()
@@ -631,6 +636,8 @@ class LocalStack:
         if self._stop.is_set():
             return  # stopped already: its state is saved, its servers gone
         self._stop.set()
+        if self._lock is None:
+            return  # refused (another stack holds the state) or never started: nothing here is ours
         (self.options.state_dir / ENDPOINTS_FILE).unlink(missing_ok=True)
         for thread in self._threads:
             thread.join(timeout=10)
@@ -666,3 +673,4 @@ class LocalStack:
             self._log_file.close()
         for name in ("ingress", "router", "gateway", "reconciler", "dashboard"):
             sys.modules.pop(f"{name}_handler", None)  # wired to this stack: the next one loads its own
+        self._lock.release()  # last: the state is saved, another stack may take it

@@ -81,12 +81,14 @@ synth: setup
 
 ## make deploy: set everything up, refuse a deploy whose stage was never chosen
 ## (`squadron configure --stage NAME` keeps it in cdk.context.json) or that would fail
-## (`squadron doctor`: credentials, CDK bootstrap, Docker), then deploy that stage.
+## (`squadron doctor`: credentials, CDK bootstrap, Docker, the Lambda concurrency budget of the
+## template just synthesized), then deploy that very template (--app cdk.out).
 ## CDK_DEPLOY_ARGS passes options to cdk deploy (e.g. --require-approval never).
 deploy: setup
 	$(BIN)/squadron configure --check
+	npx --no-install cdk synth --quiet
 	$(BIN)/squadron doctor --before-deploy
-	npx --no-install cdk deploy $(CDK_DEPLOY_ARGS)
+	npx --no-install cdk deploy --app cdk.out $(CDK_DEPLOY_ARGS)
 
 bench: setup
 	$(BIN)/python -m bench

@@ -19,6 +19,7 @@ from infra.constructs.registry import RegistryTable
 from infra.constructs.repo_dashboards import DashboardIssues
 from infra.constructs.router import EventRouter
 from infra.constructs.secrets import GitHubAppSecrets
+from infra.constructs.service_roles import EcsServiceLinkedRole
 from infra.settings import SquadronSettings
 
 
@@ -68,6 +69,11 @@ class SquadronStack(cdk.Stack):
             state_retention_days=settings.state_retention_days,
             allowed_domains=settings.agent_allowed_domains,
         )
+        # An account's first ECS cluster needs ECS's service-linked role ready (FINDINGS).
+        self.ecs_service_role = EcsServiceLinkedRole(
+            self, "EcsServiceRole", log_retention=settings.log_retention
+        )
+        self.agents.target.cluster.node.add_dependency(self.ecs_service_role.resource)
         self.router = EventRouter(
             self,
             "Router",

@@ -29,6 +29,74 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE K
 TOKEN = "ghp_" + "a" * 36
 
 
+FUNCTION: dict[str, Any] = {"Type": "AWS::Lambda::Function", "Properties": {}}
+
+
+#: What the Lambda concurrency budget is read from, shaped as `cdk synth` writes it for the default
+#: settings (tests/infra checks the real template's budget against these same draws).
+TEMPLATE: dict[str, Any] = {
+    "Resources": {
+        "IngressFunctionCC445980": FUNCTION,
+        "RouterFunction0F681190": FUNCTION,
+        "ReconcilerFunction0432B6FF": FUNCTION,
+        "DomainEventsPublisher0CA0A7C3": FUNCTION,
+        "DashboardsFunction1FE984F2": FUNCTION,
+        "AgentsGateway6342F301": FUNCTION,
+        "IngressApiPOSTwebhookWebhookPermission4C5F313C": {
+            "Type": "AWS::Lambda::Permission",
+            "Properties": {
+                "Principal": "apigateway.amazonaws.com",
+                "FunctionName": {"Fn::GetAtt": ["IngressFunctionCC445980", "Arn"]},
+            },
+        },
+        "RouterFunctionSqsEventSource": {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "FunctionName": {"Ref": "RouterFunction0F681190"},
+                "ScalingConfig": {"MaximumConcurrency": 5},
+            },
+        },
+        "DashboardsFunctionSqsEventSource": {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "FunctionName": {"Ref": "DashboardsFunction1FE984F2"},
+                "ScalingConfig": {"MaximumConcurrency": 2},
+            },
+        },
+        "DomainEventsPublisherDynamoDBEventSource": {
+            "Type": "AWS::Lambda::EventSourceMapping",
+            "Properties": {
+                "FunctionName": {"Ref": "DomainEventsPublisher0CA0A7C3"},
+                "StartingPosition": "TRIM_HORIZON",
+            },
+        },
+        "ReconcilerSchedule268E39F0": {
+            "Type": "AWS::Events::Rule",
+            "Properties": {
+                "ScheduleExpression": "rate(5 minutes)",
+                "Targets": [{"Arn": {"Fn::GetAtt": ["ReconcilerFunction0432B6FF", "Arn"]}, "Id": "Target0"}],
+            },
+        },
+        "AgentsAgentTask7D3746EF": {
+            "Type": "AWS::ECS::TaskDefinition",
+            "Properties": {
+                "ContainerDefinitions": [
+                    {
+                        "Environment": [
+                            {"Name": "AGENT_GATEWAY_FUNCTION", "Value": {"Ref": "AgentsGateway6342F301"}}
+                        ]
+                    }
+                ]
+            },
+        },
+    }
+}
+DRAWS = (
+    "DashboardsFunction 2 (queue, MaximumConcurrency); DomainEventsPublisher 1 (per stream shard); "
+    "ReconcilerFunction 1 (schedule); RouterFunction 5 (queue, MaximumConcurrency)"
+)
+
+
 @dataclass
 class Account:
     """What the account holds; each test changes what it is about."""
@@ -43,6 +111,8 @@ class Account:
         default_factory=lambda: {"key": PEM, "hook": "a-webhook-secret", "copilot": TOKEN}
     )
     ingress_secret_readable: bool = True
+    ecs_service_role: bool = True
+    synthesized: bool = True  # cdk.out holds the stage's template (make deploy synthesizes first)
 
 
 class Ingress(BaseHTTPRequestHandler):
@@ -90,6 +160,12 @@ class Doctor:
 
     def run(self, *options: str, context: dict[str, Any] | None = None) -> tuple[int, list[str]]:
         path = self.tmp_path / "cdk.context.json"
+        template = self.tmp_path / "cdk.out" / "Squadron-prod.template.json"
+        if self.account.synthesized:
+            template.parent.mkdir(exist_ok=True)
+            template.write_text(json.dumps(TEMPLATE))
+        else:
+            template.unlink(missing_ok=True)
         path.write_text(
             json.dumps(context or {"stage": "prod", "github_app_id": "4242", "github_app_slug": "acme-bot"})
         )
@@ -154,14 +230,14 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Doc
     doctor = Doctor(tmp_path, account)
     with mock_aws():
 
-        def build(settings: Any, aws: AwsFacts, *, docker: str = "docker") -> Any:
+        def build(settings: Any, aws: AwsFacts, **options: Any) -> Any:
             """The real doctor, over the account as it stands when it runs."""
             clients = _stubbed(account)
             doctor.stubs = clients.pop("_stubs")
             if not doctor.provisioned:
                 doctor.servers += _provision(account, monkeypatch)
                 doctor.provisioned = True
-            return real_doctor(settings, AwsFacts(region="us-east-1", clients=clients), docker=docker)
+            return real_doctor(settings, AwsFacts(region="us-east-1", clients=clients), **options)
 
         real_doctor = deploy_cli.doctor
         monkeypatch.setattr(deploy_cli, "doctor", build)
@@ -173,6 +249,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Doc
 
 def _provision(account: Account, monkeypatch: pytest.MonkeyPatch) -> list[ThreadingHTTPServer]:
     """The account's bootstrap and, when deployed, the stack: its secrets, its webhook URL."""
+    if account.ecs_service_role:
+        boto3.client("iam").create_service_linked_role(AWSServiceName="ecs.amazonaws.com")
     if account.bootstrap is not None:
         boto3.client("ssm").put_parameter(
             Name="/cdk-bootstrap/hnb659fds/version",
@@ -225,6 +303,7 @@ def test_a_deployed_and_configured_stack_lacks_nothing(world: tuple[Doctor, Acco
         "ok      CDK bootstrap",
         "ok      Lambda concurrency",
         "ok      Fargate vCPU quota",
+        "ok      ECS service role",
         "ok      Docker",
         "ok      GitHub App",
         "ok      App private key",
@@ -233,6 +312,10 @@ def test_a_deployed_and_configured_stack_lacks_nothing(world: tuple[Doctor, Acco
         "ok      webhook URL",
     ]
     assert "ok      Fargate vCPU quota: 6 vCPU: up to 6 agent tasks at once" in lines
+    assert (
+        f"ok      Lambda concurrency: 1000 of 1000 unreserved: at most 9 taken by {DRAWS}, up to 6 by "
+        "AgentsGateway (one call at a time per agent task); 985 stay free for the ingress"
+    ) in lines
     assert "ok      GitHub App: id 4242, acting as acme-bot[bot]" in lines
     assert "answers (401 to an unsigned request, as it should)" in lines[-2]
     assert lines[-1] == "nothing missing"
@@ -268,11 +351,40 @@ CASES = [
         "low-lambda-quota",
         Account(lambda_limits=(10, 7), stack=False),
         [
-            "missing Lambda concurrency: 7 of 10 unreserved, 8 needed (router_max_concurrency 5 + 3): lower the "
-            "router's share (squadron configure --set router_max_concurrency=4) or ask AWS for more",
+            f"missing Lambda concurrency: 7 of 10 unreserved, 9 taken at most by {DRAWS}: 0 left for the "
+            "ingress, 2 needed; lower router_max_concurrency (squadron configure --set router_max_concurrency=2) "
+            "or ask AWS for more (Service Quotas: lambda L-B99A9384)",
         ],
         1,
         1,
+    ),
+    (
+        # Every event source, the stream, the schedule: 9 of a new account's 10, and GitHub does not
+        # re-send a webhook the ingress had no execution for.
+        "new-account-quota-of-10",
+        Account(lambda_limits=(10, 10), stack=False),
+        [
+            f"missing Lambda concurrency: 10 of 10 unreserved, 9 taken at most by {DRAWS}: 1 left for the ingress"
+        ],
+        1,
+        1,
+    ),
+    (
+        "agents-crowd-out-the-ingress",
+        Account(lambda_limits=(15, 15), stack=False),
+        [
+            f"warn    Lambda concurrency: 15 of 15 unreserved, 9 taken at most by {DRAWS}; 6 agent tasks at "
+            "once calling AgentsGateway (one call at a time per agent task) would leave the ingress 0 of the 2"
+        ],
+        0,
+        0,
+    ),
+    (
+        "not-synthesized",
+        Account(synthesized=False, stack=False),
+        ["warn    Lambda concurrency: could not be read: no synthesized template at "],
+        0,
+        0,
     ),
     (
         "no-fargate-vcpu",
@@ -299,6 +411,16 @@ CASES = [
         1,
     ),
     ("no-docker", Account(docker="absent", stack=False), ["missing Docker: no `"], 1, 1),
+    (
+        "first-ecs-cluster-of-the-account",
+        Account(ecs_service_role=False, stack=False),
+        [
+            "ok      ECS service role: AWSServiceRoleForECS does not exist yet (this account's first ECS "
+            "cluster): the stack creates it before its cluster"
+        ],
+        0,
+        0,
+    ),
     (
         "placeholders-after-first-deploy",
         Account(secrets={"key": "Xq3-random-placeholder", "hook": "generated", "copilot": "placeholder"}),

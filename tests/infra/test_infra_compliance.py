@@ -29,7 +29,11 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions-SMG4": {"AWS::SecretsManager::Secret"},  # issued and rotated by GitHub
     "AwsSolutions-APIG4": {"AWS::ApiGatewayV2::Route"},  # authenticated by its HMAC signature
     "AwsSolutions-L1": {"AWS::Lambda::Function"},  # runtime pinned to the layer's CPython 3.12
-    "AwsSolutions-ECS2": {"AWS::ECS::TaskDefinition"},  # names in the environment, no secrets
+    "AwsSolutions-ECS2": {"AWS::ECS::TaskDefinition"},
+    # CDK's custom-resource provider (it creates ECS's service-linked role before the first cluster)
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]": {
+        "AWS::IAM::Role"
+    },  # names in the environment, no secrets
     # the publisher's failure destination (positions of events not published): no queue behind it
     "AwsSolutions-SQS3": {"AWS::SQS::Queue", "AWS::SQS::QueuePolicy"},
     # X-Ray, ecr:GetAuthorizationToken and dynamodb:ListStreams, which have no resource-level permissions

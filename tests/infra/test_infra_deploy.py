@@ -4,6 +4,7 @@ cannot starve the ingress and whose timeouts fit its work."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -15,6 +16,7 @@ from infra.constructs.event_queue import EventQueue
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.router import EventRouter
 from squadron.deployment import AGENT_TASK_VCPUS
+from squadron.domain.preflight import concurrency_budget, judge_lambda_concurrency
 from squadron.settings import (
     LAMBDA_RATE_LIMIT_WAIT_SECONDS,
     ReconcilerSettings,
@@ -256,3 +258,50 @@ def test_a_first_deploy_before_the_app_exists_synthesizes_a_stack_that_waits_for
         variables = functions[logical]["Properties"]["Environment"]["Variables"]
         assert variables["GITHUB_APP_ID"] == "0"
         assert not app_configured(variables)
+
+
+def test_an_accounts_first_cluster_waits_for_ecs_service_linked_role(synthesized: Synthesized) -> None:
+    """An account's first ECS cluster can fail with "Unable to assume the service linked role" and
+    roll the first deploy back (FINDINGS): the role is created first, and the cluster waits for it."""
+    resources = synthesized.template_json["Resources"]
+    creators = {
+        name: json.loads(resource["Properties"]["Create"])
+        for name, resource in resources.items()
+        if resource["Type"] == "Custom::AWS" and "createServiceLinkedRole" in str(resource["Properties"])
+    }
+    assert [(call["service"], call["parameters"]) for call in creators.values()] == [
+        ("IAM", {"AWSServiceName": "ecs.amazonaws.com"})
+    ]
+    (creator,) = creators
+    # An account that already has the role answers InvalidInput: the deploy goes on.
+    assert "InvalidInput" in creators[creator]["ignoreErrorCodesMatching"]
+    assert "Delete" not in resources[creator]["Properties"]  # the account's role outlives the stack
+    (cluster,) = synthesized.resources("AWS::ECS::Cluster")
+    assert creator in resources[cluster].get("DependsOn", [])
+
+
+def test_the_doctor_reads_every_draw_on_lambda_concurrency_from_the_template(
+    synthesized: Synthesized,
+) -> None:
+    """The doctor's budget is the template's, not a constant: every event source (with its bound),
+    the stream, the schedule, the function API Gateway invokes and the one agent tasks call."""
+    budget = concurrency_budget(synthesized.template_json)
+    assert [(d.function, d.source, d.executions) for d in budget.draws] == [
+        ("DashboardsFunction", "queue, MaximumConcurrency", 2),
+        ("DomainEventsPublisher", "per stream shard", 1),
+        ("ReconcilerFunction", "schedule", 1),
+        ("RouterFunction", "queue, MaximumConcurrency", 4),  # router_max_concurrency of the context
+    ]
+    assert (budget.ingress, budget.gateway) == ("IngressFunction", "AgentsGateway")
+    # A new account's quota of 10: the default router share (5) leaves the ingress 1 execution,
+    # the smallest (2) leaves it its room.
+    for share, status in ((5, "missing"), (4, "ok"), (2, "ok")):
+        resources = {**synthesized.template_json["Resources"], **_router_share(synthesized, share)}
+        judged = judge_lambda_concurrency(10, 10, concurrency_budget({"Resources": resources}), agents=None)
+        assert judged.status == status, judged.line
+
+
+def _router_share(synthesized: Synthesized, executions: int) -> dict[str, Any]:
+    (name, mapping) = next(iter(_routers(synthesized).items()))
+    properties = {**mapping["Properties"], "ScalingConfig": {"MaximumConcurrency": executions}}
+    return {name: {**mapping, "Properties": properties}}

@@ -211,8 +211,8 @@ RESOURCE_COUNTS = [
     ("AWS::ApiGatewayV2::Route", 1),  # POST /webhook and nothing else
     ("AWS::ApiGatewayV2::Authorizer", 0),
     # ingress, router, agent gateway, reconciler, event publisher, dashboards, the VPC's
-    # default-SG custom resource
-    ("AWS::Lambda::Function", 7),
+    # default-SG custom resource, the provider that creates ECS's service-linked role
+    ("AWS::Lambda::Function", 8),
     # the reconciler's tick, domain events to their log group, domain events to the dashboards
     ("AWS::Events::Rule", 3),
     ("AWS::Lambda::LayerVersion", 1),
@@ -221,8 +221,9 @@ RESOURCE_COUNTS = [
     ("AWS::CloudWatch::Dashboard", 1),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 3),  # webhook secret, App key, Copilot token
-    # 6 functions, API access, VPC flow logs, agent tasks, domain events
-    ("AWS::Logs::LogGroup", 10),
+    # 6 functions, API access, VPC flow logs, agent tasks, domain events, the service-linked role's
+    # provider
+    ("AWS::Logs::LogGroup", 11),
 ]
 
 

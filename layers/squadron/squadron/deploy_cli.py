@@ -6,6 +6,7 @@ needs, checked before it fails half-way).
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -20,10 +21,14 @@ from squadron.deployment import (
     saved_values,
 )
 from squadron.domain.preflight import (
+    ECS_SERVICE_ROLE,
+    ConcurrencyBudget,
     Finding,
+    concurrency_budget,
     failed,
     judge_bootstrap,
     judge_copilot_token,
+    judge_ecs_service_role,
     judge_fargate,
     judge_lambda_concurrency,
     judge_private_key,
@@ -133,6 +138,11 @@ def configure_doctor(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="exit 1 only for what would make `cdk deploy` fail (make deploy runs it so)",
     )
+    parser.add_argument(
+        "--template",
+        help="the synthesized template the Lambda concurrency budget is read from "
+        "(default: cdk.out/Squadron-<stage>.template.json next to --file; make deploy synthesizes it first)",
+    )
     parser.add_argument("--docker", default="docker", help=argparse.SUPPRESS)
 
 
@@ -145,7 +155,8 @@ def run_doctor(args: argparse.Namespace, out: TextIO) -> int:
     except (SettingsError, ConfigurationError) as exc:
         out.write(f"missing deployment values: {exc}\n")
         return EXIT_PROBLEMS
-    findings = doctor(settings, AwsFacts(region=settings.region), docker=args.docker)
+    template = Path(args.template) if args.template else synthesized_template(path.parent, settings)
+    findings = doctor(settings, AwsFacts(region=settings.region), docker=args.docker, template=template)
     for finding in findings:
         out.write(finding.line + "\n")
         out.flush()
@@ -157,7 +168,28 @@ def run_doctor(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def doctor(settings: DeploymentSettings, aws: AwsFacts, *, docker: str = "docker") -> list[Finding]:
+def synthesized_template(directory: Path, settings: DeploymentSettings) -> Path:
+    """Where `cdk synth`, run in ``directory``, writes the stage's template."""
+    return directory / "cdk.out" / f"{settings.stack_name}.template.json"
+
+
+def read_budget(template: Path) -> ConcurrencyBudget:
+    """The Lambda concurrency budget of the synthesized ``template``; PreflightError when unreadable."""
+    from squadron.adapters.preflight import PreflightError  # noqa: PLC0415
+
+    try:
+        return concurrency_budget(json.loads(template.read_text()))
+    except FileNotFoundError as exc:
+        raise PreflightError(
+            f"no synthesized template at {template}: npx cdk synth (make deploy does)"
+        ) from exc
+    except (OSError, ValueError, AttributeError) as exc:
+        raise PreflightError(f"{template} is not a synthesized template: {exc}") from exc
+
+
+def doctor(
+    settings: DeploymentSettings, aws: AwsFacts, *, docker: str = "docker", template: Path | None = None
+) -> list[Finding]:
     """Every check, in the order a deploy meets them: the account, CDK, quotas, Docker, the App,
     then the deployed stack's secrets and webhook URL."""
     from squadron.adapters.preflight import PreflightError, docker_version  # noqa: PLC0415
@@ -193,12 +225,23 @@ def doctor(settings: DeploymentSettings, aws: AwsFacts, *, docker: str = "docker
         lambda: judge_bootstrap(aws.bootstrap_version(), identity.account, identity.region),
         blocks=True,
     )
+    try:
+        vcpus: float | None = aws.fargate_vcpus()
+        vcpus_unread = ""
+    except PreflightError as exc:
+        vcpus, vcpus_unread = None, str(exc)
+    agents = None if vcpus is None else int(vcpus // AGENT_TASK_VCPUS)
+    where = template or synthesized_template(Path.cwd(), settings)
     read(
         "Lambda concurrency",
-        lambda: judge_lambda_concurrency(*aws.lambda_concurrency(), settings.router_max_concurrency),
+        lambda: judge_lambda_concurrency(*aws.lambda_concurrency(), read_budget(where), agents),
         blocks=False,
     )
-    read("Fargate vCPU quota", lambda: judge_fargate(aws.fargate_vcpus(), AGENT_TASK_VCPUS), blocks=False)
+    if vcpus_unread:
+        findings.append(Finding("warn", "Fargate vCPU quota", f"could not be read: {vcpus_unread}"))
+    else:
+        findings.append(judge_fargate(vcpus, AGENT_TASK_VCPUS))
+    read("ECS service role", lambda: judge_ecs_service_role(aws.has_role(ECS_SERVICE_ROLE)), blocks=False)
     try:
         findings.append(Finding("ok", "Docker", f"engine {docker_version(docker)} (builds the agent image)"))
     except PreflightError as exc:

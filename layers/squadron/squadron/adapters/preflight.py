@@ -103,6 +103,18 @@ class AwsFacts:
             raise PreflightError(_why(exc)) from exc
         return float(answer["Quota"]["Value"])
 
+    def has_role(self, name: str) -> bool:
+        """Whether the account has the IAM role ``name`` (a service-linked role, say)."""
+        try:
+            self.client("iam").get_role(RoleName=name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "NoSuchEntity":
+                return False
+            raise PreflightError(_why(exc)) from exc
+        except BotoCoreError as exc:
+            raise PreflightError(_why(exc)) from exc
+        return True
+
     def stack_outputs(self, stack_name: str) -> dict[str, str] | None:
         """The deployed stack's outputs (None: no such stack yet)."""
         try:

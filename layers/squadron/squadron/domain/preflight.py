@@ -8,9 +8,9 @@ stack that cannot start); the rest is what the running stack needs before it can
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Status = Literal["ok", "warn", "missing", "skip"]
 
@@ -19,9 +19,9 @@ Status = Literal["ok", "warn", "missing", "skip"]
 MIN_BOOTSTRAP_VERSION = 6
 #: The default bootstrap qualifier, whose version CDK keeps in this SSM parameter.
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
-#: Executions the functions other than the router need at once to answer: the ingress (GitHub
-#: waits 10 s), the reconciler and the token vendor, one each.
-OTHER_FUNCTIONS_CONCURRENCY = 3
+#: Executions the ingress must find free to answer GitHub, which waits 10 s and never re-sends a
+#: delivery that was refused: two, so that two webhooks arriving together are both taken.
+INGRESS_ROOM = 2
 #: Service Quotas: "Fargate On-Demand vCPU resource count"; Lambda's concurrent executions.
 FARGATE_VCPU_QUOTA = ("fargate", "L-3032A538")
 LAMBDA_CONCURRENCY_QUOTA = ("lambda", "L-B99A9384")
@@ -68,29 +68,148 @@ def judge_bootstrap(version: int | None, account: str, region: str) -> Finding:
     return Finding("ok", "CDK bootstrap", f"version {version} in {region}")
 
 
-def judge_lambda_concurrency(limit: int, unreserved: int, router_max: int) -> Finding:
-    """The router may take ``router_max`` executions; the other functions must still find theirs."""
-    needed = router_max + OTHER_FUNCTIONS_CONCURRENCY
-    if unreserved >= needed:
-        return Finding(
-            "ok",
-            "Lambda concurrency",
-            f"{unreserved} of {limit} unreserved: the router takes at most {router_max}, the rest stays "
-            "free for the ingress",
-        )
-    fits = unreserved - OTHER_FUNCTIONS_CONCURRENCY
-    lower = (
-        f"lower the router's share (squadron configure --set router_max_concurrency={fits}) or "
-        if fits >= 2
-        else ""
+@dataclass(frozen=True)
+class Draw:
+    """One consumer of the account's unreserved Lambda concurrency: at most ``executions`` at once
+    (None: no bound)."""
+
+    function: str
+    source: str
+    executions: int | None
+
+    @property
+    def text(self) -> str:
+        return f"{self.function} {self.executions if self.executions is not None else 'unbounded'} ({self.source})"
+
+
+@dataclass(frozen=True)
+class ConcurrencyBudget:
+    """What a synthesized template lets its functions take at once, read from the template itself:
+    its event source mappings, its scheduled and event rules, the function API Gateway invokes
+    (the ingress) and the one agent tasks invoke (the gateway, one call at a time per task)."""
+
+    draws: tuple[Draw, ...]
+    ingress: str | None
+    gateway: str | None
+
+    @property
+    def bounded(self) -> int:
+        return sum(d.executions or 0 for d in self.draws)
+
+    @property
+    def unbounded(self) -> list[Draw]:
+        return [d for d in self.draws if d.executions is None]
+
+
+_HASH = re.compile(r"[0-9A-F]{8}$")
+
+
+def _function_name(logical_id: str) -> str:
+    """A function's logical id without CDK's hash: RouterFunction0F681190 -> RouterFunction."""
+    return _HASH.sub("", logical_id) or logical_id
+
+
+def _referenced(value: Any) -> str | None:
+    """The logical id a {"Ref": X} or {"Fn::GetAtt": [X, "Arn"]} names."""
+    if isinstance(value, Mapping):
+        if isinstance(value.get("Ref"), str):
+            return str(value["Ref"])
+        attribute = value.get("Fn::GetAtt")
+        if isinstance(attribute, list) and attribute and isinstance(attribute[0], str):
+            return attribute[0]
+    return None
+
+
+def concurrency_budget(template: Mapping[str, Any]) -> ConcurrencyBudget:
+    """Every draw on the account's Lambda concurrency that ``template`` fixes."""
+    resources: Mapping[str, Any] = template.get("Resources", {})
+    functions = {name for name, r in resources.items() if r.get("Type") == "AWS::Lambda::Function"}
+    draws: list[Draw] = []
+    ingress = gateway = None
+    for name, resource in resources.items():
+        kind, properties = resource.get("Type"), resource.get("Properties", {})
+        if kind == "AWS::Lambda::EventSourceMapping":
+            function = _referenced(properties.get("FunctionName")) or name
+            if "StartingPosition" in properties:  # a stream: batches at once per shard
+                factor = int(properties.get("ParallelizationFactor", 1))
+                draws.append(Draw(_function_name(function), "per stream shard", factor))
+            else:
+                maximum = properties.get("ScalingConfig", {}).get("MaximumConcurrency")
+                source = (
+                    "queue, MaximumConcurrency" if maximum is not None else "queue without MaximumConcurrency"
+                )
+                draws.append(
+                    Draw(_function_name(function), source, None if maximum is None else int(maximum))
+                )
+        elif kind == "AWS::Events::Rule":
+            for target in properties.get("Targets", []):
+                invoked = _referenced(target.get("Arn"))
+                if invoked in functions:
+                    scheduled = "ScheduleExpression" in properties
+                    # A schedule whose runs end before the next tick runs one at a time; events
+                    # invoke a function as often as they come.
+                    draws.append(
+                        Draw(
+                            _function_name(invoked),
+                            "schedule" if scheduled else "event rule",
+                            1 if scheduled else None,
+                        )
+                    )
+        elif kind == "AWS::Lambda::Permission" and properties.get("Principal") == "apigateway.amazonaws.com":
+            ingress = _referenced(properties.get("FunctionName"))
+        elif kind == "AWS::ECS::TaskDefinition":
+            for container in properties.get("ContainerDefinitions", []):
+                for variable in container.get("Environment", []):
+                    if variable.get("Name") == "AGENT_GATEWAY_FUNCTION":
+                        gateway = _referenced(variable.get("Value"))
+    return ConcurrencyBudget(
+        tuple(sorted(draws, key=lambda d: d.function)),
+        _function_name(ingress) if ingress else None,
+        _function_name(gateway) if gateway else None,
     )
+
+
+def judge_lambda_concurrency(
+    limit: int, unreserved: int, budget: ConcurrencyBudget, agents: int | None
+) -> Finding:
+    """Whatever every event source, schedule and agent may take at once, the ingress must still find
+    :data:`INGRESS_ROOM` executions: GitHub does not re-send a webhook that was throttled."""
+    quota = f"ask AWS for more (Service Quotas: lambda {LAMBDA_CONCURRENCY_QUOTA[1]})"
+    check = "Lambda concurrency"
+    if budget.unbounded:
+        return Finding(
+            "missing",
+            check,
+            f"{', '.join(d.text for d in budget.unbounded)}: may take every execution and leave the ingress "
+            "none (give the event source a MaximumConcurrency)",
+            True,
+        )
+    taken = "; ".join(d.text for d in budget.draws)
+    left = unreserved - budget.bounded
+    if left < INGRESS_ROOM:
+        return Finding(
+            "missing",
+            check,
+            f"{unreserved} of {limit} unreserved, {budget.bounded} taken at most by {taken}: "
+            f"{max(left, 0)} left for the ingress, {INGRESS_ROOM} needed; lower router_max_concurrency "
+            f"(squadron configure --set router_max_concurrency=2) or {quota}",
+            True,
+        )
+    gateway = f"{budget.gateway or 'the agent gateway'} (one call at a time per agent task)"
+    if agents is not None and left - agents < INGRESS_ROOM:
+        return Finding(
+            "warn",
+            check,
+            f"{unreserved} of {limit} unreserved, {budget.bounded} taken at most by {taken}; {agents} agent "
+            f"tasks at once calling {gateway} would leave the ingress {max(left - agents, 0)} of the "
+            f"{INGRESS_ROOM} it needs, and GitHub does not re-send a refused webhook: {quota}",
+        )
+    agents_text = f", up to {agents} by {gateway}" if agents is not None else ""
     return Finding(
-        "missing",
-        "Lambda concurrency",
-        f"{unreserved} of {limit} unreserved, {needed} needed (router_max_concurrency {router_max} + "
-        f"{OTHER_FUNCTIONS_CONCURRENCY}): {lower}ask AWS for more (Service Quotas: lambda "
-        f"{LAMBDA_CONCURRENCY_QUOTA[1]})",
-        True,
+        "ok",
+        check,
+        f"{unreserved} of {limit} unreserved: at most {budget.bounded} taken by {taken}{agents_text}; "
+        f"{left - (agents or 0)} stay free for the ingress",
     )
 
 
@@ -115,6 +234,23 @@ def judge_fargate(vcpus: float | None, task_vcpus: float) -> Finding:
             f"{vcpus:g} vCPU: {agents} agent task(s) at once; more wait their turn ({code})",
         )
     return Finding("ok", "Fargate vCPU quota", f"{vcpus:g} vCPU: up to {agents} agent tasks at once")
+
+
+#: ECS's service-linked role: created on an account's first use of ECS, not always ready in time
+#: for its first cluster (FINDINGS), so the stack creates it before the cluster.
+ECS_SERVICE_ROLE = "AWSServiceRoleForECS"
+
+
+def judge_ecs_service_role(exists: bool) -> Finding:
+    if exists:
+        return Finding("ok", "ECS service role", f"{ECS_SERVICE_ROLE} exists")
+    return Finding(
+        "ok",
+        "ECS service role",
+        f"{ECS_SERVICE_ROLE} does not exist yet (this account's first ECS cluster): the stack creates it "
+        'before its cluster, so the first deploy does not roll back on "Unable to assume the service '
+        'linked role"',
+    )
 
 
 def judge_private_key(value: str, secret: str) -> Finding:

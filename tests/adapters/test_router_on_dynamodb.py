@@ -109,7 +109,7 @@ BOUNDS: list[tuple[str, Step, Under, int]] = [
         "check_run.completed (failure)",
         lambda e: [e.assigned(38), e.pr(101, "feat/issue-38")],
         lambda e: e.check("feat/issue-38", "failure", prs=(101,)),
-        4,  # + the CI round counted on the dev agent
+        6,  # + the CI round counted on the dev agent; + the claim, its 1 effect recorded done
     ),
     ("status (unknown branch)", lambda e: [], lambda e: e.status(("nobody",), "failure"), 1),
 ]

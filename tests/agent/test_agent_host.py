@@ -499,6 +499,7 @@ def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> Non
 def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_dev(stack: Stack) -> None:
     e = stack.events
     stack.route(e.opened(38))
+    stack.route(e.opened(12))  # the blocker: a writer's issue too (the PM links vouched issues only)
     pm_id = "1-pm"
     assert stack.agent(pm_id).status is AgentStatus.CREATED
     model = ScriptedModel(

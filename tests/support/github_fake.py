@@ -97,7 +97,8 @@ def _assigned(request: httpx.Request, match: re.Match[str]) -> httpx.Response:
     return _json(201, _issue(int(match.group("n")), assignees=[_user(login) for login in logins]))
 
 
-def _pull(number: int, request: dict[str, Any] | None = None) -> dict[str, Any]:
+def _pull(number: int, request: dict[str, Any] | None = None, repo: str = "octo/repo") -> dict[str, Any]:
+    """A pull request as GitHub answers it: the App's own, from a branch of ``repo`` (not a fork)."""
     request = request or {}
     return {
         "number": number,
@@ -110,11 +111,11 @@ def _pull(number: int, request: dict[str, Any] | None = None) -> dict[str, Any]:
         "head": {
             "ref": request.get("head", "feat/issue-38"),
             "sha": "c" * 40,
-            "repo": {"full_name": "octo/app"},
+            "repo": {"full_name": repo},
         },
         "base": {"ref": request.get("base", "main"), "sha": "d" * 40},
         "labels": [],
-        "html_url": f"https://github.com/octo/repo/pull/{number}",
+        "html_url": f"https://github.com/{repo}/pull/{number}",
         "created_at": "2026-11-23T12:00:00Z",
         "updated_at": "2026-11-23T12:00:00Z",
     }
@@ -296,9 +297,21 @@ ROUTES: list[tuple[str, str, Responder]] = [
         r"/repos/[^/]+/[^/]+/issues/\d+/comments",
         lambda r, m: _json(201, {"id": 7, "body": json.loads(r.content)["body"]}),
     ),
-    ("GET", r"/repos/[^/]+/[^/]+/pulls/(?P<n>\d+)", lambda r, m: _json(200, _pull(int(m.group("n"))))),
-    ("POST", r"/repos/[^/]+/[^/]+/pulls", lambda r, m: _json(201, _pull(101, json.loads(r.content)))),
-    ("GET", r"/repos/[^/]+/[^/]+/pulls", lambda r, m: _json(200, [_pull(101)])),
+    (
+        "GET",
+        r"/repos/(?P<repo>[^/]+/[^/]+)/pulls/(?P<n>\d+)",
+        lambda r, m: _json(200, _pull(int(m.group("n")), repo=m.group("repo"))),
+    ),
+    (
+        "POST",
+        r"/repos/(?P<repo>[^/]+/[^/]+)/pulls",
+        lambda r, m: _json(201, _pull(101, json.loads(r.content), repo=m.group("repo"))),
+    ),
+    (
+        "GET",
+        r"/repos/(?P<repo>[^/]+/[^/]+)/pulls",
+        lambda r, m: _json(200, [_pull(101, repo=m.group("repo"))]),
+    ),
     (
         "GET",
         r"/repos/[^/]+/[^/]+/pulls/\d+/files",

@@ -244,6 +244,7 @@ def test_a_writers_edit_is_vouched_for_and_a_strangers_never() -> None:
 def test_the_apps_own_assignment_vouches_for_nothing() -> None:
     """The PM assigns outside issues it triaged: their author's trust decides what the dev reads."""
     w = _world()
+    w.send(w.events.opened(38))  # opened by a writer: vouched for, so the PM's assignment starts its agent
     pm_assigns = agent_did(_with_text(w.events.assigned(38, by=BOT), "Pwned", INJECTED), "1-pm")
     w.send(pm_assigns)
 

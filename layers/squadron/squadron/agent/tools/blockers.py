@@ -5,9 +5,13 @@ What the router must hear (a blocker) goes through the agent gateway, which stam
 
 from __future__ import annotations
 
+from typing import Any
+
+from squadron.adapters.github.errors import NotFoundError
 from squadron.agent.tools.base import _Tools
 from squadron.agent.tools.params import CreateBlockerIssue, RegisterBlockerParams, ReportBlocked
 from squadron.domain.permissions import Action, check
+from squadron.domain.write_policy import blocker_refusal
 
 
 class _BlockerTools(_Tools):
@@ -33,10 +37,19 @@ class _BlockerTools(_Tools):
         own = self.agent.issue_number
         assert own is not None
         check(self.github.caller, Action.REGISTER_BLOCKER)
-        # Registered first: the gateway refuses a blocker that is not an open issue, and then
-        # nothing says the issue is blocked.
-        self.door.register_blocker(own, blocker, sleep=True, note=reason, what=f"blocked-{blocker}")
+        # The gateway refuses a blocker that is not an open issue (the same rule, as GitHub has it
+        # when it registers): asked here first, so a refused one says nothing on the issue. The
+        # comment goes before the registration, which puts the agent to sleep: a sleeping agent's
+        # task writes nothing, and the sooner it winds down, the sooner a wake finds its lease free.
+        try:
+            issue: dict[str, Any] | None = self.github.get_issue(blocker)
+        except NotFoundError:
+            issue = None
+        refused = blocker_refusal(blocker, issue)
+        if refused is not None:
+            return f"Not registered: {refused}"
         self.writes.comment(own, f"Blocked by #{blocker}: {reason}")
+        self.door.register_blocker(own, blocker, sleep=True, note=reason, what=f"blocked-{blocker}")
         self.state.ending = "sleep"
         self.state.reason = f"blocked by #{blocker}: {reason}"
         self.state.commands.append(f"register_blocker #{blocker}")

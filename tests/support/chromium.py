@@ -7,6 +7,7 @@ bounded by a deadline only so that a broken browser fails the test instead of ha
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import shutil
@@ -91,6 +92,13 @@ class Page:
         """Navigate to ``url`` and wait until its document has loaded."""
         self.send("Page.navigate", url=url)
         wait_for(f"load of {url}", lambda: self.location() == url and self.ready())
+
+    def screenshot(self, path: Path) -> Path:
+        """The page as it looks now, as a PNG file at ``path``."""
+        shot = self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return path
 
     def location(self) -> str:
         return str(self.evaluate("document.location.href"))

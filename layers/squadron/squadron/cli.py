@@ -132,6 +132,9 @@ def _run_schema(args: argparse.Namespace, out: TextIO) -> int:
 
 # --- local -------------------------------------------------------------------------------------
 
+#: The GitHub sandbox's port unless told otherwise: its pages stay at one address across restarts.
+SANDBOX_PORT = 8765
+
 
 def _configure_local(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -167,6 +170,13 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port", type=port, default=0, help="the webhook endpoint's port (default: any free one)"
+    )
+    parser.add_argument(
+        "--sandbox-port",
+        type=port,
+        default=SANDBOX_PORT,
+        help=f"the GitHub sandbox's port, where its pages are browsed (default: {SANDBOX_PORT}; "
+        "any free one when it is taken)",
     )
     parser.add_argument(
         "--state-retention-days",
@@ -215,6 +225,7 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
             github=github,
             copilot_token=os.environ.get("SQUADRON_COPILOT_TOKEN") or None if github else None,
             port=args.port,
+            sandbox_port=args.sandbox_port,
             state_retention_days=args.state_retention_days,
         )
     )
@@ -287,7 +298,12 @@ def _local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
             f"  GitHub sandbox   {stack.sandbox.base_url}  (repository {args.repo}; act as a human with",
             "                   'Authorization: token human:octo-human')",
             f"  webhook endpoint {stack.endpoint}/webhook",
+            f"  browse           {stack.sandbox.base_url}/ui/  (issues, pull requests and the dashboard)",
         ]
+        if stack.sandbox_port_taken:
+            lines.append(
+                f"                   (port {args.sandbox_port} was taken: the sandbox serves on another)"
+            )
     else:
         github = stack.options.github
         assert github is not None

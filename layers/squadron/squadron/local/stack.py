@@ -123,6 +123,9 @@ class LocalOptions:
     copilot_token: str | None = None
     #: The webhook endpoint's port (0: any free one); a tunnel needs a fixed one.
     port: int = 0
+    #: The GitHub sandbox's port (its REST API and the pages a person browses under ``/ui/``);
+    #: 0: any free one. When it is taken, any free one (:attr:`LocalStack.sandbox_port_taken`).
+    sandbox_port: int = 0
     #: More sandbox repositories, set up like ``repo`` (the App is installed on all of them).
     extra_repos: tuple[str, ...] = ()
     #: How long an unanswered batch stays hidden in events.fifo (the CDK stack's is 6x the router's
@@ -210,6 +213,8 @@ class LocalStack:
         #: Where a stop saves the sandbox's and AWS's state, and a start resumes it from.
         self.github_state = options.state_dir / "saved" / "github.json"
         self.aws_state = options.state_dir / "saved" / "aws.json"
+        #: Whether the sandbox's port was taken, so that it serves on another.
+        self.sandbox_port_taken = False
         #: What a start restored (registry items, queued messages), None on a first start.
         self.restored: dict[str, int] | None = None
         #: The state directory's lock, held from start to stop (None: not taken).
@@ -347,12 +352,19 @@ class LocalStack:
             webhook_secret=WEBHOOK_SECRET,
             examples=first_examples(),
         )
+        self.sandbox.node_modules = self.options.root / "node_modules"  # mermaid, for the pages
         if self.github_state.exists():
             self.sandbox.load(self.github_state)
         for name in (self.options.repo, *self.options.extra_repos):
             if name not in self.sandbox.repos:
                 self.sandbox.add_repository(name, self._seed_files(name), permissions=HUMANS)
-        return self.sandbox.start()
+        try:
+            return self.sandbox.start(self.options.sandbox_port)
+        except OSError:  # taken (another stack, another program): any free port, which the banner says
+            if not self.options.sandbox_port:
+                raise
+            self.sandbox_port_taken = True
+            return self.sandbox.start(0)
 
     def _log_to(self, path: Path) -> None:
         """The Lambdas' JSON logs and the shell's own into one file, not over the terminal."""

@@ -9,6 +9,7 @@ after its operation id (``_op_<group>__<name>``). Humans act with a token naming
 The lists GitHub pages (:data:`PAGED`) come ``per_page`` at a time (30 unless asked, at most
 100) with ``Link: rel="next"``. A test's :attr:`~.base._SandboxBase.api_fault` makes a request
 applied and then answered 502, dropped, or left hanging (or refused before anything happens).
+A GET under ``/ui/`` (no REST path) is a page a person browses (:mod:`.pages`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from squadron.local.openapi import Call, InvalidRequestError, validate_call
 from squadron.local.sandbox.apps import _AppOps
 from squadron.local.sandbox.base import ApiError, Json
 from squadron.local.sandbox.checks import _CheckOps
+from squadron.local.sandbox.pages import POLICY, PREFIX, _Pages
 from squadron.local.sandbox.pulls import _PullOps
 from squadron.local.sandbox.repositories import _RepositoryOps
 from squadron.local.sandbox.state import _State
@@ -50,17 +52,35 @@ def _tags(if_none_match: str) -> list[str]:
     return [tag.strip() for tag in if_none_match.split(",") if tag.strip()]
 
 
-class GitHubSandbox(_State, _AppOps, _RepositoryOps, _PullOps, _CheckOps):
+class GitHubSandbox(_State, _AppOps, _RepositoryOps, _PullOps, _CheckOps, _Pages):
     """One App, one installation, its repositories; a REST server and a webhook sender."""
 
     def start(self, port: int = 0) -> str:
+        """Serve on ``port`` (0: any free one); the base URL. ``OSError`` when it is taken."""
         sandbox = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: object) -> None:
                 return
 
+            def _page(self) -> None:
+                """A page a person browses (:mod:`.pages`), never a REST answer."""
+                answer = sandbox.page(urlsplit(self.path).path)
+                self.send_response(answer.status)
+                if answer.location:
+                    self.send_header("location", answer.location)
+                self.send_header("content-type", answer.content_type)
+                self.send_header("content-length", str(len(answer.body)))
+                self.send_header("content-security-policy", POLICY)
+                self.send_header("x-content-type-options", "nosniff")
+                self.end_headers()
+                self.wfile.write(answer.body)
+
             def _serve(self) -> None:
+                path = urlsplit(self.path).path
+                if self.command == "GET" and (path == PREFIX or path.startswith(f"{PREFIX}/")):
+                    self._page()
+                    return
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length) if length else b""
                 fault = sandbox.api_fault(self.command, self.path) if sandbox.api_fault else None

@@ -67,6 +67,7 @@ class SquadronStack(cdk.Stack):
             metrics_namespace=settings.metrics_namespace,
             egress=settings.agent_egress,
             state_retention_days=settings.state_retention_days,
+            state_backups=settings.state_backups,
         )
         # An account's first ECS cluster needs ECS's service-linked role ready (FINDINGS).
         self.ecs_service_role = EcsServiceLinkedRole(

@@ -38,6 +38,7 @@ def test_defaults() -> None:
         "history_days": 120,
         "agent_egress": "public",
         "state_retention_days": 7,
+        "state_backups": False,
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
 

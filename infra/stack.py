@@ -68,6 +68,7 @@ class SquadronStack(cdk.Stack):
             egress=settings.agent_egress,
             state_retention_days=settings.state_retention_days,
             allowed_domains=settings.agent_allowed_domains,
+            state_backups=settings.state_backups,
         )
         # An account's first ECS cluster needs ECS's service-linked role ready (FINDINGS).
         self.ecs_service_role = EcsServiceLinkedRole(

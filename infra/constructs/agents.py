@@ -161,6 +161,7 @@ class AgentCompute(Construct):
         egress: str = "public",
         state_retention_days: int = DEFAULT_RETENTION_DAYS,
         allowed_domains: Sequence[str] = (),
+        state_backups: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         #: Days finished agents' state stays on the file system (the gateway hands out what is due).
@@ -209,10 +210,15 @@ class AgentCompute(Construct):
             vpc_subnets=ec2.SubnetSelection(subnet_type=self.agent_subnets),
             encrypted=True,
             removal_policy=cdk.RemovalPolicy.RETAIN,
-            enable_automatic_backups=True,
+            # AWS Backup keeps daily copies 35 days past state_retention_days: the deployer's choice.
+            enable_automatic_backups=state_backups,
             # Git working copies live here: bursting credits run out under many small writes.
             throughput_mode=efs.ThroughputMode.ELASTIC,
         )
+        if not state_backups:  # said, not left to the API's default
+            cfn_file_system = self.file_system.node.default_child
+            assert isinstance(cfn_file_system, efs.CfnFileSystem)
+            cfn_file_system.backup_policy = efs.CfnFileSystem.BackupPolicyProperty(status="DISABLED")
         self.file_system.connections.allow_default_port_from(
             self.security_group, "agent tasks mount the agents' file system"
         )

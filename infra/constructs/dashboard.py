@@ -63,7 +63,9 @@ class OperationsDashboard(Construct):
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
-            dashboard_name=f"squadron-{stage}",
+            # Dashboards are the account's, not the region's: the same stage in two regions
+            # would otherwise fight over one name.
+            dashboard_name=f"squadron-{stage}-{cdk.Aws.REGION}",
             default_interval=cdk.Duration.hours(6),
         )
         self._widgets()

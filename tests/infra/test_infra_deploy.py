@@ -305,3 +305,35 @@ def _router_share(synthesized: Synthesized, executions: int) -> dict[str, Any]:
     (name, mapping) = next(iter(_routers(synthesized).items()))
     properties = {**mapping["Properties"], "ScalingConfig": {"MaximumConcurrency": executions}}
     return {name: {**mapping, "Properties": properties}}
+
+
+def test_agent_state_backups_are_the_deployers_choice(
+    synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """EFS automatic backups keep a removed agent's state 35 days past state_retention_days in a
+    vault that outlives the stack (FINDINGS): off unless the deployment asks for them."""
+
+    def backups(template: Any) -> list[str]:
+        return [
+            r["Properties"]["BackupPolicy"]["Status"]
+            for r in template["Resources"].values()
+            if r["Type"] == "AWS::EFS::FileSystem"
+        ]
+
+    assert backups(synthesized.template_json) == ["DISABLED"]
+    app = cdk.App(
+        context={**cdk_json_context(), "stage": "backed", "state_backups": "true"},
+        outdir=str(tmp_path_factory.mktemp("backed")),
+    )
+    stack = build(app)
+    assert backups(app.synth().get_stack_artifact(stack.artifact_id).template) == ["ENABLED"]
+
+
+def test_account_global_names_are_unique_per_region(synthesized: Synthesized) -> None:
+    """CloudWatch dashboards belong to the account, not the region: the same stage deployed in two
+    regions must not share (and overwrite) one dashboard."""
+    (dashboard,) = synthesized.resources("AWS::CloudWatch::Dashboard").values()
+    separator, parts = dashboard["Properties"]["DashboardName"]["Fn::Join"]
+    assert separator == ""
+    assert parts[0] == "squadron-ci-"
+    assert parts[1:] == [{"Ref": "AWS::Region"}]

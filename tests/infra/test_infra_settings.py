@@ -39,6 +39,7 @@ def test_defaults() -> None:
         "agent_egress": "public",
         "agent_allowed_domains": (),
         "state_retention_days": 7,
+        "state_backups": False,
     }
     assert settings.log_retention == logs.RetentionDays.ONE_MONTH
 

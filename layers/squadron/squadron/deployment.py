@@ -123,6 +123,12 @@ class DeploymentSettings(BaseModel):
     the agents' file system before the next agent task removes them; 0 removes them as soon as
     no task of the agent runs. Memory and retrospectives are kept regardless."""
 
+    state_backups: bool = False
+    """Whether AWS Backup's default plan copies the agents' file system daily (EFS automatic
+    backups). Off by default, consistent with ``state_retention_days``: those backups are kept 35
+    days in a vault that outlives the stack, so a removed agent's working copy and session would
+    stay that much longer. On: the state survives an accidental deletion, for the backups' price."""
+
     @field_validator("log_retention_days")
     @classmethod
     def _retention_is_allowed(cls, value: int) -> int:

@@ -153,7 +153,9 @@ from squadron.domain.retention import (
 )
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.retrospective import ActionItem
+from squadron.domain.routing.snapshot import IssueView
 from squadron.domain.threats import Finding, refusal, write_texts
+from squadron.domain.vouching import voucher, waits
 from squadron.domain.write_policy import (
     approves,
     assignees_refusal,
@@ -507,6 +509,7 @@ class GatewayRegistry(Protocol):
     def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]: ...
     def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None: ...
     def record_write(self, agent_id: str, key: str, result: Any) -> None: ...
+    def issue_view(self, repo_id: int, number: int) -> IssueView: ...
 
 
 @dataclass(frozen=True)
@@ -723,6 +726,12 @@ class AgentGateway:
             raise LaunchRefusedError(
                 "forbidden", f"{agent.display_name} publishes artifacts for its own issue only ({mine})"
             )
+        if agent.kind is RoleKind.PM and request.issue_number is not None:
+            # The PM reads strangers' issues: what it publishes reaches only vouched issues' briefs.
+            triage = self.config_for(agent).config.triage
+            vouched_by = self.registry.issue_view(agent.repo_id, request.issue_number).vouched_by
+            if voucher(vouched_by, triage) is None:
+                raise LaunchRefusedError("forbidden", f"not published: {waits(request.issue_number, triage)}")
         for _attempt in range(3):
             held = next(
                 (

@@ -248,6 +248,19 @@ def _handler(gateway: ModelGateway) -> type[BaseHTTPRequestHandler]:
             answered = 0
             reported = False
             sent = True
+            counted = False
+
+            def settle() -> None:
+                # Counted before the caller sees the answer end, so its next call's budget check
+                # already includes this one (and a test reading the count after the answer sees it).
+                nonlocal used, counted
+                if counted or not sent:
+                    return
+                counted = True
+                if not reported:  # never free: a call without usage is counted by its size
+                    used = model_calls.estimate(len(body), answered)
+                gateway.count(model, used.input_tokens, used.output_tokens)
+
             try:
                 with gateway._client.stream("POST", url, content=body, headers=headers) as response:
                     content_type = response.headers.get("content-type", "application/json")
@@ -258,6 +271,7 @@ def _handler(gateway: ModelGateway) -> type[BaseHTTPRequestHandler]:
                         found = model_calls.tokens_of(model_calls.parsed(data))
                         if found is not None:
                             used, reported = found, True
+                        settle()
                         self._send(response.status_code, content_type, data)
                         return
                     self.send_response(response.status_code)
@@ -273,10 +287,12 @@ def _handler(gateway: ModelGateway) -> type[BaseHTTPRequestHandler]:
                         piece = gateway.redact(line)
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                         self.wfile.flush()
+                    settle()
                     self.wfile.write(b"0\r\n\r\n")
             except httpx.HTTPError as exc:
                 sent = not isinstance(exc, httpx.ConnectError)  # a provider never reached cost nothing
                 logger.warning("the model provider did not answer: %s", type(exc).__name__)
+                settle()
                 if answered == 0:
                     self._refuse(
                         Refusal(
@@ -288,9 +304,6 @@ def _handler(gateway: ModelGateway) -> type[BaseHTTPRequestHandler]:
                 else:
                     self.close_connection = True
             finally:
-                if sent:
-                    if not reported:  # never free: a call without usage is counted by its size
-                        used = model_calls.estimate(len(body), answered)
-                    gateway.count(model, used.input_tokens, used.output_tokens)
+                settle()
 
     return Handler

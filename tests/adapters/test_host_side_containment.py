@@ -214,12 +214,21 @@ def test_a_link_flipped_while_the_host_prepares_leads_nowhere_the_agent_cannot_g
             *_as_a(),
             "/usr/bin/python3",  # the system's: the agent's user can run it
             "-c",
-            "import os, sys\n"
+            "import itertools, os, sys\n"
             "work, own, other, stop = sys.argv[1:]\n"
+            "aside = itertools.count()\n"
             "while not os.path.exists(stop):\n"
             "    for target in (own, other):\n"
             "        os.symlink(target, work + '.new')\n"
-            "        os.replace(work + '.new', work)\n",
+            "        while True:\n"
+            "            try:\n"
+            "                os.replace(work + '.new', work)\n"
+            "                break\n"
+            "            except IsADirectoryError:  # the host made a directory there: move it aside\n"
+            "                try:\n"
+            "                    os.rename(work, f'{work}.{next(aside)}')\n"
+            "                except FileNotFoundError:\n"
+            "                    pass\n",
             str(work),
             str(own),
             str(world.b_dirs.work / "notes"),

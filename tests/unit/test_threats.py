@@ -26,6 +26,27 @@ TEXTS: list[tuple[str, str, list[Finding]]] = [
     ("plain words", "Fixed the parser.", []),
     ("past the line bound", "x" * MAX_LINE_CHARS + AWS_KEY, []),
     ("past the text bound", "\n" * MAX_SCAN_CHARS + AWS_KEY, []),
+    # Scanned a block of lines at a time: each secret is still found on its own line.
+    (
+        "two secrets deep in a long text",
+        "word\n" * 900 + f"id={AWS_KEY}\n" + "x = 1\n" * 2000 + f"t={PAT}\n" + "end\n" * 10,
+        [Finding("body", 901, "AWS Access Key"), Finding("body", 2902, "GitHub Token")],
+    ),
+    (
+        "a secret split over two lines is not one",
+        "AKIA\n" + AWS_KEY[4:] + "\nhttps://admin:\nhunter2@db.example.com",
+        [],
+    ),
+    (
+        "secrets on neighbouring lines",
+        f"https://admin:hunter2hunter2@db.example.com/x\n{PEM}\n{AWS_KEY}",
+        [
+            Finding("body", 1, "Basic Auth Credentials"),
+            Finding("body", 2, "Private Key"),
+            Finding("body", 3, "AWS Access Key"),
+        ],
+    ),
+    ("a quarter million short lines", "ab\n" * (MAX_SCAN_CHARS // 3), []),
 ]
 
 

@@ -121,3 +121,91 @@ def test_a_failed_transaction_leaves_the_stream_its_readers_hold() -> None:
         assert backend.tables["t"].stream_shard is held
         written = [record.record["dynamodb"]["Keys"]["PK"]["S"] for record in held.items]
         assert written == ["a", "c"]  # the rolled-back put of "b" is gone, the next write is seen
+
+
+#: (case, the failing transaction's items before its failing condition): each is undone.
+UNDONE: list[tuple[str, list[dict[str, Any]]]] = [
+    ("a new item", [{"Put": {"TableName": "t", "Item": {"PK": {"S": "new"}, "SK": {"S": "x"}}}}]),
+    (
+        "an item replaced",
+        [{"Put": {"TableName": "t", "Item": {"PK": {"S": "a"}, "SK": {"S": "1"}, "v": {"N": "9"}}}}],
+    ),
+    (
+        "an item updated in place",
+        [
+            {
+                "Update": {
+                    "TableName": "t",
+                    "Key": {"PK": {"S": "a"}, "SK": {"S": "2"}},
+                    "UpdateExpression": "SET v = :nine ADD n :one",
+                    "ExpressionAttributeValues": {":nine": {"N": "9"}, ":one": {"N": "1"}},
+                }
+            }
+        ],
+    ),
+    ("an item deleted", [{"Delete": {"TableName": "t", "Key": {"PK": {"S": "a"}, "SK": {"S": "1"}}}}]),
+    (
+        "one of each",
+        [
+            {"Put": {"TableName": "t", "Item": {"PK": {"S": "b"}, "SK": {"S": "1"}}}},
+            {"Delete": {"TableName": "t", "Key": {"PK": {"S": "a"}, "SK": {"S": "1"}}}},
+            {
+                "Update": {
+                    "TableName": "t",
+                    "Key": {"PK": {"S": "a"}, "SK": {"S": "2"}},
+                    "UpdateExpression": "SET v = :nine",
+                    "ExpressionAttributeValues": {":nine": {"N": "9"}},
+                }
+            },
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize("applied", [c[1] for c in UNDONE], ids=[c[0] for c in UNDONE])
+def test_a_failed_transaction_is_undone_item_by_item_and_its_records_with_it(
+    applied: list[dict[str, Any]],
+) -> None:
+    """The roll-back restores the items the transaction named (not a copy of the whole table):
+    after the failure, the table and its stream are exactly as before it."""
+    moto_server.patch()
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName="t",
+            KeySchema=[
+                {"AttributeName": "PK", "KeyType": "HASH"},
+                {"AttributeName": "SK", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "PK", "AttributeType": "S"},
+                {"AttributeName": "SK", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        for sk, v in (("1", "1"), ("2", "2"), ("3", "3")):
+            client.put_item(TableName="t", Item={"PK": {"S": "a"}, "SK": {"S": sk}, "v": {"N": v}})
+        backend = dynamodb_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]
+        table = backend.tables["t"]
+        held = table.stream_shard
+        assert held is not None
+        records = len(held.items)
+        before = client.scan(TableName="t")["Items"]
+        failing = {
+            "ConditionCheck": {
+                "TableName": "t",
+                "Key": {"PK": {"S": "a"}, "SK": {"S": "3"}},
+                "ConditionExpression": "v = :two",
+                "ExpressionAttributeValues": {":two": {"N": "2"}},
+            }
+        }
+        with pytest.raises(client.exceptions.TransactionCanceledException):
+            client.transact_write_items(TransactItems=[*applied, failing])
+        assert backend.tables["t"] is table and table.stream_shard is held
+        assert client.scan(TableName="t")["Items"] == before
+        assert len(held.items) == records
+        # And a transaction that holds commits as before.
+        client.transact_write_items(TransactItems=applied)
+        assert client.scan(TableName="t")["Items"] != before
+        assert len(held.items) == records + len(applied)

@@ -13,12 +13,16 @@ Run as ``python -m squadron.adapters.moto_server -H 127.0.0.1 -p PORT`` (moto's 
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
 import threading
 from typing import Any
 
+import moto.dynamodb.models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.table import Table
 from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.server import main
@@ -69,9 +73,73 @@ def keeping_streams(transact: Any) -> Any:
     return keeping
 
 
+class _TablesByReference:
+    """What moto's DynamoDB models module sees as ``copy``: a table is "copied" by reference (the
+    transaction's roll-back is done item by item by :func:`undone_by_item`), anything else deeply."""
+
+    @staticmethod
+    def deepcopy(value: Any, memo: dict[int, Any] | None = None) -> Any:
+        return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+
+def _touched(backend: Any, transact_items: list[dict[str, Any]]) -> list[tuple[Table, Any, Any]]:
+    """The (table, hash, range) of each item a transaction names (malformed ones are moto's to refuse)."""
+    touched = []
+    for entry in transact_items:
+        try:
+            _, op = next(iter(entry.items()))
+            table = backend.tables[op["TableName"]]
+            attrs = op.get("Item") or op.get("Key") or {}
+            hash_value = DynamoType(attrs[table.hash_key_attr])
+            range_value = DynamoType(attrs[table.range_key_attr]) if table.range_key_attr else None
+        except (KeyError, TypeError, AttributeError, StopIteration):
+            continue
+        touched.append((table, hash_value, range_value))
+    return touched
+
+
+def undone_by_item(transact: Any) -> Any:
+    """``transact`` (TransactWriteItems) rolled back item by item rather than by moto's deep copy
+    of every table it names, taken before each transaction.
+
+    That copy made each transaction cost as much as the whole table (the domain events' history
+    lives in it): most of a busy local stack's time went into copying. With DynamoDB's requests
+    serialized (above) nothing else runs during a transaction, so restoring the items it names
+    and cutting the stream back to its length before is the same roll-back, at the cost of the
+    items touched.
+    """
+
+    @functools.wraps(transact)
+    def by_item(self: Any, transact_items: list[dict[str, Any]]) -> Any:
+        touched = _touched(self, transact_items)
+        before = [(table, h, r, copy.deepcopy(table.get_item(h, r))) for table, h, r in touched]
+        streams = {
+            id(t): (t.stream_shard, len(t.stream_shard.items)) for t, _, _ in touched if t.stream_shard
+        }
+        try:
+            return transact(self, transact_items)
+        except BaseException:
+            for table, hash_value, range_value, item in reversed(before):
+                if range_value is None:
+                    if item is None:
+                        table.items.pop(hash_value, None)
+                    else:
+                        table.items[hash_value] = item
+                elif item is None:
+                    if hash_value in table.items:
+                        table.items[hash_value].pop(range_value, None)
+                else:
+                    table.items[hash_value][range_value] = item
+            for shard, length in streams.values():
+                del shard.items[length:]
+            raise
+
+    return by_item
+
+
 def patch() -> None:
-    """Serialize every DynamoDB and DynamoDB Streams request of this process, and keep streams
-    across a failed transaction's roll-back (idempotent)."""
+    """Serialize every DynamoDB and DynamoDB Streams request of this process, roll a failed
+    transaction back item by item, and keep streams across a roll-back (idempotent)."""
     for handler in SERIALIZED:
         if not getattr(handler.call_action, "_serialized", False):
             wrapped = serialized(handler.call_action)
@@ -81,6 +149,11 @@ def patch() -> None:
         keeping = keeping_streams(DynamoDBBackend.transact_write_items)
         keeping._keeping = True
         DynamoDBBackend.transact_write_items = keeping  # type: ignore[method-assign]
+    if not getattr(DynamoDBBackend.transact_write_items, "_by_item", False):
+        by_item = undone_by_item(DynamoDBBackend.transact_write_items)
+        by_item._by_item = True
+        DynamoDBBackend.transact_write_items = by_item  # type: ignore[method-assign]
+        setattr(dynamodb_models, "copy", _TablesByReference)  # noqa: B010 - a module of moto's, not ours
 
 
 if __name__ == "__main__":  # pragma: no cover - the local stack's subprocess

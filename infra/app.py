@@ -58,12 +58,15 @@ def unsaved_context(app: cdk.App, directory: Path) -> str | None:
 def main() -> None:
     app = cdk.App()
     try:
+        # A bad value, then one given only with -c, are refused before the stack is built: the
+        # answer comes in seconds, not after the whole construction.
+        SquadronSettings.from_context(app.node.try_get_context)
+        refused = unsaved_context(app, Path.cwd())
+        if refused is not None:
+            raise SystemExit(f"squadron infra: {refused}")
         build(app)
     except SettingsError as exc:
         raise SystemExit(f"squadron infra: {exc}") from None
-    refused = unsaved_context(app, Path.cwd())
-    if refused is not None:
-        raise SystemExit(f"squadron infra: {refused}")
     app.synth()
 
 

@@ -1,4 +1,4 @@
-"""A burst: 96 issues across 12 repositories, each opened, commented on and closed, all at once.
+"""A burst: 40 issues across 8 repositories, each opened, commented on and closed, all at once.
 
 Through the whole local stack (sandbox webhooks, the ingress handler, events.fifo on moto with
 one message group per issue, the router in batches, a PM agent per repository as a local
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.e2e
 
 #: Enough groups and interleaving to exercise batches, per-group order and one PM per repository
 #: (bench/local.py measures throughput at larger sizes; this is about order and exactly-once).
-REPOS = [f"octo/burst-{n:02d}" for n in range(12)]
-ISSUES_PER_REPO = 8
+REPOS = [f"octo/burst-{n:02d}" for n in range(8)]
+ISSUES_PER_REPO = 5
 ISSUES = len(REPOS) * ISSUES_PER_REPO
 
 

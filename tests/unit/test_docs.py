@@ -144,7 +144,9 @@ TYPES = [
     ),
     ("a list", {"type": "array", "items": {"type": "string"}}, "list of string"),
     ("a map", {"type": "object", "additionalProperties": {"type": "integer"}}, "map of name to integer"),
-    ("choices", {"enum": ["merge", "squash"]}, '`"merge"` or `"squash"`'),
+    ("choices", {"enum": ["merge", "squash"]}, 'one of `"merge"`, `"squash"`'),
+    ("a list of choices", {"type": "array", "items": {"enum": ["a", "b"]}}, 'list, each one of `"a"`, `"b"`'),
+    ("text that must not be empty", {"type": "string", "minLength": 1}, "string (not empty)"),
     ("a constant", {"const": 1}, "`1`"),
     ("bounds", {"type": "integer", "minimum": 1, "maximum": 10}, "integer (≥ 1, ≤ 10)"),
     (

@@ -100,7 +100,7 @@ class _Page:
         if "const" in node:
             return _code(node["const"])
         if "enum" in node:
-            return " or ".join(_code(value) for value in node["enum"])
+            return "one of " + ", ".join(_code(value) for value in node["enum"])
         for key in ("anyOf", "oneOf"):
             if key in node:
                 options = [self.type_of(option) for option in node[key] if option != {"type": "null"}]
@@ -111,7 +111,8 @@ class _Page:
         if isinstance(kind, list):
             return " or ".join(self.type_of({**node, "type": one}) for one in kind)
         if kind == "array":
-            shown = "list of " + self.type_of(node.get("items", {}))
+            item = self.type_of(node.get("items", {}))
+            shown = ("list, each " if item.startswith("one of ") else "list of ") + item
         elif kind == "object" and ("additionalProperties" in node or "patternProperties" in node):
             values = node.get("additionalProperties")
             if not isinstance(values, Mapping):
@@ -121,7 +122,11 @@ class _Page:
             shown = f"map of {named} to " + self.type_of(values)
         else:
             shown = str(kind) if kind else "any"
-        limits = [form.format(node[key]) for key, form in _CONSTRAINTS if key in node]
+        limits = [
+            "not empty" if (key, node[key]) == ("minLength", 1) else form.format(node[key])
+            for key, form in _CONSTRAINTS
+            if key in node
+        ]
         if "pattern" in node and kind == "string":
             limits.append("matching `{}`".format(node["pattern"].replace("|", "\\|")))
         if "description" in node and kind in {"string", "integer", "number"} and "title" not in node:

@@ -24,7 +24,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: test-under-load setup local test lint typecheck unit browser synth deploy bench fuzz clean
+.PHONY: test-under-load setup local test lint typecheck docs unit browser synth deploy bench fuzz clean
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
@@ -49,8 +49,8 @@ $(OPENAPI):
 local: setup $(OPENAPI)
 	$(BIN)/squadron local
 
-## make test: set everything up, then lint, type-check and run every test.
-test: setup lint typecheck unit
+## make test: set everything up, then lint, type-check, build the docs and run every test.
+test: setup lint typecheck docs unit
 
 lint: $(PY_STAMP)
 	$(BIN)/ruff check .
@@ -62,6 +62,11 @@ typecheck: $(PY_STAMP)
 	$(BIN)/mypy --config-file pyproject.toml infra tests bench
 	@# Every function's module is called handler: check them one at a time.
 	for handler in functions/*/handler.py; do $(BIN)/mypy --config-file pyproject.toml $$handler || exit 1; done
+
+## The docs behind the README (docs/, mkdocs.yml), strict: a link to a missing page or anchor fails.
+## docs/configuration.md is generated (python -m squadron.config.reference); a test keeps it current.
+docs: $(PY_STAMP)
+	$(BIN)/mkdocs build --strict --quiet
 
 unit: setup $(OPENAPI) browser
 	$(BIN)/pytest -n 2 --dist loadgroup --basetemp=$(PYTEST_TMP)
@@ -112,4 +117,4 @@ fuzz: setup
 	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),2000) $(BIN)/pytest -q -p no:cacheprovider tests/fuzz
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache build/docs

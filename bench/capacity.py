@@ -763,7 +763,7 @@ _SCOPE_WORDS: dict[str, str] = {
 
 
 def readme_table(view: dict[str, Any], unit: str) -> str:
-    """The README's table of one view (webhooks/s or agents), smallest first within each scope."""
+    """The table of one view in docs/limits.md (webhooks/s or agents), smallest first within each scope."""
     rows = [f"| Bound | Applies to | {unit} | Headroom | Raised by |", "| --- | --- | ---: | ---: | --- |"]
     order = {scope: i for i, scope in enumerate(SCOPES)}
     for b in sorted(view["bounds"], key=lambda b: (order[b["scope"]], b["value"])):

@@ -8,7 +8,7 @@ issue's author's permission was asked, to know whether a writer vouched for it),
 answered 304 Not Modified through the transport's
 ETag cache, so 20 against the rate limit (34 GitHub requests, all against the rate limit, before
 conditional requests and the merge gate's skipped file reads). Lower them when the router gets
-cheaper; never raise them without saying why in the README.
+cheaper; never raise them without saying why in docs/limits.md ("Limits", GitHub).
 """
 
 from __future__ import annotations

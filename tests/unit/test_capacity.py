@@ -1,4 +1,4 @@
-"""The capacity model (bench/capacity.py): its formulas, what binds first, and the README's tables."""
+"""The capacity model (bench/capacity.py): its formulas, what binds first, and the tables in docs/limits.md."""
 
 from __future__ import annotations
 
@@ -398,7 +398,7 @@ def test_the_model_prices_the_infra_it_describes() -> None:
     assert "fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID" in queue
 
 
-# --- the README and capacity.json show the model's figures -------------------------------
+# --- docs/limits.md and capacity.json show the model's figures --------------------------
 
 
 def _model() -> dict[str, Any]:
@@ -414,9 +414,9 @@ def _model() -> dict[str, Any]:
     [("webhooks_per_second", "Webhooks/s"), ("concurrent_agents", "Agents")],
     ids=["webhooks", "agents"],
 )
-def test_the_readme_tables_are_the_models(view: str, unit: str) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert capacity.readme_table(_model()[view], unit) in readme
+def test_the_docs_tables_are_the_models(view: str, unit: str) -> None:
+    page = (ROOT / "docs" / "limits.md").read_text(encoding="utf-8")
+    assert capacity.readme_table(_model()[view], unit) in page
 
 
 def test_capacity_json_is_the_model_over_the_committed_results() -> None:

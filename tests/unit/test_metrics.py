@@ -423,9 +423,9 @@ def test_emf_lines_carry_totals_and_breakdowns(capsys: pytest.CaptureFixture[str
     assert all(line["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Squadron/test" for line in lines)
 
 
-def test_the_readme_lists_the_catalogue() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| ([^|]*) \| ([^|]+) \|$", readme, flags=re.MULTILINE)
+def test_the_operations_page_lists_the_catalogue() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| ([^|]*) \| ([^|]+) \|$", page, flags=re.MULTILINE)
     listed = {
         name: (publisher.strip(), dimension.strip(), text.strip())
         for name, publisher, dimension, text in rows

@@ -1,4 +1,4 @@
-"""The README's deploy steps, as a deployer follows them top to bottom."""
+"""The deploy steps (docs/operations.md), as a deployer follows them top to bottom."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ REGION = re.compile(r"\b[a-z]{2}(?:-[a-z]+)+-\d\b")
 
 
 def _deploying() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("\n## Deploying\n")
-    return readme[start : readme.index("\n## ", start + 1)]
+    page = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    start = page.index("\n## Deploying\n")
+    return page[start : page.index("\n## ", start + 1)]
 
 
 def test_the_deploy_steps_use_one_region_throughout() -> None:

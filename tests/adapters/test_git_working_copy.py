@@ -434,3 +434,43 @@ def test_a_push_adding_a_secret_is_refused_and_the_remote_never_sees_it(
     git(wc.path, "reset", "-q", "--soft", first or "")
     wc.commit_all("deploy script, the key from the environment")
     assert wc.push(DEV, BRANCH).pushed is True
+
+
+GITHUB_TOKEN = "ghp_" + "Xq7vL2mN9pR4sT6uW8yZ1aB3cD5eF7gH9jK0"  # shaped like a GitHub token
+
+#: Where a pushed branch can carry a secret besides the text of a file: (what the agent does in
+#: its working copy as its own git would, where the refusal says it was found).
+SMUGGLED: dict[str, tuple[list[list[str]], str]] = {
+    "in a commit's message": (
+        [["commit", "--quiet", "--allow-empty", "-m", f"wip\n\ntoken for later: {GITHUB_TOKEN}"]],
+        "GitHub Token in the message of commit",
+    ),
+    "in a commit's author": (
+        [["commit", "--quiet", "--allow-empty", f"--author={GITHUB_TOKEN} <a@example.com>", "-m", "wip"]],
+        "GitHub Token in the message of commit",
+    ),
+    "in a file git takes for binary": (
+        [["add", "blob.bin"], ["commit", "--quiet", "-m", "a blob"]],
+        "GitHub Token in the blob.bin",
+    ),
+}
+
+
+@pytest.mark.parametrize("steps", [case[0] for case in SMUGGLED.values()], ids=list(SMUGGLED))
+def test_a_secret_hidden_in_a_commits_words_or_a_binary_file_never_reaches_the_remote(
+    remote: BareRemote, tmp_path: Path, steps: list[list[str]]
+) -> None:
+    """The agent hides a token where a scan of the text diff does not look: a commit message, an
+    author name, a file with a NUL byte. The push is refused and the remote never gets the token."""
+    where = next(case[1] for case in SMUGGLED.values() if case[0] is steps)
+    wc = copy(remote, tmp_path)
+    wc.prepare(BRANCH, "main")
+    first = remote.sha("main")
+    (wc.path / "blob.bin").write_bytes(b"\x00\x01binary\n" + GITHUB_TOKEN.encode() + b"\n")
+    for step in steps:
+        git(wc.path, *step)
+    result = wc.push(DEV, BRANCH)
+    assert (result.pushed, result.secret) == (False, True), result.detail
+    assert where in result.detail and GITHUB_TOKEN not in result.detail
+    assert remote.sha(BRANCH) is None and remote.sha("main") == first
+    assert GITHUB_TOKEN not in git(remote.path, "log", "--all", "-p", "--text", "--format=%an %B")

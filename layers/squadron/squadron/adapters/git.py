@@ -506,15 +506,44 @@ class WorkingCopy:
             f" ({ahead} commit(s) not pushed yet)." if ahead else "."
         )
 
-    def prepare_review(self, ref: str, sha: str) -> str:
-        """A detached checkout of a pull request's head (``ref`` is fetched, ``sha`` checked out)."""
-        self.clone.fetch(f"+{ref}:refs/review/head")
+    def prepare_review(
+        self, ref: str, sha: str, *, base: str = "main", squash: Callable[[str], str] | None = None
+    ) -> str:
+        """A detached checkout of a pull request's head (``ref`` is fetched, ``sha`` checked out).
+
+        ``squash`` (a pull request by someone without write access): the agent gets the head's
+        files as one commit on the point where the pull request left ``base``, whose message is
+        ``squash`` of the pull request's own commit messages (withheld or fenced by the caller):
+        the author's commits, their messages and names, never reach the working copy.
+        """
+        self.clone.fetch(
+            f"+{ref}:refs/review/head", *([f"+refs/heads/{base}:refs/review/base"] if squash else [])
+        )
         self._init()
-        self._receive(["refs/review/head"], ["+refs/review/head:refs/review/head"])
         target = sha if sha and _SHA.fullmatch(sha) else "refs/review/head"
-        self.git("checkout", "--quiet", "--force", "--detach", target)
+        if squash is None:
+            self._receive(["refs/review/head"], ["+refs/review/head:refs/review/head"])
+            self.git("checkout", "--quiet", "--force", "--detach", target)
+            self.git("clean", "-fdq")
+            return f"The pull request's head {self.head()[:7]} is checked out (read-only)."
+        self.clone.git("update-ref", "refs/review/shown", self._squashed(target, squash))
+        self._receive(["refs/review/shown"], ["+refs/review/shown:refs/review/head"])
+        self.git("checkout", "--quiet", "--force", "--detach", "refs/review/head")
         self.git("clean", "-fdq")
-        return f"The pull request's head {self.head()[:7]} is checked out (read-only)."
+        return (
+            f"The pull request's changes are checked out as one commit ({self.head()[:7]}) on the commit "
+            "it started from (read-only; `git diff HEAD~1` shows them): its author has no write access, "
+            "so its own commits are not in your working copy."
+        )
+
+    def _squashed(self, target: str, squash: Callable[[str], str]) -> str:
+        """A commit (in the framework's clone) of ``target``'s files on its fork point from the base."""
+        fork = self.clone.git("merge-base", "refs/review/base", target, check_ok=False)
+        since = [f"^{fork}"] if _SHA.fullmatch(fork) else []
+        messages = self.clone.git("log", "--format=%an <%ae>:%n%B", target, *since)
+        identity = ["-c", f"user.name={self.author_name}", "-c", f"user.email={self.author_email}"]
+        parent = ["-p", fork] if _SHA.fullmatch(fork) else []
+        return self.clone.git(*identity, "commit-tree", f"{target}^{{tree}}", *parent, "-m", squash(messages))
 
     def _divergence(self, branch: str) -> tuple[int, int]:
         out = self.git("rev-list", "--left-right", "--count", f"{branch}...origin/{branch}")

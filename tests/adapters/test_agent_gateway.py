@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 import pytest
@@ -1376,6 +1377,50 @@ def test_a_blocker_note_carrying_a_secret_is_refused(world: World) -> None:
         door.register_blocker(38, 12, sleep=True, note=f"needs {AWS_KEY}", what="blocked-12")
     assert refused.value.code == "secret_found" and AWS_KEY not in str(refused.value)
     assert world.queued() == []
+
+
+def test_a_fact_carrying_a_secret_is_never_remembered_nor_listed_in_a_pull_request(world: World) -> None:
+    """A remembered fact reaches other agents' briefs and the body of the pull request that
+    proposes it (added after that body was scanned): it is scanned when it is remembered."""
+    dev = world.door(A38)
+    dev.begin()
+    for fact, evidence, told in (
+        (f"The deploy token is {GITHUB_PAT}", "#38", "GitHub Token in the fact, line 1"),
+        ("The deploy token is in the notes", f"#38 (notes: {AWS_KEY})", "AWS Access Key in the evidence"),
+    ):
+        with pytest.raises(LaunchRefusedError, match=re.escape(told)) as refused:
+            dev.remember(fact, evidence)
+        assert refused.value.code == "secret_found" and GITHUB_PAT not in str(refused.value)
+    assert dev.recall("deploy token") == []
+    dev.github(
+        {"action": "create_pull", "title": "t", "head": "feat/issue-38", "base": "main", "body": "Closes #38"}
+    )
+    sent = json.dumps(_written(world))
+    assert GITHUB_PAT not in sent and AWS_KEY not in sent
+
+
+@pytest.mark.parametrize("outcome", ["escalated", "idle", "failed"])
+def test_a_tasks_last_words_carrying_a_secret_are_withheld_and_its_issue_handed_to_humans(
+    world: World, outcome: Literal["escalated", "idle", "failed"]
+) -> None:
+    """The router posts a task's summary and reason when it hands the issue to humans: a task that
+    ends with a token in them gets them withheld, whatever outcome it reported, and its issue goes
+    to humans told what kind of secret was where; GitHub never gets the token."""
+    dev = world.door(A38)
+    dev.begin()
+    dev.task_ended(
+        outcome,
+        usage=TaskUsage(),
+        reason=f"stuck on auth with {AWS_KEY}",
+        summary=f"Done: export GITHUB_TOKEN={GITHUB_PAT}",
+        saved="committed abc1234, pushed abc1234",
+    )
+    world.route_queued()
+    posted = json.dumps([*world.router.github.comments, *world.router.github.created])  # type: ignore[attr-defined]
+    assert GITHUB_PAT not in posted and AWS_KEY not in posted
+    assert "GitHub Token in the summary, line 1" in posted and "AWS Access Key in the reason" in posted
+    assert "pushed abc1234" in posted  # what was clean is kept
+    assert world.agent(A38).status is AgentStatus.ESCALATED
 
 
 def test_ordinary_text_is_written(world: World) -> None:

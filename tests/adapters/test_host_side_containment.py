@@ -358,3 +358,99 @@ def test_no_level_of_the_framework_clone_is_readable_even_from_a_process_inside_
                 check=False,
             )
             assert peek.stdout == b"", directory  # no name, no byte
+
+
+#: What an agent's ``.git/config`` (or a file it includes) may name for git to run: each value is
+#: the planted program (``{program}``: it notes that it ran and exits), the key is every place git
+#: looks for a command. The working tree's ``.gitattributes`` names the drivers
+#: (``diff=evil merge=evil filter=...``); the filters (``{filter}``) pass their input through.
+PROGRAMS: tuple[tuple[str, str], ...] = (
+    ("diff.evil.command", "{program}"),
+    ("diff.evil.textconv", "{program}"),
+    ("diff.external", "{program}"),
+    ("merge.evil.driver", "{program} %O %A %B"),
+    ("merge.verifySignatures", "true"),
+    ("log.showSignature", "true"),
+    ("gpg.program", "{program}"),
+    ("gpg.ssh.program", "{program}"),
+    ("core.pager", "{filter}"),
+    ("pager.log", "{filter}"),
+    ("core.editor", "{program}"),
+    ("sequence.editor", "{program}"),
+    ("core.sshCommand", "{program}"),
+    ("core.askPass", "{program}"),
+    ("credential.helper", "!{program}"),
+    ("core.hooksPath", "{hooks}"),
+    ("core.alternateRefsCommand", "{program}"),
+    # The host's fetches from a bundle path, led to a transport that runs a command.
+    ("url.ext::{program} %S #.insteadOf", "/"),
+    ("protocol.ext.allow", "always"),
+    # Filters defined only in an included file, and one included only under a condition.
+    ("include.path", "{home}/included.cfg"),
+    ("includeIf.gitdir:/.path", "{home}/conditional.cfg"),
+)
+
+
+def test_no_driver_or_program_the_agents_git_config_names_runs_in_any_framework_git_step(
+    world: World,
+) -> None:
+    """The attacker's working copy names diff, merge and filter drivers in ``.gitattributes`` and
+    defines them (and a pager, editors, an ssh command, signing programs, credential helpers,
+    hooks, a URL rewrite to a command transport, included files) in its ``.git/config``. Every git
+    step the framework takes in that working copy (preparing, fast-forwarding, committing, pushing,
+    a rejected push, a review's checkout) runs none of it: the marker the programs write never
+    appears, and the pushes carry what the agent wrote, unfiltered."""
+    wc = world.a
+    remote = BareRemote(world.tmp / "github-a" / "remote.git", world.tmp / "github-a" / "human")
+    wc.prepare(BRANCH, "main")
+    home = world.a_dirs.home
+    marker = home / "marker"
+    program = _script(home / "program.sh", f'echo "ran: $0 $*" >> "{marker}"\n')
+    filter_program = _script(home / "filter.sh", f'echo "filtered: $*" >> "{marker}"\nexec cat\n')
+    hooks = home / "hooks"
+    hooks.mkdir()
+    for name in ("post-checkout", "post-merge", "post-commit", "pre-commit", "reference-transaction"):
+        _script(hooks / name, f'echo "hook {name}" >> "{marker}"\n')
+    for name, condition in (("included.cfg", "sneaky"), ("conditional.cfg", "hidden")):
+        (home / name).write_text(
+            f'[filter "{condition}"]\n\tclean = {filter_program}\n\tsmudge = {filter_program}\n'
+            f"\tprocess = {filter_program}\n\trequired = true\n"
+        )
+    world.as_a(home)
+    values = {"program": str(program), "filter": str(filter_program), "hooks": str(hooks), "home": str(home)}
+    for key, value in PROGRAMS:
+        subprocess.run(
+            [
+                *_as_a(),
+                "git",
+                "-C",
+                str(wc.path),
+                "config",
+                "--add",
+                key.format(**values),
+                value.format(**values),
+            ],
+            check=True,
+        )
+    (wc.path / ".gitattributes").write_text(
+        "* diff=evil merge=evil\n*.py filter=sneaky\n*.md filter=hidden\n"
+    )
+    (wc.path / "feature.py").write_text("ok = 1\n")
+    world.as_a(wc.path)
+
+    said = [wc.save(A_DEV, BRANCH, "WIP")]  # the end of its task: add, commit, push
+    remote.commit(BRANCH, {"other.md": "a human's change\n"}, "a human pushes")
+    said.append(wc.prepare(BRANCH, "main"))  # its next task: fetch, fast-forward (checkout, merge)
+    (wc.path / "README.md").write_text("# a, changed\n")
+    world.as_a(wc.path / "README.md")
+    said.append(wc.save(A_DEV, BRANCH, "WIP 2"))
+    remote.commit(BRANCH, {"late.md": "while the agent worked\n"}, "a human pushes again")
+    (wc.path / "more.py").write_text("more = 2\n")
+    world.as_a(wc.path / "more.py")
+    said.append(wc.save(A_DEV, BRANCH, "WIP 3"))  # rejected: the remote moved (fetch, bundle)
+    said.append(wc.prepare_review(f"refs/heads/{BRANCH}", remote.sha(BRANCH) or ""))
+
+    assert not marker.exists(), marker.read_text()
+    assert "pushed" in said[0] and "fast-forwarded" in said[1] and "pushed" in said[2], said
+    assert "rejected" in said[3], said
+    assert remote.show(BRANCH, "feature.py") == "ok = 1"  # what the agent wrote, no filter applied

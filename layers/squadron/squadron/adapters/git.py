@@ -12,10 +12,13 @@ Two repositories per agent:
   as the agent's user, confined like the Copilot CLI
   (:meth:`~squadron.adapters.confinement.AgentUser.command`: entered after the drop,
   ``no_new_privs``, no capabilities) with no credentials at all; the host's git there
-  runs none of the agent's code (hooks, ``core.fsmonitor``, signing programs and the
-  filter drivers its configuration names are off), and what else the agent put in its
-  ``.git`` (``url.*.insteadOf``, ``remote.*.pushurl``, credential helpers, includes)
-  has nothing worth taking.
+  runs none of the agent's code: every setting that names a program (hooks,
+  ``core.fsmonitor``, pagers, editors, ``core.sshCommand``, signing and credential
+  programs, the diff, merge and filter drivers ``.gitattributes`` may name, in the
+  agent's ``.git/config`` or any file it includes) is overridden on the command line,
+  which git reads last (:func:`agent_code_off`), no transport but reading a file is
+  allowed (a ``url.*.insteadOf`` leading to ``ext::`` runs nothing), and what else the
+  agent put in its ``.git`` (``remote.*.pushurl``) has nothing worth taking.
 
 Between them travel git bundles, which are data: the framework's refs go to the
 agent as a bundle the agent's git fetches; the agent's branch comes back as a
@@ -38,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from squadron.adapters.confinement import TRUSTED_CWD, AgentUser
-from squadron.adapters.secret_scan import find_secrets_in_diff
+from squadron.adapters.secret_scan import find_secrets, find_secrets_in_diff
 from squadron.domain.permissions import Action, Caller, check
 from squadron.domain.threats import Finding, refusal
 from squadron.errors import SquadronError
@@ -49,16 +52,58 @@ GIT_TIMEOUT_SECONDS = 300
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 #: What git run in the working copy on the agent's behalf never takes from the agent's own
-#: configuration (these settings come last, on the command line): no hook, no fsmonitor, no signing
-#: program, no pager, no alternate-refs command. Filter drivers are emptied by name
-#: (:meth:`WorkingCopy._filters_off`).
+#: configuration (these settings come last, on the command line, so they win): no hook, no
+#: fsmonitor, no signing or verifying, no pager, editor, ssh, askpass or credential program, no
+#: alternate-refs command, no submodule recursion, no attributes file outside the working tree, no
+#: transport but reading a file (the host only ever fetches a bundle there). Settings that name a
+#: program under a name the agent chose (a driver, a URL) are overridden by name
+#: (:func:`agent_code_off`).
 _HOST_SIDE = {
     "core.hooksPath": os.devnull,
     "core.fsmonitor": "false",
     "commit.gpgSign": "false",
     "tag.gpgSign": "false",
+    "push.gpgSign": "false",
+    "merge.verifySignatures": "false",
+    "log.showSignature": "false",
+    "gpg.program": "false",
+    "gpg.openpgp.program": "false",
+    "gpg.x509.program": "false",
+    "gpg.ssh.program": "false",
+    "gpg.ssh.defaultKeyCommand": "false",
     "core.pager": "cat",
+    "core.editor": "false",
+    "sequence.editor": "false",
+    "core.sshCommand": "false",
+    "core.askPass": "false",
+    "credential.helper": "",
+    "diff.external": "",
     "core.alternateRefsCommand": "true",
+    "core.attributesFile": os.devnull,
+    "submodule.recurse": "false",
+    "fetch.recurseSubmodules": "false",
+    "gc.auto": "0",
+    "maintenance.auto": "false",
+    "protocol.allow": "never",
+    "protocol.file.allow": "always",
+}
+#: A program-valued setting under a subsection the agent names (``diff.<driver>.command``), by
+#: section and key: the value that runs nothing (an empty filter is no filter; a driver or program
+#: that is ``false`` fails, never runs the agent's).
+_NAMED_PROGRAMS: dict[tuple[str, str], str] = {
+    ("filter", "clean"): "",
+    ("filter", "smudge"): "",
+    ("filter", "process"): "",
+    ("filter", "required"): "false",
+    ("diff", "command"): "false",
+    ("diff", "textconv"): "false",
+    ("merge", "driver"): "false",
+    ("credential", "helper"): "",
+    ("gpg", "program"): "false",
+    ("trailer", "command"): "false",
+    ("trailer", "cmd"): "false",
+    ("submodule", "update"): "none",
+    ("protocol", "allow"): "never",
 }
 #: Branch names the framework moves between the repositories (git's own rules are stricter).
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.])$")
@@ -99,6 +144,13 @@ def _base_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, st
         # No system or global config: the task's behaviour does not depend on the image.
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_ATTR_NOSYSTEM": "1",
+        # What the environment names wins over any configuration: nothing to run.
+        "GIT_PAGER": "cat",
+        "GIT_EDITOR": "false",
+        "GIT_SEQUENCE_EDITOR": "false",
+        "GIT_SSH_COMMAND": "false",
+        "GIT_ASKPASS": "false",
         "LC_ALL": "C",
     }
     config = dict(extra or {})
@@ -128,6 +180,33 @@ def _words(done: subprocess.CompletedProcess[Any]) -> str:
     return (out + "\n" + std).strip()[-2000:]
 
 
+def agent_code_off(names: Sequence[str]) -> dict[str, str]:
+    """Command-line settings that take from the agent's configuration keys ``names`` (as
+    ``git config --list --name-only`` gives them, includes followed) every program they name:
+    each driver the agent defined (filter, diff, merge), credential helper, per-format signing
+    program, per-command pager, trailer command and submodule update command is overridden by its
+    own name; every transport it allowed is forbidden again (reading a file excepted)."""
+    off: dict[str, str] = {}
+    for name in names:
+        section, _, rest = name.partition(".")
+        middle, _, key = rest.rpartition(".")
+        section, key = section.lower(), key.lower()
+        if section == "pager" and not middle:
+            off[name] = "false"
+            continue
+        value = _NAMED_PROGRAMS.get((section, key))
+        if value is None or not middle:
+            continue
+        if section == "filter":
+            for each in ("clean", "smudge", "process", "required"):
+                off[f"filter.{middle}.{each}"] = _NAMED_PROGRAMS["filter", each]
+        elif section == "protocol":
+            off[name] = "always" if middle == "file" else value
+        else:
+            off[name] = value
+    return off
+
+
 def check_branch(branch: str) -> str:
     if not _BRANCH.fullmatch(branch):
         raise GitError(f"{branch!r} is not a branch name the framework moves")
@@ -150,6 +229,7 @@ class FrameworkClone:
             # Objects that come from the agent are checked like a server checks a push.
             "transfer.fsckObjects": "true",
             "core.hooksPath": os.devnull,
+            "core.attributesFile": os.devnull,
             "protocol.allow": "never",
             "protocol.https.allow": "always",
             "protocol.file.allow": "always",
@@ -314,26 +394,30 @@ class WorkingCopy:
             ) from exc
         return done
 
-    def _exec(self, args: Sequence[str], *, text: bool = True) -> subprocess.CompletedProcess[Any]:
+    def _exec(
+        self, args: Sequence[str], *, text: bool = True, config: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[Any]:
         """``git args`` in the working copy, as the agent's user, with none of the agent's code:
-        hooks, the fsmonitor, signing and the filter drivers its configuration names are off."""
-        return self._as_agent("git", args, text=text, config=self._filters_off())
+        every program its configuration names is overridden (:data:`_HOST_SIDE`,
+        :func:`agent_code_off`), and ``config`` (the host's own settings for this command) last."""
+        return self._as_agent("git", args, text=text, config={**self._agent_code_off(), **(config or {})})
 
-    def _filters_off(self) -> dict[str, str]:
-        """Command-line settings that empty every filter driver the agent's configuration names
-        (an empty command is no filter; a smudge filter would run at checkout)."""
-        done = self._as_agent("git", ["config", "--null", "--name-only", "--get-regexp", r"^filter\."])
-        drivers = {name[len("filter.") :].rsplit(".", 1)[0] for name in str(done.stdout).split("\0") if name}
-        off: dict[str, str] = {}
-        for driver in sorted(drivers):
-            for key in ("clean", "smudge", "process"):
-                off[f"filter.{driver}.{key}"] = ""
-            off[f"filter.{driver}.required"] = "false"
-        return off
+    def _agent_code_off(self) -> dict[str, str]:
+        """The overrides of every program the agent's configuration names now (read as the agent,
+        included files followed; reading configuration runs nothing). What the agent changes
+        between this read and the command it is for, it changes in a git of its own uid, confined
+        like its shell: it gains nothing it could not run itself."""
+        done = self._as_agent("git", ["config", "--null", "--name-only", "--list"])
+        return agent_code_off([name for name in str(done.stdout).split("\0") if name])
 
     def git(self, *args: str, check_ok: bool = True) -> str:
         """Run ``git args`` in the working copy; its stdout, or GitError with git's stderr."""
-        done = self._exec(args)
+        return self._checked(args, check_ok=check_ok)
+
+    def _checked(
+        self, args: Sequence[str], *, check_ok: bool = True, config: Mapping[str, str] | None = None
+    ) -> str:
+        done = self._exec(args, config=config)
         if check_ok and done.returncode != 0:
             raise GitError(f"git {' '.join(args[:2])} failed: {_words(done)}")
         return str(done.stdout).strip()
@@ -352,7 +436,12 @@ class WorkingCopy:
                 os.fchmod(fd, 0o644)  # readable by the agent's user, found by its random name only
             finally:
                 os.close(fd)
-            self.git("fetch", "--quiet", "--no-tags", str(bundle), *refspecs)
+            # The bundle's own path is the longest prefix any ``url.*.insteadOf`` can match: it
+            # leads to itself, never to a transport the agent named.
+            self._checked(
+                ["fetch", "--quiet", "--no-tags", str(bundle), *refspecs],
+                config={f"url.{bundle}.insteadOf": str(bundle)},
+            )
         finally:
             bundle.unlink(missing_ok=True)
 
@@ -417,15 +506,44 @@ class WorkingCopy:
             f" ({ahead} commit(s) not pushed yet)." if ahead else "."
         )
 
-    def prepare_review(self, ref: str, sha: str) -> str:
-        """A detached checkout of a pull request's head (``ref`` is fetched, ``sha`` checked out)."""
-        self.clone.fetch(f"+{ref}:refs/review/head")
+    def prepare_review(
+        self, ref: str, sha: str, *, base: str = "main", squash: Callable[[str], str] | None = None
+    ) -> str:
+        """A detached checkout of a pull request's head (``ref`` is fetched, ``sha`` checked out).
+
+        ``squash`` (a pull request by someone without write access): the agent gets the head's
+        files as one commit on the point where the pull request left ``base``, whose message is
+        ``squash`` of the pull request's own commit messages (withheld or fenced by the caller):
+        the author's commits, their messages and names, never reach the working copy.
+        """
+        self.clone.fetch(
+            f"+{ref}:refs/review/head", *([f"+refs/heads/{base}:refs/review/base"] if squash else [])
+        )
         self._init()
-        self._receive(["refs/review/head"], ["+refs/review/head:refs/review/head"])
         target = sha if sha and _SHA.fullmatch(sha) else "refs/review/head"
-        self.git("checkout", "--quiet", "--force", "--detach", target)
+        if squash is None:
+            self._receive(["refs/review/head"], ["+refs/review/head:refs/review/head"])
+            self.git("checkout", "--quiet", "--force", "--detach", target)
+            self.git("clean", "-fdq")
+            return f"The pull request's head {self.head()[:7]} is checked out (read-only)."
+        self.clone.git("update-ref", "refs/review/shown", self._squashed(target, squash))
+        self._receive(["refs/review/shown"], ["+refs/review/shown:refs/review/head"])
+        self.git("checkout", "--quiet", "--force", "--detach", "refs/review/head")
         self.git("clean", "-fdq")
-        return f"The pull request's head {self.head()[:7]} is checked out (read-only)."
+        return (
+            f"The pull request's changes are checked out as one commit ({self.head()[:7]}) on the commit "
+            "it started from (read-only; `git diff HEAD~1` shows them): its author has no write access, "
+            "so its own commits are not in your working copy."
+        )
+
+    def _squashed(self, target: str, squash: Callable[[str], str]) -> str:
+        """A commit (in the framework's clone) of ``target``'s files on its fork point from the base."""
+        fork = self.clone.git("merge-base", "refs/review/base", target, check_ok=False)
+        since = [f"^{fork}"] if _SHA.fullmatch(fork) else []
+        messages = self.clone.git("log", "--format=%an <%ae>:%n%B", target, *since)
+        identity = ["-c", f"user.name={self.author_name}", "-c", f"user.email={self.author_email}"]
+        parent = ["-p", fork] if _SHA.fullmatch(fork) else []
+        return self.clone.git(*identity, "commit-tree", f"{target}^{{tree}}", *parent, "-m", squash(messages))
 
     def _divergence(self, branch: str) -> tuple[int, int]:
         out = self.git("rev-list", "--left-right", "--count", f"{branch}...origin/{branch}")
@@ -546,11 +664,28 @@ class WorkingCopy:
         since = self.clone.sha(f"refs/heads/{branch}") or self.clone.sha(f"refs/heads/{self._base or 'main'}")
         if since is None:
             return []
-        # Each commit's own diff (a secret added and removed again is still in the history).
+        # Each commit's own diff (a secret added and removed again is still in the history), every
+        # file as text (a secret beside a NUL byte, or under a ``-diff`` attribute, is read too).
         diff = self.clone.git(
-            "log", "-p", "--no-color", "--no-ext-diff", "--no-renames", "-U0", "--format=", f"{since}..{sha}"
+            "log",
+            "-p",
+            "--text",
+            "--no-textconv",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-renames",
+            "-U0",
+            "--format=",
+            f"{since}..{sha}",
         )
-        return find_secrets_in_diff(diff)
+        # And each commit's words: its message and the names it carries go to GitHub as they are.
+        words = self.clone.git("log", "-z", "--format=%H%n%an <%ae>%n%cn <%ce>%n%B", f"{since}..{sha}")
+        texts = [
+            (f"message of commit {record[:7]}", record.partition("\n")[2])
+            for record in words.split("\0")
+            if record.strip()
+        ]
+        return sorted({*find_secrets_in_diff(diff), *find_secrets(texts)})
 
     def _outside(self, sha: str, prefixes: tuple[str, ...]) -> list[str]:
         """The paths ``sha`` changes since it left the base branch that are under none of ``prefixes``."""

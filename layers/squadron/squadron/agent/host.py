@@ -54,6 +54,7 @@ from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_poi
 from squadron.domain.retrospective import PATHS as RETRO_PATHS
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.shell_policy import refuse_shell
+from squadron.domain.trust import pull_request_history
 from squadron.domain.usage import ModelTokens, add_tokens
 
 logger = logging.getLogger(__name__)
@@ -610,7 +611,15 @@ class AgentHost:
             if agent.kind is RoleKind.DEV and agent.branch:
                 return wc.prepare(agent.branch, self.facts.base_branch)
             if agent.kind is RoleKind.REVIEW and agent.pr_number is not None:
-                return wc.prepare_review(f"refs/pull/{agent.pr_number}/head", self.facts.head_sha)
+                stranger, reads = self.facts.head_author, self.config.config.trust.reads
+                return wc.prepare_review(
+                    f"refs/pull/{agent.pr_number}/head",
+                    self.facts.head_sha,
+                    base=self.facts.base_branch,
+                    squash=None
+                    if stranger is None
+                    else lambda log: pull_request_history(log, stranger, reads),
+                )
         except GitError as exc:
             logger.error("%s: working copy not prepared: %s", agent.agent_id, exc)
             return f"it could not be prepared ({exc}); say so with escalate_to_human if you need it."

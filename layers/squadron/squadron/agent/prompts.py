@@ -8,6 +8,7 @@ from typing import Any
 
 from squadron.config.parse import ResolvedRole, SquadronConfig
 from squadron.domain.agents import AgentRecord, InboxItem
+from squadron.domain.authority import Authority
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,9 @@ class IssueFacts:
     base_branch: str = "main"
     #: A reviewer's pull request head commit ("" for other roles).
     head_sha: str = ""
+    #: The author of a reviewer's pull request when they have no write access (None: a writer's,
+    #: the App's, or no pull request): their commits' messages reach the agent by their trust.
+    head_author: Authority | None = None
 
 
 def _duration(seconds: int) -> str:

@@ -18,7 +18,7 @@ from squadron.adapters.model_gateway import ModelGateway, Upstream
 from squadron.agent.door import Door, Transport
 from squadron.agent.host import AgentHost
 from squadron.agent.prompts import IssueFacts
-from squadron.agent.reading import prompt_title
+from squadron.agent.reading import authors, prompt_title
 from squadron.config import ConfigLoader
 from squadron.domain.agents import AgentRecord, RoleKind
 from squadron.domain.permissions import Caller, agent_caller
@@ -140,15 +140,18 @@ def read_facts(reader: GitHubClient, agent: AgentRecord, bot_login: str) -> Issu
     repository = reader.get_repository()
     issue = reader.get_issue(agent.issue_number) if agent.issue_number is not None else {}
     default_branch = str(repository.get("default_branch") or "main")
-    base, head = default_branch, ""
+    base, head, head_author = default_branch, "", None
     if agent.kind is RoleKind.REVIEW and agent.pr_number is not None:
         pr = reader.get_pull(agent.pr_number)
         base = str(pr.get("base", {}).get("ref") or default_branch)
         head = str(pr.get("head", {}).get("sha") or "")
+        author = authors(reader, bot_login)(pr.get("user"))
+        head_author = None if author.authorised else author
     return IssueFacts(
         title=prompt_title(reader, issue, agent, bot_login) if issue else "",
         url=str(issue.get("html_url") or ""),
         default_branch=default_branch,
         base_branch=base,
         head_sha=head,
+        head_author=head_author,
     )

@@ -65,11 +65,22 @@ def write_texts(fields: Iterable[tuple[str, str | None]]) -> list[tuple[str, str
     return [(name, text) for name, text in fields if text]
 
 
+def _shown(findings: Sequence[Finding]) -> str:
+    shown = "; ".join(f.said() for f in sorted(set(findings))[:10])
+    return shown + (f" and {len(findings) - 10} more" if len(findings) > 10 else "")
+
+
 def refusal(findings: Sequence[Finding]) -> str:
     """What the agent is told of ``findings`` (kinds and places only)."""
-    shown = "; ".join(f.said() for f in sorted(set(findings))[:10])
-    more = f" and {len(findings) - 10} more" if len(findings) > 10 else ""
     return (
-        f"it carries what looks like a secret ({shown}{more}). Nothing reached GitHub; "
+        f"it carries what looks like a secret ({_shown(findings)}). Nothing reached GitHub; "
         "your task is handed to humans, who check it and rotate the secret if it is real"
+    )
+
+
+def withheld_words(findings: Sequence[Finding]) -> str:
+    """What the humans read in place of an agent's last words that carried ``findings``."""
+    return (
+        f"its last words were withheld: they carry what looks like a secret ({_shown(findings)}). "
+        "Check its work and rotate the secret if it is real"
     )

@@ -166,3 +166,13 @@ def issue_text(
         changed = reveal(f"current {what} text", f"{title}\n\n{body}", author, reads)
         return IssueText(vouch.title, f"{shown}\n{note}:)\n{changed}", True)
     return IssueText(vouch.title, f"{shown}\n{note}: the change is withheld)", True)
+
+
+def pull_request_history(messages: str, author: Authority, reads: Reads) -> str:
+    """The message of the one commit a review agent's checkout holds for a pull request by
+    ``author`` (without write access): the pull request's own commit messages (and the names
+    on them), withheld or fenced like any of its author's text."""
+    return (
+        f"The changes of a pull request by @{author.login}, as one commit (its own commits are not shown)\n\n"
+        + reveal("commit messages", messages, author, reads)
+    )

@@ -57,7 +57,7 @@ A refusal is ``{"error", "code"}`` with a code from
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Protocol, assert_never
@@ -154,7 +154,7 @@ from squadron.domain.retention import (
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.retrospective import ActionItem
 from squadron.domain.routing.snapshot import IssueView
-from squadron.domain.threats import Finding, refusal, write_texts
+from squadron.domain.threats import Finding, refusal, withheld_words, write_texts
 from squadron.domain.vouching import voucher, waits
 from squadron.domain.write_policy import (
     approves,
@@ -671,6 +671,7 @@ class AgentGateway:
             repo_full_name=agent.repo_full_name,
             issue_number=agent.issue_number,
         )
+        self._refuse_secrets(agent, "remember", [("fact", request.fact), ("evidence", request.evidence)])
         try:
             said = self._memory().remember(
                 writer, text=request.fact, evidence=request.evidence, audience=request.audience, policy=policy
@@ -1048,16 +1049,42 @@ class AgentGateway:
     def _no_secrets(self, agent: AgentRecord, write: GitHubWriteRequest) -> None:
         """Refused (``secret_found``, counted) when the agent's words in ``write`` carry a secret:
         the agent hears its kind and place, never its value, and nothing reaches GitHub."""
-        texts = write_texts((name, getattr(write, name, None)) for name in ("title", "body", "description"))
-        findings = self.scan(texts)
+        texts = [(name, getattr(write, name, None)) for name in ("title", "body", "description")]
+        self._refuse_secrets(agent, write.action, texts)
+
+    def _refuse_secrets(
+        self, agent: AgentRecord, action: str, texts: Iterable[tuple[str, str | None]]
+    ) -> None:
+        """Refused (``secret_found``, counted) when one of the named ``texts`` carries a secret."""
+        findings = self.scan(write_texts(texts))
         if findings:
             logger.warning(
                 "%s: %s refused, secrets found: %s",
                 agent.agent_id,
-                write.action,
+                action,
                 ", ".join(f.said() for f in findings),
             )
             raise LaunchRefusedError("secret_found", f"not written: {refusal(findings)}")
+
+    def _ended_unleaked(self, agent: AgentRecord, message: Ended) -> Ended:
+        """How the task ended, its words withheld where they carry a secret (the router posts the
+        summary and the reason when it hands the issue to humans): the task is escalated, the
+        humans told the kind and place of what was found, never its value."""
+        fields = {"reason": message.reason, "summary": message.summary, "saved": message.saved}
+        findings = self.scan(write_texts(fields.items()))
+        if not findings:
+            return message
+        logger.warning(
+            "%s: its task's last words withheld, secrets found: %s",
+            agent.agent_id,
+            ", ".join(f.said() for f in findings),
+        )
+        leaked = {f.field for f in findings}
+        kept = {name: "" if name in leaked else text for name, text in fields.items()}
+        reason = withheld_words(findings)
+        if kept["reason"]:
+            reason = f"{kept['reason']}; {reason}"
+        return message.model_copy(update={**kept, "reason": reason[:4_000], "outcome": "escalated"})
 
     def _policed(
         self, agent: AgentRecord, client: GitHubClient, write: GitHubWriteRequest
@@ -1208,11 +1235,11 @@ class AgentGateway:
     def _send(self, request: Send) -> Answer:
         message = request.message
         agent = self._verified(request, winding_down=isinstance(message, Ended))
+        if isinstance(message, Ended):
+            message = self._ended_unleaked(agent, message)  # the router posts its words
         envelope = self.envelope(agent, request.launch_token, message)
         if isinstance(message, Blocker):
-            findings = self.scan(write_texts([("note", message.note)]))  # the router posts it
-            if findings:
-                raise LaunchRefusedError("secret_found", f"not written: {refusal(findings)}")
+            self._refuse_secrets(agent, "register_blocker", [("note", message.note)])  # the router posts it
             self._check_blocker(agent, message.blocker_number)
         try:
             envelope.to_message()  # within the queue's size, or refused (never a crash of the send)

@@ -66,6 +66,7 @@ from squadron.adapters.github.for_router import AppGitHub
 from squadron.adapters.github.http import ETagCache, GitHubHttp, Throttle
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.domain.agents import AgentStatus
+from squadron.domain.approval import GateResult
 from squadron.domain.effects import AgentWrite, Decision
 from squadron.domain.events import EventEnvelope, ReportConflict, command_envelope
 from squadron.domain.outbox import EXECUTION_LEASE
@@ -73,11 +74,11 @@ from squadron.domain.reconcile import UNFINISHED_AFTER, finish_commands
 from squadron.domain.routing import RoutingPolicy
 from squadron.local.examples import first_examples
 from squadron.local.sandbox import GitHubSandbox
+from squadron.shell.merge_gate import GateOutcome
 from squadron.shell.router import RouterService
 from tests.support.aws import AgentCompute, agent_compute
 from tests.support.events import T0, Events, recover
 from tests.support.github_fake import app_private_key
-from tests.unit.test_exactly_once import WaitingGate
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -96,6 +97,17 @@ KINDS: tuple[Kind, ...] = ("crash-before", "crash-after", "502", "timeout", "dro
 #: What a DynamoDB, ECS or SQS call can meet here (botocore retries its own 5xx and timeouts).
 AWS_KINDS: tuple[Kind, ...] = ("crash-before", "crash-after", "beside")
 FULL = os.environ.get("SQUADRON_EXACTLY_ONCE_FULL") == "1"
+
+
+class WaitingGate:
+    """The merge gate: every judgement says "waiting" (its verdict event is reported once per PR;
+    the gate itself, merges included, is played on the sandbox in test_github_once.py)."""
+
+    def evaluate(
+        self, installation_id: int | None, repo: str, pr_number: int, *args: object, **kw: object
+    ) -> GateOutcome:
+        result = GateResult("waiting", ("a review",), merge=False, method="squash", delete_branch=False)
+        return GateOutcome(pr_number, result)
 
 
 class Crash(Exception):

@@ -35,7 +35,7 @@ from typing import Any
 from squadron.config.loader import load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.domain.repo_config.constants import CONFIG_DIR
-from squadron.local.demo import DEMO_FLOWS, _last_prompt, _role, _text, _tool_results
+from squadron.local.demo import DEMO_FLOWS, _last_prompt, _role, _text
 from squadron.local.model import Json, Turn, calls_since_prompt, offered
 
 #: The showcase repository's approval flow: the review agent and CI, then the gate merges.
@@ -112,7 +112,7 @@ class Showcase:
         done = calls_since_prompt(request)
         plan: list[Turn] = [("check_for_events", {})]
         if done:
-            for number in triaged_issues(_tool_results(request)):
+            for number in triaged_issues(_results_of(request, "check_for_events")):
                 plan.append(("read_issue", {"number": number}))
                 if self.label:
                     plan.append(("label_issue", {"number": number, "labels": [self.label]}))
@@ -234,6 +234,20 @@ def _step(plan: list[Turn], done: list[str], tools: set[str], finally_: str) -> 
 
 def _prompts(request: Json) -> list[str]:
     return [_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "user"]
+
+
+def _results_of(request: Json, tool: str) -> str:
+    """What the calls of ``tool`` answered (not the other tools': an issue read shows its text)."""
+    messages = request.get("messages", [])
+    ids = {
+        call.get("id")
+        for m in messages
+        for call in m.get("tool_calls") or []
+        if call.get("function", {}).get("name") == tool
+    }
+    return "\n".join(
+        _text(m.get("content")) for m in messages if m.get("role") == "tool" and m.get("tool_call_id") in ids
+    )
 
 
 def _called_before_prompt(request: Json) -> list[str]:

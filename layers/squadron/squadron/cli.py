@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from squadron import __version__, deploy_cli, operator_cli
 from squadron.cli_types import days, github_id, port, positive_number, repo_name
@@ -26,6 +26,7 @@ from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 
 if TYPE_CHECKING:
     from squadron.adapters.github.http import GitHubHttp
+    from squadron.local.showcase import Showcase
     from squadron.local.stack import LocalStack
 
 EXIT_OK = 0
@@ -132,6 +133,9 @@ def _run_schema(args: argparse.Namespace, out: TextIO) -> int:
 
 # --- local -------------------------------------------------------------------------------------
 
+#: The agents' Copilot token with real GitHub: with it, each role's configured model answers.
+COPILOT_TOKEN_ENV = "SQUADRON_COPILOT_TOKEN"  # noqa: S105 (a variable's name)
+
 #: The GitHub sandbox's port unless told otherwise: its pages stay at one address across restarts.
 SANDBOX_PORT = 8765
 
@@ -213,6 +217,9 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     state_dir = _state_dir(args, out)
     if state_dir is None:
         return EXIT_PROBLEMS
+    script = _local_script(root, out, demo=args.demo, sandbox=github is None)
+    if script is None:
+        return EXIT_PROBLEMS
     stack = LocalStack(
         LocalOptions(
             root=root,
@@ -220,10 +227,9 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
             repo=args.repo,
             # The demo runs the reconciler itself at one step (what it shows stays the same run to run).
             reconcile_seconds=max(args.reconcile_seconds, 3600.0) if args.demo else args.reconcile_seconds,
-            model_policy=demo.demo_policy if args.demo else None,
-            files={".squadron/workflows/approval-flows.yaml": demo.DEMO_FLOWS} if args.demo else {},
+            **script,
             github=github,
-            copilot_token=os.environ.get("SQUADRON_COPILOT_TOKEN") or None if github else None,
+            copilot_token=os.environ.get(COPILOT_TOKEN_ENV) or None if github else None,
             port=args.port,
             sandbox_port=args.sandbox_port,
             state_retention_days=args.state_retention_days,
@@ -261,6 +267,31 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
         stack.stop()
         out.write(f"stopped; no agent process left running; state saved in {args.state}\n")
     return status
+
+
+def _local_script(root: Path, out: TextIO, *, demo: bool, sandbox: bool) -> dict[str, Any] | None:
+    """The scripted model's part of the stack's options: the demo's; with the sandbox and no
+    model configured, the showcase's (its agents, its approval flow, its stand-in CI); with real
+    GitHub and no Copilot token, none (the quiet model). None: the checkout's configuration,
+    which the showcase reads, has problems (said on ``out``)."""
+    from squadron.local import demo as scenario  # noqa: PLC0415
+    from squadron.local.showcase import SHOWCASE_FLOWS, Showcase  # noqa: PLC0415
+
+    flows = f"{CONFIG_DIR}/workflows/approval-flows.yaml"
+    if demo:
+        return {"model_policy": scenario.demo_policy, "files": {flows: scenario.DEMO_FLOWS}}
+    if sandbox:
+        try:
+            showcase = Showcase.of_checkout(root)
+        except ConfigError as exc:
+            out.write(f"the showcase reads the checkout's {CONFIG_DIR}, which has problems:\n{exc}\n")
+            return None
+        return {
+            "model_policy": showcase,
+            "files": {flows: SHOWCASE_FLOWS},
+            "stand_in_ci": True,
+        }
+    return {}
 
 
 def _state_dir(args: argparse.Namespace, out: TextIO) -> Path | None:
@@ -314,7 +345,17 @@ def _local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
             f"                   npx smee-client --url https://smee.io/<channel> --target {stack.endpoint}/webhook",
             "                   and set the tunnel's public URL as the App's webhook URL",
         ]
-    model = stack.model.base_url if stack.model.base_url else "each role's model, through Copilot"
+    from squadron.local import showcase  # noqa: PLC0415
+
+    policy = stack.options.model_policy
+    if not stack.model.base_url:
+        model = "each role's model, through Copilot"
+    elif isinstance(policy, showcase.Showcase):
+        model = f"{stack.model.base_url}  (the scripted showcase model: no model is configured)"
+    elif policy is None:
+        model = f"{stack.model.base_url}  (scripted and quiet: agents read their events and stop)"
+    else:
+        model = f"{stack.model.base_url}  (the demo's scripted model)"
     lines += [
         f"  AWS (moto)       {stack.resources.endpoint}",
         f"  model            {model}",
@@ -327,7 +368,35 @@ def _local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
             f"Resumed from {state / 'saved'}: {stack.restored['items']} registry items, "
             f"{stack.restored['events']} queued events (agents that were running are relaunched)."
         )
+    if isinstance(policy, showcase.Showcase) and stack.sandbox is not None:
+        lines += _showcase_lines(policy, stack.sandbox.base_url, args.repo, stack.sandbox.bot_login)
+    elif policy is None and stack.model.base_url:
+        lines.append(
+            f"For real models: also set {COPILOT_TOKEN_ENV} (agents use their roles' models through Copilot)."
+        )
     return "\n".join(lines) + "\n"
+
+
+def _showcase_lines(showcase: Showcase, sandbox: str, repo: str, bot: str) -> list[str]:
+    """What the showcase does with an issue a person opens, and how to use a real model instead."""
+    from squadron.local.showcase import NOTES_DIR  # noqa: PLC0415
+
+    label = f"labels it '{showcase.label}' and " if showcase.label else ""
+    return [
+        "",
+        "No model is configured, so a scripted showcase model plays the agents. Open an issue, e.g.",
+        f"  curl -X POST {sandbox}/repos/{repo}/issues -H 'authorization: token human:octo-human' \\",
+        '       -d \'{"title": "Export the registry as CSV"}\'',
+        f"and watch (here and at {sandbox}/ui/): the PM {label}assigns it to {showcase.dev_role}",
+        f"(the App {bot} is assigned); {showcase.dev_role} opens a pull request adding "
+        f"{NOTES_DIR}/<issue>.md;",
+        "pr-review approves it; a stand-in CI passes the check 'ci' (it runs no tests); the merge gate",
+        "merges it and the issue closes. An issue opened by someone without write access is triaged,",
+        f"but its agent waits until a writer adds the label '{showcase.approval_label}' or assigns the App.",
+        "A real model instead: run against real GitHub with a GitHub App's credentials",
+        f"(SQUADRON_GITHUB_* variables or --github-app FILE) and {COPILOT_TOKEN_ENV}: agents then",
+        "use their roles' models through Copilot (README, 'Against real GitHub').",
+    ]
 
 
 # --- branch-protection -------------------------------------------------------------------------

@@ -81,6 +81,7 @@ from squadron.local.examples import first_examples
 from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
 from squadron.local.model import LocalModel, Policy
 from squadron.local.sandbox import GitHubSandbox
+from squadron.local.showcase import StandInCI
 from squadron.local.state_lock import StateLock
 from squadron.settings import MODEL_KEY_ENV
 
@@ -142,6 +143,9 @@ class LocalOptions:
     #: The shortest time between two renderings of a repository's dashboard issue (the stage's is
     #: a minute; tests shorten it so that a deferred rendering comes soon).
     dashboard_refresh_seconds: int = int(REFRESH_INTERVAL.total_seconds())
+    #: With the sandbox: a stand-in CI passes the check ``ci`` on every open pull request's head
+    #: (:class:`~squadron.local.showcase.StandInCI`; the showcase's, which runs no tests).
+    stand_in_ci: bool = False
 
 
 def _app_slug(api_url: str, app_id: int, private_key: str) -> str:
@@ -286,6 +290,8 @@ class LocalStack:
         self._loop(self._publish_forever)
         self._loop(self._dashboards_forever)
         self._loop(self._reconcile_forever)
+        if self.options.stand_in_ci and self.sandbox is not None:
+            self._loop(self._ci_forever)
         # Where `squadron status --local` finds this stack (removed when it stops).
         Target(
             table_name=self.resources.table_name,
@@ -608,6 +614,17 @@ class LocalStack:
                 self.errors.append(f"dashboards: {exc}")
                 logger.exception("dashboards batch failed")
                 time.sleep(1)
+
+    def _ci_forever(self) -> None:
+        """The showcase's stand-in CI, looking for open pull requests' new heads."""
+        assert self.sandbox is not None
+        ci = StandInCI(self.sandbox, (self.options.repo, *self.options.extra_repos))
+        while not self._stop.wait(0.5):
+            try:
+                ci.run_once()
+            except Exception as exc:  # the sandbox refused or hung: the next pass tries again
+                self.errors.append(f"stand-in CI: {exc}")
+                logger.exception("the stand-in CI failed")
 
     def pause_routing(self, timeout: float = 30.0) -> None:
         """Stop routing once the batch in hand is done: events wait in events.fifo."""

@@ -8,7 +8,7 @@ looks, from inside moto, for another thread that could get in: none can."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 import boto3
 import pytest
@@ -192,7 +192,7 @@ def test_a_failed_transaction_is_undone_item_by_item_and_its_records_with_it(
         assert held is not None
         records = len(held.items)
         before = client.scan(TableName="t")["Items"]
-        failing = {
+        failing: dict[str, Any] = {
             "ConditionCheck": {
                 "TableName": "t",
                 "Key": {"PK": {"S": "a"}, "SK": {"S": "3"}},
@@ -201,11 +201,11 @@ def test_a_failed_transaction_is_undone_item_by_item_and_its_records_with_it(
             }
         }
         with pytest.raises(client.exceptions.TransactionCanceledException):
-            client.transact_write_items(TransactItems=[*applied, failing])
+            client.transact_write_items(TransactItems=cast(Any, [*applied, failing]))
         assert backend.tables["t"] is table and table.stream_shard is held
         assert client.scan(TableName="t")["Items"] == before
         assert len(held.items) == records
         # And a transaction that holds commits as before.
-        client.transact_write_items(TransactItems=applied)
+        client.transact_write_items(TransactItems=cast(Any, applied))
         assert client.scan(TableName="t")["Items"] != before
         assert len(held.items) == records + len(applied)

@@ -331,22 +331,36 @@ def test_a_crash_at_any_call_then_a_retry_ends_as_the_fault_free_commit(
 # --- two executors resume the same decision at once -------------------------------------------
 
 
+def _crash_after_write(k: int) -> Callable[[int, str, str], None]:
+    """The committer dies once its ``k``-th transaction took effect (its answer lost)."""
+    writes: list[int] = []
+
+    def hook(call: int, moment: str, operation: str) -> None:
+        if moment == "after" and operation == "transact_write_items":
+            writes.append(call)
+            if len(writes) == k:
+                raise Crash(f"after write {k}")
+
+    return hook
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("n", range(1, 7))
-@pytest.mark.parametrize("crashed_at", [19, 21], ids=["stored", "committed"])
+@pytest.mark.parametrize("crashed_after", [1, 3], ids=["stored", "committed"])
 def test_two_executors_resuming_at_once_write_each_item_and_event_once(
     endpoint: str,
     fault_free: tuple[list[dict[str, Any]], Counter[str], list[str]],
-    crashed_at: int,
+    crashed_after: int,
     n: int,
     when: str,
 ) -> None:
-    """The committer dies after a stage; executor A resumes, and at its n-th call executor B
-    resumes it whole (the delivery's retry and the reconciler's sweep at once)."""
+    """The committer dies after its first write (the record and plan stored) or its third (the
+    commit point); executor A resumes, and at its n-th call executor B resumes it whole (the
+    delivery's retry and the reconciler's sweep at once)."""
     state, inserted, _ = fault_free
     world = World(endpoint, SMALL_BIG)
     with pytest.raises(Crash):
-        world.commit(world.registry(_crash_at(crashed_at, "after")))
+        world.commit(world.registry(_crash_after_write(crashed_after)))
 
     def second(call: int, moment: str, _operation: str) -> None:
         if (call, moment) == (n, when):
@@ -388,7 +402,9 @@ CONFLICTS: list[tuple[str, Callable[[World], None], str]] = [
 def test_a_conflict_at_the_commit_leaves_nothing_of_the_decision(
     endpoint: str, name: str, concurrent: Callable[[World], None], lost: str, at: str
 ) -> None:
-    world = World(endpoint, SMALL_BIG)
+    """The agent that moves is among the last the decision writes: with 60 woken agents (360
+    items) its write is past the first hundred (where the blockers' checks come first)."""
+    world = World(endpoint, 60)
     expected: list[dict[str, Any]] = []
 
     def meanwhile(call: int, moment: str, operation: str) -> None:

@@ -45,7 +45,7 @@ import hashlib
 import json
 import zlib
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -56,6 +56,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from squadron.adapters.decision_outbox import DecisionOutbox
 from squadron.adapters.errors import AdapterError
+from squadron.adapters.staged_decisions import LOCKING, StagedDecisions
 from squadron.domain.agents import (
     TERMINAL,
     AgentRecord,
@@ -69,7 +70,7 @@ from squadron.domain.agents import (
     parse_agent_id,
 )
 from squadron.domain.dashboard import GateView
-from squadron.domain.domain_events import MAX_EVENTS_WITH_RECORD, DomainEvent
+from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import (
     AddBlocker,
     AgentWrite,
@@ -92,6 +93,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import StreamSpecificationTypeDef
 
 STATUS_INDEX = "by-status"
+#: An agent held by a staged decision (:mod:`squadron.adapters.staged_decisions`) names it here;
+#: an agent a staged decision creates is a placeholder of this entity until it is applied.
+HELD_BY = "held_by"
+HELD_ENTITY = "held"
 TTL_ATTRIBUTE = "expires_at"
 #: How long a decision record is kept (a redelivery within it is recognised as done).
 DECISION_RETENTION = timedelta(days=14)
@@ -139,7 +144,7 @@ TABLE_DEFINITION: dict[str, Any] = {
     "BillingMode": "PAY_PER_REQUEST",
 }
 
-_KEY_ATTRIBUTES = ("PK", "SK", "GSI1PK", "GSI1SK", "entity", "lease_expires_epoch")
+_KEY_ATTRIBUTES = ("PK", "SK", "GSI1PK", "GSI1SK", "entity", "lease_expires_epoch", HELD_BY)
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -286,7 +291,7 @@ class DynamoTable:
         )
 
 
-class DynamoRegistry(DynamoTable, DecisionOutbox):
+class DynamoRegistry(DynamoTable, DecisionOutbox, StagedDecisions):
     """The agent registry (:class:`~squadron.ports.Registry`) on its table."""
 
     #: Events one history Query page asks for (DynamoDB also cuts a page at 1 MB).
@@ -310,7 +315,8 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
         if write.expected_version is None:
             put["ConditionExpression"] = "attribute_not_exists(PK)"
         else:
-            put["ConditionExpression"] = "version = :expected"
+            # Not while a staged decision holds the agent (it read this version and will write it).
+            put["ConditionExpression"] = "version = :expected AND attribute_not_exists(held_by)"
             put["ExpressionAttributeValues"] = {":expected": {"N": str(write.expected_version)}}
         return put
 
@@ -364,7 +370,8 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
         blocks: set[int] = set()
         linked: int | None = None
         prs: set[int] = set()
-        for item in self._partition(issue_pk(repo_id, number)):
+        pk = issue_pk(repo_id, number)
+        for item in self._unheld(self._partition(pk), lambda: self._partition(pk)):
             sk: str = item["SK"]
             if sk.startswith("AGENT#"):
                 agents.append(_agent_from(item))
@@ -407,10 +414,26 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
         return links
 
     def get_agent(self, agent_id: str) -> AgentRecord | None:
-        response = self._call(
-            "get_item", TableName=self.table_name, Key=_dump(_agent_key(agent_id)), ConsistentRead=True
-        )
-        return _agent_from(_load(response["Item"])) if "Item" in response else None
+        def read() -> list[dict[str, Any]]:
+            response = self._call(
+                "get_item", TableName=self.table_name, Key=_dump(_agent_key(agent_id)), ConsistentRead=True
+            )
+            return [_load(response["Item"])] if "Item" in response else []
+
+        found = self._unheld(read(), read)
+        return _agent_from(found[0]) if found else None
+
+    def _unheld(
+        self, items: list[dict[str, Any]], read_again: Callable[[], list[dict[str, Any]]]
+    ) -> list[dict[str, Any]]:
+        """``items`` as they are once the staged decisions holding any of them are carried to their
+        end (:mod:`squadron.adapters.staged_decisions`): a reader never sees half of one. An agent
+        held again meanwhile is as stored; a placeholder (an agent not created yet) is left out."""
+        held = sorted({str(item[HELD_BY]) for item in items if item.get(HELD_BY)})
+        for key in held:
+            self.drive(key)
+        found = read_again() if held else items
+        return [item for item in found if item.get("entity") != HELD_ENTITY]
 
     def pm_agent(self, repo_id: int) -> AgentRecord | None:
         return self.get_agent(f"{repo_id}-pm")
@@ -717,33 +740,39 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
 
         One TransactWriteItems: every agent write conditional on its version (an agent written
         twice is written once, expecting the version the decision read), edges and links, the
-        blockers' "not closed" checks, and the decision record, conditional on not existing. A
-        lost condition raises :class:`ConflictError` and nothing is stored. A decision of more
-        than 100 items (a closed issue waking dozens of agents) is stored in chunks, its record
-        in the last: a conflict in a later chunk leaves the earlier ones stored, which the
-        re-decision then reads, as before the commit point existed.
+        blockers' "not closed" checks, the decision's domain events (one item each, which the
+        table's stream carries to the bus and which stays as the repository's history for
+        :attr:`history_retention`; conditional on not existing, so an event is stored, and
+        published, once) and the decision record, conditional on not existing. A lost condition
+        raises :class:`ConflictError` and nothing is stored.
 
-        The domain ``events`` (one item each, which the table's stream carries to the bus and
-        which stays as the repository's history for :attr:`history_retention`) ride
-        in the record's own transaction, so an event exists only if its decision was committed;
-        the writes go in the chunks before when all would not fit. A decision of more than
-        :data:`~squadron.domain.domain_events.MAX_EVENTS_WITH_RECORD` events puts the first ones
-        in the chunk before the record, with the last writes (the changes they report): should
-        the record's chunk then lose a condition, the re-decision reads those changes as made
-        and does not report them again. A decision without events is stored as before.
+        A decision of more than 100 items (a closed issue waking dozens of agents) is staged
+        (:mod:`squadron.adapters.staged_decisions`): its record and a plan of every request are
+        stored first, its agents held, then one transaction is its commit point and the rest is
+        applied in chunks, each once; a lost condition before the commit point releases what
+        was held and raises ConflictError, with nothing of the decision left. A crash in between
+        leaves the record to whoever reads it next (:meth:`decision`, a held agent's reader,
+        the reconciler's sweep), who carries it to the same end. Its outbox can be claimed only
+        once it is applied, and its events are stored (so published) once, after its commit point.
         """
+        agents = commit_agents(writes)
         parts: dict[tuple[str, str], tuple[str, dict[str, Any], str]] = {}
         checks: list[tuple[str, dict[str, Any], str]] = []
+        new_edges: set[tuple[str, str]] = set()
 
-        def add(found: Iterable[tuple[str, dict[str, Any], str]]) -> None:
+        def add(found: Iterable[tuple[str, dict[str, Any], str]]) -> set[tuple[str, str]]:
+            keys: set[tuple[str, str]] = set()
             for kind, request, what in found:
                 if kind == "ConditionCheck":
                     checks.append((kind, request, what))
                     continue
                 item = request.get("Item") or request.get("Key") or {}
-                parts[(str(item["PK"]["S"]), str(item["SK"]["S"]))] = (kind, request, what)
+                key = (str(item["PK"]["S"]), str(item["SK"]["S"]))
+                parts[key] = (kind, request, what)
+                keys.add(key)
+            return keys
 
-        for write in commit_agents(writes):
+        for write in agents:
             expected = write.expected_version
             detail = "already exists" if expected is None else f"expected version {expected}"
             add([("Put", self._agent_put(write), f"agent {write.record.agent_id}: {detail}")])
@@ -753,7 +782,7 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
         for effect in writes:
             match effect:
                 case AddBlocker(repo_id=repo_id, issue=issue, blocker=blocker):
-                    add(self._add_blocker_parts(repo_id, issue, blocker))
+                    new_edges |= add(self._add_blocker_parts(repo_id, issue, blocker))
                 case RemoveBlocker(repo_id=repo_id, issue=issue, blocker=blocker):
                     add(self._remove_blocker_parts(repo_id, issue, blocker))
                 case LinkPullRequest(repo_id=repo_id, pr_number=pr, issue_number=issue):
@@ -764,16 +793,149 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
                 case PutAgent():
                     pass  # among commit_agents above
         record = ("Put", self._decision_put(decision), f"decision {decision.key}: already committed")
-        ordered = [*checks, *parts.values()]
         published = [("Put", self._event_put(event), f"event {event.id}: exists") for event in events]
-        if len(published) > MAX_EVENTS_WITH_RECORD:
-            ordered += published[:-MAX_EVENTS_WITH_RECORD]
-            published = published[-MAX_EVENTS_WITH_RECORD:]
-        room = TRANSACTION_ITEMS - 1 - len(published)  # writes that still fit with the record
-        while len(ordered) > room:
-            self._transact(ordered[:TRANSACTION_ITEMS])
-            ordered = ordered[TRANSACTION_ITEMS:]
-        self._transact([*ordered, *published, record])
+        if len(checks) + len(parts) + len(published) + 1 <= TRANSACTION_ITEMS:
+            self._transact([*checks, *parts.values(), *published, record])
+            return
+        self._commit_staged(decision, agents, checks, parts, new_edges=new_edges, published=published)
+
+    def _commit_staged(
+        self,
+        decision: Decision,
+        agents: Sequence[AgentWrite],
+        checks: Sequence[tuple[str, dict[str, Any], str]],
+        parts: Mapping[tuple[str, str], tuple[str, dict[str, Any], str]],
+        *,
+        new_edges: set[tuple[str, str]],
+        published: Sequence[tuple[str, dict[str, Any], str]],
+    ) -> None:
+        """Plan a decision too big for one transaction and drive it (:mod:`staged_decisions`)."""
+        key = decision.key
+        agent_keys = {
+            (_agent_key(w.record.agent_id)["PK"], _agent_key(w.record.agent_id)["SK"]) for w in agents
+        }
+        commit = [*checks, *(parts[edge] for edge in sorted(new_edges))]
+        if len(commit) >= TRANSACTION_ITEMS:
+            raise RegistryError(
+                f"decision {key}: {len(new_edges) // 2} new blocker edges and their checks do not fit "
+                "the one transaction of its commit point"
+            )
+        befores = self._agent_images([w.record.agent_id for w in agents if w.expected_version is not None])
+        holder = {":key": {"S": key}}
+        locks: list[tuple[str, dict[str, Any], str]] = []
+        unlocks: list[tuple[str, dict[str, Any], str]] = []
+        applies: list[tuple[str, dict[str, Any], str]] = []
+        for write in agents:
+            agent = write.record.agent_id
+            item_key = _dump(_agent_key(agent))
+            if write.expected_version is None:
+                locks.append(
+                    (
+                        "Put",
+                        {
+                            "Item": {**item_key, **_dump({"entity": HELD_ENTITY, HELD_BY: key})},
+                            "ConditionExpression": "attribute_not_exists(PK) OR held_by = :key",
+                            "ExpressionAttributeValues": holder,
+                        },
+                        f"agent {agent}: already exists",
+                    )
+                )
+                unlocks.append(
+                    (
+                        "Delete",
+                        {
+                            "Key": item_key,
+                            "ConditionExpression": "held_by = :key",
+                            "ExpressionAttributeValues": holder,
+                        },
+                        f"agent {agent}: released",
+                    )
+                )
+                applies.append(
+                    (
+                        "Put",
+                        {
+                            "Item": _dump(_agent_item(write.record)),
+                            "ConditionExpression": "held_by = :key",
+                            "ExpressionAttributeValues": holder,
+                        },
+                        f"agent {agent}: not held by {key}",
+                    )
+                )
+                continue
+            before = befores.get(agent)
+            stored = int(before["version"]["N"]) if before is not None else None
+            if stored != write.expected_version or (before is not None and HELD_BY in before):
+                raise ConflictError(f"agent {agent}", f"expected version {write.expected_version}")
+            locks.append(
+                (
+                    "Update",
+                    {
+                        "Key": item_key,
+                        "UpdateExpression": "SET held_by = :key",
+                        "ConditionExpression": (
+                            "(version = :expected AND attribute_not_exists(held_by)) OR held_by = :key"
+                        ),
+                        "ExpressionAttributeValues": {
+                            **holder,
+                            ":expected": {"N": str(write.expected_version)},
+                        },
+                    },
+                    f"agent {agent}: expected version {write.expected_version}",
+                )
+            )
+            unlocks.append(
+                (
+                    "Update",
+                    {
+                        "Key": item_key,
+                        "UpdateExpression": "REMOVE held_by",
+                        "ConditionExpression": "held_by = :key",
+                        "ExpressionAttributeValues": holder,
+                    },
+                    f"agent {agent}: released",
+                )
+            )
+            applies.append(_agent_apply(key, write, before or {}))
+        others = [
+            part
+            for item_key, part in parts.items()
+            if item_key not in agent_keys and item_key not in new_edges
+        ]
+        pending = dict(self._decision_put(decision)["Item"])
+        pending.pop("done", None)  # no executor claims its outbox before it is applied
+        pending.setdefault("GSI1PK", {"S": _open_decisions(key)})  # the sweep finds it if it is left
+        pending.setdefault("GSI1SK", {"S": f"{_iso(decision.decided_at)}#{key}"})
+        plan = {
+            "locks": [_planned(p) for p in locks],
+            "unlocks": [_planned(p) for p in unlocks],
+            "commit": [_planned(p) for p in commit],
+            "writes": [*(_planned(p) for p in applies), *(_planned(p) for p in others)],
+            "events": [_planned(p) for p in published],
+            "done": decision.done,
+        }
+        written = self._store_pending(key, pending, plan)
+        lost = self._run(key, LOCKING, written, plan)
+        if lost is not None:
+            raise ConflictError(f"decision {key}", f"{lost}; nothing of it is stored")
+
+    def _agent_images(self, agent_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored items of ``agent_ids`` (consistent BatchGetItem, 100 keys a call)."""
+        found: dict[str, dict[str, Any]] = {}
+        by_key = {(_agent_key(a)["PK"], _agent_key(a)["SK"]): a for a in agent_ids}
+        ordered = list(by_key)
+        for start in range(0, len(ordered), BATCH_GET_KEYS):
+            keys: list[Any] = [
+                _dump({"PK": pk, "SK": sk}) for pk, sk in ordered[start : start + BATCH_GET_KEYS]
+            ]
+            while keys:
+                answer = self._call(
+                    "batch_get_item", RequestItems={self.table_name: {"Keys": keys, "ConsistentRead": True}}
+                )
+                for item in answer.get("Responses", {}).get(self.table_name, []):
+                    found[by_key[(item["PK"]["S"], item["SK"]["S"])]] = item
+                keys = answer.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
+        return found
 
     def _event_put(self, event: DomainEvent) -> dict[str, Any]:
         item = {
@@ -904,6 +1066,8 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
         }
 
     def decision(self, key: str) -> Decision | None:
+        """The committed decision ``key``, or None. A staged one not yet applied is carried to its
+        end first (:meth:`drive`): applied, it is returned; aborted, nothing of it is left."""
         response = self._call(
             "get_item",
             TableName=self.table_name,
@@ -911,6 +1075,9 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
             ConsistentRead=True,
         )
         item = response.get("Item")
+        if item is not None and "stage" in item:
+            self.drive(key)
+            return self.decision(key)
         return None if item is None else _decision_from(item)
 
     def finish_decision(self, key: str, at: datetime) -> None:
@@ -1213,6 +1380,40 @@ class DynamoRegistry(DynamoTable, DecisionOutbox):
             )
         except ClientError:
             return
+
+
+def _planned(part: tuple[str, dict[str, Any], str]) -> list[Any]:
+    """A request as the plan keeps it (the table is the driver's)."""
+    kind, request, what = part
+    return [kind, {k: v for k, v in request.items() if k != "TableName"}, what]
+
+
+def _agent_apply(key: str, write: AgentWrite, before: Mapping[str, Any]) -> tuple[str, dict[str, Any], str]:
+    """The update a staged decision applies to an agent it holds: the fields it changed since
+    ``before`` (what it read), so a lease or launch confirmation written meanwhile is kept, and
+    the version moved on as the decision moved it; the hold released."""
+    new = _dump(_agent_item(write.record))
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {":key": {"S": key}}
+    sets: list[str] = []
+    for index, (attribute, value) in enumerate(sorted(new.items())):
+        if attribute in ("PK", "SK", "version") or before.get(attribute) == value:
+            continue
+        names[f"#a{index}"] = attribute
+        values[f":v{index}"] = value
+        sets.append(f"#a{index} = :v{index}")
+    delta = max(1, write.record.version - (write.expected_version or 0))
+    values[":delta"] = {"N": str(delta)}
+    sets.append("version = version + :delta")
+    request: dict[str, Any] = {
+        "Key": _dump(_agent_key(write.record.agent_id)),
+        "UpdateExpression": f"SET {', '.join(sets)} REMOVE held_by",
+        "ConditionExpression": "held_by = :key",
+        "ExpressionAttributeValues": values,
+    }
+    if names:
+        request["ExpressionAttributeNames"] = names
+    return ("Update", request, f"agent {write.record.agent_id}: not held by {key}")
 
 
 def _open_decisions(key: str) -> str:

@@ -11,8 +11,9 @@ A decision is carried out in three steps (:func:`split_decision`):
 2. the *commit* — every registry write of the decision (agents, edges, links, inbox
    items) together with
    its :class:`Decision` record (the outbox: every effect outside the commit, in
-   order) in one transaction. A lost condition re-reads and re-decides: nothing
-   outside the registry has happened yet;
+   order) in one transaction (a decision too big for one is staged, whole all the same:
+   :mod:`squadron.adapters.staged_decisions`). A lost condition re-reads and re-decides:
+   nothing outside the registry has happened yet;
 3. the *outbox* — GitHub calls, task launches and the merge gate, carried out from the committed record, each with a key
    (:func:`effect_key`) that makes a retry harmless. A retry of the same delivery
    finds the record and carries out the rest instead of deciding again.

@@ -783,7 +783,6 @@ def test_a_decision_over_100_items_is_played_whole(world: World) -> None:
     assert [status for _, status in reference.outcome["agents"]] == ["ACTIVE"] * AGENTS  # type: ignore[attr-defined]
 
 
-@pytest.mark.xfail(reason="issue 28 item 2: lands on wip-bigdec", strict=False)
 def test_a_fault_in_a_decision_over_100_items_repeats_nothing_and_loses_nothing(world: World) -> None:
     reference = _reference(world, BIG)
     failures = _play_faults(BIG, reference, _faults(BIG, reference.log), world)

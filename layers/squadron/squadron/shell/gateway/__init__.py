@@ -53,14 +53,16 @@ op                 what the verified task gets
 A refusal is ``{"error", "code"}`` with a code from
 :data:`squadron.domain.launches.REFUSAL_CODES`, counted by the handler.
 
-The package: :mod:`.protocol` (the requests and answers), :mod:`.verify` (who is calling),
+The package: :mod:`.protocol` (requests parsed, answers served: the models are
+:mod:`squadron.domain.gateway_wire`, shared with the task's door), :mod:`.verify` (who is calling),
 :mod:`.service` (the gateway, dispatching each ``op`` from its table of handlers), and one module
 per group of operations: :mod:`.task` (whoami, the lease, the inbox, credentials, send,
 metrics), :mod:`.writes` (``github``), :mod:`.memory` (memory, brief and artifacts) and
 :mod:`.janitor` (``purge_claim``, ``purged``).
 """
 
-from squadron.shell.gateway.protocol import Answer, Request, Served, parse_request, public_record, sanitized
+from squadron.domain.gateway_wire import Request
+from squadron.shell.gateway.protocol import Answer, Served, parse_request, sanitized
 from squadron.shell.gateway.service import HANDLERS, AgentGateway, GatewayRegistry
 from squadron.shell.gateway.task import LEASE_TTL
 from squadron.shell.gateway.writes import REPORTED, WRITE_LOOKBACK, inert_write
@@ -77,6 +79,5 @@ __all__ = [
     "Served",
     "inert_write",
     "parse_request",
-    "public_record",
     "sanitized",
 ]

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 from squadron.domain.agents import TERMINAL, ConflictError
 from squadron.domain.effects import AgentWrite
+from squadron.domain.gateway_wire import PurgeClaim, PurgeClaimAnswer, Purged, PurgedAnswer
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.retention import PURGE_PAGE, PURGE_WINDOW, claim, purge_due, purge_owner, purged
-from squadron.shell.gateway.protocol import Answer, Handler, PurgeClaim, Purged
+from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.verify import verified
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def _purge_claim(gw: AgentGateway, request: PurgeClaim) -> Answer:
         claimed.append(candidate.agent_id)
     if claimed:
         logger.info("%s claims the state of %s for removal", agent.agent_id, ", ".join(claimed))
-    return Answer({"agents": claimed})
+    return Answer(PurgeClaimAnswer(agents=claimed))
 
 
 def _purged(gw: AgentGateway, request: Purged) -> Answer:
@@ -67,7 +68,7 @@ def _purged(gw: AgentGateway, request: Purged) -> Answer:
                 continue  # changed under the claim (a restart keeps it): read it again
             recorded.append(agent_id)
             break
-    return Answer({"purged": recorded})
+    return Answer(PurgedAnswer(purged=recorded))
 
 
 #: The janitor's two calls (:mod:`squadron.agent.janitor`).

@@ -7,18 +7,22 @@ from typing import TYPE_CHECKING
 from squadron.domain.agents import ConflictError, RoleKind
 from squadron.domain.artifacts import ArtifactRefusedError, consumed, for_issue, listing, publish, shown
 from squadron.domain.context import shared_context
+from squadron.domain.gateway_wire import (
+    Brief,
+    BriefAnswer,
+    PublishArtifact,
+    PublishArtifactAnswer,
+    ReadArtifact,
+    ReadArtifactAnswer,
+    Recall,
+    RecallAnswer,
+    Remember,
+    RememberAnswer,
+)
 from squadron.domain.launches import LaunchRefusedError, check_lease
 from squadron.domain.memory import MemoryRefusedError, Reader, Writer, line
 from squadron.domain.vouching import voucher, waits
-from squadron.shell.gateway.protocol import (
-    Answer,
-    Brief,
-    Handler,
-    PublishArtifact,
-    ReadArtifact,
-    Recall,
-    Remember,
-)
+from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.verify import verified
 from squadron.shell.memory import Memory
 
@@ -50,17 +54,17 @@ def _remember(gw: AgentGateway, request: Remember) -> Answer:
         )
     except MemoryRefusedError as exc:
         raise LaunchRefusedError("forbidden", str(exc)) from exc
-    return Answer({"remembered": said})
+    return Answer(RememberAnswer(remembered=said))
 
 
 def _recall(gw: AgentGateway, request: Recall) -> Answer:
     agent = verified(gw, request)
     policy = gw.config_for(agent).config.memory
     if not policy.enabled:
-        return Answer({"facts": []})
+        return Answer(RecallAnswer(facts=[]))
     reader = Reader(agent_id=agent.agent_id, kind=agent.kind.value)
     found = _memory(gw).recall(reader, agent.repo_id, request.query, policy=policy, limit=request.limit)
-    return Answer({"facts": [line(fact) for fact in found]})
+    return Answer(RecallAnswer(facts=[line(fact) for fact in found]))
 
 
 def _brief(gw: AgentGateway, request: Brief) -> Answer:
@@ -79,11 +83,11 @@ def _brief(gw: AgentGateway, request: Brief) -> Answer:
         else []
     )
     return Answer(
-        {
-            "context": shared_context(config.config.project, agent.repo_full_name, config.context),
-            "memory": memory,
-            "artifacts": listing(made),
-        }
+        BriefAnswer(
+            context=shared_context(config.config.project, agent.repo_full_name, config.context),
+            memory=memory,
+            artifacts=listing(made),
+        )
     )
 
 
@@ -133,7 +137,7 @@ def _publish_artifact(gw: AgentGateway, request: PublishArtifact) -> Answer:
             gw.artifact_store.put_artifact(made, held.version if held is not None else None)
         except ConflictError:
             continue
-        return Answer({"published": made.label, "revision": made.revisions})
+        return Answer(PublishArtifactAnswer(published=made.label, revision=made.revisions))
     raise LaunchRefusedError("forbidden", f"artifact {request.name} keeps changing: try again")
 
 
@@ -155,7 +159,7 @@ def _read_artifact(gw: AgentGateway, request: ReadArtifact) -> Answer:
             gw.artifact_store.put_artifact(consumed(held, agent.agent_id), held.version)
         except ConflictError:
             continue
-        return Answer({"artifact": shown(held)})
+        return Answer(ReadArtifactAnswer(artifact=shown(held)))
     raise LaunchRefusedError("forbidden", f"artifact {request.name} keeps changing: try again")
 
 

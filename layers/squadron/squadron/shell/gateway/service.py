@@ -15,6 +15,7 @@ from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import Actor, EventEnvelope, SquadronCommand, command_envelope
+from squadron.domain.gateway_wire import Refusal, Request
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.permissions import agent_caller
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
@@ -24,7 +25,7 @@ from squadron.domain.writes import WriteClaim
 from squadron.ports import ArtifactStore, EventQueue, MetricsSink, RetroStore, SecretSource
 from squadron.shell.gateway.janitor import OPS as JANITOR_OPS
 from squadron.shell.gateway.memory import OPS as MEMORY_OPS
-from squadron.shell.gateway.protocol import Answer, Handler, Request, Served, parse_request
+from squadron.shell.gateway.protocol import Answer, Handler, Served, parse_request
 from squadron.shell.gateway.task import OPS as TASK_OPS
 from squadron.shell.gateway.writes import OPS as WRITE_OPS
 from squadron.shell.memory import Memory
@@ -106,7 +107,7 @@ class AgentGateway:
             answer = self.handle(request)
         except LaunchRefusedError as exc:
             return Served(
-                {"error": str(exc), "code": exc.code},
+                Refusal.of(exc).wire(),
                 op,
                 request.agent_id if request else None,
                 request.launch_token if request else None,

@@ -20,6 +20,32 @@ from squadron.domain.events import (
     TaskEnded,
     pull_request_fields,
 )
+from squadron.domain.gateway_wire import (
+    AckAnswer,
+    AckInbox,
+    Begin,
+    BeginAnswer,
+    Blocker,
+    Ended,
+    GitHubToken,
+    Heartbeat,
+    HeartbeatAnswer,
+    InboxAnswer,
+    MetricsAnswer,
+    ModelKey,
+    ModelKeyAnswer,
+    PublishMetrics,
+    Pushed,
+    PushToken,
+    ReadInbox,
+    Release,
+    ReleaseAnswer,
+    Send,
+    SendAnswer,
+    TokenAnswer,
+    WhoAmI,
+    WhoAmIAnswer,
+)
 from squadron.domain.launches import LaunchRefusedError, check_lease
 from squadron.domain.metrics import CATALOGUE, MetricPoint, point
 from squadron.domain.permissions import PUSH_PERMISSIONS, TASK_READ_PERMISSIONS
@@ -27,25 +53,7 @@ from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.threats import refusal, write_texts
 from squadron.domain.write_policy import blocker_refusal
-from squadron.shell.gateway.protocol import (
-    AckInbox,
-    Answer,
-    Begin,
-    Blocker,
-    Ended,
-    GitHubToken,
-    Handler,
-    Heartbeat,
-    ModelKey,
-    PublishMetrics,
-    Pushed,
-    PushToken,
-    ReadInbox,
-    Release,
-    Send,
-    WhoAmI,
-    public_record,
-)
+from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.verify import verified
 
 if TYPE_CHECKING:
@@ -58,19 +66,19 @@ LEASE_TTL = timedelta(minutes=15)
 
 def _whoami(gw: AgentGateway, request: WhoAmI) -> Answer:
     agent = verified(gw, request)
-    return Answer({"agent": public_record(agent), "bot_login": gw.bot_login})
+    return Answer(WhoAmIAnswer(agent=agent, bot_login=gw.bot_login))
 
 
 def _release(gw: AgentGateway, request: Release) -> Answer:
     verified(gw, request, winding_down=True)
     gw.registry.release_lease(request.agent_id, request.launch_token, gw.clock())
-    return Answer({"released": True})
+    return Answer(ReleaseAnswer(released=True))
 
 
 def _inbox(gw: AgentGateway, request: ReadInbox) -> Answer:
     verified(gw, request)
     page, more = inbox_page(gw.registry.pending_inbox(request.agent_id))
-    return Answer({"items": [item.model_dump(mode="json") for item in page], "more": more})
+    return Answer(InboxAnswer(items=page, more=more))
 
 
 def _github_token(gw: AgentGateway, request: GitHubToken) -> Answer:
@@ -108,18 +116,18 @@ def _begin(gw: AgentGateway, request: Begin) -> Answer:
             agent = reread
     uid = gw.registry.claim_uid(agent.agent_id, now)
     agent = gw.registry.get_agent(agent.agent_id) or agent
-    return Answer({"agent": public_record(agent), "uid": uid})
+    return Answer(BeginAnswer(agent=agent, uid=uid))
 
 
 def _heartbeat(gw: AgentGateway, request: Heartbeat) -> Answer:
     agent = verified(gw, request, winding_down=True)
     if agent.status not in (AgentStatus.ACTIVE, AgentStatus.CREATED):
-        return Answer({"status": agent.status.value})  # the task winds down; nothing to renew
+        return Answer(HeartbeatAnswer(status=agent.status.value))  # the task winds down; nothing to renew
     try:
         renewed = gw.registry.acquire_lease(agent.agent_id, request.launch_token, gw.clock(), LEASE_TTL)
     except ConflictError as exc:
         raise LaunchRefusedError("lease_lost", f"the lease of {agent.agent_id} is another task's") from exc
-    return Answer({"status": renewed.status.value})
+    return Answer(HeartbeatAnswer(status=renewed.status.value))
 
 
 def _ack(gw: AgentGateway, request: AckInbox) -> Answer:
@@ -128,7 +136,7 @@ def _ack(gw: AgentGateway, request: AckInbox) -> Answer:
     if foreign:
         raise LaunchRefusedError("forbidden", f"{agent.agent_id} may acknowledge only its own inbox")
     gw.registry.ack_inbox(agent.agent_id, list(request.items))
-    return Answer({"acknowledged": len(request.items)})
+    return Answer(AckAnswer(acknowledged=len(request.items)))
 
 
 def _token(gw: AgentGateway, request: GitHubToken | PushToken, permissions: Mapping[str, str]) -> Answer:
@@ -141,12 +149,12 @@ def _token(gw: AgentGateway, request: GitHubToken | PushToken, permissions: Mapp
         agent.installation_id, repositories=(agent.repo_full_name,), permissions=permissions
     )
     return Answer(
-        {
-            "token": token.token,
-            "expires_at": token.expires_at.isoformat(),
-            "repository": agent.repo_full_name,
-            "permissions": dict(permissions),
-        },
+        TokenAnswer(
+            token=token.token,
+            expires_at=token.expires_at,
+            repository=agent.repo_full_name,
+            permissions=dict(permissions),
+        ),
         secret=True,
     )
 
@@ -160,10 +168,10 @@ def _model_key(gw: AgentGateway, request: ModelKey) -> Answer:
         # The configuration was validated already; this is the door, so check again.
         if not secret_id.split(":secret:", 1)[-1].startswith(BYOK_SECRET_PREFIX):
             raise LaunchRefusedError("forbidden", f"{secret_id} is not under {BYOK_SECRET_PREFIX}")
-        return Answer({"kind": "byok", "key": gw.secrets.get(secret_id)}, secret=True)
+        return Answer(ModelKeyAnswer(kind="byok", key=gw.secrets.get(secret_id)), secret=True)
     if gw.copilot_token_secret is None:
-        return Answer({"kind": "none"})
-    return Answer({"kind": "copilot", "key": gw.secrets.get(gw.copilot_token_secret)}, secret=True)
+        return Answer(ModelKeyAnswer(kind="none"))
+    return Answer(ModelKeyAnswer(kind="copilot", key=gw.secrets.get(gw.copilot_token_secret)), secret=True)
 
 
 def _send(gw: AgentGateway, request: Send) -> Answer:
@@ -180,7 +188,7 @@ def _send(gw: AgentGateway, request: Send) -> Answer:
     except EnvelopeError as exc:
         raise LaunchRefusedError("invalid_request", str(exc)) from exc
     message_id = gw.queue.send(envelope)
-    return Answer({"message_id": message_id, "delivery_id": envelope.delivery_id})
+    return Answer(SendAnswer(message_id=message_id, delivery_id=envelope.delivery_id))
 
 
 def _envelope(
@@ -269,7 +277,7 @@ def _metrics(gw: AgentGateway, request: PublishMetrics) -> Answer:
         except ValueError as exc:
             raise LaunchRefusedError("invalid_request", str(exc)) from exc
     gw.agent_metrics.publish(points)
-    return Answer({"published": len(points)})
+    return Answer(MetricsAnswer(published=len(points)))
 
 
 #: The task's own operations: its lease, inbox, credentials, messages and metrics.

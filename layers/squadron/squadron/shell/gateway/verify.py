@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from squadron.domain.agents import AgentRecord
+from squadron.domain.gateway_wire import TaskRequest
 from squadron.domain.launches import verify_launch
-from squadron.shell.gateway.protocol import _Request
 
 if TYPE_CHECKING:
     from squadron.shell.gateway.service import AgentGateway
 
 
-def verified(gw: AgentGateway, request: _Request, *, winding_down: bool = False) -> AgentRecord:
+def verified(gw: AgentGateway, request: TaskRequest, *, winding_down: bool = False) -> AgentRecord:
     return verify_launch(
         gw.registry.get_agent(request.agent_id),
         agent_id=request.agent_id,

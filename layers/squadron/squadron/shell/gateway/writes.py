@@ -29,6 +29,18 @@ from squadron.domain.events import (
     review_fields,
     status_fields,
 )
+from squadron.domain.gateway_wire import (
+    GitHubWrite,
+    GitHubWriteRequest,
+    WriteAnswer,
+    WriteAssignees,
+    WriteComment,
+    WriteIssue,
+    WriteLabels,
+    WritePull,
+    WriteReview,
+    WriteStatus,
+)
 from squadron.domain.launches import LaunchRefusedError, check_lease
 from squadron.domain.markers import inert
 from squadron.domain.memory import pr_section
@@ -51,19 +63,7 @@ from squadron.domain.write_policy import (
     subject_refusal,
 )
 from squadron.domain.writes import belongs_to
-from squadron.shell.gateway.protocol import (
-    Answer,
-    GitHubWrite,
-    GitHubWriteRequest,
-    Handler,
-    WriteAssignees,
-    WriteComment,
-    WriteIssue,
-    WriteLabels,
-    WritePull,
-    WriteReview,
-    WriteStatus,
-)
+from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.verify import verified
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ def _written_by(
     write = request.write
     if agent.role == RETRO_ROLE and isinstance(write, WriteIssue | WritePull) and isinstance(result, dict):
         _track(gw, agent, write, result)
-    return Answer({"result": result})
+    return Answer(WriteAnswer(result=result))
 
 
 def _repeated_write(
@@ -254,7 +254,7 @@ def _repeated_write(
     if claim is None:
         return None
     if claim.result is not None:
-        return Answer({"result": claim.result, "repeated": True})
+        return Answer(WriteAnswer(result=claim.result, repeated=True))
     since = claim.claimed_at - WRITE_LOOKBACK
     write = request.write
     try:
@@ -267,7 +267,7 @@ def _repeated_write(
             "github_refused", f"write {key} was asked before and could not be looked up: {exc}"
         ) from exc
     answer = _written_by(gw, agent, request, found, action)
-    return Answer({**answer.body, "repeated": True})
+    return Answer(answer.reply.model_copy(update={"repeated": True}))
 
 
 def _track(

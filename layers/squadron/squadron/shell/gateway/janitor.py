@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from squadron.domain.agents import TERMINAL, ConflictError
+from squadron.domain.agents import TERMINAL, AgentRecord, ConflictError
 from squadron.domain.effects import AgentWrite
 from squadron.domain.gateway_wire import PurgeClaim, PurgeClaimAnswer, Purged, PurgedAnswer
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.retention import PURGE_PAGE, PURGE_WINDOW, claim, purge_due, purge_owner, purged
+from squadron.shell.conditional import read_change_put
 from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.verify import verified
 
@@ -54,21 +55,32 @@ def _purged(gw: AgentGateway, request: Purged) -> Answer:
     owner = purge_owner(request.launch_token)
     recorded: list[str] = []
     for agent_id in dict.fromkeys(request.agents):
-        for _ in range(3):
-            now = gw.clock()
-            current = gw.registry.get_agent(agent_id)
-            if current is None or current.lease_owner != owner:
-                break  # not this task's claim (never, or lapsed and taken since): nothing to record
-            if current.status not in TERMINAL:
-                gw.registry.release_lease(agent_id, owner, now)
-                break
-            try:
-                gw.registry.put_agent(AgentWrite(purged(current, now), current.version))
-            except ConflictError:
-                continue  # changed under the claim (a restart keeps it): read it again
+        if _purge(gw, agent_id, owner):
             recorded.append(agent_id)
-            break
     return Answer(PurgedAnswer(purged=recorded))
+
+
+def _purge(gw: AgentGateway, agent_id: str, owner: str) -> bool:
+    """Record ``agent_id`` purged if it is still ``owner``'s claim and finished (whether it was);
+    an agent restarted since its claim only loses the claim."""
+
+    def record(current: AgentRecord | None) -> AgentRecord | None:
+        if current is None or current.lease_owner != owner:
+            return None  # not this task's claim (never, or lapsed and taken since): nothing to record
+        return purged(current, gw.clock()) if current.status in TERMINAL else None
+
+    def put(current: AgentRecord | None, done: AgentRecord) -> None:
+        assert current is not None  # record() made ``done`` of it
+        gw.registry.put_agent(AgentWrite(done, current.version))
+
+    try:  # changed under the claim (a restart keeps it): read again
+        done = read_change_put(lambda: gw.registry.get_agent(agent_id), record, put)
+    except ConflictError:
+        return False
+    current = done.read
+    if done.written is None and current is not None and current.lease_owner == owner:
+        gw.registry.release_lease(agent_id, owner, gw.clock())  # restarted since the claim
+    return done.written is not None
 
 
 #: The janitor's two calls (:mod:`squadron.agent.janitor`).

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from squadron.domain.agents import ConflictError, RoleKind
-from squadron.domain.artifacts import ArtifactRefusedError, consumed, for_issue, listing, publish, shown
+from squadron.domain.artifacts import (
+    Artifact,
+    ArtifactRefusedError,
+    consumed,
+    for_issue,
+    listing,
+    publish,
+    shown,
+)
 from squadron.domain.context import shared_context
 from squadron.domain.gateway_wire import (
     Brief,
@@ -22,6 +30,7 @@ from squadron.domain.gateway_wire import (
 from squadron.domain.launches import LaunchRefusedError, check_lease
 from squadron.domain.memory import MemoryRefusedError, Reader, Writer, line
 from squadron.domain.vouching import voucher, waits
+from squadron.shell.conditional import read_change_put
 from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.verify import verified
 from squadron.shell.memory import Memory
@@ -110,17 +119,18 @@ def _publish_artifact(gw: AgentGateway, request: PublishArtifact) -> Answer:
         vouched_by = gw.registry.issue_view(agent.repo_id, request.issue_number).vouched_by
         if voucher(vouched_by, triage) is None:
             raise LaunchRefusedError("forbidden", f"not published: {waits(request.issue_number, triage)}")
-    for _attempt in range(3):
-        held = next(
-            (
-                a
-                for a in gw.artifact_store.artifacts(agent.repo_id)
-                if a.name == request.name and a.issue_number == request.issue_number
+    store = gw.artifact_store
+    try:
+        done = read_change_put(
+            lambda: next(
+                (
+                    a
+                    for a in store.artifacts(agent.repo_id)
+                    if a.name == request.name and a.issue_number == request.issue_number
+                ),
+                None,
             ),
-            None,
-        )
-        try:
-            made = publish(
+            lambda held: publish(
                 held,
                 repo_id=agent.repo_id,
                 repo_full_name=agent.repo_full_name,
@@ -130,15 +140,16 @@ def _publish_artifact(gw: AgentGateway, request: PublishArtifact) -> Answer:
                 producer=agent.agent_id,
                 producer_role=agent.role,
                 now=gw.clock(),
-            )
-        except ArtifactRefusedError as exc:
-            raise LaunchRefusedError("forbidden", str(exc)) from exc
-        try:
-            gw.artifact_store.put_artifact(made, held.version if held is not None else None)
-        except ConflictError:
-            continue
-        return Answer(PublishArtifactAnswer(published=made.label, revision=made.revisions))
-    raise LaunchRefusedError("forbidden", f"artifact {request.name} keeps changing: try again")
+            ),
+            lambda held, made: store.put_artifact(made, held.version if held is not None else None),
+        )
+    except ArtifactRefusedError as exc:
+        raise LaunchRefusedError("forbidden", str(exc)) from exc
+    except ConflictError:
+        raise LaunchRefusedError("forbidden", f"artifact {request.name} keeps changing: try again") from None
+    made = done.written
+    assert made is not None  # publish always makes one (or refuses)
+    return Answer(PublishArtifactAnswer(published=made.label, revision=made.revisions))
 
 
 def _read_artifact(gw: AgentGateway, request: ReadArtifact) -> Answer:
@@ -147,20 +158,27 @@ def _read_artifact(gw: AgentGateway, request: ReadArtifact) -> Answer:
     if gw.artifact_store is None:
         raise LaunchRefusedError("forbidden", "this deployment keeps no artifacts")
     issue = request.issue_number if request.issue_number is not None else agent.issue_number
-    for _attempt in range(3):
-        found = [a for a in gw.artifact_store.artifacts(agent.repo_id) if a.name == request.name]
+    store = gw.artifact_store
+
+    def held() -> Artifact:
+        found = [a for a in store.artifacts(agent.repo_id) if a.name == request.name]
         held = next((a for a in found if a.issue_number == issue), None) or next(
             (a for a in found if a.issue_number is None), None
         )
         if held is None:
             where = f" for #{issue}" if issue is not None else ""
             raise LaunchRefusedError("forbidden", f"no artifact {request.name}{where} in this repository")
-        try:
-            gw.artifact_store.put_artifact(consumed(held, agent.agent_id), held.version)
-        except ConflictError:
-            continue
-        return Answer(ReadArtifactAnswer(artifact=shown(held)))
-    raise LaunchRefusedError("forbidden", f"artifact {request.name} keeps changing: try again")
+        return held
+
+    try:
+        done = read_change_put(
+            held,
+            lambda held: consumed(held, agent.agent_id),
+            lambda held, read: store.put_artifact(read, held.version),
+        )
+    except ConflictError:
+        raise LaunchRefusedError("forbidden", f"artifact {request.name} keeps changing: try again") from None
+    return Answer(ReadArtifactAnswer(artifact=shown(done.read)))
 
 
 #: The repository's memory, the session's brief and the artifacts agents make for each other.

@@ -5,6 +5,7 @@ metrics."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,7 @@ from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.threats import refusal, write_texts
 from squadron.domain.write_policy import blocker_refusal
+from squadron.shell.conditional import read_change_put
 from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.verify import verified
 
@@ -102,18 +104,21 @@ def _begin(gw: AgentGateway, request: Begin) -> Answer:
         raise LaunchRefusedError("lease_held", f"the lease of {agent.agent_id} is held: {exc}") from exc
     # A first task moves its agent to ACTIVE (the lifecycle's begin), on the version just read;
     # a router's write in between is read again and decided again.
-    for _ in range(3):
-        begun = lifecycle.begin(agent, now=now)
-        if begun is None:
-            break
-        try:
-            gw.registry.put_agent(AgentWrite(begun, agent.version))
-            agent = begun
-        except ConflictError:
-            reread = gw.registry.get_agent(agent.agent_id)
-            if reread is None:
-                raise LaunchRefusedError("unknown_agent", f"{agent.agent_id} vanished") from None
-            agent = reread
+    leased = agent
+
+    def reread() -> AgentRecord:
+        found = gw.registry.get_agent(leased.agent_id)
+        if found is None:
+            raise LaunchRefusedError("unknown_agent", f"{leased.agent_id} vanished")
+        return found
+
+    with suppress(ConflictError):  # the router keeps changing it: the task goes on with its lease
+        read_change_put(
+            reread,
+            lambda agent: lifecycle.begin(agent, now=now),
+            lambda agent, begun: gw.registry.put_agent(AgentWrite(begun, agent.version)),
+            first=lambda: leased,
+        )
     uid = gw.registry.claim_uid(agent.agent_id, now)
     agent = gw.registry.get_agent(agent.agent_id) or agent
     return Answer(BeginAnswer(agent=agent, uid=uid))

@@ -52,7 +52,7 @@ from squadron.domain.permissions import (
     check,
 )
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
-from squadron.domain.retrospective import ActionItem
+from squadron.domain.retrospective import ActionItem, RetroRecord
 from squadron.domain.threats import refusal, write_texts
 from squadron.domain.write_policy import (
     approves,
@@ -63,6 +63,7 @@ from squadron.domain.write_policy import (
     subject_refusal,
 )
 from squadron.domain.writes import belongs_to
+from squadron.shell.conditional import read_change_put
 from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.verify import verified
 
@@ -280,22 +281,29 @@ def _track(
         return
     kind: Literal["issue", "pull_request"] = "pull_request" if isinstance(write, WritePull) else "issue"
     item = ActionItem(text=write.title[:500], kind=kind, number=number)
-    for _attempt in range(3):
-        held = next(
-            (r for r in gw.retros.retrospectives(agent.repo_id) if r.issue_number == agent.issue_number),
-            None,
-        )
+    retros = gw.retros
+
+    def tracked(held: RetroRecord | None) -> RetroRecord | None:
         if held is None:
-            return  # not a retrospective's issue (a role named so by hand): nothing to track
+            return None  # not a retrospective's issue (a role named so by hand): nothing to track
         tracked = held.with_item(item)
-        if tracked == held:
-            return
-        try:
-            gw.retros.put_retrospective(tracked, held.version)
-            return
-        except ConflictError:
-            continue
-    logger.warning("%s: action item #%s not tracked: its retrospective kept changing", agent.agent_id, number)
+        return tracked if tracked != held else None
+
+    try:
+        read_change_put(
+            lambda: next(
+                (r for r in retros.retrospectives(agent.repo_id) if r.issue_number == agent.issue_number),
+                None,
+            ),
+            tracked,
+            lambda held, tracked: retros.put_retrospective(
+                tracked, held.version if held is not None else None
+            ),
+        )
+    except ConflictError:
+        logger.warning(
+            "%s: action item #%s not tracked: its retrospective kept changing", agent.agent_id, number
+        )
 
 
 def _with_proposals(gw: AgentGateway, agent: AgentRecord, body: str) -> str:

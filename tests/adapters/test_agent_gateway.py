@@ -46,6 +46,15 @@ from squadron.domain.events import (
     TaskEnded,
     TaskUsage,
 )
+from squadron.domain.gateway_wire import (
+    GitHubWrite,
+    MetricsAnswer,
+    PointIn,
+    PublishMetrics,
+    Refusal,
+    WriteAnswer,
+    WriteComment,
+)
 from squadron.domain.launches import LaunchRefusedError, secret_digest
 from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.retention import PURGE_PAGE
@@ -707,7 +716,7 @@ def test_a_task_cannot_name_another_repository_or_ask_without_bounds(
     dev = world.door(A38)
     dev.begin()
     with pytest.raises(LaunchRefusedError) as refused:
-        dev.call(**request_)
+        _raw(world, dev, **request_)
     assert refused.value.code == "invalid_request"
 
 
@@ -845,7 +854,10 @@ def world_pr(number: int, head: str) -> dict[str, Any]:
         (
             A38,
             lambda d: d.call(
-                "metrics", points=[{"name": "DeliveriesRouted", "value": 1, "dimension": "issues"}]
+                lambda: PublishMetrics(
+                    **d.caller, points=[PointIn(name="DeliveriesRouted", value=1, dimension="issues")]
+                ),
+                MetricsAnswer,
             ),
         ),
     ],
@@ -872,15 +884,21 @@ def test_what_a_task_may_not_say_is_refused_and_never_queued(world: World, agent
 @pytest.mark.parametrize(
     "send",
     [
-        lambda d: d.call(
-            "send",
+        lambda w, d: _raw(
+            w,
+            d,
+            op="send",
             message={"kind": "register_blocker", "issue_number": 38, "blocker_number": True, "what": "b"},
         ),
-        lambda d: d.call(
-            "send",
+        lambda w, d: _raw(
+            w,
+            d,
+            op="send",
             message={"kind": "register_blocker", "issue_number": 38, "blocker_number": 2**40, "what": "b"},
         ),
-        lambda d: d.call("send", message={"kind": "echo", "event": "pull_request", "action": "opened"}),
+        lambda w, d: _raw(
+            w, d, op="send", message={"kind": "echo", "event": "pull_request", "action": "opened"}
+        ),
     ],
     ids=[
         "a boolean blocker",
@@ -892,7 +910,7 @@ def test_what_a_task_cannot_mean_is_an_invalid_request_never_a_crash(world: Worl
     door = world.door(A38)
     door.begin()
     with pytest.raises(LaunchRefusedError) as refused:
-        send(door)
+        send(world, door)
     assert refused.value.code in ("invalid_request", "forbidden")
     assert world.queued() == []
 
@@ -934,7 +952,10 @@ def test_a_flooded_inbox_is_handed_over_a_bounded_page_at_a_time(world: World) -
 def test_a_task_publishes_its_own_metrics_under_the_agent_service(world: World) -> None:
     door = world.door(A38)
     door.begin()
-    door.call("metrics", points=[{"name": "AgentTasks", "value": 1, "dimension": "idle"}])
+    door.call(
+        lambda: PublishMetrics(**door.caller, points=[PointIn(name="AgentTasks", value=1, dimension="idle")]),
+        MetricsAnswer,
+    )
     assert [(p.name, p.dimension) for p in world.metrics.points] == [("AgentTasks", ("Outcome", "idle"))]
 
 
@@ -1128,7 +1149,7 @@ def test_what_a_task_cannot_get_or_record_through_the_janitors_ops(
         call = lambda: door.purged(["1-40-feat-dev"])  # noqa: E731
     else:
         door.begin()
-        call = lambda: door.call("purged", agents=["../../etc"])  # noqa: E731
+        call = lambda: _raw(world, door, op="purged", agents=["../../etc"])  # noqa: E731
     if code is None:
         assert call() == []  # nothing recorded
     else:
@@ -1157,6 +1178,16 @@ def test_an_agent_restarted_while_claimed_waits_for_the_janitor_and_starts_from_
     assert agent.status is AgentStatus.ACTIVE
 
 
+def _raw(world: World, door: Door, **fields: Any) -> Mapping[str, Any]:
+    """What a hijacked task sends, past its door's models: any JSON, with its launch's secret."""
+    caller = {**door.caller, "secret": door.caller["secret"].get_secret_value()}
+    answer = in_process(world.gateway)({**caller, **fields})
+    refusal = Refusal.read(dict(answer))
+    if refusal is not None:
+        raise refusal.error_of()
+    return answer
+
+
 # --- each write once (squadron.domain.writes) -----------------------------------------------------
 
 COMMENTS = "/repos/octo/repo/issues/38/comments"
@@ -1170,11 +1201,11 @@ def test_a_write_sent_again_with_its_key_is_answered_with_what_the_first_did(wor
     door = world.door(A38)
     door.begin()
     key = write_key(door.launch_token, 1)
-    write = {"action": "comment", "number": 38, "body": "progress"}
-    first = door.call("github", write=write, key=key)
-    again = door.call("github", write=write, key=key)
+    write = WriteComment(number=38, body="progress")
+    first = door.call(lambda: GitHubWrite(**door.caller, write=write, key=key), WriteAnswer)
+    again = door.call(lambda: GitHubWrite(**door.caller, write=write, key=key), WriteAnswer)
     assert _posted(world, COMMENTS) == 1  # GitHub got it once
-    assert again["result"] == first["result"] and again.get("repeated") is True
+    assert again.result == first.result and again.repeated and not first.repeated
     (posted,) = [r for r in world.github.requests if r.method == "POST" and r.url.path == COMMENTS]
     assert has_marker(json.loads(posted.content)["body"], key)  # found again by it
 
@@ -1207,12 +1238,13 @@ def test_a_write_whose_first_request_died_after_claiming_it_is_looked_for_by_its
         for i, c in enumerate(listed)
     ]
     world.github.faults[f"GET {COMMENTS}"] = httpx.Response(200, json=comments)
-    answer = door.call("github", write={"action": "comment", "number": 38, "body": "progress"}, key=key)
+    write = WriteComment(number=38, body="progress")
+    answer = door.call(lambda: GitHubWrite(**door.caller, write=write, key=key), WriteAnswer)
     assert _posted(world, COMMENTS) == posts
     if posts == 0:
-        assert answer["result"]["id"] == 70 and answer["repeated"] is True
+        assert answer.result["id"] == 70 and answer.repeated is True
     claim = world.registry.claim_write(A38, key, NOW)
-    assert claim is not None and claim.result == answer["result"]  # kept for the next time
+    assert claim is not None and claim.result == answer.result  # kept for the next time
 
 
 def test_a_task_cannot_use_another_launchs_write_key(world: World) -> None:
@@ -1220,7 +1252,10 @@ def test_a_task_cannot_use_another_launchs_write_key(world: World) -> None:
     door.begin()
     other = write_key(world.agent(A39).launch_token, 1)
     with pytest.raises(LaunchRefusedError, match="not of this task's launch") as refused:
-        door.call("github", write={"action": "comment", "number": 38, "body": "x"}, key=other)
+        door.call(
+            lambda: GitHubWrite(**door.caller, write=WriteComment(number=38, body="x"), key=other),
+            WriteAnswer,
+        )
     assert refused.value.code == "forbidden" and _posted(world, COMMENTS) == 0
 
 

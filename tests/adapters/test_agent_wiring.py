@@ -47,12 +47,16 @@ SECRET = "x" * 43
 # --- the door and its transport ---------------------------------------------------------------------
 
 
+#: What the gateway answers with a token besides it (squadron.domain.gateway_wire.TokenAnswer).
+TOKEN_OF = {"repository": "octo/repo", "permissions": {"contents": "read"}}
+
+
 def test_a_door_reuses_its_token_until_near_expiry_and_never_shows_its_secret() -> None:
     clock = [NOW]
     answers = iter(
         [
-            {"token": "ghs_a", "expires_at": (NOW + timedelta(hours=1)).isoformat()},
-            {"token": "ghs_b", "expires_at": (NOW + timedelta(hours=2)).isoformat()},
+            {"token": "ghs_a", "expires_at": (NOW + timedelta(hours=1)).isoformat(), **TOKEN_OF},
+            {"token": "ghs_b", "expires_at": (NOW + timedelta(hours=2)).isoformat(), **TOKEN_OF},
         ]
     )
     asked: list[dict[str, Any]] = []

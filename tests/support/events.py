@@ -373,7 +373,7 @@ def agent_did(webhook: EventEnvelope, source_agent: str, *, pr_number: int | Non
     """What the agent gateway sends when ``source_agent`` did what ``webhook`` describes.
 
     The typed command (its fields are the webhook's), origin ``agent``, the verified source
-    stamped, the App as sender — as :meth:`AgentGateway._report` builds it from GitHub's answer.
+    stamped, the App as sender — as :mod:`squadron.shell.gateway.writes` reports it from GitHub's answer.
     """
     action: AgentAction
     match (webhook.event, webhook.action):

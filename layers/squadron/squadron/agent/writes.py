@@ -12,13 +12,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
+from squadron.domain.gateway_wire import (
+    GitHubWriteRequest,
+    WriteAssignees,
+    WriteComment,
+    WriteIssue,
+    WriteLabels,
+    WritePull,
+    WriteReview,
+    WriteStatus,
+    refused_if_invalid,
+)
 from squadron.domain.permissions import Caller
 
 Json = dict[str, Any]
 
 
 class WriteDoor(Protocol):
-    def github(self, write: dict[str, Any]) -> Any: ...
+    def github(self, write: GitHubWriteRequest) -> Any: ...
 
 
 class GatewayWrites:
@@ -30,26 +41,21 @@ class GatewayWrites:
         return f"GatewayWrites({self.caller.name})"
 
     def comment(self, number: int, body: str) -> Json:
-        result: Json = self.door.github({"action": "comment", "number": number, "body": body})
+        with refused_if_invalid():
+            write = WriteComment(number=number, body=body)
+        result: Json = self.door.github(write)
         return result
 
     def create_issue(self, title: str, body: str, *, labels: Iterable[str] = ()) -> Json:
-        result: Json = self.door.github(
-            {"action": "create_issue", "title": title, "body": body, "labels": list(labels)}
-        )
+        with refused_if_invalid():
+            write = WriteIssue(title=title, body=body, labels=list(labels))
+        result: Json = self.door.github(write)
         return result
 
     def create_pull(self, *, title: str, head: str, base: str, body: str, draft: bool = False) -> Json:
-        result: Json = self.door.github(
-            {
-                "action": "create_pull",
-                "title": title,
-                "head": head,
-                "base": base,
-                "body": body,
-                "draft": draft,
-            }
-        )
+        with refused_if_invalid():
+            write = WritePull(title=title, head=head, base=base, body=body, draft=draft)
+        result: Json = self.door.github(write)
         return result
 
     def create_review(
@@ -61,16 +67,15 @@ class GatewayWrites:
         commit_id: str | None = None,
         verdict: Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"] | None = None,
     ) -> Json:
-        result: Json = self.door.github(
-            {
-                "action": "create_review",
-                "number": number,
-                "event": event,
-                **({"verdict": verdict} if verdict is not None and verdict != event else {}),
-                "body": body,
-                "commit_id": commit_id,
-            }
-        )
+        with refused_if_invalid():
+            write = WriteReview(
+                number=number,
+                event=event,
+                verdict=verdict if verdict is not None and verdict != event else None,
+                body=body,
+                commit_id=commit_id,
+            )
+        result: Json = self.door.github(write)
         return result
 
     def create_status(
@@ -81,25 +86,19 @@ class GatewayWrites:
         context: str,
         description: str,
     ) -> Json:
-        result: Json = self.door.github(
-            {
-                "action": "create_status",
-                "sha": sha,
-                "state": state,
-                "context": context,
-                "description": description,
-            }
-        )
+        with refused_if_invalid():
+            write = WriteStatus(sha=sha, state=state, context=context, description=description)
+        result: Json = self.door.github(write)
         return result
 
     def add_labels(self, number: int, labels: Iterable[str]) -> list[Json]:
-        result: list[Json] = self.door.github(
-            {"action": "add_labels", "number": number, "labels": list(labels)}
-        )
+        with refused_if_invalid():
+            write = WriteLabels(number=number, labels=list(labels))
+        result: list[Json] = self.door.github(write)
         return result
 
     def add_assignees(self, number: int, logins: Iterable[str]) -> Json:
-        result: Json = self.door.github(
-            {"action": "add_assignees", "number": number, "assignees": list(logins)}
-        )
+        with refused_if_invalid():
+            write = WriteAssignees(number=number, assignees=list(logins))
+        result: Json = self.door.github(write)
         return result

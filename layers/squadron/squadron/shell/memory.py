@@ -28,6 +28,7 @@ from squadron.domain.memory import (
     used,
 )
 from squadron.ports import MemoryStore
+from squadron.shell.conditional import read_change_put
 
 logger = logging.getLogger(__name__)
 
@@ -53,33 +54,34 @@ class Memory:
         self, writer: Writer, *, text: str, evidence: str, audience: Audience, policy: MemoryPolicy
     ) -> str:
         """Propose a fact as ``writer``; the answer for the model (MemoryRefusedError: why not)."""
-        for attempt in range(ATTEMPTS):
-            facts = self.store.facts(writer.repo_id)
-            decided = remember(
-                facts,
-                writer,
-                text=text,
-                evidence=evidence,
-                audience=audience,
-                policy=policy,
-                now=self.clock(),
+        try:
+            done = read_change_put(
+                lambda: self.store.facts(writer.repo_id),
+                lambda facts: remember(
+                    facts,
+                    writer,
+                    text=text,
+                    evidence=evidence,
+                    audience=audience,
+                    policy=policy,
+                    now=self.clock(),
+                ),
+                lambda _facts, decided: self._put(decided.fact, decided.expected_version, policy),
+                attempts=ATTEMPTS,
             )
-            try:
-                self._put(decided.fact, decided.expected_version, policy)
-            except ConflictError:
-                if attempt == ATTEMPTS - 1:
-                    raise MemoryRefusedError("memory is busy: try again") from None
-                continue
-            if decided.evict is not None:
-                self.store.delete_fact(writer.repo_id, decided.evict.fact_id)
-                logger.info(
-                    "memory of %s: %s evicted for %s",
-                    writer.repo_full_name,
-                    decided.evict.fact_id,
-                    decided.fact.fact_id,
-                )
-            return decided.message
-        raise AssertionError("unreachable")  # pragma: no cover
+        except ConflictError:
+            raise MemoryRefusedError("memory is busy: try again") from None
+        decided = done.written
+        assert decided is not None  # remember always decides something (or refuses)
+        if decided.evict is not None:
+            self.store.delete_fact(writer.repo_id, decided.evict.fact_id)
+            logger.info(
+                "memory of %s: %s evicted for %s",
+                writer.repo_full_name,
+                decided.evict.fact_id,
+                decided.fact.fact_id,
+            )
+        return decided.message
 
     def recall(
         self, reader: Reader, repo_id: int, query: str, *, policy: MemoryPolicy, limit: int
@@ -157,17 +159,16 @@ class Memory:
 
     def pin(self, repo_id: int, fact_id: str, *, by: str, policy: MemoryPolicy) -> MemoryFact:
         """Pin ``fact_id`` (confirming it): it never expires. MemoryRefusedError if unknown."""
-        for _attempt in range(ATTEMPTS):
-            fact = self.get(repo_id, fact_id)
-            pinned = pin(fact, by=by, at=self.clock())
-            if pinned == fact:
-                return fact
-            try:
-                self._put(pinned, fact.version, policy)
-            except ConflictError:
-                continue
-            return pinned
-        raise MemoryRefusedError(f"fact {fact_id} keeps changing: try again")
+        try:
+            done = read_change_put(
+                lambda: self.get(repo_id, fact_id),
+                lambda fact: pinned if (pinned := pin(fact, by=by, at=self.clock())) != fact else None,
+                lambda fact, pinned: self._put(pinned, fact.version, policy),
+                attempts=ATTEMPTS,
+            )
+        except ConflictError:
+            raise MemoryRefusedError(f"fact {fact_id} keeps changing: try again") from None
+        return done.written if done.written is not None else done.read
 
     def forget(self, repo_id: int, fact_id: str) -> bool:
         """Delete ``fact_id``; whether it was there."""

@@ -159,6 +159,46 @@ def test_a_local_restart_keeps_the_history_and_publishes_nothing_again(
     assert committed_events(StreamReader(again.stream_arn).poll()) == []  # nothing to publish twice
 
 
+def test_a_local_restart_keeps_the_event_log_so_events_tail_shows_the_history(
+    aws: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    endpoint = os.environ["AWS_ENDPOINT_URL"]
+    resources = provision(endpoint, webhook_secret="s" * 20, private_key_pem="key")
+    recent = datetime.now(UTC) - timedelta(hours=1)  # CloudWatch Logs takes the last 14 days
+    before = [
+        make_event(
+            AgentSlept(role="feat-dev", generation=1, blocked_by=(n,)),
+            event_id=event_id("r", n),
+            at=recent + timedelta(minutes=n),
+            repository=Repository(id=1, full_name="octo/shop"),
+            correlation_id="r",
+            issue=38,
+            agent="1-38-feat-dev",
+        )
+        for n in range(3)
+    ]
+    EventBusPublisher(resources.event_bus_name, "local").publish(before)
+    logged = EventLog(resources.event_log_group).read(0, set())
+    assert len(logged) == 3
+    saved = save_state(resources, tmp_path / "aws.json")
+    assert saved["history"] == 3
+    again = provision(endpoint, webhook_secret="s" * 20, private_key_pem="key")  # a fresh server
+    assert EventLog(again.event_log_group).read(0, set()) == []
+    assert restore_state(again, tmp_path / "aws.json")["history"] == 3
+    # What `squadron events tail --local` reads after the restart: the earlier runs' events, in order.
+    target = Target(
+        table_name=TABLE, queue_url="q", dead_letter_queue_url="d", event_log_group=again.event_log_group
+    )
+    monkeypatch.setattr("squadron.adapters.operations.local_target", lambda *a, **k: target)
+    out = io.StringIO()
+    assert main(["events", "tail", "--local", "--once", "--since", "1d"], out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and all("agent.slept.v1 octo/shop#38 feat-dev-38" in line for line in lines)
+    assert [line.split("blocked_by=")[1] for line in lines] == ["[0]", "[1]", "[2]"]
+    # Saved again after the restart: the history is kept once, not doubled.
+    assert save_state(again, tmp_path / "aws.json")["history"] == 3
+
+
 def test_a_decision_of_many_events_commits_them_with_its_record(aws: tuple[str, str]) -> None:
     """Over 100 items in all: the writes go first, the events ride with the record."""
     bus, _ = aws
@@ -185,11 +225,11 @@ def test_events_tail_prints_one_line_per_event_of_the_repository(
     target = Target(table_name=TABLE, queue_url="q", dead_letter_queue_url="d", event_log_group=log_group)
     monkeypatch.setattr("squadron.adapters.operations.stack_target", lambda *a, **k: target)
     out = io.StringIO()
-    assert main(["events", "tail", "--repo", "octo/shop", "--once", "--since", "1000000"], out=out) == 0
+    assert main(["events", "tail", "--repo", "octo/shop", "--once", "--since", "700d"], out=out) == 0
     (line,) = out.getvalue().splitlines()
-    assert "agent.slept.v1 octo/shop#38 1-38-feat-dev" in line and "blocked_by=[42]" in line
+    assert "agent.slept.v1 octo/shop#38 feat-dev-38" in line and "blocked_by=[42]" in line
     out = io.StringIO()
-    assert main(["events", "tail", "--json", "--once", "--since", "1000000"], out=out) == 0
+    assert main(["events", "tail", "--json", "--once", "--since", "700d"], out=out) == 0
     details = [json.loads(text) for text in out.getvalue().splitlines()]
     assert {d["detail-type"] for d in details} == {"agent.slept.v1", "pr.merged.v1"}
     assert all(d["stage"] == "ci" for d in details)

@@ -445,7 +445,7 @@ def test_a_looping_model_is_stopped_by_the_breaker_and_escalated(tmp_path: Path)
         assert [c["title"] for c in humans.created] == ["needs-human: #38 (feat-dev-38)"]
         comment = _escalation_comment(stack)
         assert comment.startswith(
-            f"feat-dev-38 ({A38}) needs a human: circuit breaker tripped: tool_calls reached 4 of 3"
+            "feat-dev-38 needs a human: circuit breaker tripped: tool_calls reached 4 of 3"
         )
         assert "Summary: I looped" in comment
 

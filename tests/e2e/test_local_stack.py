@@ -91,7 +91,7 @@ def test_squadron_local_runs_until_interrupted_and_leaves_nothing_behind(tmp_pat
     assert opened.status_code == 201
     for line in process.stdout:  # the feed says what happens as it happens
         lines.append(line)
-        if "agent 1-pm: CREATED -> ACTIVE" in line:
+        if "agent pm: CREATED -> ACTIVE" in line:
             break
     log = tmp_path / "state" / "logs" / "1-pm.log"
     eventually(lambda: log.exists() and "starting Copilot CLI" in log.read_text(), "the PM to start its CLI")
@@ -101,7 +101,7 @@ def test_squadron_local_runs_until_interrupted_and_leaves_nothing_behind(tmp_pat
     assert "stopped; no agent process left running" in rest
     # What happened is printed as it happens; the Lambdas' JSON logs went to their file.
     said = "".join(lines) + rest
-    assert "github: issues.opened #1 by octo-human" in said and "agent 1-pm: CREATED -> ACTIVE" in said
+    assert "github: issues.opened #1 by octo-human" in said and "agent pm: CREATED -> ACTIVE" in said
     assert '"level"' not in rest
     assert '"message":"webhook accepted"' in (tmp_path / "state" / "logs" / "lambdas.log").read_text()
     leftovers = subprocess.run(
@@ -150,7 +150,7 @@ def test_the_demo_scenario_completes_through_every_part_of_the_system_every_time
             f"stopped; no agent process left running; state saved in {tmp_path / 'state' / 'demo'}",
         ):
             assert step in said, f"{run}: {said}"
-        assert "agent 1-1-feat-dev: ACTIVE -> SLEEPING (blocked by #2)" in said, run
+        assert "agent feat-dev-1: ACTIVE -> SLEEPING (blocked by #2)" in said, run
         assert "Resumed from" not in said, run
     assert own.read_text() == "{}"
 

@@ -502,6 +502,13 @@ class FakeRegistry:
             )
         return sorted(found, key=lambda a: (a.updated_at.isoformat(), a.agent_id))
 
+    def recently_finished(self, limit: int) -> list[AgentRecord]:
+        found = []
+        for status in sorted(TERMINAL):
+            theirs = [a for a in self.agents_with_status(status) if a.purged_at is None]
+            found += theirs[-limit:] if limit > 0 else []
+        return sorted(found, key=lambda a: (finished_at(a) or a.updated_at, a.agent_id), reverse=True)
+
     def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]:
         found = [
             (finished, a.agent_id, a)

@@ -15,6 +15,7 @@ import pytest
 from squadron.domain import dashboard
 from squadron.domain.agents import AgentRecord, AgentStatus, BreakerCounters, RoleKind
 from squadron.domain.approval import GateResult
+from squadron.domain.effects import PostComment
 from squadron.domain.memory import MemoryPolicy, Reader, Writer
 from squadron.domain.usage import ModelTokens
 from squadron.shell.merge_gate import GateOutcome
@@ -237,8 +238,14 @@ def test_ticking_a_box_acts_only_for_people_with_write_access(
     effects = world.send(_dashboard_edit(world, _ticked(world, line), who))
     assert world.agent(agent_id).status is after
     if who == "mallory":
-        assert world.registry.snapshot_state() == before  # nothing at all happened
+        after_state = world.registry.snapshot_state()
+        # Nothing happened but the decision that posts the note: no agent, inbox, blocker touched.
+        assert {k: v for k, v in after_state.items() if k != "decisions"} == {
+            k: v for k, v in before.items() if k != "decisions"
+        }
         assert next(getattr(e, "rule", None) for e in effects) is not None  # refused by the rule
+        (note,) = [e for e in effects if isinstance(e, PostComment)]  # said where it was ticked
+        assert note.number == 900 and "refused: mallory ticked a box" in note.body
 
 
 def test_a_forged_action_for_another_repositorys_agent_is_discarded() -> None:

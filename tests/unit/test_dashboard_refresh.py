@@ -350,7 +350,14 @@ def test_a_repository_whose_agents_all_finished_shows_none_at_work(stage: Stage)
     stage.act(100, e.pr_closed(101, "feat/issue-38", merged=True, body="Closes #38"))
     stage.run(100)  # the agents' completion is an event of the repository: its dashboard follows
     assert stage.write_times() == [1.0, 100.0]
-    assert "No agents at work." in stage.github.body and "feat-dev-38" not in stage.github.body
+    agents, _, ended = stage.github.body.partition("## Recently ended")
+    assert "No agents at work." in agents and "feat-dev-38" not in agents
+    # ... and a trace of each: who ended it (the merge, by whom), when.
+    assert (
+        "- 2026-11-22 12:00 UTC `feat-dev-38` ([#38](https://github.com/octo/repo/issues/38)) completed: "
+        in ended
+    )
+    assert "PR #&#8203;101 merged by " in ended
 
 
 def test_a_repository_that_turns_the_dashboard_off_gets_none(stage: Stage) -> None:

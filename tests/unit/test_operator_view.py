@@ -54,6 +54,7 @@ def test_the_status_table_lists_live_agents_first_with_what_they_wait_for() -> N
     lines = status_table(agents, NOW).splitlines()
     assert lines[0].split() == [
         "AGENT",
+        "ID",
         "REPOSITORY",
         "ROLE",
         "ISSUE",
@@ -67,11 +68,11 @@ def test_the_status_table_lists_live_agents_first_with_what_they_wait_for() -> N
         "ACTIVE",
         "COST",
     ]
-    assert [line.split()[0] for line in lines[1:5]] == [
-        "1-pm",
-        "1-4-feat-dev",
-        "1-2-feat-dev",
-        "1-7-feat-dev",
+    assert [line.split()[:2] for line in lines[1:5]] == [  # its name, then the id commands take
+        ["pm", "1-pm"],
+        ["feat-dev-4", "1-4-feat-dev"],
+        ["feat-dev-2", "1-2-feat-dev"],
+        ["feat-dev-7", "1-7-feat-dev"],
     ]
     assert "ACTIVE (idle)" in lines[1] and "ACTIVE (running)" in lines[2]
     assert "#3, #5" in lines[3] and "#9" in lines[4]

@@ -130,7 +130,7 @@ def test_the_escalation_explains_and_notifies() -> None:
     ((_, number, body, author),) = world.github.comments
     assert (number, author) == (38, "framework")
     assert body == (
-        "feat-dev-38 (1-38-feat-dev) needs a human: asleep for 90000 s, over max_sleep_duration 86400 s. "
+        "feat-dev-38 needs a human: asleep for 90000 s, over max_sleep_duration 86400 s. "
         "It waits for #42. @octo-maintainer"
     )
     (issue,) = world.github.created

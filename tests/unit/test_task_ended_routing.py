@@ -142,7 +142,7 @@ def test_an_escalation_comment_carries_the_reason_summary_and_saved_work() -> No
         )
     )
     (comment,) = [body for _, number, body, _ in world.github.comments if number == 38]
-    assert comment.startswith(f"feat-dev-38 ({A38}) needs a human: a breaker tripped.")
+    assert comment.startswith("feat-dev-38 needs a human: a breaker tripped.")
     assert "Half done." in comment and "Work in progress on `feat/issue-38`: pushed abc1234" in comment
     assert world.agent(A38).status is AgentStatus.ESCALATED
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from squadron import __version__, deploy_cli, operator_cli
-from squadron.cli_types import days, github_id, port, positive_number, repo_name
+from squadron.cli_types import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_STATUSES_HELP,
+    EXIT_UNAVAILABLE,
+    days,
+    github_id,
+    port,
+    positive_number,
+    repo_name,
+)
 from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
 from squadron.domain.permissions import Caller
 from squadron.domain.protection import protected_branches, protection_for
@@ -29,9 +40,15 @@ if TYPE_CHECKING:
     from squadron.local.showcase import Showcase
     from squadron.local.stack import LocalStack
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_UNAVAILABLE = 2
+__all__ = [
+    "EXIT_OK",
+    "EXIT_PROBLEMS",
+    "EXIT_UNAVAILABLE",
+    "SUBCOMMANDS",
+    "Subcommand",
+    "build_parser",
+    "main",
+]
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,12 @@ class Subcommand:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, TextIO], int]
+    #: Command lines shown under "examples:" in its --help (each parses: a test runs them all).
+    examples: tuple[str, ...] = ()
+
+    def epilog(self) -> str:
+        lines = ["examples:", *(f"  {example}" for example in self.examples)] if self.examples else []
+        return "\n".join([*lines, "", EXIT_STATUSES_HELP] if lines else [EXIT_STATUSES_HELP])
 
 
 # --- validate ----------------------------------------------------------------------------------
@@ -248,6 +271,9 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     out.flush()
     status = EXIT_OK
     feed = stack_feed(stack)
+    if stack.restored is not None:  # what the restart put back is history, not news
+        for line in feed.history():
+            out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
     try:
         if args.demo:
             try:
@@ -363,10 +389,13 @@ def _local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
         f"  logs             {state / 'logs'} (lambdas.log: the Lambdas' JSON logs;",
         "                   <agent id>.log: each agent task's output)",
     ]
+    follow = "--local" + (f" --state {shlex.quote(args.state)}" if args.state != ".squadron-local" else "")
+    lines.append(f"  follow           squadron status {follow}; squadron events tail {follow}")
     if stack.restored is not None:
         lines.append(
             f"Resumed from {state / 'saved'}: {stack.restored['items']} registry items, "
-            f"{stack.restored['events']} queued events (agents that were running are relaunched)."
+            f"{stack.restored['events']} queued events, {stack.restored.get('history', 0)} past domain events "
+            "(agents that were running are relaunched)."
         )
     if isinstance(policy, showcase.Showcase) and stack.sandbox is not None:
         lines += _showcase_lines(policy, stack.sandbox.base_url, args.repo, stack.sandbox.bot_login)
@@ -484,20 +513,44 @@ def _run_protection(args: argparse.Namespace, out: TextIO) -> int:
 
 SUBCOMMANDS: tuple[Subcommand, ...] = (
     Subcommand(
-        "validate", "check a .squadron directory and print every problem", _configure_validate, _run_validate
+        "validate",
+        "check a .squadron directory and print every problem",
+        _configure_validate,
+        _run_validate,
+        (
+            "squadron validate                 # ./.squadron",
+            "squadron validate path/to/repo/.squadron",
+        ),
     ),
-    Subcommand("schema", "write the JSON Schemas of the .squadron files", _configure_schema, _run_schema),
+    Subcommand(
+        "schema",
+        "write the JSON Schemas of the .squadron files",
+        _configure_schema,
+        _run_schema,
+        ("squadron schema", "squadron schema --out /tmp/squadron-schemas"),
+    ),
     Subcommand(
         "local",
         "run the whole system on this machine (GitHub sandbox, moto, local agents)",
         _configure_local,
         _run_local,
+        (
+            "squadron local                    # the whole system on this machine",
+            "squadron local --demo --exit      # play the demo scenario, then stop",
+            "squadron local --state /tmp/sq --sandbox-port 9000",
+            "squadron local --github-app github-app.yaml",
+        ),
     ),
     Subcommand(
         "configure",
         "set the deployment's values (stage, App id and slug, ...) in cdk.context.json, where cdk reads them",
         deploy_cli.configure_configure,
         deploy_cli.run_configure,
+        (
+            "squadron configure --check        # print the values and check them, change nothing",
+            "squadron configure --stage prod --region eu-west-1",
+            "squadron configure --github-app-id 123456 --github-app-slug my-squadron",
+        ),
     ),
     Subcommand(
         "doctor",
@@ -505,72 +558,116 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "the webhook URL): one line each",
         deploy_cli.configure_doctor,
         deploy_cli.run_doctor,
+        ("squadron doctor",),
     ),
     Subcommand(
         "status",
         "the agents: role, issue, status, blockers, PR, age, breaker counters",
         operator_cli.configure_status,
         operator_cli.run_status,
+        (
+            "squadron status --local",
+            "squadron status --stack Squadron-prod --region eu-west-1 --repo octo/app",
+            "squadron status --local --json",
+        ),
     ),
     Subcommand(
         "agent",
         "one agent, whole, with what waits in its inbox",
         operator_cli.configure_agent,
         operator_cli.run_agent,
+        ("squadron agent show 1-42-feat-dev --local", "squadron agent show 1-42-feat-dev --json"),
     ),
     Subcommand(
         "dlq",
         "the events that failed five times: list them, or send them back",
         operator_cli.configure_dlq,
         operator_cli.run_dlq,
+        ("squadron dlq list --local", "squadron dlq redrive --stack Squadron-prod"),
     ),
     Subcommand(
         "events",
         "the domain events on the bus (agent started, slept, PR merged, ...): tail them",
         operator_cli.configure_events,
         operator_cli.run_events,
+        (
+            "squadron events tail --local              # the last 10 minutes, then what comes",
+            "squadron events tail --local --since 2h --once",
+            "squadron events tail --repo octo/app --since 2026-11-27T09:00Z",
+        ),
     ),
     Subcommand(
         "memory",
         "what agents remember per repository: list, show, forget, pin or confirm a fact",
         operator_cli.configure_memory,
         operator_cli.run_memory,
+        (
+            "squadron memory list --repo octo/app --local",
+            "squadron memory show m-0123456789ab --repo octo/app --local",
+            "squadron memory pin m-0123456789ab --repo octo/app",
+        ),
     ),
     Subcommand(
         "retro",
         "hold a repository's retrospective now (as its schedule would)",
         operator_cli.configure_retro,
         operator_cli.run_retro,
+        (
+            "squadron retro start --repo octo/app --local",
+            "squadron retro start --repo octo/app --since 3d",
+            "squadron retro start --repo octo/app --since 2026-11-01",
+        ),
     ),
     Subcommand(
         "replay",
         "ask GitHub to send a webhook delivery again",
         operator_cli.configure_replay,
         operator_cli.run_replay,
+        ("squadron replay 72d3162e-cc78-11e3-81ab-4c9367dc0958 --stack Squadron-prod",),
     ),
     Subcommand(
         "app",
         "the GitHub App's manifest (permissions and events it needs), and the page that creates it",
         operator_cli.configure_app,
         operator_cli.run_app,
+        (
+            "squadron app manifest --webhook-url https://abc.execute-api.eu-west-1.amazonaws.com/webhook",
+            "squadron app create --webhook-url https://abc.execute-api.eu-west-1.amazonaws.com/webhook "
+            "--stack Squadron-dev",
+            "squadron app create --webhook-url https://smee.io/abc --local --name my-squadron",
+        ),
     ),
     Subcommand(
         "branch-protection",
         "set GitHub branch protection from the approval flows (GitHub as the hard backstop)",
         _configure_protection,
         _run_protection,
+        (
+            "squadron branch-protection plan --repo octo/app",
+            "squadron branch-protection apply --repo octo/app --app-id 123456",
+        ),
     ),
 )
 
 
 def build_parser(subcommands: Sequence[Subcommand] = SUBCOMMANDS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="squadron", description="Squadron: issues to merged pull requests with a team of LLM agents."
+        prog="squadron",
+        description="Squadron: issues to merged pull requests with a team of LLM agents.",
+        epilog="examples:\n  squadron validate\n  squadron local\n  squadron status --local\n"
+        "  squadron COMMAND --help          # each command's options and examples\n\n" + EXIT_STATUSES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"squadron {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in subcommands:
-        command_parser = sub.add_parser(command.name, help=command.help, description=command.help)
+        command_parser = sub.add_parser(
+            command.name,
+            help=command.help,
+            description=command.help,
+            epilog=command.epilog(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         command.configure(command_parser)
         command_parser.set_defaults(run=command.run)
     return parser

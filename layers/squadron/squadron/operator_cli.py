@@ -3,7 +3,9 @@
 
 Each works on a deployed stack (``--stack``, default Squadron-dev, with boto3's default
 credentials and region) or on the running local stack (``--local``). A stack that cannot be
-reached exits with 3 and one line saying what to do.
+reached exits with 3 (a usage error is argparse's 2) and one line saying what to do; a hint it
+prints names the same stack (``--local`` stays ``--local``). ``--since`` has one meaning
+everywhere (:func:`squadron.cli_types.since`).
 
 `squadron app create` runs GitHub's manifest flow: a page on 127.0.0.1 posts the manifest to
 GitHub, GitHub sends the browser back with a code, the code is exchanged for the App's private
@@ -18,11 +20,22 @@ import json
 import math
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from squadron.cli_types import port, repo_name
+from squadron.cli_types import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    EXIT_TIMED_OUT,
+    EXIT_UNAVAILABLE,
+    SINCE_FORMS,
+    Since,
+    port,
+    repo_name,
+    since,
+)
 from squadron.domain.app_manifest import GITHUB_API_URL
 from squadron.operator_view import (
     agent_detail,
@@ -40,26 +53,46 @@ if TYPE_CHECKING:
     from squadron.adapters.operations import Operations, Target
     from squadron.domain.app_manifest import CreatedApp, FilesWritten
 
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
-EXIT_UNAVAILABLE = 3
-EXIT_TIMED_OUT = 4
-EXIT_INTERRUPTED = 130
+__all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_TIMED_OUT", "EXIT_UNAVAILABLE"]
+
+#: What ``--stack`` and ``--state`` default to (a hint leaves a default out).
+DEFAULT_STACK = "Squadron-dev"
+DEFAULT_STATE = ".squadron-local"
 
 
 def _where(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stack", default="Squadron-dev", help="the deployed stack (default: Squadron-dev)")
+    parser.add_argument(
+        "--stack", default=DEFAULT_STACK, help=f"the deployed stack (default: {DEFAULT_STACK})"
+    )
     parser.add_argument("--region", help="its AWS region (default: boto3's)")
     parser.add_argument("--local", action="store_true", help="the running local stack instead (`make local`)")
-    parser.add_argument("--state", default=".squadron-local", help="with --local: its state directory")
+    parser.add_argument(
+        "--state",
+        default=DEFAULT_STATE,
+        help=f"with --local: its state directory (default: ./{DEFAULT_STATE})",
+    )
     parser.add_argument("--json", action="store_true", help="JSON instead of a table")
+
+
+def where_flags(args: argparse.Namespace) -> str:
+    """The flags that name the stack a command ran on, as a hint repeats them (" --local", "")."""
+    import shlex  # noqa: PLC0415
+
+    if args.local:
+        words = ["--local", *(["--state", args.state] if args.state != DEFAULT_STATE else [])]
+    else:
+        words = [
+            *(["--stack", args.stack] if args.stack != DEFAULT_STACK else []),
+            *(["--region", args.region] if args.region else []),
+        ]
+    return "".join(f" {shlex.quote(word)}" for word in words)
 
 
 def _operations(args: argparse.Namespace) -> Operations:
     from squadron.adapters.operations import Operations, local_target, stack_target  # noqa: PLC0415
 
     target = local_target(Path(args.state)) if args.local else stack_target(args.stack, region=args.region)
-    return Operations(target)
+    return Operations(target, flags=where_flags(args))
 
 
 def _now() -> datetime:
@@ -141,7 +174,8 @@ def run_memory(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.action != "list" and not args.fact_id:
         out.write(
-            f"squadron memory {args.action} needs a fact id (m-...): `squadron memory list --repo {args.repo}`\n"
+            f"squadron memory {args.action} needs a fact id (m-...): "
+            f"`squadron memory list --repo {args.repo}{where_flags(args)}`\n"
         )
         return EXIT_PROBLEMS
     by = args.by or f"operator:{getpass.getuser()}"
@@ -202,8 +236,8 @@ def configure_retro(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--since",
-        type=datetime.fromisoformat,
-        help="look back to this time (ISO 8601; default: the last one's end)",
+        type=since,
+        help=f"look back to here: {SINCE_FORMS} (default: the last one's end)",
     )
     _where(parser)
 
@@ -215,11 +249,13 @@ def run_retro(args: argparse.Namespace, out: TextIO) -> int:
     if not 1 <= args.days <= 366:
         out.write("--days is 1 to 366\n")
         return EXIT_PROBLEMS
-    since = args.since
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
+    now = _now()
+    start = args.since.start(now) if args.since is not None else None
+    if start is not None and start > now:
+        out.write(f"--since {start.isoformat()}: in the future\n")
+        return EXIT_PROBLEMS
     try:
-        delivery = _operations(args).start_retrospective(args.repo, days=args.days, since=since, now=_now())
+        delivery = _operations(args).start_retrospective(args.repo, days=args.days, since=start, now=now)
     except OperatorError as exc:
         out.write(f"{exc}\n")
         return EXIT_UNAVAILABLE
@@ -286,7 +322,10 @@ def configure_events(parser: argparse.ArgumentParser) -> None:
     _where(parser)
     parser.add_argument("--repo", type=repo_name, help="only this repository's events (owner/name)")
     parser.add_argument(
-        "--since", type=float, default=10.0, help="start this many minutes back (default: 10)"
+        "--since",
+        type=since,
+        default=Since(ago=timedelta(minutes=10)),
+        help=f"start here: {SINCE_FORMS} (default: 10m)",
     )
     parser.add_argument("--once", action="store_true", help="print what is there and exit (no following)")
 
@@ -309,7 +348,7 @@ def run_events(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_UNAVAILABLE
     log = EventLog(target.event_log_group, _client=target.logs())
-    since_ms = int((_now().timestamp() - args.since * 60) * 1000)
+    since_ms = int(args.since.start(_now()).timestamp() * 1000)
     seen: set[str] = set()
     try:
         while True:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
+from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem, name_for_id
 from squadron.domain.cost import DEFAULT_PRICES, Cost, PriceTable, agent_cost, issue_costs, usd
 from squadron.domain.memory import MemoryFact
 from squadron.domain.outbox import FailedEffect
@@ -23,6 +23,7 @@ STATUS_ORDER = {
 }
 COLUMNS = (
     "AGENT",
+    "ID",
     "REPOSITORY",
     "ROLE",
     "ISSUE",
@@ -130,6 +131,7 @@ def status_table(agents: Sequence[AgentRecord], now: datetime, prices: PriceTabl
         return "no agents\n"
     rows = [
         (
+            a.display_name,
             a.agent_id,
             a.repo_full_name,
             a.role,
@@ -164,7 +166,8 @@ def agent_detail(agent: AgentRecord, inbox: Sequence[InboxItem], now: datetime) 
     """Everything the registry knows of one agent, and what waits in its inbox."""
     c = agent.counters
     fields = [
-        ("agent", agent.agent_id),
+        ("agent", agent.display_name),
+        ("id", agent.agent_id),
         ("repository", agent.repo_full_name),
         ("role", f"{agent.role} ({agent.kind})"),
         ("issue", f"#{agent.issue_number}" if agent.issue_number is not None else "-"),
@@ -245,7 +248,7 @@ def memory_table(facts: Sequence[MemoryFact]) -> str:
         status = "pinned" if fact.pinned else fact.status
         text = fact.text if len(fact.text) <= 80 else fact.text[:79] + "…"
         lines.append(
-            f"{fact.fact_id:<15} {status:<10} {fact.use_count:>4}  {fact.evidence.label():<10} {fact.agent_id:<22} {text}"
+            f"{fact.fact_id:<15} {status:<10} {fact.use_count:>4}  {fact.evidence.label():<10} {name_for_id(fact.agent_id):<22} {text}"
         )
     return "\n".join(lines) + "\n"
 
@@ -260,7 +263,7 @@ def memory_detail(fact: MemoryFact) -> str:
         ("evidence", f"{fact.evidence.label()} {fact.evidence.url(fact.repo_full_name)}"),
         (
             "learned by",
-            f"{fact.agent_id} ({fact.role}) on #{fact.issue_number}" if fact.issue_number else fact.agent_id,
+            name_for_id(fact.agent_id),
         ),
         ("audience", "every agent" if fact.audience == "repository" else f"{fact.kind} agents"),
         ("created", fact.created_at.isoformat()),

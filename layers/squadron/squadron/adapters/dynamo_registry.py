@@ -579,6 +579,29 @@ class DynamoRegistry(DynamoTable, DecisionOutbox, StagedDecisions):
                 found.append((str(loaded["GSI1SK"]), _agent_from(loaded)))
         return [record for _, record in sorted(found, key=lambda pair: pair[0])[:limit]]
 
+    def recently_finished(self, limit: int) -> list[AgentRecord]:
+        """Up to ``limit`` agents of each terminal status that finished last (their state not
+        purged yet), newest first: one bounded page of the status index each (the dashboards'
+        "Recently ended"; eventually consistent)."""
+        found: list[tuple[str, AgentRecord]] = []
+        for status in sorted(TERMINAL):
+            page = self._call(
+                "query",
+                TableName=self.table_name,
+                IndexName=STATUS_INDEX,
+                KeyConditionExpression="GSI1PK = :s AND GSI1SK < :purged",
+                ExpressionAttributeValues={
+                    ":s": {"S": f"STATUS#{status}"},
+                    ":purged": {"S": PURGED_SORT_PREFIX},
+                },
+                ScanIndexForward=False,
+                Limit=limit,
+            )
+            for item in page.get("Items", []):
+                loaded = _load(item)
+                found.append((str(loaded["GSI1SK"]), _agent_from(loaded)))
+        return [record for _, record in sorted(found, key=lambda pair: pair[0], reverse=True)]
+
     # --- writes ------------------------------------------------------------------------------
 
     def put_agent(self, write: AgentWrite) -> None:

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from squadron.adapters.dynamo_registry import EVENT_ENTITY
 from squadron.adapters.errors import AdapterError
+from squadron.domain.agents import name_for_id
 from squadron.domain.domain_events import SOURCE, DomainEvent
 
 #: PutEvents takes at most ten entries.
@@ -146,11 +147,11 @@ class LoggedEvent:
         return str((self.detail.get("repository") or {}).get("full_name") or "")
 
     def line(self) -> str:
-        """``12:00:03 agent.slept.v1 octo/repo#38 1-38-feat-dev blocked_by=[42]``."""
+        """``12:00:03 agent.slept.v1 octo/repo#38 feat-dev-38 blocked_by=[42]`` (the agent by its name)."""
         data = self.detail.get("data") or {}
         issue = self.detail.get("issue")
         subject = f"{self.repository}{f'#{issue}' if issue else ''}"
-        agent = self.detail.get("agent")
+        agent = name_for_id(str(self.detail["agent"])) if self.detail.get("agent") else None
         facts = " ".join(f"{k}={json.dumps(v)}" for k, v in data.items() if v not in (None, "", [], {}))
         when = self.time.strftime("%H:%M:%S")
         return " ".join(part for part in (when, self.detail_type, subject, agent, facts) if part)

@@ -236,11 +236,64 @@ def save_state(resources: LocalResources, path: Path) -> dict[str, int]:
         "events": _drain(resources.endpoint, resources.queue_url),
         "dead_letters": _drain(resources.endpoint, resources.dead_letter_queue_url),
     }
+    event_log = _logged(resources.endpoint, resources.event_log_group)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps({"registry": items, "queues": queues}), encoding="utf-8")
+    temporary.write_text(
+        json.dumps({"registry": items, "queues": queues, "event_log": event_log}), encoding="utf-8"
+    )
     temporary.replace(path)
-    return {"items": len(items), **{name: len(messages) for name, messages in queues.items()}}
+    return {
+        "items": len(items),
+        **{name: len(messages) for name, messages in queues.items()},
+        "history": len(event_log),
+    }
+
+
+#: The log stream the domain events of earlier runs are put back into after a restart.
+HISTORY_STREAM = "history"
+#: PutLogEvents takes at most this many events at once (AWS's limit is 10,000 and 1 MB).
+_PUT_BATCH = 500
+
+
+def _logged(endpoint: str, log_group: str) -> list[dict[str, Any]]:
+    """Every event of the domain events' log group, oldest first (what ``events tail`` reads)."""
+    logs = boto3.client("logs", endpoint_url=endpoint)
+    found: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"logGroupName": log_group}
+    while True:
+        try:
+            page = logs.filter_log_events(**kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return found
+            raise
+        found += [{"timestamp": int(e["timestamp"]), "message": str(e["message"])} for e in page["events"]]
+        token = page.get("nextToken")
+        if not token:
+            return sorted(found, key=lambda e: e["timestamp"])
+        kwargs["nextToken"] = token
+
+
+def _put_history(endpoint: str, log_group: str, events: list[dict[str, Any]]) -> int:
+    """Put the domain events of earlier runs back, at their own times; how many CloudWatch Logs
+    took (it refuses events older than 14 days: those are gone, as its retention would have it)."""
+    if not events:
+        return 0
+    logs = boto3.client("logs", endpoint_url=endpoint)
+    logs.create_log_stream(logGroupName=log_group, logStreamName=HISTORY_STREAM)
+    ordered = sorted(events, key=lambda e: int(e["timestamp"]))
+    taken = 0
+    for start in range(0, len(ordered), _PUT_BATCH):
+        batch = ordered[start : start + _PUT_BATCH]
+        answer = logs.put_log_events(logGroupName=log_group, logStreamName=HISTORY_STREAM, logEvents=batch)
+        rejected = answer.get("rejectedLogEventsInfo") or {}
+        too_old = rejected.get("tooOldLogEventEndIndex")
+        too_new = rejected.get("tooNewLogEventStartIndex")
+        taken += (too_new if too_new is not None else len(batch)) - (
+            too_old + 1 if too_old is not None else 0
+        )
+    return taken
 
 
 def _as_history(item: dict[str, Any]) -> dict[str, Any]:
@@ -260,7 +313,14 @@ def restore_state(resources: LocalResources, path: Path) -> dict[str, int]:
     for name, messages in state["queues"].items():
         for message in messages:
             sqs.send_message(QueueUrl=urls[name], **message)
-    return {"items": len(state["registry"]), **{n: len(m) for n, m in state["queues"].items()}}
+    # The domain events of earlier runs: `squadron events tail --local` shows them after a
+    # restart (the feed of `squadron local` counts them as history, never as news).
+    history = _put_history(resources.endpoint, resources.event_log_group, state.get("event_log", []))
+    return {
+        "items": len(state["registry"]),
+        **{n: len(m) for n, m in state["queues"].items()},
+        "history": history,
+    }
 
 
 def _to_json(value: Any) -> Any:

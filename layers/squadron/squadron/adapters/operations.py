@@ -152,8 +152,10 @@ def stack_target(stack_name: str, *, region: str | None = None) -> Target:
 class Operations:
     """Reads and the few repairs an operator makes, on one target."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, *, flags: str = "") -> None:
         self.target = target
+        #: The command-line flags naming this target (" --local"): hints repeat them.
+        self.flags = flags
         self.registry = DynamoRegistry(target.table_name, client=target.dynamodb())
         self.sqs = target.sqs()
 
@@ -186,8 +188,8 @@ class Operations:
         for agent in self.agents(repo):
             return agent.repo_id
         raise OperatorError(
-            f"no agent of {repo} in {self.target.table_name}: its memory is empty (`squadron status` lists "
-            "the repositories with agents)"
+            f"no agent of {repo} in {self.target.table_name}: its memory is empty (`squadron status{self.flags}` "
+            "lists the repositories with agents)"
         )
 
     def start_retrospective(self, repo: str, *, days: int, since: datetime | None, now: datetime) -> str:
@@ -226,7 +228,7 @@ class Operations:
         record = self._guard("reading the registry", self.registry.get_agent, agent_id)
         if record is None:
             raise OperatorError(
-                f"no agent {agent_id} in {self.target.table_name} (`squadron status` lists them)"
+                f"no agent {agent_id} in {self.target.table_name} (`squadron status{self.flags}` lists them)"
             )
         return record, self._guard("reading its inbox", self.registry.pending_inbox, agent_id)
 

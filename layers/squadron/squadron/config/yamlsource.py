@@ -172,9 +172,15 @@ def load_yaml(text: str, file: str, *, line_offset: int = 0) -> YamlDocument:
         raise YamlProblems([Problem(file, line, dotted(exc.key_path), exc.message)]) from exc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        tab = _indenting_tab(text, mark.line if mark is not None else None)
+        if tab is not None:
+            raise YamlProblems(
+                [Problem(file, tab[0] + 1 + line_offset, "", TAB_PROBLEM, column=tab[1] + 1)]
+            ) from exc
         line = None if mark is None else mark.line + 1 + line_offset
+        column = None if mark is None else mark.column + 1
         message = " ".join(part for part in (exc.context, exc.problem) if part)
-        raise YamlProblems([Problem(file, line, "", f"YAML syntax error: {message}")]) from exc
+        raise YamlProblems([Problem(file, line, "", f"YAML syntax error: {message}", column=column)]) from exc
     except yaml.YAMLError as exc:
         raise YamlProblems([Problem(file, None, "", f"YAML error: {_one_line(exc)}")]) from exc
     except (ValueError, UnicodeError) as exc:  # text libyaml cannot take (e.g. a lone surrogate)
@@ -184,6 +190,25 @@ def load_yaml(text: str, file: str, *, line_offset: int = 0) -> YamlDocument:
     if problems:
         raise YamlProblems(problems)
     return YamlDocument(data, lines)
+
+
+#: What a tab that indents a line is told (YAML indents with spaces only).
+TAB_PROBLEM = "a tab indents this line: YAML indents with spaces only; replace the tab with spaces"
+
+
+def _indenting_tab(text: str, error_line: int | None) -> tuple[int, int] | None:
+    """(line, column), 0-based, of the tab in a line's indentation that a syntax error at
+    ``error_line`` (0-based) comes from: on that line, or the nearest line before it (a tab can
+    make the parser fail a line later); None when no such tab is there."""
+    if error_line is None:
+        return None
+    lines = text.split("\n")
+    for number in range(min(error_line, len(lines) - 1), max(error_line - 2, -1), -1):
+        line = lines[number]
+        indentation = line[: len(line) - len(line.lstrip(" \t"))]
+        if "\t" in indentation and line.strip():
+            return number, indentation.index("\t")
+    return None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -121,6 +121,22 @@ def candidate_uid(agent_id: str, attempt: int) -> int:
     return UID_BASE + int.from_bytes(digest[:8], "big") % UID_SPAN
 
 
+def agent_name(role: str, issue_number: int | None) -> str:
+    """An agent's one name wherever a person reads it (the dashboard, comments, the CLI, the local
+    feed, role tags, commit authors): its role and issue, ``feat-dev-38``; the PM's is ``pm``.
+    Its id (``1-38-feat-dev``) is the handle commands take, shown as an id, never as its name."""
+    return role if issue_number is None else f"{role}-{issue_number}"
+
+
+def name_for_id(agent_id: str) -> str:
+    """The name (:func:`agent_name`) of the agent ``agent_id``, or the id itself when it is none."""
+    try:
+        _repo, issue, role = parse_agent_id(agent_id)
+    except RegistryError:
+        return agent_id
+    return agent_name(role, issue)
+
+
 def parse_agent_id(agent_id: str) -> tuple[int, int | None, str]:
     """(repository id, issue number or None for the PM, role) of an agent id."""
     match = _AGENT_ID_RE.fullmatch(agent_id)
@@ -216,6 +232,9 @@ class AgentRecord(BaseModel):
     finished_at: datetime | None = None
     #: When they were removed (None: on the volume, if it ever ran). A restart clears both.
     purged_at: datetime | None = None
+    #: Who or what ended it (COMPLETED or CANCELLED), in words (``#38 was closed by alice``): the
+    #: dashboard's "Recently ended" shows it. None while it may act (a restart clears it).
+    end_reason: str | None = Field(default=None, max_length=300)
     version: int = 1
 
     @property
@@ -239,8 +258,8 @@ class AgentRecord(BaseModel):
 
     @property
     def display_name(self) -> str:
-        """Short name for humans and role tags: ``feat-dev-38``, ``pm``."""
-        return self.role if self.issue_number is None else f"{self.role}-{self.issue_number}"
+        """The agent's one name for people and role tags: ``feat-dev-38``, ``pm`` (:func:`agent_name`)."""
+        return agent_name(self.role, self.issue_number)
 
     def predates(self, occurred_at: datetime | None) -> bool:
         """Whether a change that happened at ``occurred_at`` is older than this generation."""
@@ -273,6 +292,7 @@ class AgentRecord(BaseModel):
         elif self.status in TERMINAL:
             changes.setdefault("finished_at", None)
             changes.setdefault("purged_at", None)
+            changes.setdefault("end_reason", None)
         return self.model_copy(
             update={**changes, "status": target, "updated_at": now, "version": self.version + 1}
         )

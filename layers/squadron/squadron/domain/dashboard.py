@@ -16,9 +16,9 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind
+from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind, name_for_id
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_costs, usd
 from squadron.domain.memory import MemoryFact, MemoryPolicy
 from squadron.domain.outbox import FailedEffect
@@ -32,6 +32,13 @@ _MARKER_RE = re.compile(r"<!-- squadron:dashboard digest=([0-9a-f]{16}) -->")
 MAX_ROWS = 50
 #: Issues drawn in the blocker graph at most (Mermaid renders large graphs poorly).
 MAX_GRAPH_NODES = 60
+#: The longest issue title a node of the blocker graph shows.
+MAX_GRAPH_TITLE = 40
+#: Ended agents the "Recently ended" section lists at most, and how far back it looks.
+MAX_ENDED = 10
+ENDED_WINDOW = timedelta(days=7)
+#: github.com's web address; GitHub Enterprise Server's is the deployment's (``web_url``).
+GITHUB_WEB_URL = "https://github.com"
 
 _ORDER = (
     AgentStatus.ESCALATED,
@@ -51,12 +58,26 @@ class GateView:
     description: str = ""
 
 
-def _issue_link(repo: str, number: int | None) -> str:
-    return f"[#{number}](https://github.com/{repo}/issues/{number})" if number is not None else "the PM"
+@dataclass(frozen=True)
+class _Links:
+    """A repository's links, built from the deployment's GitHub web address (github.com, or a
+    GitHub Enterprise Server's)."""
 
+    repo: str
+    web_url: str = GITHUB_WEB_URL
 
-def _pr_link(repo: str, number: int | None) -> str:
-    return f"[#{number}](https://github.com/{repo}/pull/{number})" if number is not None else "-"
+    def issue_url(self, number: int) -> str:
+        return f"{self.web_url.rstrip('/')}/{self.repo}/issues/{number}"
+
+    def issue(self, number: int | None) -> str:
+        return f"[#{number}]({self.issue_url(number)})" if number is not None else "the PM"
+
+    def pr(self, number: int | None) -> str:
+        return (
+            f"[#{number}]({self.web_url.rstrip('/')}/{self.repo}/pull/{number})"
+            if number is not None
+            else "-"
+        )
 
 
 #: Markdown that would make text into something else: links, images, code, emphasis, tables.
@@ -84,14 +105,14 @@ _ACTION_RE = re.compile(r"^- \[[xX]\] .*<!-- squadron:act (retry|wake|cancel) (\
 MAX_ACTIONS = 20
 
 
-def _action_line(verb: str, label: str, agent: AgentRecord, repo: str) -> str:
+def _action_line(verb: str, label: str, agent: AgentRecord, repo: _Links) -> str:
     return (
-        f"- [ ] {label} `{agent.display_name}` ({_issue_link(repo, agent.issue_number)}) "
+        f"- [ ] {label} `{agent.display_name}` ({repo.issue(agent.issue_number)}) "
         f"<!-- squadron:act {verb} {agent.agent_id} -->"
     )
 
 
-def _actions_section(repo: str, agents: Sequence[AgentRecord]) -> list[str]:
+def _actions_section(repo: _Links, agents: Sequence[AgentRecord]) -> list[str]:
     lines: list[str] = []
     for agent in sorted(agents, key=lambda a: a.agent_id):
         if agent.status is AgentStatus.ESCALATED:
@@ -112,6 +133,16 @@ def _actions_section(repo: str, agents: Sequence[AgentRecord]) -> list[str]:
         *lines[: 2 * MAX_ROWS],
         "",
     ]
+
+
+def refused_tick_note(login: str, why: str, ticked: int) -> str:
+    """The comment on the dashboard issue when a tick was refused: whose, why, what happens."""
+    boxes = "a box" if ticked == 1 else f"{ticked} boxes"
+    return (
+        f"A tick on this dashboard was refused: {_cell(login)} ticked {boxes}, and only people with "
+        f"write access to this repository act from here ({_cell(why)}). Nothing was done; the next "
+        "update of the dashboard clears the tick."
+    )
 
 
 def checked_actions(body: str) -> list[tuple[str, str]]:
@@ -140,7 +171,9 @@ def checked_confirmations(body: str) -> list[str]:
     return found[:MAX_ACTIONS]
 
 
-def _memory_section(repo: str, facts: Sequence[MemoryFact], now: datetime, policy: MemoryPolicy) -> list[str]:
+def _memory_section(
+    repo: _Links, facts: Sequence[MemoryFact], now: datetime, policy: MemoryPolicy
+) -> list[str]:
     """What the repository's memory holds, and the proposals waiting for a person: a ticked box
     shares one with every agent (people with write access; see the README's "Memory")."""
     current = [f for f in facts if not f.expired(policy, now)]
@@ -163,7 +196,7 @@ def _memory_section(repo: str, facts: Sequence[MemoryFact], now: datetime, polic
         lines += ["| Fact | Learned from | Uses |", "| --- | --- | --- |"]
         for fact in top:
             mark = " (pinned)" if fact.pinned else ""
-            source = f"[{fact.evidence.label()}]({fact.evidence.url(repo)})"
+            source = f"[{fact.evidence.label()}]({fact.evidence.url(repo.repo)})"
             lines.append(f"| {_cell(fact.text)}{mark} | {source} | {fact.use_count} |")
         lines.append("")
     if proposals:
@@ -174,7 +207,7 @@ def _memory_section(repo: str, facts: Sequence[MemoryFact], now: datetime, polic
         ]
         for fact in proposals[:MAX_PROPOSALS]:
             lines.append(
-                f"- [ ] Confirm: {_cell(fact.text)} (`{fact.agent_id}`, from {fact.evidence.label()}) "
+                f"- [ ] Confirm: {_cell(fact.text)} (`{name_for_id(fact.agent_id)}`, from {fact.evidence.label()}) "
                 f"<!-- squadron:remember {fact.fact_id} -->"
             )
         if len(proposals) > MAX_PROPOSALS:
@@ -188,7 +221,7 @@ def is_dashboard(labels: Iterable[str], author: str | None, bot_login: str) -> b
     return author == bot_login and LABEL in labels
 
 
-def _agents_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
+def _agents_section(repo: _Links, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
     lines = ["## Agents", ""]
     if not agents:
         return [*lines, "No agents at work.", ""]
@@ -205,11 +238,11 @@ def _agents_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable
             if shown == MAX_ROWS:
                 break
             shown += 1
-            blocked = ", ".join(_issue_link(repo, n) for n in sorted(agent.blocked_by)) or "-"
+            blocked = ", ".join(repo.issue(n) for n in sorted(agent.blocked_by)) or "-"
             cost = agent_cost(agent, prices)
             lines.append(
-                f"| {status.value} | `{agent.display_name}` | {_issue_link(repo, agent.issue_number)} "
-                f"| {_pr_link(repo, agent.pr_number)} | {blocked} | {usd(cost.total_usd)} |"
+                f"| {status.value} | `{agent.display_name}` | {repo.issue(agent.issue_number)} "
+                f"| {repo.pr(agent.pr_number)} | {blocked} | {usd(cost.total_usd)} |"
             )
     if len(agents) > shown:
         lines.append(f"| | … and {len(agents) - shown} more | | | | |")
@@ -220,28 +253,98 @@ def _node(number: int) -> str:
     return f"i{number}"
 
 
-def mermaid_graph(agents: Sequence[AgentRecord]) -> str | None:
-    """The blocker graph as a Mermaid flowchart (an issue points at what blocks it), or None."""
+#: What a Mermaid label shows as it is; any other character is written as its entity (``#35;``).
+_MERMAID_PLAIN = re.compile(r"[A-Za-z0-9 .,:!?'()/+=-]")
+
+
+def mermaid_text(text: str, limit: int = MAX_GRAPH_TITLE) -> str:
+    """``text`` (an issue's title: anyone's words) as the text of a quoted Mermaid label: one line,
+    at most ``limit`` characters, every character that could end the label, open a link, a tag or
+    markup (quotes, brackets, ``<``, backticks, ``#``, ``@``, ``|``, ``;``) written as an entity."""
+    flat = " ".join(text.split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1].rstrip() + "…"
+    return "".join(c if _MERMAID_PLAIN.fullmatch(c) else f"#{ord(c)};" for c in flat)
+
+
+def mermaid_graph(
+    agents: Sequence[AgentRecord],
+    titles: Mapping[int, str] | None = None,
+    *,
+    links: _Links | None = None,
+) -> str | None:
+    """The blocker graph as a Mermaid flowchart (an issue points at what blocks it), or None: each
+    node an issue's number, title (:func:`mermaid_text`) and status, a ``click`` to the issue."""
     edges = sorted({(a.issue_number, b) for a in agents if a.issue_number is not None for b in a.blocked_by})
     if not edges:
         return None
-    numbers = sorted({n for edge in edges for n in edge})[:MAX_GRAPH_NODES]
+    numbers = _graph_numbers(edges)
     status = {a.issue_number: a.status.value for a in agents if a.kind is RoleKind.DEV}
+    titles = titles or {}
     lines = ["flowchart LR"]
     for number in numbers:
-        label = f"#{number}" + (f" {status[number].lower()}" if number in status else "")
+        title = f": {mermaid_text(titles[number])}" if titles.get(number) else ""
+        label = f"#{number}" + (f" {status[number].lower()}" if number in status else "") + title
         lines.append(f'    {_node(number)}["{label}"]')
     for issue, blocker in edges:
         if issue in numbers and blocker in numbers:
             lines.append(f"    {_node(issue)} -->|blocked by| {_node(blocker)}")
+    if links is not None:
+        lines += [f'    click {_node(n)} href "{links.issue_url(n)}" "#{n}"' for n in numbers]
     return "\n".join(lines)
 
 
-def _graph_section(agents: Sequence[AgentRecord]) -> list[str]:
-    graph = mermaid_graph(agents)
+def _graph_numbers(edges: Sequence[tuple[int, int]]) -> list[int]:
+    return sorted({n for edge in edges for n in edge})[:MAX_GRAPH_NODES]
+
+
+def _graph_section(repo: _Links, agents: Sequence[AgentRecord], titles: Mapping[int, str]) -> list[str]:
+    """The graph, and under it each issue drawn as a link with its title (GitHub draws Mermaid
+    without its clicks: the list is what a person follows)."""
+    graph = mermaid_graph(agents, titles, links=repo)
     if graph is None:
         return []
-    return ["## Blockers", "", "```mermaid", graph, "```", ""]
+    edges = sorted({(a.issue_number, b) for a in agents if a.issue_number is not None for b in a.blocked_by})
+    legend = [
+        f"- {repo.issue(n)}"
+        + (f" {_cell(_bounded(titles[n], MAX_GRAPH_TITLE * 2))}" if titles.get(n) else "")
+        for n in _graph_numbers(edges)
+    ]
+    return ["## Blockers", "", "```mermaid", graph, "```", "", *legend, ""]
+
+
+def _bounded(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _ended_section(repo: _Links, ended: Sequence[AgentRecord], now: datetime) -> list[str]:
+    """A trace of the agents that ended lately (completed or cancelled: by whom, when), newest
+    first, at most :data:`MAX_ENDED` of the last :data:`ENDED_WINDOW`."""
+    recent = sorted(
+        (
+            a
+            for a in ended
+            if a.status in TERMINAL
+            and a.repo_full_name == repo.repo
+            and (a.finished_at or a.updated_at) >= now - ENDED_WINDOW
+        ),
+        key=lambda a: (a.finished_at or a.updated_at, a.agent_id),
+        reverse=True,
+    )
+    if not recent:
+        return []
+    lines = ["## Recently ended", ""]
+    for agent in recent[:MAX_ENDED]:
+        when = (agent.finished_at or agent.updated_at).strftime("%Y-%m-%d %H:%M")
+        why = _cell(agent.end_reason) if agent.end_reason else "no reason recorded"
+        lines.append(
+            f"- {when} UTC `{agent.display_name}` ({repo.issue(agent.issue_number)}) "
+            f"{agent.status.value.lower()}: {why}"
+        )
+    if len(recent) > MAX_ENDED:
+        lines.append(f"- … and {len(recent) - MAX_ENDED} more in the last {ENDED_WINDOW.days} days")
+    return [*lines, ""]
 
 
 def _gate_reasons(gate: GateView) -> str:
@@ -251,7 +354,7 @@ def _gate_reasons(gate: GateView) -> str:
 
 
 def _pull_requests_section(
-    repo: str, agents: Sequence[AgentRecord], gates: Mapping[int, GateView]
+    repo: _Links, agents: Sequence[AgentRecord], gates: Mapping[int, GateView]
 ) -> list[str]:
     open_prs = sorted(
         (
@@ -267,43 +370,41 @@ def _pull_requests_section(
     for agent in open_prs[:MAX_ROWS]:
         gate = gates.get(agent.pr_number or 0)
         said = f"**{_cell(gate.verdict)}**" + _gate_reasons(gate) if gate else "not judged yet"
-        lines.append(
-            f"| {_pr_link(repo, agent.pr_number)} | {_issue_link(repo, agent.issue_number)} | {said} |"
-        )
+        lines.append(f"| {repo.pr(agent.pr_number)} | {repo.issue(agent.issue_number)} | {said} |")
     return [*lines, ""]
 
 
-def _escalations_section(repo: str, agents: Sequence[AgentRecord]) -> list[str]:
+def _escalations_section(repo: _Links, agents: Sequence[AgentRecord]) -> list[str]:
     waiting = sorted((a for a in agents if a.status is AgentStatus.ESCALATED), key=lambda a: a.agent_id)
     if not waiting:
         return []
     lines = ["## Waiting for a human", ""]
     for agent in waiting[:MAX_ROWS]:
         reason = _cell(agent.escalation_reason or "no reason given")
-        lines.append(f"- {_issue_link(repo, agent.issue_number)} `{agent.display_name}`: {reason}")
+        lines.append(f"- {repo.issue(agent.issue_number)} `{agent.display_name}`: {reason}")
     return [*lines, ""]
 
 
-def _failed_section(repo: str, failed: Sequence[FailedEffect]) -> list[str]:
+def _failed_section(repo: _Links, failed: Sequence[FailedEffect]) -> list[str]:
     """What Squadron decided and GitHub refused for good (or that failed too often): a human
     may want to do it by hand. Newest first, as the registry lists them."""
     if not failed:
         return []
     lines = ["## Not carried out", ""]
     for effect in failed[:MAX_ROWS]:
-        where = _issue_link(repo, effect.number) if effect.number is not None else repo
+        where = repo.issue(effect.number) if effect.number is not None else repo.repo
         when = effect.at.strftime("%Y-%m-%d %H:%M")
         lines.append(f"- {when} UTC {where} `{effect.effect}`: {_cell(effect.reason)}")
     return [*lines, ""]
 
 
-def _cost_section(repo: str, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
+def _cost_section(repo: _Links, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:
     costs = issue_costs(agents, prices)
     if not costs:
         return []
     lines = ["## Cost so far", "", "| Issue | Its agents | With its blockers |", "| --- | --- | --- |"]
     for number, (own, tree) in list(costs.items())[:MAX_ROWS]:
-        lines.append(f"| {_issue_link(repo, number)} | {usd(own.total_usd)} | {usd(tree.total_usd)} |")
+        lines.append(f"| {repo.issue(number)} | {usd(own.total_usd)} | {usd(tree.total_usd)} |")
     unpriced = sorted({m for own, _ in costs.values() for m in own.unpriced})
     if unpriced:
         lines += ["", f"No price for {', '.join(unpriced)}: add it to `pricing` in .squadron/config.yaml."]
@@ -319,21 +420,29 @@ def render(
     memory: Sequence[MemoryFact] = (),
     memory_policy: MemoryPolicy | None = None,
     failed: Sequence[FailedEffect] = (),
+    ended: Sequence[AgentRecord] = (),
+    titles: Mapping[int, str] | None = None,
+    web_url: str = GITHUB_WEB_URL,
     now: datetime,
 ) -> str:
-    """The dashboard issue's body (without its marker: :func:`with_marker` adds it)."""
+    """The dashboard issue's body (without its marker: :func:`with_marker` adds it).
+
+    ``ended``: agents that finished (the "Recently ended" trace); ``titles``: issue titles by
+    number (the blocker graph's); ``web_url``: GitHub's web address every link is built from."""
+    links = _Links(repo, web_url)
     parts = [
         f"What Squadron's agents are doing in {repo}. Kept up to date by Squadron; edits here are "
         "overwritten. Turn it off with `dashboard: false` in .squadron/config.yaml.",
         "",
-        *_escalations_section(repo, agents),
-        *_failed_section(repo, failed),
-        *_actions_section(repo, agents),
-        *_agents_section(repo, agents, prices),
-        *_graph_section(agents),
-        *_pull_requests_section(repo, agents, gates or {}),
-        *_cost_section(repo, agents, prices),
-        *_memory_section(repo, memory, now, memory_policy or MemoryPolicy()),
+        *_escalations_section(links, agents),
+        *_failed_section(links, failed),
+        *_actions_section(links, agents),
+        *_agents_section(links, agents, prices),
+        *_ended_section(links, ended, now),
+        *_graph_section(links, agents, titles or {}),
+        *_pull_requests_section(links, agents, gates or {}),
+        *_cost_section(links, agents, prices),
+        *_memory_section(links, memory, now, memory_policy or MemoryPolicy()),
         f"_Updated {now.strftime('%Y-%m-%d %H:%M')} UTC._",
     ]
     return "\n".join(parts)

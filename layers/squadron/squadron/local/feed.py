@@ -2,7 +2,8 @@
 
 The feed watches three things the way an operator would: the webhooks GitHub (the sandbox) sent,
 the agents' records in the registry, and the domain events on the local bus. Each poll yields
-the lines that are new since the last one: a delivery (``issues.opened #1 by octo-human``), an
+the lines that are new since the last one (after a restart, :meth:`Feed.history` says once what
+was there before, marked as history, so no old activity is shown as new): a delivery (``issues.opened #1 by octo-human``), an
 agent's change of status (``agent 1-1-feat-dev: SLEEPING -> ACTIVE``) or an event
 (``event: 12:00:03 agent.slept.v1 octo/repo#1 1-1-feat-dev blocked_by=[2]``). The Lambdas' own JSON logs go to a file in the
 state directory; the feed is what ``squadron local`` prints.
@@ -10,11 +11,15 @@ state directory; the feed is what ``squadron local`` prints.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from squadron.domain.agents import AgentRecord, AgentStatus
+
+#: The latest events a restart's :meth:`Feed.history` shows (the rest: ``squadron events tail``).
+HISTORY_LINES = 10
 
 
 def describe_delivery(event: str, action: str | None, payload: dict[str, Any]) -> str:
@@ -33,7 +38,7 @@ def describe_agent(agent: AgentRecord, before: AgentStatus | None) -> str:
         extra = " (blocked by " + ", ".join(f"#{n}" for n in sorted(agent.blocked_by)) + ")"
     elif agent.pr_number is not None and agent.status is not AgentStatus.CREATED:
         extra = f" (PR #{agent.pr_number})"
-    return f"agent {agent.agent_id}: {change}{extra}"
+    return f"agent {agent.display_name}: {change}{extra}"
 
 
 @dataclass
@@ -46,6 +51,32 @@ class Feed:
     events: Callable[[], list[str]] = list
     _seen_deliveries: int = 0
     _statuses: dict[str, AgentStatus] = field(default_factory=dict)
+
+    def history(self) -> list[str]:
+        """What was there before this start (a restart's restored state), said once and marked
+        ``history:``: :meth:`poll` then says only what happens from now on, never an old delivery,
+        event or agent's status as if it were new. The latest :data:`HISTORY_LINES` events are
+        shown; ``squadron events tail --local`` shows them all."""
+        deliveries = self.deliveries()
+        self._seen_deliveries = len(deliveries)
+        agents = list(self.agents())
+        for agent in agents:
+            self._statuses[agent.agent_id] = agent.status
+        events = self.events()
+        if not (deliveries or agents or events):
+            return []
+        statuses = Counter(agent.status for agent in agents)
+        now = ", ".join(f"{n} {s.value.lower()}" for s in AgentStatus if (n := statuses.get(s)))
+        lines = [
+            f"history: before this start: {len(deliveries)} webhook deliveries, {len(events)} domain "
+            f"events; agents now: {now or 'none'}"
+        ]
+        if len(events) > HISTORY_LINES:
+            lines.append(
+                f"history: ... {len(events) - HISTORY_LINES} earlier events (`squadron events tail --local --since 1w`)"
+            )
+        lines += [f"history: event: {line}" for line in events[-HISTORY_LINES:]]
+        return [*lines, "history: end; what follows is new"]
 
     def poll(self) -> list[str]:
         lines: list[str] = []

@@ -42,8 +42,12 @@ logger = logging.getLogger(__name__)
 
 Json = dict[str, Any]
 
-#: The statuses a dashboard shows (finished agents are not listed: there is no end to them).
+#: The statuses a dashboard shows (finished agents only as a short trace: "Recently ended").
 SHOWN = (AgentStatus.ESCALATED, AgentStatus.ACTIVE, AgentStatus.CREATED, AgentStatus.SLEEPING)
+#: Ended agents read per terminal status for every repository rendered at once (the newest).
+ENDED_READ = 100
+#: Issues listed for the blocker graph's titles (one page, the most recently updated).
+TITLES_READ = 100
 #: The policy of a repository without configuration (the documented defaults).
 _DEFAULT_POLICY = routing_policy(parse_files({}))
 
@@ -54,6 +58,7 @@ class DashboardReads(Protocol):
     def agents_with_status(self, status: AgentStatus) -> list[AgentRecord]: ...
     def gate_views(self, repo_id: int, pr_numbers: Iterable[int]) -> dict[int, dashboard.GateView]: ...
     def failed_effects(self, repo_id: int, limit: int = 20) -> list[FailedEffect]: ...
+    def recently_finished(self, limit: int) -> list[AgentRecord]: ...
 
 
 class DashboardIssues(Protocol):
@@ -103,6 +108,7 @@ class DashboardService:
         memory: MemoryStore | None = None,
         clock: Callable[[], datetime] = _now,
         interval: timedelta = REFRESH_INTERVAL,
+        web_url: str = dashboard.GITHUB_WEB_URL,
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError(f"the refresh interval must be positive, got {interval}")
@@ -115,6 +121,8 @@ class DashboardService:
         self.memory = memory
         self.clock = clock
         self.interval = interval
+        #: GitHub's web address (github.com, or a GitHub Enterprise Server's): every link's base.
+        self.web_url = web_url
 
     def refresh(self, requests: Sequence[RefreshRequest]) -> RefreshReport:
         report = RefreshReport()
@@ -125,6 +133,8 @@ class DashboardService:
             return report
         try:
             agents = [agent for status in SHOWN for agent in self.registry.agents_with_status(status)]
+            # The latest ended ones, of every repository at once (one bounded page per status).
+            ended = self.registry.recently_finished(ENDED_READ)
         except SquadronError as exc:
             for request in claimed:
                 report.failed[request.repository.id] = f"agents not read: {exc}"
@@ -132,10 +142,15 @@ class DashboardService:
         by_repo: dict[int, list[AgentRecord]] = {}
         for agent in agents:
             by_repo.setdefault(agent.repo_id, []).append(agent)
+        ended_by_repo: dict[int, list[AgentRecord]] = {}
+        for agent in ended:
+            ended_by_repo.setdefault(agent.repo_id, []).append(agent)
         for request in claimed:
             repo = request.repository
             try:
-                wrote = self._render(request, by_repo.get(repo.id, []), now, report)
+                wrote = self._render(
+                    request, by_repo.get(repo.id, []), now, report, ended=ended_by_repo.get(repo.id, [])
+                )
                 if not wrote:  # nothing edited: the minute is not spent (a change may come now)
                     self.slots.release(repo.id, now, claims[repo.id].previous)
             except (SquadronError, GitHubError) as exc:
@@ -163,7 +178,13 @@ class DashboardService:
         return None
 
     def _render(
-        self, request: RefreshRequest, agents: list[AgentRecord], now: datetime, report: RefreshReport
+        self,
+        request: RefreshRequest,
+        agents: list[AgentRecord],
+        now: datetime,
+        report: RefreshReport,
+        *,
+        ended: Sequence[AgentRecord] = (),
     ) -> bool:
         """Render ``request``'s repository; whether its issue was opened or edited."""
         repo = request.repository.full_name
@@ -181,6 +202,7 @@ class DashboardService:
         gates = self.registry.gate_views(request.repository.id, prs[: dashboard.MAX_ROWS]) if prs else {}
         facts = self.memory.facts(request.repository.id) if self.memory is not None else []
         failed = self.registry.failed_effects(request.repository.id)
+        titles = _titles(github) if any(a.blocked_by for a in agents) else {}
         body = dashboard.with_marker(
             dashboard.render(
                 repo,
@@ -190,6 +212,9 @@ class DashboardService:
                 memory=facts,
                 memory_policy=policy.memory,
                 failed=failed,
+                ended=ended,
+                titles=titles,
+                web_url=self.web_url,
                 now=now,
             )
         )
@@ -214,3 +239,13 @@ class DashboardService:
         github.update_issue(int(issue["number"]), body=body)
         report.edited.append(f"{repo}#{issue['number']}")
         return True
+
+
+def _titles(github: DashboardIssues) -> dict[int, str]:
+    """Issue titles by number for the blocker graph: one listing (open and closed, the latest
+    updated); an issue not in it is drawn without its title."""
+    return {
+        int(issue["number"]): str(issue.get("title") or "")
+        for issue in github.list_issues(state="all", limit=TITLES_READ)
+        if isinstance(issue.get("number"), int)
+    }

@@ -24,6 +24,7 @@ from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
 from squadron.config import ConfigLoader
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
+from squadron.domain.app_manifest import web_url_for
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
@@ -177,6 +178,7 @@ def build_dashboards(environ: Mapping[str, str] | None = None) -> DashboardServi
         policy_for=cache.policy_for,
         memory=DynamoMemory(settings.registry_table_name),
         interval=timedelta(seconds=settings.refresh_seconds),
+        web_url=web_url_for(settings.github_api_url),
     )
 
 

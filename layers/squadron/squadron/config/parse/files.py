@@ -8,7 +8,7 @@ other (:mod:`.references`). Every problem of every file is collected into one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from squadron.config.parse.defaults import (
     _builtin_agents,
@@ -20,6 +20,8 @@ from squadron.config.parse.defaults import (
 from squadron.config.parse.documents import _Context, _is_agent_file
 from squadron.config.parse.references import _Directory, check_config_references, check_flow_references
 from squadron.config.parse.result import SquadronConfig
+from squadron.config.parse.salvage import salvage
+from squadron.config.yamlsource import KeyPath, dotted
 from squadron.domain.repo_config.constants import APPROVAL_FLOWS_FILE, CONFIG_DIR, CONFIG_FILE, CONTEXT_FILE
 from squadron.domain.repo_config.errors import ConfigError
 from squadron.domain.repo_config.limits import MAX_CONTEXT_CHARS
@@ -54,10 +56,26 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
     flows = ctx.validate(ApprovalFlowsFile, merged_flows, APPROVAL_FLOWS_FILE, flows_doc.lines)
 
     directory = _Directory.of(repo_config, merged_config)
-    if repo_config is not None:
-        check_config_references(ctx, repo_config, agents, config_doc.lines, directory)
-    if flows is not None:
-        check_flow_references(ctx, flows, flows_doc.lines, directory)
+    # A file with schema problems still has its references checked, on what of it is valid
+    # (one pass tells every problem); those at a part the schema refused were told already.
+    config_checked, config_removed = (
+        (repo_config, []) if repo_config is not None else salvage(RepoConfig, merged_config)
+    )
+    if config_checked is not None:
+        _told_once(
+            ctx,
+            config_removed,
+            lambda: check_config_references(ctx, config_checked, agents, config_doc.lines, directory),
+        )
+    flows_checked, flows_removed = (
+        (flows, []) if flows is not None else salvage(ApprovalFlowsFile, merged_flows)
+    )
+    if flows_checked is not None:
+        _told_once(
+            ctx,
+            flows_removed,
+            lambda: check_flow_references(ctx, flows_checked, flows_doc.lines, directory),
+        )
 
     context = files.get(CONTEXT_FILE, "").strip()
     if len(context) > MAX_CONTEXT_CHARS:
@@ -77,4 +95,23 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
         approval_flows=flows,
         files=tuple(sorted(files)),
         defaults=tuple(name for name in (CONFIG_FILE, APPROVAL_FLOWS_FILE) if name not in files),
+    )
+
+
+def _told_once(ctx: _Context, removed: list[KeyPath], check: Callable[[], None]) -> None:
+    """Run a reference ``check``, leaving out its problems about a part the schema refused."""
+    before = len(ctx.problems)
+    check()
+    if removed:
+        found = ctx.problems[before:]
+        del ctx.problems[before:]
+        gone = [dotted(path) for path in removed]
+        ctx.problems.extend(p for p in found if not any(_related(p.key_path, g) for g in gone))
+
+
+def _related(key_path: str, removed: str) -> bool:
+    """Whether a reference problem at ``key_path`` may come of removing ``removed``: at or below
+    it, or about what holds it (``roles`` counted without a role the schema refused)."""
+    return bool(key_path) and (
+        key_path == removed or key_path.startswith(f"{removed}.") or removed.startswith(f"{key_path}.")
     )

@@ -177,6 +177,10 @@ def escalate(agent: AgentRecord, *, now: datetime, reason: str, task_ended: bool
     return Step(escalated, (PutAgent(AgentWrite(escalated, agent.version)), *stops))
 
 
+#: The longest reason an ended agent keeps (the record's ``end_reason``).
+END_REASON_CHARS = 300
+
+
 def finish(
     agent: AgentRecord,
     *,
@@ -190,7 +194,11 @@ def finish(
     blockers, and its task stopped if one may run — unless ``task_ended`` (it ended by itself)."""
     if agent.status in TERMINAL:
         raise ValueError(f"{agent.agent_id} is {agent.status} already")
-    changes: dict[str, object] = {"pending_launch": None, "blocked_by": frozenset()}
+    changes: dict[str, object] = {
+        "pending_launch": None,
+        "blocked_by": frozenset(),
+        "end_reason": " ".join(reason.split())[:END_REASON_CHARS] or None,
+    }
     if last_event_at is not None:
         changes["last_event_at"] = last_event_at
     if task_ended:

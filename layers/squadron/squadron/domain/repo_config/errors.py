@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from squadron.errors import ConfigurationError
 
@@ -12,7 +12,7 @@ from squadron.errors import ConfigurationError
 class Problem:
     """One thing wrong in one file of ``.squadron/``.
 
-    ``line`` is 1-based, or None when the problem is about something absent
+    ``line`` (and ``column``, when one character is the problem) is 1-based, or None when the problem is about something absent
     from the file (a default, a missing file). ``key_path`` is dotted, with list
     indexes as numbers: ``roles.feat-dev.lifecycle``, ``branch_rules.0.pattern``.
     """
@@ -21,9 +21,13 @@ class Problem:
     line: int | None
     key_path: str
     message: str
+    #: 1-based, when the problem is one character of the line (a tab, a syntax error).
+    column: int | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
+        if self.line is not None and self.column is not None:
+            where = f"{where}:{self.column}"
         return f"{where}: {self.key_path}: {self.message}" if self.key_path else f"{where}: {self.message}"
 
 

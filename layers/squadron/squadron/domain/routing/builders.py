@@ -409,7 +409,7 @@ def _escalate(
     )
     assignees = tuple(dict.fromkeys([*policy.escalation_assignees, *(rule.assign if rule else ())]))
     notify = f" {' '.join(mentions)}" if mentions else ""
-    body = f"{agent.display_name} ({agent.agent_id}) needs a human: {reason.rstrip('.')}.{waiting}{notify}"
+    body = f"{agent.display_name} needs a human: {reason.rstrip('.')}.{waiting}{notify}"
     if details:
         body = f"{body}\n\n{details}"
     if agent.issue_number is not None:

@@ -13,7 +13,7 @@ from squadron.domain.agents import (
     RoleKind,
     parse_agent_id,
 )
-from squadron.domain.authority import is_app
+from squadron.domain.authority import Authority, Rule, is_app
 from squadron.domain.blockers import height_of
 from squadron.domain.effects import (
     AgentWrite,
@@ -170,6 +170,35 @@ def _on_dashboard_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
             )
         )
     return effects or [Discard("dashboard edited: no box ticked")]
+
+
+#: The rules under which a person's tick on the dashboard is refused with a note (a bot's, the
+#: App's own rendering and an agent's echo are refused without one).
+_NOTED_REFUSALS = frozenset({Rule.NO_WRITE_ACCESS, Rule.UNKNOWN_PERMISSION})
+
+
+def refused_ticks(event: EventEnvelope, policy: RoutingPolicy, verdict: Authority) -> list[Effect]:
+    """A note on the dashboard issue when the authority rule refused a person's edit of it that
+    ticked a box: the tick is not carried out (the next rendering clears it), and the note says
+    so and why, on the issue itself. Only people who may edit the App's issue at all (GitHub's
+    triage role and up) can tick, so a note is never a stranger's to multiply."""
+    if (event.event, event.action) != ("issues", "edited") or verdict.rule not in _NOTED_REFUSALS:
+        return []
+    issue = _issue(event)
+    if not dashboard.is_dashboard(issue.labels, issue.author, policy.bot_login):
+        return []
+    ticked = len(dashboard.checked_actions(issue.body)) + len(dashboard.checked_confirmations(issue.body))
+    if not ticked:
+        return []
+    return [
+        PostComment(
+            event.repository.full_name,
+            event.installation_id,
+            issue.number,
+            dashboard.refused_tick_note(verdict.login, verdict.why, ticked),
+            "framework",
+        )
+    ]
 
 
 def _on_issue_assigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:

@@ -74,11 +74,23 @@ def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: Routin
     reviewers = [a for a in snap.view(pr.number).agents if a.kind is RoleKind.REVIEW]
     if pr.merged:
         for reviewer in reviewers:
-            effects += _end(reviewer, event, snap, AgentStatus.COMPLETED, f"PR #{pr.number} merged")
+            effects += _end(
+                reviewer,
+                event,
+                snap,
+                AgentStatus.COMPLETED,
+                f"PR #{pr.number} merged by {event.sender.login}",
+            )
         if issue is not None:
             agent = snap.view(issue).agent_of_kind(RoleKind.DEV)
             if agent is not None:
-                effects += _end(agent, event, snap, AgentStatus.COMPLETED, f"PR #{pr.number} merged")
+                effects += _end(
+                    agent,
+                    event,
+                    snap,
+                    AgentStatus.COMPLETED,
+                    f"PR #{pr.number} merged by {event.sender.login}",
+                )
             if snap.view(issue).state is not IssueState.CLOSED:
                 # GitHub closes it only for closing keywords on the default branch; closing
                 # an already-closed issue changes nothing, so this is safe to repeat.
@@ -91,7 +103,11 @@ def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: Routin
         return effects or [Discard(f"PR #{pr.number} merged; no agent involved")]
     for reviewer in reviewers:
         effects += _end(
-            reviewer, event, snap, AgentStatus.CANCELLED, f"PR #{pr.number} closed without merging"
+            reviewer,
+            event,
+            snap,
+            AgentStatus.CANCELLED,
+            f"PR #{pr.number} closed without merging by {event.sender.login}",
         )
     agent = snap.view(issue).agent_of_kind(RoleKind.DEV) if issue is not None else None
     summary = f"PR #{pr.number} was closed without merging by {event.sender.login}"

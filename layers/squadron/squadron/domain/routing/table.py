@@ -26,7 +26,7 @@ from squadron.domain.events import (
 from squadron.domain.routing.ci import CI_ROUTES
 from squadron.domain.routing.commands import COMMAND_ROUTES, agent_envelope_problem
 from squadron.domain.routing.comments import COMMENT_ROUTES
-from squadron.domain.routing.issues import ISSUE_ROUTES
+from squadron.domain.routing.issues import ISSUE_ROUTES, refused_ticks
 from squadron.domain.routing.normalize import as_webhook
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
@@ -76,9 +76,14 @@ def route(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[E
     if judged is not None and not judged[1].authorised:
         # One authority rule for every human input (domain.authority): nothing of the input's
         # own happens (no inbox item, wake, counted round or judgement) and nothing is posted
-        # back. A launch an earlier event decided and never confirmed is still finished.
+        # back, but for a note on the dashboard when a person's tick there is refused. A launch
+        # an earlier event decided and never confirmed is still finished.
         found, verdict = judged
-        return [Discard(refusal(found, verdict), rule=verdict.rule), *_heal_pending_launches(snap, [])]
+        return [
+            Discard(refusal(found, verdict), rule=verdict.rule),
+            *refused_ticks(event, policy, verdict),
+            *_heal_pending_launches(snap, []),
+        ]
     handler = ROUTES.get((event.event, event.action)) or ROUTES.get((event.event, None))
     if handler is None:
         return [Discard(f"no route for {event.event}.{event.action}")]

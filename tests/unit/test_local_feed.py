@@ -111,7 +111,9 @@ def _before_the_restart() -> tuple[list[Delivery], list[AgentRecord], list[str]]
     return deliveries, agents, events
 
 
-HISTORY = [
+Restored = tuple[list[Delivery], list[AgentRecord], list[str]]
+
+HISTORY: list[tuple[str, Restored, list[str], list[str]]] = [
     # (what a restart put back, the history lines, what the first poll says)
     ("nothing (a first start)", ([], [], []), [], []),
     (
@@ -134,7 +136,7 @@ HISTORY = [
 def test_a_restart_says_its_history_once_as_history_and_never_as_news(
     restored: tuple[list[Delivery], list[AgentRecord], list[str]], history: list[str], first_poll: list[str]
 ) -> None:
-    deliveries, agents, logged = (list(part) for part in restored)
+    deliveries, agents, logged = list(restored[0]), list(restored[1]), list(restored[2])
     unread = list(logged)
 
     def events() -> list[str]:

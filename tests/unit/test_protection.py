@@ -112,7 +112,7 @@ def test_plan_changes_nothing_and_apply_protects_each_branch(monkeypatch: pytest
 @pytest.mark.parametrize(
     ("env", "argv", "status", "message"),
     [
-        ({}, ("--app-id", "1"), 2, "GITHUB_TOKEN is not set"),
+        ({}, ("--app-id", "1"), 3, "GITHUB_TOKEN is not set"),  # GitHub cannot be reached (EXIT_UNAVAILABLE)
         ({"GITHUB_TOKEN": "t"}, ("--app-id", "0"), 1, "the App id is needed"),
     ],
 )
@@ -129,5 +129,5 @@ def test_missing_credentials_are_named(
 def test_a_refusal_by_github_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITHUB_TOKEN", "ghs_app_token")
     status, said = run(monkeypatch, CheckedGitHub(refuse=True), "apply", "--app-id", str(APP))
-    assert status == 2
+    assert status == 3  # GitHub did not carry it out (EXIT_UNAVAILABLE); 2 is a usage error
     assert "GitHub refused: " in said and "Resource not accessible by integration" in said

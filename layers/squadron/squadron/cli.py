@@ -271,9 +271,7 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
     out.flush()
     status = EXIT_OK
     feed = stack_feed(stack)
-    if stack.restored is not None:  # what the restart put back is history, not news
-        for line in feed.history():
-            out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+    _write_history(stack, feed, out)
     try:
         if args.demo:
             try:
@@ -293,6 +291,13 @@ def _run_local(args: argparse.Namespace, out: TextIO) -> int:
         stack.stop()
         out.write(f"stopped; no agent process left running; state saved in {args.state}\n")
     return status
+
+
+def _write_history(stack: Any, feed: Any, out: TextIO) -> None:
+    """What a restart put back, once, marked as history (the feed never shows it again as news)."""
+    if stack.restored is not None:
+        for line in feed.history():
+            out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
 
 
 def _local_script(root: Path, out: TextIO, *, demo: bool, sandbox: bool) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """Where agent tasks run: VPC, ECS cluster, the agent task definition, EFS for agents' files,
 and the agent gateway: the one door of agent tasks to the framework.
 
-Containment (README "Threat model"): the task role may invoke the gateway and mount the
+Containment (docs/security.md, "Threat model"): the task role may invoke the gateway and mount the
 agents' file system, nothing else. The gateway checks each call's launch secret and acts
 only on the calling agent's own record, inbox, token and key, and on finished agents' records
 only to claim their state for removal and record it removed (the janitor, which reads their
@@ -10,7 +10,7 @@ directory owned by its own POSIX user (mode 0700), so the access point enforces 
 the host (root in the container, with a reduced capability set) creates and hands over
 each directory, and the agent's processes run as its user.
 
-Network (README "What it costs"): by default agent tasks run in public subnets, each with a
+Network (docs/costs.md): by default agent tasks run in public subnets, each with a
 public IPv4 address while it runs and a security group with no inbound rule and outbound only
 HTTPS and NFS to the file system, so nothing costs between tasks. The VPC's DNS Firewall
 (infra/constructs/egress.py) resolves only the names agents need. ``egress="nat"`` puts them in
@@ -141,7 +141,7 @@ def task_environment(gateway_function: str) -> dict[str, str]:
 class AgentCompute(Construct):
     TASK_CPU = 1024
     TASK_MEMORY_MIB = 4096
-    GATEWAY_MEMORY_SIZE_MB = 512  # README "Cold starts": agents wait on its cold path
+    GATEWAY_MEMORY_SIZE_MB = 512  # docs/costs.md, "Cold starts": agents wait on its cold path
     GATEWAY_TRACING = False  # the gateway's handler has no Tracer
 
     def __init__(

@@ -6,7 +6,7 @@ group on the VPC answers the names agents need (GitHub, the Copilot model servic
 endpoints a task's own platform and host use, and the deployment's ``agent_allowed_domains``:
 package registries, a BYOK provider) and NXDOMAIN for every other name. The security group
 (AgentCompute) lets out only HTTPS, and NFS to the file system, so a task cannot ask another
-resolver on port 53 either. What remains (README "Threat model"): a connection to an address the
+resolver on port 53 either. What remains (docs/security.md, "Threat model"): a connection to an address the
 agent already knows (or resolves over HTTPS from a resolver it knows by address) is not a name
 lookup, and the firewall never sees it.
 

@@ -75,9 +75,9 @@ class WebhookIngress(Construct):
     RUNTIME = SharedLayer.RUNTIME  # the layer's wheels are built for this runtime
     ARCHITECTURE = SharedLayer.ARCHITECTURE
     HANDLER = "handler.handler"
-    MEMORY_SIZE_MB = 512  # README "Cold starts": the cold path halves, cold starts cost the same
+    MEMORY_SIZE_MB = 512  # docs/costs.md, "Cold starts": the cold path halves, cold starts cost the same
     #: X-Ray for the ingress is off: importing the X-Ray SDK was the largest part of its cold
-    #: import, and its trace would show one SendMessage (README, "Cold starts"). True turns on
+    #: import, and its trace would show one SendMessage (docs/costs.md, "Cold starts"). True turns on
     #: active tracing; the handler builds its Tracer only then (squadron.shell.tracing).
     TRACING = False
     TIMEOUT = cdk.Duration.seconds(10)  # GitHub gives up on a delivery after 10 s

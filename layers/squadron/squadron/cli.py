@@ -192,7 +192,7 @@ def _configure_local(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--github-app",
         metavar="FILE",
-        help="YAML file with real GitHub App credentials (see the README; or the SQUADRON_GITHUB_* "
+        help="YAML file with real GitHub App credentials (see docs/local-stack.md; or the SQUADRON_GITHUB_* "
         "variables); without any, a GitHub sandbox stands in",
     )
     parser.add_argument(
@@ -429,7 +429,7 @@ def _showcase_lines(showcase: Showcase, sandbox: str, repo: str, bot: str) -> li
         f"but its agent waits until a writer adds the label '{showcase.approval_label}' or assigns the App.",
         "A real model instead: run against real GitHub with a GitHub App's credentials",
         f"(SQUADRON_GITHUB_* variables or --github-app FILE) and {COPILOT_TOKEN_ENV}: agents then",
-        "use their roles' models through Copilot (README, 'Against real GitHub').",
+        "use their roles' models through Copilot (docs/local-stack.md, 'Against real GitHub').",
     ]
 
 

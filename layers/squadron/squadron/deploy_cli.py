@@ -60,7 +60,7 @@ def configure_configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any other deployment value (see the README's table), e.g. --set log_retention_days=90",
+        help="any other deployment value (see docs/operations.md's table), e.g. --set log_retention_days=90",
     )
     parser.add_argument(
         "--unset", action="append", default=[], metavar="KEY", help="forget a value: its default applies"

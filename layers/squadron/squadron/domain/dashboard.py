@@ -175,7 +175,7 @@ def _memory_section(
     repo: _Links, facts: Sequence[MemoryFact], now: datetime, policy: MemoryPolicy
 ) -> list[str]:
     """What the repository's memory holds, and the proposals waiting for a person: a ticked box
-    shares one with every agent (people with write access; see the README's "Memory")."""
+    shares one with every agent (people with write access; see docs/memory.md)."""
     current = [f for f in facts if not f.expired(policy, now)]
     if not current:
         return []

@@ -6,7 +6,7 @@ every other repository too: a file that is huge, deeply nested or that expands
 without end must be refused with a precise problem, quickly and in bounded
 memory, never parsed until something gives. The same limits apply to
 ``squadron validate`` and to the default branch read through GitHub, and the
-README's "Repository configuration" section lists them.
+docs/repository-configuration.md's "Limits" section lists them.
 
 Real configurations are far below every one of them (this repository's own
 ``.squadron/`` is about 20 KB in 10 files, nests 6 levels deep and uses no
@@ -62,7 +62,7 @@ MAX_MATCH_WORK = 2_000_000
 #: (the reader says so) and the merge gate, unable to see every review, does not merge.
 MAX_LISTED = 3000
 
-#: Every limit above by name (a test keeps the README's table in step).
+#: Every limit above by name (a test keeps docs/repository-configuration.md's table in step).
 LIMITS: dict[str, int] = {
     "MAX_FILE_BYTES": MAX_FILE_BYTES,
     "MAX_TOTAL_BYTES": MAX_TOTAL_BYTES,

@@ -268,7 +268,7 @@ class EscalationConfig(_Model):
 
 
 class MemoryConfig(_Model):
-    """What agents remember in this repository (see the README's "Memory")."""
+    """What agents remember in this repository (see docs/memory.md)."""
 
     enabled: bool = Field(default=True, description="Agents may remember and recall facts.")
     expiry_days: int = Field(
@@ -295,7 +295,7 @@ class MemoryConfig(_Model):
 
 
 class TrustConfig(_Model):
-    """Whose text agents read (see the README's "Threat model")."""
+    """Whose text agents read (see docs/security.md, "Threat model")."""
 
     reads: Literal["writers", "fenced"] = Field(
         default="writers",
@@ -310,7 +310,7 @@ class TrustConfig(_Model):
 
 
 class TriageConfig(_Model):
-    """Whose issues agents may work on (see the README's "Threat model")."""
+    """Whose issues agents may work on (see docs/security.md, "Threat model")."""
 
     trust: Literal["writers", "everyone"] = Field(
         default="writers",
@@ -329,7 +329,7 @@ class TriageConfig(_Model):
 
 
 class RetrospectiveConfig(_Model):
-    """When the agents' retrospective runs (see the README's "Retrospectives")."""
+    """When the agents' retrospective runs (see docs/memory.md, "Retrospectives")."""
 
     enabled: bool = Field(default=True, description="Hold retrospectives in this repository.")
     schedule: str = Field(

@@ -448,7 +448,7 @@ def test_every_agent_claims_a_uid_of_its_own_and_keeps_it(registry: ContractRegi
 def test_a_uid_another_agent_holds_is_never_handed_out(
     registry: ContractRegistry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import squadron.adapters.dynamo_registry as dynamo  # noqa: PLC0415
+    import squadron.adapters.registry.agents as dynamo  # noqa: PLC0415
     import tests.support.fake_registry as fake  # noqa: PLC0415
 
     # Two agents whose first candidates collide: the second takes its next one.

@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from squadron.adapters.registry.keys import _agent_from, _agent_key, _dump, _iso, _load
+from squadron.adapters.registry.keys import agent_from, agent_key, dump_item, iso, load_item
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.agents import AgentRecord, ConflictError, RegistryError, candidate_uid
 from squadron.domain.effects import AgentWrite
@@ -19,12 +19,12 @@ class DynamoAgentRecords(RegistryTable):
     def get_agent(self, agent_id: str) -> AgentRecord | None:
         def read() -> list[dict[str, Any]]:
             response = self._call(
-                "get_item", TableName=self.table_name, Key=_dump(_agent_key(agent_id)), ConsistentRead=True
+                "get_item", TableName=self.table_name, Key=dump_item(agent_key(agent_id)), ConsistentRead=True
             )
-            return [_load(response["Item"])] if "Item" in response else []
+            return [load_item(response["Item"])] if "Item" in response else []
 
         found = self._unheld(read(), read)
-        return _agent_from(found[0]) if found else None
+        return agent_from(found[0]) if found else None
 
     def pm_agent(self, repo_id: int) -> AgentRecord | None:
         return self.get_agent(f"{repo_id}-pm")
@@ -52,10 +52,10 @@ class DynamoAgentRecords(RegistryTable):
                 self._call(
                     "put_item",
                     TableName=self.table_name,
-                    Item=_dump({"PK": f"UID#{uid}", "SK": "UID", "entity": "uid", "owner": agent_id}),
+                    Item=dump_item({"PK": f"UID#{uid}", "SK": "UID", "entity": "uid", "owner": agent_id}),
                     ConditionExpression="attribute_not_exists(PK) OR #owner = :agent",
                     ExpressionAttributeNames={"#owner": "owner"},
-                    ExpressionAttributeValues=_dump({":agent": agent_id}),
+                    ExpressionAttributeValues=dump_item({":agent": agent_id}),
                 )
             except ClientError:
                 continue  # another agent's uid: try the next candidate
@@ -63,11 +63,13 @@ class DynamoAgentRecords(RegistryTable):
                 self._call(
                     "update_item",
                     TableName=self.table_name,
-                    Key=_dump(_agent_key(agent_id)),
+                    Key=dump_item(agent_key(agent_id)),
                     UpdateExpression="SET #uid = :uid, version = version + :one, updated_at = :at",
                     ConditionExpression="attribute_exists(PK) AND (attribute_not_exists(#uid) OR #uid = :none)",
                     ExpressionAttributeNames={"#uid": "uid"},
-                    ExpressionAttributeValues=_dump({":uid": uid, ":one": 1, ":at": _iso(at), ":none": None}),
+                    ExpressionAttributeValues=dump_item(
+                        {":uid": uid, ":one": 1, ":at": iso(at), ":none": None}
+                    ),
                 )
             except ClientError:
                 current = self.get_agent(agent_id)  # a concurrent claim set it first: that one holds

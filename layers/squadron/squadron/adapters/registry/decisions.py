@@ -18,13 +18,13 @@ from squadron.adapters.registry.keys import (
     STATUS_INDEX,
     TRANSACTION_ITEMS,
     TTL_ATTRIBUTE,
-    _agent_item,
-    _agent_key,
-    _deserializer,
-    _dump,
-    _inbox_item,
-    _iso,
-    _load,
+    agent_item,
+    agent_key,
+    deserializer,
+    dump_item,
+    inbox_item,
+    iso,
+    load_item,
 )
 from squadron.adapters.registry.table import RegistryTable
 from squadron.adapters.staged_decisions import LOCKING
@@ -100,7 +100,7 @@ class DynamoDecisions(RegistryTable):
                     add(self._link_parts(repo_id, pr, issue))
                 case DeliverInbox(item=item):
                     # Unconditional: the commit happens once per decision (its record's condition).
-                    add([("Put", {"TableName": self.table_name, "Item": _inbox_item(item)}, "inbox")])
+                    add([("Put", {"TableName": self.table_name, "Item": inbox_item(item)}, "inbox")])
                 case PutAgent():
                     pass  # among commit_agents above
         record = ("Put", self._decision_put(decision), f"decision {decision.key}: already committed")
@@ -123,7 +123,7 @@ class DynamoDecisions(RegistryTable):
         """Plan a decision too big for one transaction and drive it (:mod:`staged_decisions`)."""
         key = decision.key
         agent_keys = {
-            (_agent_key(w.record.agent_id)["PK"], _agent_key(w.record.agent_id)["SK"]) for w in agents
+            (agent_key(w.record.agent_id)["PK"], agent_key(w.record.agent_id)["SK"]) for w in agents
         }
         commit = [*checks, *(parts[edge] for edge in sorted(new_edges))]
         if len(commit) >= TRANSACTION_ITEMS:
@@ -138,13 +138,13 @@ class DynamoDecisions(RegistryTable):
         applies: list[tuple[str, dict[str, Any], str]] = []
         for write in agents:
             agent = write.record.agent_id
-            item_key = _dump(_agent_key(agent))
+            item_key = dump_item(agent_key(agent))
             if write.expected_version is None:
                 locks.append(
                     (
                         "Put",
                         {
-                            "Item": {**item_key, **_dump({"entity": HELD_ENTITY, HELD_BY: key})},
+                            "Item": {**item_key, **dump_item({"entity": HELD_ENTITY, HELD_BY: key})},
                             "ConditionExpression": "attribute_not_exists(PK) OR held_by = :key",
                             "ExpressionAttributeValues": holder,
                         },
@@ -166,7 +166,7 @@ class DynamoDecisions(RegistryTable):
                     (
                         "Put",
                         {
-                            "Item": _dump(_agent_item(write.record)),
+                            "Item": dump_item(agent_item(write.record)),
                             "ConditionExpression": "held_by = :key",
                             "ExpressionAttributeValues": holder,
                         },
@@ -216,7 +216,7 @@ class DynamoDecisions(RegistryTable):
         pending = dict(self._decision_put(decision)["Item"])
         pending.pop("done", None)  # no executor claims its outbox before it is applied
         pending.setdefault("GSI1PK", {"S": _open_decisions(key)})  # the sweep finds it if it is left
-        pending.setdefault("GSI1SK", {"S": f"{_iso(decision.decided_at)}#{key}"})
+        pending.setdefault("GSI1SK", {"S": f"{iso(decision.decided_at)}#{key}"})
         plan = {
             "locks": [_planned(p) for p in locks],
             "unlocks": [_planned(p) for p in unlocks],
@@ -233,11 +233,11 @@ class DynamoDecisions(RegistryTable):
     def _agent_images(self, agent_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The stored items of ``agent_ids`` (consistent BatchGetItem, 100 keys a call)."""
         found: dict[str, dict[str, Any]] = {}
-        by_key = {(_agent_key(a)["PK"], _agent_key(a)["SK"]): a for a in agent_ids}
+        by_key = {(agent_key(a)["PK"], agent_key(a)["SK"]): a for a in agent_ids}
         ordered = list(by_key)
         for start in range(0, len(ordered), BATCH_GET_KEYS):
             keys: list[Any] = [
-                _dump({"PK": pk, "SK": sk}) for pk, sk in ordered[start : start + BATCH_GET_KEYS]
+                dump_item({"PK": pk, "SK": sk}) for pk, sk in ordered[start : start + BATCH_GET_KEYS]
             ]
             while keys:
                 answer = self._call(
@@ -254,7 +254,7 @@ class DynamoDecisions(RegistryTable):
             "SK": "DECISION",
             "entity": "decision",
             "key": decision.key,
-            "decided_at": _iso(decision.decided_at),
+            "decided_at": iso(decision.decided_at),
             "done": decision.done,
             "installation_id": decision.installation_id,
             "repo_full_name": decision.repo_full_name,
@@ -265,10 +265,10 @@ class DynamoDecisions(RegistryTable):
             item["outside"] = zlib.compress(decision.dump_outside())
         if not decision.done:
             item["GSI1PK"] = _open_decisions(decision.key)
-            item["GSI1SK"] = f"{_iso(decision.decided_at)}#{decision.key}"
+            item["GSI1SK"] = f"{iso(decision.decided_at)}#{decision.key}"
         return {
             "TableName": self.table_name,
-            "Item": _dump(item),
+            "Item": dump_item(item),
             "ConditionExpression": "attribute_not_exists(PK)",
         }
 
@@ -278,7 +278,7 @@ class DynamoDecisions(RegistryTable):
         response = self._call(
             "get_item",
             TableName=self.table_name,
-            Key=_dump({"PK": f"DECISION#{key}", "SK": "DECISION"}),
+            Key=dump_item({"PK": f"DECISION#{key}", "SK": "DECISION"}),
             ConsistentRead=True,
         )
         item = response.get("Item")
@@ -292,10 +292,10 @@ class DynamoDecisions(RegistryTable):
         self._call(
             "update_item",
             TableName=self.table_name,
-            Key=_dump({"PK": f"DECISION#{key}", "SK": "DECISION"}),
+            Key=dump_item({"PK": f"DECISION#{key}", "SK": "DECISION"}),
             UpdateExpression="SET done = :t, finished_at = :at REMOVE GSI1PK, GSI1SK, outside",
             ConditionExpression="attribute_exists(PK)",
-            ExpressionAttributeValues=_dump({":t": True, ":at": _iso(at)}),
+            ExpressionAttributeValues=dump_item({":t": True, ":at": iso(at)}),
         )
 
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
@@ -308,8 +308,8 @@ class DynamoDecisions(RegistryTable):
                 TableName=self.table_name,
                 IndexName=STATUS_INDEX,
                 KeyConditionExpression="GSI1PK = :pk AND GSI1SK < :before",
-                ExpressionAttributeValues=_dump(
-                    {":pk": f"DECISION#OPEN#{shard}", ":before": _iso(decided_before)}
+                ExpressionAttributeValues=dump_item(
+                    {":pk": f"DECISION#OPEN#{shard}", ":before": iso(decided_before)}
                 ),
                 Limit=limit,
             )
@@ -327,7 +327,7 @@ def _agent_apply(key: str, write: AgentWrite, before: Mapping[str, Any]) -> tupl
     """The update a staged decision applies to an agent it holds: the fields it changed since
     ``before`` (what it read), so a lease or launch confirmation written meanwhile is kept, and
     the version moved on as the decision moved it; the hold released."""
-    new = _dump(_agent_item(write.record))
+    new = dump_item(agent_item(write.record))
     names: dict[str, str] = {}
     values: dict[str, Any] = {":key": {"S": key}}
     sets: list[str] = []
@@ -341,7 +341,7 @@ def _agent_apply(key: str, write: AgentWrite, before: Mapping[str, Any]) -> tupl
     values[":delta"] = {"N": str(delta)}
     sets.append("version = version + :delta")
     request: dict[str, Any] = {
-        "Key": _dump(_agent_key(write.record.agent_id)),
+        "Key": dump_item(agent_key(write.record.agent_id)),
         "UpdateExpression": f"SET {', '.join(sets)} REMOVE held_by",
         "ConditionExpression": "held_by = :key",
         "ExpressionAttributeValues": values,
@@ -357,8 +357,8 @@ def _open_decisions(key: str) -> str:
 
 
 def _decision_from(item: Mapping[str, Any]) -> Decision:
-    raw = _deserializer.deserialize(item["outside"]) if "outside" in item else None
-    data = _load({k: v for k, v in item.items() if k != "outside"})
+    raw = deserializer.deserialize(item["outside"]) if "outside" in item else None
+    data = load_item({k: v for k, v in item.items() if k != "outside"})
     outside = Decision.load_outside(zlib.decompress(bytes(raw))) if raw is not None else ()
     installation = data.get("installation_id")
     repo_id = data.get("repo_id")

@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from squadron.adapters.registry.keys import BATCH_GET_KEYS, _dump, _iso, _load, issue_pk
+from squadron.adapters.registry.keys import BATCH_GET_KEYS, dump_item, iso, issue_pk, load_item
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.agents import ConflictError
 from squadron.domain.dashboard import GateView
@@ -54,7 +54,7 @@ class DynamoGateRecords(RegistryTable):
             self._call(
                 "put_item",
                 TableName=self.table_name,
-                Item=_dump(item),
+                Item=dump_item(item),
                 ConditionExpression="attribute_not_exists(PK) OR review_id <= :id",
                 ExpressionAttributeValues={":id": {"N": str(review.review_id)}},
             )
@@ -68,13 +68,13 @@ class DynamoGateRecords(RegistryTable):
         response = self._call(
             "get_item",
             TableName=self.table_name,
-            Key=_dump({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
+            Key=dump_item({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
             ConsistentRead=True,
         )
         item = response.get("Item")
         if item is None:
             return None, ""
-        loaded = _load(item)
+        loaded = load_item(item)
         return str(loaded.get("verdict") or "") or None, str(loaded.get("description") or "")
 
     def gate_views(self, repo_id: int, pr_numbers: Iterable[int]) -> dict[int, GateView]:
@@ -83,7 +83,7 @@ class DynamoGateRecords(RegistryTable):
         found: dict[int, GateView] = {}
         for start in range(0, len(numbers), BATCH_GET_KEYS):
             keys: list[Any] = [
-                _dump({"PK": issue_pk(repo_id, n), "SK": "GATE"})
+                dump_item({"PK": issue_pk(repo_id, n), "SK": "GATE"})
                 for n in numbers[start : start + BATCH_GET_KEYS]
             ]
             while keys:
@@ -92,7 +92,7 @@ class DynamoGateRecords(RegistryTable):
                     RequestItems={self.table_name: {"Keys": keys, "ConsistentRead": True}},
                 )
                 for item in answer.get("Responses", {}).get(self.table_name, []):
-                    loaded = _load(item)
+                    loaded = load_item(item)
                     verdict = str(loaded.get("verdict") or "")
                     if verdict:
                         number = int(str(loaded["PK"]).rsplit("#", 1)[1])
@@ -105,10 +105,10 @@ class DynamoGateRecords(RegistryTable):
             self._call(
                 "update_item",
                 TableName=self.table_name,
-                Key=_dump({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
+                Key=dump_item({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
                 UpdateExpression="SET description = :d",
                 ConditionExpression="verdict = :v",
-                ExpressionAttributeValues=_dump({":d": description[:140], ":v": verdict}),
+                ExpressionAttributeValues=dump_item({":d": description[:140], ":v": verdict}),
             )
         except ClientError:
             return False
@@ -120,7 +120,7 @@ class DynamoGateRecords(RegistryTable):
         condition = "attribute_not_exists(verdict)" if previous is None else "verdict = :previous"
         values: dict[str, Any] = {
             ":v": verdict,
-            ":at": _iso(event.time),
+            ":at": iso(event.time),
             ":e": "gate",
             ":d": str(event.data.get("description") or "")[:140],
         }
@@ -128,10 +128,10 @@ class DynamoGateRecords(RegistryTable):
             values[":previous"] = previous
         update = {
             "TableName": self.table_name,
-            "Key": _dump({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
+            "Key": dump_item({"PK": issue_pk(repo_id, pr_number), "SK": "GATE"}),
             "UpdateExpression": "SET verdict = :v, judged_at = :at, entity = :e, description = :d",
             "ConditionExpression": condition,
-            "ExpressionAttributeValues": _dump(values),
+            "ExpressionAttributeValues": dump_item(values),
         }
         try:
             self._transact(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from squadron.adapters.registry.keys import STATUS_INDEX, _deserializer, _dump, history_pk, history_time
+from squadron.adapters.registry.keys import STATUS_INDEX, deserializer, dump_item, history_pk, history_time
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.history import MAX_HISTORY_EVENTS, check_period
@@ -36,7 +36,7 @@ class DynamoHistory(RegistryTable):
             "TableName": self.table_name,
             "IndexName": STATUS_INDEX,
             "KeyConditionExpression": "GSI1PK = :pk AND GSI1SK BETWEEN :start AND :end",
-            "ExpressionAttributeValues": _dump(
+            "ExpressionAttributeValues": dump_item(
                 {":pk": history_pk(repo_id), ":start": history_time(start), ":end": history_time(end)}
             ),
             "ProjectionExpression": "#detail",
@@ -46,7 +46,7 @@ class DynamoHistory(RegistryTable):
         while len(found) < limit:
             page = self._call("query", **request, Limit=min(limit - len(found), self.HISTORY_PAGE))
             for item in page.get("Items", []):
-                found.append(DomainEvent.from_stored(str(_deserializer.deserialize(item["detail"]))))
+                found.append(DomainEvent.from_stored(str(deserializer.deserialize(item["detail"]))))
             if "LastEvaluatedKey" not in page:
                 break
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from squadron.adapters.registry.keys import _dump, _inbox_item, _inbox_sk
+from squadron.adapters.registry.keys import dump_item, inbox_item, inbox_sk
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.agents import InboxItem
 
@@ -30,7 +30,7 @@ class DynamoInboxes(RegistryTable):
             self._call(
                 "delete_item",
                 TableName=self.table_name,
-                Key=_dump({"PK": f"INBOX#{agent_id}", "SK": _inbox_sk(item)}),
+                Key=dump_item({"PK": f"INBOX#{agent_id}", "SK": inbox_sk(item)}),
             )
 
     def deliver(self, item: InboxItem) -> None:
@@ -38,7 +38,7 @@ class DynamoInboxes(RegistryTable):
             self._call(
                 "put_item",
                 TableName=self.table_name,
-                Item=_inbox_item(item),
+                Item=inbox_item(item),
                 ConditionExpression="attribute_not_exists(PK)",
             )
         except ClientError:

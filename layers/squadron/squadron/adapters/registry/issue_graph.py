@@ -10,7 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from squadron.adapters.registry.keys import _agent_from, _dump, _epoch_us, _load, issue_pk
+from squadron.adapters.registry.keys import agent_from, dump_item, epoch_us, issue_pk, load_item
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.agents import AgentRecord, IssueState
 from squadron.domain.effects import AgentWrite
@@ -31,7 +31,7 @@ class DynamoIssueGraph(RegistryTable):
         for item in self._unheld(self._partition(pk), lambda: self._partition(pk)):
             sk: str = item["SK"]
             if sk.startswith("AGENT#"):
-                agents.append(_agent_from(item))
+                agents.append(agent_from(item))
             elif sk == "STATE":
                 state = item
             elif sk.startswith("BLOCKED_BY#"):
@@ -63,11 +63,11 @@ class DynamoIssueGraph(RegistryTable):
             response = self._call(
                 "get_item",
                 TableName=self.table_name,
-                Key=_dump({"PK": f"BRANCH#{repo_id}#{branch}", "SK": "BRANCH"}),
+                Key=dump_item({"PK": f"BRANCH#{repo_id}#{branch}", "SK": "BRANCH"}),
                 ConsistentRead=True,
             )
             if "Item" in response:
-                links[branch] = int(_load(response["Item"])["issue_number"])
+                links[branch] = int(load_item(response["Item"])["issue_number"])
         return links
 
     def blocker_graph(self, repo_id: int, roots: Iterable[int], max_hops: int) -> dict[int, frozenset[int]]:
@@ -110,18 +110,18 @@ class DynamoIssueGraph(RegistryTable):
         names = {f"#{key}": key for key in fields} | {"#at": at_name, "#epoch": f"{at_name}_epoch"}
         values = {f":{key}": value for key, value in fields.items()} | {
             ":at": at.isoformat(),
-            ":epoch": _epoch_us(at),
+            ":epoch": epoch_us(at),
         }
         assignments = ", ".join(f"#{key} = :{key}" for key in fields)
         try:
             self._call(
                 "update_item",
                 TableName=self.table_name,
-                Key=_dump({"PK": issue_pk(repo_id, number), "SK": "STATE"}),
+                Key=dump_item({"PK": issue_pk(repo_id, number), "SK": "STATE"}),
                 UpdateExpression=f"SET {assignments}, #at = :at, #epoch = :epoch",
                 ConditionExpression="attribute_not_exists(#epoch) OR #epoch <= :epoch",
                 ExpressionAttributeNames=names,
-                ExpressionAttributeValues=_dump(values),
+                ExpressionAttributeValues=dump_item(values),
             )
         except ClientError:
             return  # newer news is stored: this older event changes nothing

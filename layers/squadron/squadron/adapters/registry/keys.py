@@ -73,7 +73,7 @@ TABLE_DEFINITION: dict[str, Any] = {
 
 _KEY_ATTRIBUTES = ("PK", "SK", "GSI1PK", "GSI1SK", "entity", "lease_expires_epoch", HELD_BY)
 _serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
+deserializer = TypeDeserializer()
 
 
 # --- keys and (de)serialization ------------------------------------------------------------------
@@ -83,17 +83,18 @@ def issue_pk(repo_id: int, number: int) -> str:
     return f"ISSUE#{repo_id}#{number}"
 
 
-def _agent_key(agent_id: str) -> dict[str, str]:
+def agent_key(agent_id: str) -> dict[str, str]:
     repo_id, issue, role = parse_agent_id(agent_id)
     pk = f"REPO#{repo_id}" if issue is None else issue_pk(repo_id, issue)
     return {"PK": pk, "SK": f"AGENT#{role}"}
 
 
-def _epoch_us(at: datetime) -> int:
+def epoch_us(at: datetime) -> int:
     return int(at.timestamp() * 1_000_000)
 
 
-def _dump(item: Mapping[str, Any]) -> dict[str, Any]:
+def dump_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item as DynamoDB's attribute values (for every adapter of the table)."""
     return {key: _serializer.serialize(value) for key, value in item.items()}
 
 
@@ -107,19 +108,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _load(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _plain(_deserializer.deserialize(value)) for key, value in item.items()}
+def load_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item from DynamoDB's attribute values, numbers as ``int`` or ``float``."""
+    return {key: _plain(deserializer.deserialize(value)) for key, value in item.items()}
 
 
-#: An item to DynamoDB's attribute values and back (for the other adapters of the table).
-dump_item = _dump
-load_item = _load
 #: Where purged agents sort in their status's partition: after every date, so the janitor's
 #: range ("finished before the cutoff") never reads them again.
 PURGED_SORT_PREFIX = "purged#"
 
 
-def _sortable(at: datetime) -> str:
+def sortable(at: datetime) -> str:
     """A UTC time of fixed width, so that sort keys order as the times do."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -132,27 +131,27 @@ def _status_sort_key(record: AgentRecord, updated: str) -> str:
     if record.purged_at is not None:
         return f"{PURGED_SORT_PREFIX}{record.agent_id}"
     finished = finished_at(record) or record.updated_at
-    return f"{_sortable(finished)}#{record.agent_id}"
+    return f"{sortable(finished)}#{record.agent_id}"
 
 
-def _agent_item(record: AgentRecord) -> dict[str, Any]:
+def agent_item(record: AgentRecord) -> dict[str, Any]:
     data = record.model_dump(mode="json")
     return {
         **data,
-        **_agent_key(record.agent_id),
+        **agent_key(record.agent_id),
         "entity": "agent",
         "GSI1PK": f"STATUS#{record.status}",
         "GSI1SK": _status_sort_key(record, data["updated_at"]),
-        "lease_expires_epoch": _epoch_us(record.lease_expires_at) if record.lease_expires_at else None,
+        "lease_expires_epoch": epoch_us(record.lease_expires_at) if record.lease_expires_at else None,
     }
 
 
-def _agent_from(item: Mapping[str, Any]) -> AgentRecord:
+def agent_from(item: Mapping[str, Any]) -> AgentRecord:
     data = {key: value for key, value in item.items() if key not in _KEY_ATTRIBUTES}
     return AgentRecord.model_validate(data)
 
 
-def _error_code(exc: ClientError) -> str:
+def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
@@ -165,23 +164,23 @@ def history_time(at: datetime) -> str:
     return utc_instant(at).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _inbox_item(item: InboxItem) -> dict[str, Any]:
+def inbox_item(item: InboxItem) -> dict[str, Any]:
     parse_agent_id(item.agent_id)
-    return _dump(
+    return dump_item(
         {
             **item.model_dump(mode="json"),
             "PK": f"INBOX#{item.agent_id}",
-            "SK": _inbox_sk(item),
+            "SK": inbox_sk(item),
             "entity": "inbox",
         }
     )
 
 
-def _inbox_sk(item: InboxItem) -> str:
+def inbox_sk(item: InboxItem) -> str:
     return f"{item.received_at.isoformat()}#{item.delivery_id}#{item.kind}"
 
 
-def _iso(at: datetime) -> str:
+def iso(at: datetime) -> str:
     """Datetimes as pydantic writes them in JSON (``Z`` for UTC), so records round-trip."""
     text = at.isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text

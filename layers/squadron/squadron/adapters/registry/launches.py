@@ -6,7 +6,7 @@ from datetime import datetime
 
 from botocore.exceptions import ClientError
 
-from squadron.adapters.registry.keys import _agent_key, _dump, _iso
+from squadron.adapters.registry.keys import agent_key, dump_item, iso
 from squadron.adapters.registry.table import RegistryTable
 
 
@@ -18,21 +18,21 @@ class DynamoLaunches(RegistryTable):
             self._call(
                 "update_item",
                 TableName=self.table_name,
-                Key=_dump(_agent_key(agent_id)),
+                Key=dump_item(agent_key(agent_id)),
                 UpdateExpression=(
                     "SET pending_launch = :none, task_arn = :arn, version = version + :one, "
                     "updated_at = :at, GSI1SK = :gsi, launch_failures = :zero, launch_error = :none, "
                     "launch_failed_at = :none"
                 ),
                 ConditionExpression="pending_launch = :token",
-                ExpressionAttributeValues=_dump(
+                ExpressionAttributeValues=dump_item(
                     {
                         ":none": None,
                         ":zero": 0,
                         ":arn": task_arn,
                         ":one": 1,
-                        ":at": _iso(at),
-                        ":gsi": f"{_iso(at)}#{agent_id}",
+                        ":at": iso(at),
+                        ":gsi": f"{iso(at)}#{agent_id}",
                         ":token": token,
                     }
                 ),
@@ -46,19 +46,19 @@ class DynamoLaunches(RegistryTable):
             self._call(
                 "update_item",
                 TableName=self.table_name,
-                Key=_dump(_agent_key(agent_id)),
+                Key=dump_item(agent_key(agent_id)),
                 UpdateExpression=(
                     "SET launch_failures = if_not_exists(launch_failures, :zero) + :one, launch_error = :error, "
                     "launch_failed_at = :at, version = version + :one, updated_at = :at, GSI1SK = :gsi"
                 ),
                 ConditionExpression="pending_launch = :token",
-                ExpressionAttributeValues=_dump(
+                ExpressionAttributeValues=dump_item(
                     {
                         ":zero": 0,
                         ":one": 1,
                         ":error": error[:500],
-                        ":at": _iso(at),
-                        ":gsi": f"{_iso(at)}#{agent_id}",
+                        ":at": iso(at),
+                        ":gsi": f"{iso(at)}#{agent_id}",
                         ":token": token,
                     }
                 ),
@@ -79,19 +79,19 @@ class DynamoLaunches(RegistryTable):
             self._call(
                 "update_item",
                 TableName=self.table_name,
-                Key=_dump(_agent_key(agent_id)),
+                Key=dump_item(agent_key(agent_id)),
                 UpdateExpression=(
                     "SET launch_secret_hash = :hash, launch_secret_expires_at = :exp, "
                     "version = version + :one, updated_at = :at, GSI1SK = :gsi"
                 ),
                 ConditionExpression="pending_launch = :token",
-                ExpressionAttributeValues=_dump(
+                ExpressionAttributeValues=dump_item(
                     {
                         ":hash": secret_hash,
-                        ":exp": _iso(expires_at),
+                        ":exp": iso(expires_at),
                         ":one": 1,
-                        ":at": _iso(at),
-                        ":gsi": f"{_iso(at)}#{agent_id}",
+                        ":at": iso(at),
+                        ":gsi": f"{iso(at)}#{agent_id}",
                         ":token": token,
                     }
                 ),

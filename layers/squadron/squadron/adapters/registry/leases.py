@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from botocore.exceptions import ClientError
 
-from squadron.adapters.registry.keys import _agent_from, _agent_key, _dump, _epoch_us, _iso, _load
+from squadron.adapters.registry.keys import agent_from, agent_key, dump_item, epoch_us, iso, load_item
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.agents import AgentRecord, ConflictError
 
@@ -27,7 +27,7 @@ class DynamoLeases(RegistryTable):
             response = self._call(
                 "update_item",
                 TableName=self.table_name,
-                Key=_dump(_agent_key(agent_id)),
+                Key=dump_item(agent_key(agent_id)),
                 UpdateExpression=(
                     "SET lease_owner = :owner, lease_expires_at = :exp, lease_expires_epoch = :exp_epoch, "
                     "heartbeat_at = :now, version = version + :one, updated_at = :now"
@@ -36,13 +36,13 @@ class DynamoLeases(RegistryTable):
                     "attribute_exists(PK) AND (lease_owner = :owner OR attribute_not_exists(lease_owner) "
                     "OR lease_owner = :none OR lease_expires_epoch < :now_epoch)"
                 ),
-                ExpressionAttributeValues=_dump(
+                ExpressionAttributeValues=dump_item(
                     {
                         ":owner": owner,
-                        ":exp": _iso(expires),
-                        ":exp_epoch": _epoch_us(expires),
-                        ":now": _iso(now),
-                        ":now_epoch": _epoch_us(now),
+                        ":exp": iso(expires),
+                        ":exp_epoch": epoch_us(expires),
+                        ":now": iso(now),
+                        ":now_epoch": epoch_us(now),
                         ":one": 1,
                         ":none": None,
                     }
@@ -51,7 +51,7 @@ class DynamoLeases(RegistryTable):
             )
         except ClientError as exc:
             raise ConflictError(f"lease of {agent_id}", "held by another live task") from exc
-        return _agent_from(_load(response["Attributes"]))
+        return agent_from(load_item(response["Attributes"]))
 
     def release_lease(self, agent_id: str, owner: str, now: datetime) -> None:
         """Give the lease up; a no-op unless ``owner`` holds it."""
@@ -59,14 +59,14 @@ class DynamoLeases(RegistryTable):
             self._call(
                 "update_item",
                 TableName=self.table_name,
-                Key=_dump(_agent_key(agent_id)),
+                Key=dump_item(agent_key(agent_id)),
                 UpdateExpression=(
                     "SET lease_owner = :none, lease_expires_at = :none, lease_expires_epoch = :none, "
                     "version = version + :one, updated_at = :now"
                 ),
                 ConditionExpression="lease_owner = :owner",
-                ExpressionAttributeValues=_dump(
-                    {":owner": owner, ":none": None, ":one": 1, ":now": _iso(now)}
+                ExpressionAttributeValues=dump_item(
+                    {":owner": owner, ":none": None, ":one": 1, ":now": iso(now)}
                 ),
             )
         except ClientError:

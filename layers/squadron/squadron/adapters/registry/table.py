@@ -17,13 +17,13 @@ from squadron.adapters.registry.keys import (
     HELD_ENTITY,
     HISTORY_RETENTION,
     TTL_ATTRIBUTE,
-    _agent_item,
-    _dump,
-    _error_code,
-    _load,
+    agent_item,
+    dump_item,
+    error_code,
     history_pk,
     history_time,
     issue_pk,
+    load_item,
 )
 from squadron.adapters.staged_decisions import StagedDecisions
 from squadron.domain.agents import AgentRecord, ConflictError, IssueState, RoleKind
@@ -58,7 +58,7 @@ class DynamoTable:
         try:
             return getattr(self.client, operation)(**kwargs)
         except ClientError as exc:
-            if _error_code(exc) in ("ConditionalCheckFailedException", "TransactionCanceledException"):
+            if error_code(exc) in ("ConditionalCheckFailedException", "TransactionCanceledException"):
                 raise
             error = exc.response.get("Error", {})
             raise RegistryUnavailableError(
@@ -75,7 +75,7 @@ class DynamoTable:
         request = {"TableName": self.table_name, **kwargs}
         while True:
             page = self._call("query", **request)
-            items += [_load(item) for item in page.get("Items", [])]
+            items += [load_item(item) for item in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
                 return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -106,7 +106,7 @@ class RegistryTable(DynamoTable, StagedDecisions):
 
     def _agent_put(self, write: AgentWrite) -> dict[str, Any]:
         """The Put of an agent write, conditional on its expected version."""
-        put: dict[str, Any] = {"TableName": self.table_name, "Item": _dump(_agent_item(write.record))}
+        put: dict[str, Any] = {"TableName": self.table_name, "Item": dump_item(agent_item(write.record))}
         if write.expected_version is None:
             put["ConditionExpression"] = "attribute_not_exists(PK)"
         else:
@@ -124,7 +124,7 @@ class RegistryTable(DynamoTable, StagedDecisions):
             "entity": "branch",
             "issue_number": record.issue_number,
         }
-        return {"TableName": self.table_name, "Item": _dump(item)}
+        return {"TableName": self.table_name, "Item": dump_item(item)}
 
     def _transact(self, parts: Sequence[tuple[str, dict[str, Any], str]]) -> None:
         """Write ``parts`` ((kind, request, what) triples) all or nothing; name the lost condition."""
@@ -184,8 +184,16 @@ class RegistryTable(DynamoTable, StagedDecisions):
             "resolved": resolved,
         }
         return [
-            ("Put", {"TableName": self.table_name, "Item": _dump(forward)}, f"edge #{issue} -> #{blocker}"),
-            ("Put", {"TableName": self.table_name, "Item": _dump(reverse)}, f"edge #{blocker} <- #{issue}"),
+            (
+                "Put",
+                {"TableName": self.table_name, "Item": dump_item(forward)},
+                f"edge #{issue} -> #{blocker}",
+            ),
+            (
+                "Put",
+                {"TableName": self.table_name, "Item": dump_item(reverse)},
+                f"edge #{blocker} <- #{issue}",
+            ),
         ]
 
     def _add_blocker_parts(
@@ -195,7 +203,7 @@ class RegistryTable(DynamoTable, StagedDecisions):
             "ConditionCheck",
             {
                 "TableName": self.table_name,
-                "Key": _dump({"PK": issue_pk(repo_id, blocker), "SK": "STATE"}),
+                "Key": dump_item({"PK": issue_pk(repo_id, blocker), "SK": "STATE"}),
                 "ConditionExpression": "attribute_not_exists(#state) OR #state <> :closed",
                 "ExpressionAttributeNames": {"#state": "state"},
                 "ExpressionAttributeValues": {":closed": {"S": str(IssueState.CLOSED)}},
@@ -214,7 +222,7 @@ class RegistryTable(DynamoTable, StagedDecisions):
                     "Update",
                     {
                         "TableName": self.table_name,
-                        "Key": _dump({"PK": pk, "SK": sk}),
+                        "Key": dump_item({"PK": pk, "SK": sk}),
                         "UpdateExpression": "SET resolved = :t",
                         "ExpressionAttributeValues": {":t": {"BOOL": True}},
                     },
@@ -233,7 +241,7 @@ class RegistryTable(DynamoTable, StagedDecisions):
         response = self._call(
             "get_item",
             TableName=self.table_name,
-            Key=_dump({"PK": issue_pk(repo_id, number), "SK": sk}),
+            Key=dump_item({"PK": issue_pk(repo_id, number), "SK": sk}),
             ProjectionExpression="PK",
             ConsistentRead=True,
         )
@@ -255,8 +263,8 @@ class RegistryTable(DynamoTable, StagedDecisions):
             "pr_number": pr_number,
         }
         return [
-            ("Put", {"TableName": self.table_name, "Item": _dump(link)}, f"PR #{pr_number} link"),
-            ("Put", {"TableName": self.table_name, "Item": _dump(back)}, f"#{issue_number} PR list"),
+            ("Put", {"TableName": self.table_name, "Item": dump_item(link)}, f"PR #{pr_number} link"),
+            ("Put", {"TableName": self.table_name, "Item": dump_item(back)}, f"#{issue_number} PR list"),
         ]
 
     def _event_put(self, event: DomainEvent) -> dict[str, Any]:
@@ -276,6 +284,6 @@ class RegistryTable(DynamoTable, StagedDecisions):
         # Conditional: an event id is stored (and so published) once, whatever retries it.
         return {
             "TableName": self.table_name,
-            "Item": _dump(item),
+            "Item": dump_item(item),
             "ConditionExpression": "attribute_not_exists(PK)",
         }

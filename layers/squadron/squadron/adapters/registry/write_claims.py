@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from squadron.adapters.registry.keys import TTL_ATTRIBUTE, _dump, _iso, _load
+from squadron.adapters.registry.keys import TTL_ATTRIBUTE, dump_item, iso, load_item
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.writes import MAX_WRITE_RESULT_BYTES, WRITE_RETENTION, WriteClaim
 
@@ -30,23 +30,23 @@ class DynamoWriteClaims(RegistryTable):
             "PK": f"WRITE#{agent_id}",
             "SK": key,
             "entity": "write",
-            "claimed_at": _iso(now),
+            "claimed_at": iso(now),
             TTL_ATTRIBUTE: int((now + WRITE_RETENTION).timestamp()),
         }
         try:
             self._call(
                 "put_item",
                 TableName=self.table_name,
-                Item=_dump(item),
+                Item=dump_item(item),
                 ConditionExpression="attribute_not_exists(PK)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
-            held = _load(exc.response.get("Item") or {})  # type: ignore[arg-type]
+            held = load_item(exc.response.get("Item") or {})  # type: ignore[arg-type]
             answer = held.get("result")
             return WriteClaim(
                 claimed_at=datetime.fromisoformat(
-                    str(held.get("claimed_at") or _iso(now)).replace("Z", "+00:00")
+                    str(held.get("claimed_at") or iso(now)).replace("Z", "+00:00")
                 ),
                 result=json.loads(zlib.decompress(bytes(answer))) if answer is not None else None,
             )
@@ -60,8 +60,8 @@ class DynamoWriteClaims(RegistryTable):
         self._call(
             "update_item",
             TableName=self.table_name,
-            Key=_dump({"PK": f"WRITE#{agent_id}", "SK": key}),
+            Key=dump_item({"PK": f"WRITE#{agent_id}", "SK": key}),
             UpdateExpression="SET #result = :result",
             ExpressionAttributeNames={"#result": "result"},
-            ExpressionAttributeValues=_dump({":result": packed}),
+            ExpressionAttributeValues=dump_item({":result": packed}),
         )

@@ -333,7 +333,7 @@ class FakeRegistry:
         found = [d for d in self.decisions.values() if not d.done and touched(d) < decided_before]
         return sorted(found, key=lambda d: (touched(d), d.key))[:limit]
 
-    # --- the outbox's claim and progress (as adapters/decision_outbox.py) ---------------------
+    # --- the outbox's claim and progress (as adapters/registry/outbox.py) ---------------------
 
     def claim_decision(self, key: str, owner: str, now: datetime) -> Claim | None:
         self.calls["claim_decision"] += 1

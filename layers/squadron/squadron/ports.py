@@ -6,17 +6,22 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
-from squadron.domain.agents import AgentRecord, InboxItem, IssueState
 from squadron.domain.artifacts import Artifact
 from squadron.domain.dashboard_refresh import RefreshRequest
-from squadron.domain.domain_events import DomainEvent
-from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.events import EventEnvelope
 from squadron.domain.memory import MemoryFact
 from squadron.domain.metrics import MetricPoint
-from squadron.domain.outbox import Claim, FailedEffect
 from squadron.domain.retrospective import RetroRecord
-from squadron.domain.routing import IssueView
+from squadron.registry_ports import (
+    AgentRecords,
+    Decisions,
+    GateRecords,
+    History,
+    Inboxes,
+    IssueGraph,
+    Launches,
+    Outbox,
+)
 
 
 class EventQueue(Protocol):
@@ -39,149 +44,16 @@ class SecretSource(Protocol):
         ...
 
 
-class Registry(Protocol):
-    """The agent registry (DynamoDB on AWS). Every write is conditional.
+class Registry(
+    AgentRecords, IssueGraph, Inboxes, Launches, GateRecords, Decisions, Outbox, History, Protocol
+):
+    """The agent registry as the router uses it (DynamoDB on AWS): the ports of
+    :mod:`squadron.registry_ports` it needs, at once. Every write is conditional.
 
     Writes raise :class:`squadron.domain.agents.ConflictError` when their
     condition fails: the agent's version moved, the item already exists, or a
     blocker is already closed.
     """
-
-    def issue_view(self, repo_id: int, number: int) -> IssueView: ...
-
-    def branch_links(self, repo_id: int, branches: Iterable[str]) -> dict[str, int]: ...
-
-    def get_agent(self, agent_id: str) -> AgentRecord | None: ...
-
-    def pm_agent(self, repo_id: int) -> AgentRecord | None: ...
-
-    def blocker_graph(self, repo_id: int, roots: Iterable[int], max_hops: int) -> dict[int, frozenset[int]]:
-        """Forward edges (issue -> open blockers) reachable from ``roots`` in either direction."""
-        ...
-
-    def put_agent(self, write: AgentWrite) -> None: ...
-
-    def set_issue_state(self, repo_id: int, number: int, state: IssueState, at: datetime) -> None:
-        """Store ``state`` as of GitHub time ``at`` unless a state from a later time is stored (then no-op)."""
-        ...
-
-    def set_issue_assignment(self, repo_id: int, number: int, assigned: bool, at: datetime) -> None:
-        """Store whether the App is assigned as of GitHub time ``at`` unless later news is stored."""
-        ...
-
-    def vouch_issue(self, repo_id: int, number: int, by: str, at: datetime) -> None:
-        """Store that ``by`` vouched for the issue (a writer's approval); an issue stays vouched."""
-        ...
-
-    def add_blocker(
-        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
-    ) -> None: ...
-
-    def remove_blocker(
-        self, repo_id: int, issue: int, blocker: int, agent: AgentWrite | None, at: datetime
-    ) -> None: ...
-
-    def link_pull_request(
-        self, repo_id: int, pr_number: int, issue_number: int, agent: AgentWrite | None, at: datetime
-    ) -> None: ...
-
-    def deliver(self, item: InboxItem) -> None:
-        """Add an inbox item; delivering the same (agent, delivery, kind) twice stores it once."""
-        ...
-
-    def record_review(self, review: RecordReview, at: datetime) -> None:
-        """Store a reviewer's review on the pull request unless one with a higher review id is stored."""
-        ...
-
-    def confirm_launch(self, agent_id: str, token: str, task_arn: str, at: datetime) -> None:
-        """Record the task of a pending launch; a no-op if ``token`` is no longer pending."""
-        ...
-
-    def arm_launch(
-        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
-    ) -> bool:
-        """Store the hash of the pending launch's secret; False when ``token`` is no longer pending."""
-        ...
-
-    def pending_inbox(self, agent_id: str) -> list[InboxItem]:
-        """The agent's undelivered inbox items, oldest first."""
-        ...
-
-    def hold_launch(self, agent_id: str, token: str, error: str, at: datetime) -> bool:
-        """Count a failed RunTask on the pending launch ``token`` (which stays pending)."""
-        ...
-
-    def commit(self, writes: Sequence[Write], decision: Decision, events: Sequence[DomainEvent] = ()) -> None:
-        """Store a decision's conditional ``writes``, its domain ``events`` and its record all or
-        nothing (the events are published from there, once: see :mod:`squadron.domain.domain_events`).
-
-        Raises :class:`~squadron.domain.agents.ConflictError` (nothing stored) when a condition
-        fails, the decision's record existing already among them.
-        """
-        ...
-
-    def gate_verdict(self, repo_id: int, pr_number: int) -> str | None:
-        """The merge gate's latest verdict on the PR, or None (never judged)."""
-        ...
-
-    def gate_state(self, repo_id: int, pr_number: int) -> tuple[str | None, str]:
-        """The gate's latest verdict on the PR (None: never judged) and what it said (its
-        squadron/merge status text: what it waits for)."""
-        ...
-
-    def set_gate_description(self, repo_id: int, pr_number: int, verdict: str, description: str) -> bool:
-        """Store what the gate says now, if its verdict is still ``verdict`` (no event: the verdict
-        did not change); False when it changed meanwhile."""
-        ...
-
-    def change_verdict(self, repo_id: int, pr_number: int, previous: str | None, event: DomainEvent) -> bool:
-        """Store the verdict ``event`` reports and the event, if the verdict is still ``previous``.
-
-        False (nothing stored) when another judgement changed it meanwhile, or ``event`` exists.
-        """
-        ...
-
-    def decision(self, key: str) -> Decision | None:
-        """The committed decision ``key`` (done or not), or None."""
-        ...
-
-    def history(self, repo_id: int, start: datetime, end: datetime, limit: int = 5000) -> list[DomainEvent]:
-        """The repository's committed domain events of ``[start, end)``, by time then id (at most ``limit``).
-
-        Raises :class:`~squadron.domain.history.PeriodError` when a bound is naive or
-        ``start`` is after ``end``. Events live as long as the stage's history retention.
-        """
-        ...
-
-    def finish_decision(self, key: str, at: datetime) -> None:
-        """Mark decision ``key`` carried out (its outbox is no longer needed)."""
-        ...
-
-    def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
-        """Decisions not carried out and not tried since ``decided_before``, longest untouched first."""
-        ...
-
-    def claim_decision(self, key: str, owner: str, now: datetime) -> Claim | None:
-        """Hold decision ``key`` for one executor (see :mod:`squadron.domain.outbox`); None when
-        it is done, unknown, or another executor's unexpired claim holds it."""
-        ...
-
-    def settle_effect(self, key: str, owner: str, index: int) -> bool:
-        """Record effect ``index`` carried out; False when ``owner`` no longer holds the claim."""
-        ...
-
-    def fail_effect(self, key: str, owner: str, failed: FailedEffect) -> bool:
-        """Record ``failed`` (never tried again) where operators see it; False when ``owner`` no
-        longer holds the claim."""
-        ...
-
-    def release_decision(self, key: str, owner: str, error: str) -> None:
-        """Give up ``owner``'s claim of ``key`` now, keeping ``error`` for the next executor."""
-        ...
-
-    def failed_effects(self, repo_id: int, limit: int = 20) -> list[FailedEffect]:
-        """The repository's effects refused for good, newest first."""
-        ...
 
 
 class TaskLauncher(Protocol):

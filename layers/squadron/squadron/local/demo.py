@@ -299,7 +299,7 @@ def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | N
 
 
 def _agent_status(stack: Any, agent_id: str) -> str | None:
-    from squadron.adapters.dynamo_registry import DynamoRegistry  # noqa: PLC0415
+    from squadron.adapters.registry.agents import DynamoAgentRecords  # noqa: PLC0415
 
-    agent = DynamoRegistry(stack.resources.table_name).get_agent(agent_id)
+    agent = DynamoAgentRecords(stack.resources.table_name).get_agent(agent_id)
     return str(agent.status) if agent is not None else None

@@ -94,10 +94,10 @@ class Feed:
 
 def stack_feed(stack: Any) -> Feed:
     """The feed of a started :class:`~squadron.local.stack.LocalStack`."""
-    from squadron.adapters.dynamo_registry import DynamoRegistry  # noqa: PLC0415
     from squadron.adapters.event_bus import EventLog  # noqa: PLC0415
+    from squadron.adapters.registry.agent_listings import DynamoAgentListings  # noqa: PLC0415
 
-    registry = DynamoRegistry(stack.resources.table_name)
+    registry = DynamoAgentListings(stack.resources.table_name)  # the one port it reads
 
     def agents() -> list[AgentRecord]:
         return [a for status in AgentStatus for a in registry.agents_with_status(status)]

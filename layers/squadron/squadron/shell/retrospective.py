@@ -12,10 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Protocol
 
 from squadron.domain.cost import PriceTable
-from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import OpenRetrospective
 from squadron.domain.events import AgentAssignedIssue, IssueFields, command_envelope
 from squadron.domain.retrospective import (
@@ -30,14 +28,9 @@ from squadron.domain.retrospective import (
     title,
 )
 from squadron.ports import EventQueue, RetroStore, RouterGitHub
+from squadron.registry_ports import History
 
 logger = logging.getLogger(__name__)
-
-
-class History(Protocol):
-    def history(
-        self, repo_id: int, start: datetime, end: datetime, limit: int = ...
-    ) -> list[DomainEvent]: ...
 
 
 def _now() -> datetime:

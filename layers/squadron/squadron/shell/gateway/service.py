@@ -12,8 +12,7 @@ from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.secret_scan import find_secrets
 from squadron.config.parse import SquadronConfig
-from squadron.domain.agents import AgentRecord, InboxItem
-from squadron.domain.effects import AgentWrite
+from squadron.domain.agents import AgentRecord
 from squadron.domain.events import Actor, EventEnvelope, SquadronCommand, command_envelope
 from squadron.domain.gateway_wire import Refusal, Request
 from squadron.domain.launches import LaunchRefusedError
@@ -21,8 +20,8 @@ from squadron.domain.permissions import agent_caller
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 from squadron.domain.routing.snapshot import IssueView
 from squadron.domain.threats import Finding
-from squadron.domain.writes import WriteClaim
 from squadron.ports import ArtifactStore, EventQueue, MetricsSink, RetroStore, SecretSource
+from squadron.registry_ports import AgentListings, AgentRecords, Inboxes, Leases, WriteClaims
 from squadron.shell.gateway.janitor import OPS as JANITOR_OPS
 from squadron.shell.gateway.memory import OPS as MEMORY_OPS
 from squadron.shell.gateway.protocol import Answer, Handler, Served, parse_request
@@ -42,17 +41,10 @@ HANDLERS: Mapping[str, Handler] = {**TASK_OPS, **WRITE_OPS, **MEMORY_OPS, **JANI
 # --- ports --------------------------------------------------------------------------------------
 
 
-class GatewayRegistry(Protocol):
-    def get_agent(self, agent_id: str) -> AgentRecord | None: ...
-    def put_agent(self, write: AgentWrite) -> None: ...
-    def acquire_lease(self, agent_id: str, owner: str, now: datetime, ttl: timedelta) -> AgentRecord: ...
-    def release_lease(self, agent_id: str, owner: str, now: datetime) -> None: ...
-    def pending_inbox(self, agent_id: str) -> list[InboxItem]: ...
-    def ack_inbox(self, agent_id: str, items: list[InboxItem]) -> None: ...
-    def claim_uid(self, agent_id: str, at: datetime) -> int: ...
-    def finished_agents(self, before: datetime, limit: int) -> list[AgentRecord]: ...
-    def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None: ...
-    def record_write(self, agent_id: str, key: str, result: Any) -> None: ...
+class GatewayRegistry(AgentRecords, AgentListings, Leases, Inboxes, WriteClaims, Protocol):
+    """The registry's ports the gateway uses (:mod:`squadron.registry_ports`), and one read of
+    the issue graph (what a task's issue or pull request is linked to)."""
+
     def issue_view(self, repo_id: int, number: int) -> IssueView: ...
 
 

@@ -1,7 +1,7 @@
 """Who carries out a committed decision, and what of it is settled: on the decision's own item.
 
 The decision record (``DECISION#<key>`` / ``DECISION``, written by
-:meth:`~squadron.adapters.dynamo_registry.DynamoRegistry.commit`) also holds:
+:meth:`~squadron.adapters.registry.decisions.DynamoDecisions.commit`) also holds:
 
 ==================  ====================================================================
 ``runner``          the executor holding the claim (a random id per executor)
@@ -21,11 +21,13 @@ dashboard issue show. It is written with the effect's "settled" in one transacti
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from squadron.adapters.registry.keys import STATUS_INDEX
+from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.outbox import EXECUTION_LEASE, Claim, FailedEffect
 
 #: How long a failed effect's item is kept (the decision record's own retention).
@@ -52,15 +54,8 @@ def failed_pk(repo_id: int) -> str:
     return f"FAILED#{repo_id}"
 
 
-class DecisionOutbox:
-    """The claim and progress of decisions (mixed into the registry, whose table it shares)."""
-
-    table_name: str
-    STATUS_INDEX = "by-status"
-
-    if TYPE_CHECKING:
-
-        def _call(self, operation: str, **kwargs: Any) -> Any: ...
+class DecisionOutbox(RegistryTable):
+    """The claim and progress of decisions (the :class:`~squadron.registry_ports.Outbox` port)."""
 
     def claim_decision(self, key: str, owner: str, now: datetime) -> Claim | None:
         """Hold decision ``key`` for :data:`EXECUTION_LEASE`, or None: it is done, unknown, or
@@ -166,7 +161,7 @@ class DecisionOutbox:
         answer = self._call(
             "query",
             TableName=self.table_name,
-            IndexName=self.STATUS_INDEX,
+            IndexName=STATUS_INDEX,
             KeyConditionExpression="GSI1PK = :pk",
             ExpressionAttributeValues=_dump({":pk": failed_pk(repo_id)}),
             ScanIndexForward=False,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
+from botocore.loaders import JSONFileLoader
 from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
 # Set before any boto3 client exists: tests must never find real credentials.
@@ -23,6 +25,24 @@ os.environ.update(
 )
 os.environ.pop("AWS_PROFILE", None)
 os.environ.pop("AWS_ENDPOINT_URL", None)
+
+
+_MODELS: dict[str, Any] = {}
+_load_model_file = JSONFileLoader.load_file
+
+
+def _load_model_file_once(self: JSONFileLoader, file_path: str) -> Any:
+    """botocore's data files (service models, endpoints), parsed once per process.
+
+    botocore caches them per session, and moto's ``mock_aws`` gives each test a fresh default
+    session: every test parsed the same JSON again (half a second of each test on moto). They are
+    botocore's own files, the same for every test: nothing a test does is shared through them."""
+    if file_path not in _MODELS:
+        _MODELS[file_path] = _load_model_file(self, file_path)
+    return _MODELS[file_path]
+
+
+JSONFileLoader.load_file = _load_model_file_once  # type: ignore[method-assign]
 
 
 #: Folders whose tests share one worker under ``-n``: the end-to-end tests (local stacks and the

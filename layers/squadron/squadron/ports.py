@@ -98,9 +98,18 @@ class Registry(Protocol):
         ...
 
     def arm_launch(
-        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
+        self,
+        agent_id: str,
+        token: str,
+        secret_hash: str,
+        expires_at: datetime,
+        at: datetime,
+        *,
+        replacing: str | None = None,
     ) -> bool:
-        """Store the hash of the pending launch's secret; False when ``token`` is no longer pending."""
+        """Store the hash of the pending launch's secret, if the launch is not armed yet (or,
+        with ``replacing``, still armed with that hash); False when ``token`` is no longer
+        pending or its arming is not the one expected (:mod:`squadron.shell.launching`)."""
         ...
 
     def pending_inbox(self, agent_id: str) -> list[InboxItem]:
@@ -190,9 +199,15 @@ class TaskLauncher(Protocol):
     def launch(self, agent_id: str, purpose: str, token: str, secret: str) -> str:
         """Start a task for ``agent_id`` holding the launch's ``secret``; return its id.
 
-        The same (``token``, ``secret``) never starts a second task; a retried launch armed with
-        a new secret may (the earlier task's secret is refused, so it does nothing and exits).
+        The same (``token``, ``secret``) never starts a second task; the router arms a launch
+        again with a new secret only when no task of it runs (:meth:`find`) and the executor
+        that armed it before is gone (:mod:`squadron.shell.launching`).
         """
+        ...
+
+    def find(self, token: str) -> str | None:
+        """The task of launch ``token`` that is starting or running (not stopped), if any: what
+        an earlier attempt of the launch started (the newest, should there be more)."""
         ...
 
     def stop(self, task_arn: str, reason: str) -> None: ...

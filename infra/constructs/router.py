@@ -50,8 +50,11 @@ XRAY_WILDCARD_REASON = (
 _TASK_WILDCARD_REASON = (
     "RunTask is allowed on the agent task definition family (any revision, 'family:*') and on "
     "each repository's family ('family-repo-*', registered at its first launch, tagged) and "
-    "StopTask/TagResource on tasks of the agent cluster ('task/<cluster>/*'): task ids do "
-    "not exist before launch, and both are further bound by an ecs:cluster condition."
+    "StopTask/TagResource/DescribeTasks on tasks of the agent cluster ('task/<cluster>/*'): task "
+    "ids do not exist before launch, and all are further bound by an ecs:cluster condition. "
+    "ListTasks (a retried launch looks up the task an earlier attempt started, by startedBy) is "
+    "authorized on container instances ('container-instance/<cluster>/*', the resource type IAM "
+    "names for it), bound by the same ecs:cluster condition."
 )
 _ACCESS_POINT_TAG_REASON = (
     "elasticfilesystem:TagResource on access points ('access-point/*') only as part of "
@@ -202,7 +205,10 @@ class EventRouter(Construct):
         repo_definitions = stack.format_arn(
             service="ecs", resource="task-definition", resource_name=f"{family}{REPO_FAMILY_INFIX}*"
         )
-        self._task_wildcards = (definitions, tasks_of_cluster, repo_definitions)
+        instances_of_cluster = stack.format_arn(
+            service="ecs", resource="container-instance", resource_name=f"{agents.cluster.cluster_name}/*"
+        )
+        self._task_wildcards = (definitions, tasks_of_cluster, repo_definitions, instances_of_cluster)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["ecs:RunTask"],
@@ -214,6 +220,18 @@ class EventRouter(Construct):
             self._grant_repo_volumes(agents.file_system, repo_definitions)
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=["ecs:StopTask"], resources=[tasks_of_cluster], conditions=on_cluster)
+        )
+        # A retried launch adopts the task an earlier attempt started (squadron.shell.launching):
+        # ListTasks by startedBy, then DescribeTasks to skip a stopped one; this cluster only.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:ListTasks"], resources=[instances_of_cluster], conditions=on_cluster
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:DescribeTasks"], resources=[tasks_of_cluster], conditions=on_cluster
+            )
         )
         self.role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -57,7 +57,7 @@ def test_launch_runs_one_tagged_task_that_knows_its_agent_and_alone_its_secret(
     arn = launcher.launch("1-38-feat-dev", "start", "1-38-feat-dev-g1-l1", SECRET)
 
     task = client.describe_tasks(cluster="squadron", tasks=[arn], include=["TAGS"])["tasks"][0]
-    assert task["startedBy"] == "1-38-feat-dev"
+    assert task["startedBy"] == "1-38-feat-dev-g1-l1"  # the launch: what a retry finds it by
     tags = {tag["key"]: tag["value"] for tag in task.get("tags", [])}
     assert tags["squadron:agent"] == "1-38-feat-dev"
     env = {e["name"]: e["value"] for e in task["overrides"]["containerOverrides"][0]["environment"]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -132,6 +133,9 @@ def test_a_failure_returns_its_record_and_the_rest_of_its_group_only(
     assert stack.world.agent(A39).task_arn is not None  # the other group went on
     assert A38 not in stack.world.registry.inbox  # the comment waited behind its group
 
+    # A visibility timeout (9 minutes) later: the failed launch's arming has lapsed by then, its
+    # executor is gone (squadron.shell.launching).
+    stack.world.now += timedelta(minutes=9)
     response, _ = stack.invoke()  # the queue hands the group back, in order
     assert response == {"batchItemFailures": []}
     assert stack.world.agent(A38).task_arn is not None

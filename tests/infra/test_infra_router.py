@@ -30,6 +30,11 @@ def _statements(template: assertions.Template) -> list[dict[str, Any]]:
     return out
 
 
+def _actions(statement: dict[str, Any]) -> list[str]:
+    granted = statement["Action"]
+    return granted if isinstance(granted, list) else [granted]
+
+
 SCAFFOLD_RULES = tuple(f"AwsSolutions-{rule}" for rule in ("ECS4", "ECS7", "SMG4", "SQS3", "SQS4", "VPC7"))
 
 
@@ -141,6 +146,8 @@ def test_registry_access_is_item_level_only(template: assertions.Template) -> No
     [
         ("ecs:RunTask", "ecs:cluster"),
         ("ecs:StopTask", "ecs:cluster"),
+        ("ecs:ListTasks", "ecs:cluster"),
+        ("ecs:DescribeTasks", "ecs:cluster"),
         ("ecs:TagResource", "ecs:CreateAction"),
         ("iam:PassRole", "iam:PassedToService"),
     ],
@@ -148,7 +155,18 @@ def test_registry_access_is_item_level_only(template: assertions.Template) -> No
 def test_agent_task_permissions_are_conditioned(
     template: assertions.Template, action: str, condition_key: str
 ) -> None:
-    (statement,) = [s for s in _statements(template) if s["Action"] == action]
+    (statement,) = [s for s in _statements(template) if action in _actions(s)]
     conditions = {key for block in statement["Condition"].values() for key in block}
     assert condition_key in conditions
     assert statement["Resource"] != "*"
+
+
+def test_a_retried_launch_may_look_up_tasks_of_the_agent_cluster_only(template: assertions.Template) -> None:
+    """ListTasks (by startedBy) and DescribeTasks: what a retried launch asks to adopt the task an
+    earlier attempt started (squadron.shell.launching); the cluster's instances and tasks only."""
+    (listing,) = [s for s in _statements(template) if "ecs:ListTasks" in _actions(s)]
+    (describing,) = [s for s in _statements(template) if "ecs:DescribeTasks" in _actions(s)]
+    assert ":container-instance/" in str(listing["Resource"])
+    assert ":task/" in str(describing["Resource"])
+    for statement in (listing, describing):
+        assert "ecs:cluster" in statement["Condition"]["ArnEquals"]

@@ -435,11 +435,18 @@ class FakeRegistry:
         return True
 
     def arm_launch(
-        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
+        self,
+        agent_id: str,
+        token: str,
+        secret_hash: str,
+        expires_at: datetime,
+        at: datetime,
+        *,
+        replacing: str | None = None,
     ) -> bool:
         self.calls["arm_launch"] += 1
         agent = self.agents.get(agent_id)
-        if agent is None or agent.pending_launch != token:
+        if agent is None or agent.pending_launch != token or agent.launch_secret_hash != replacing:
             return False
         self.agents[agent_id] = agent.model_copy(
             update={
@@ -555,7 +562,8 @@ class FakeRegistry:
 
 
 class FakeLauncher:
-    """Records launches; a (token, secret) seen before returns the same task (like ECS clientToken).
+    """Records launches; a (token, secret) seen before returns the same task (like ECS clientToken),
+    and :meth:`find` answers a launch's task that was not stopped (like ListTasks by startedBy).
 
     ``launched`` is keyed by launch token (the latest task of each launch); ``secrets`` keeps the
     secret each launch's latest task was given, as a task would find it in its environment.
@@ -578,6 +586,12 @@ class FakeLauncher:
             self.launched[token] = (agent_id, purpose, self._tasks[key])
             self.secrets[token] = secret
         return self._tasks[key]
+
+    def find(self, token: str) -> str | None:
+        """The latest task of launch ``token`` unless it was stopped (as ListTasks by startedBy)."""
+        latest = self.launched.get(token)
+        stopped = {arn for arn, _ in self.stopped}
+        return latest[2] if latest is not None and latest[2] not in stopped else None
 
     def stop(self, task_arn: str, reason: str) -> None:
         self.stopped.append((task_arn, reason))

@@ -22,6 +22,7 @@ import pytest
 from squadron.domain.authority import Rule, decide, human_input, judge, permissions_needed
 from squadron.domain.effects import Discard, LaunchAgent, apply_order
 from squadron.domain.events import Actor, EventEnvelope
+from squadron.domain.launches import ARMING_HELD
 from squadron.shell.merge_gate import GateOutcome
 from tests.support.events import BOT, Events, agent_did, summarize
 from tests.support.fake_registry import FakeRouterGitHub
@@ -298,6 +299,7 @@ def test_a_refused_input_still_finishes_a_launch_an_earlier_event_decided() -> N
         w.send(w.events.comment(38, by="wes"))  # wakes the agent; its RunTask fails
     pending = w.agent(A38).pending_launch
     assert pending is not None
+    w.now += ARMING_HELD  # the executor that armed it is gone (squadron.shell.launching)
     effects = w.send(w.events.comment(38, INJECTION, by="rae"))
     assert [type(e) for e in effects] == [Discard, LaunchAgent]
     assert w.agent(A38).pending_launch is None

@@ -32,6 +32,9 @@ class RefusingLauncher:
             raise TaskLaunchError(QUOTA)
         return self.world.launcher.launch(agent_id, purpose, token, secret)
 
+    def find(self, token: str) -> str | None:
+        return self.world.launcher.find(token)
+
     def stop(self, task_arn: str, reason: str) -> None:
         self.world.launcher.stop(task_arn, reason)
 
@@ -62,9 +65,8 @@ def test_a_refused_launch_is_held_counted_and_retried_until_it_starts() -> None:
         rescues([agent], now=failed_at + timedelta(minutes=4), liveness=lambda a: liveness, running=None)
         == []
     )
-    (retry,) = rescues(
-        [agent], now=failed_at + timedelta(minutes=5), liveness=lambda a: liveness, running=None
-    )
+    world.now = failed_at + timedelta(minutes=5)  # the reconciler's command is routed then
+    (retry,) = rescues([agent], now=world.now, liveness=lambda a: liveness, running=None)
     world.send(retry)  # refused again: held, a longer wait
     agent = world.agent(A38)
     assert (agent.launch_failures, agent.pending_launch) == (2, f"{A38}-g1-l1")
@@ -72,9 +74,8 @@ def test_a_refused_launch_is_held_counted_and_retried_until_it_starts() -> None:
 
     failed_at = agent.launch_failed_at
     assert failed_at is not None
-    (retry,) = rescues(
-        [agent], now=failed_at + timedelta(minutes=10), liveness=lambda a: liveness, running=None
-    )
+    world.now = failed_at + timedelta(minutes=10)
+    (retry,) = rescues([agent], now=world.now, liveness=lambda a: liveness, running=None)
     world.send(retry)  # ECS has room now
     agent = world.agent(A38)
     assert agent.pending_launch is None and agent.task_arn is not None

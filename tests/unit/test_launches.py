@@ -10,13 +10,17 @@ import pytest
 
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind, candidate_uid
 from squadron.domain.launches import (
+    ARMING_HELD,
     REFUSAL_CODES,
     SECRET_BYTES,
+    SECRET_TTL,
     LaunchRefusedError,
+    arming_abandoned,
     check_lease,
     secret_digest,
     verify_launch,
 )
+from squadron.domain.lifecycle.transitions import with_launch
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 SECRET = secrets.token_urlsafe(SECRET_BYTES)
@@ -124,3 +128,36 @@ def test_the_secret_digest_is_sha256_hex_and_uids_are_spread_and_stable() -> Non
     assert len(uids) == 1000 and min(uids) >= 1 << 24 and max(uids) < (1 << 24) + (1 << 30)
     assert candidate_uid("1-38-feat-dev", 0) == candidate_uid("1-38-feat-dev", 0)
     assert candidate_uid("1-38-feat-dev", 0) != candidate_uid("1-38-feat-dev", 1)
+
+
+# (the arming's age at NOW, None: not armed; whether another executor may arm it again)
+ARMINGS = [
+    (None, True),  # nobody armed it (or its task reported its end)
+    (timedelta(0), False),  # armed just now: its executor may be calling RunTask
+    (ARMING_HELD - timedelta(seconds=1), False),
+    (ARMING_HELD, True),  # its executor is gone (a claim outlives the router Lambda)
+    (timedelta(hours=1), True),
+]
+
+
+@pytest.mark.parametrize(("age", "abandoned"), ARMINGS)
+def test_an_arming_belongs_to_its_executor_for_a_claims_time(age: timedelta | None, abandoned: bool) -> None:
+    agent = (
+        armed(launch_secret_hash=None, launch_secret_expires_at=None)
+        if age is None
+        else armed(launch_secret_expires_at=NOW - age + SECRET_TTL)
+    )
+    assert arming_abandoned(agent, NOW) is abandoned
+
+
+def test_a_new_launch_starts_unarmed_and_a_pending_one_keeps_its_arming() -> None:
+    """The hash of the launch a new one replaces is dropped (its task is refused as replaced
+    anyway), so "armed" always means armed for the pending launch; a launch still pending keeps
+    its token and its arming (the task it names may be starting)."""
+    new = with_launch(armed(), "delivery-2")
+    assert new.pending_launch == new.launch_token == "1-38-feat-dev-g1-l3"
+    assert (new.launch_secret_hash, new.launch_secret_expires_at) == (None, None)
+    pending = armed(pending_launch="1-38-feat-dev-g1-l2")
+    kept = with_launch(pending, "delivery-3")
+    assert kept.pending_launch == "1-38-feat-dev-g1-l2"
+    assert kept.launch_secret_hash == pending.launch_secret_hash

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from squadron.domain.agents import AgentStatus
 from squadron.domain.events import ROUTED_EVENTS, SQUADRON_EVENT, EventEnvelope, RegisterBlocker
+from squadron.domain.launches import ARMING_HELD
 from squadron.domain.routing import ROUTES, RoutingPolicy, routed_pairs
 from squadron.domain.routing.ci import CI_ROUTES
 from squadron.domain.routing.commands import COMMAND_ROUTES
@@ -438,6 +439,7 @@ def test_a_retried_refusal_relaunches_once() -> None:
         world.send(command)
     pending = world.agent(A38).pending_launch
     assert pending is not None
+    world.now += ARMING_HELD  # the executor that armed it is gone (squadron.shell.launching)
     world.send(e.comment(38))  # another event finishes the unconfirmed launch first
     assert world.agent(A38).pending_launch is None
     world.send(command)  # the queue retries the command

@@ -62,9 +62,15 @@ class TaskLauncher(Protocol):
     def launch(self, agent_id: str, purpose: str, token: str, secret: str) -> str:
         """Start a task for ``agent_id`` holding the launch's ``secret``; return its id.
 
-        The same (``token``, ``secret``) never starts a second task; a retried launch armed with
-        a new secret may (the earlier task's secret is refused, so it does nothing and exits).
+        The same (``token``, ``secret``) never starts a second task; the router arms a launch
+        again with a new secret only when no task of it runs (:meth:`find`) and the executor
+        that armed it before is gone (:mod:`squadron.shell.launching`).
         """
+        ...
+
+    def find(self, token: str) -> str | None:
+        """The task of launch ``token`` that is starting or running (not stopped), if any: what
+        an earlier attempt of the launch started (the newest, should there be more)."""
         ...
 
     def stop(self, task_arn: str, reason: str) -> None: ...

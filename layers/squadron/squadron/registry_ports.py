@@ -124,9 +124,18 @@ class Launches(Protocol):
         ...
 
     def arm_launch(
-        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
+        self,
+        agent_id: str,
+        token: str,
+        secret_hash: str,
+        expires_at: datetime,
+        at: datetime,
+        *,
+        replacing: str | None = None,
     ) -> bool:
-        """Store the hash of the pending launch's secret; False when ``token`` is no longer pending."""
+        """Store the hash of the pending launch's secret, if the launch is not armed yet (or,
+        with ``replacing``, still armed with that hash); False when ``token`` is no longer
+        pending or its arming is not the one expected (:mod:`squadron.shell.launching`)."""
         ...
 
     def hold_launch(self, agent_id: str, token: str, error: str, at: datetime) -> bool:

@@ -48,12 +48,34 @@ def test_a_launch_is_armed_with_its_secret_hash_only_while_pending(
             expires,
             record.version + 1,  # a router decision made before it loses its write
         )
-        assert registry.arm_launch(record.agent_id, token, "cd" * 32, expires, T0)  # re-armed: replaced
-        rearmed = registry.get_agent(record.agent_id)
-        assert rearmed is not None and rearmed.launch_secret_hash == "cd" * 32
     else:
         assert stored == record
     assert registry.arm_launch("1-99-feat-dev", token, "ab" * 32, expires, T0) is False
+
+
+# (replacing: the hash the executor saw; whether it arms again) once armed with "ab"...
+REARMINGS = [
+    (None, False),  # a second first arming: another executor armed it, it is theirs
+    ("ef" * 32, False),  # an arming that is no longer the one that stands
+    ("ab" * 32, True),  # the arming seen (abandoned): replaced by the new one
+]
+
+
+@pytest.mark.parametrize(("replacing", "armed"), REARMINGS, ids=["first again", "stale view", "replacing"])
+def test_an_armed_launch_is_armed_again_only_over_the_arming_seen(
+    registry: Subject, replacing: str | None, armed: bool
+) -> None:
+    record = created(registry, agent(pending_launch="tok-2"))
+    expires = T0 + timedelta(hours=12)
+    assert registry.arm_launch(record.agent_id, "tok-2", "ab" * 32, expires, T0)
+    again = registry.arm_launch(
+        record.agent_id, "tok-2", "cd" * 32, expires + timedelta(minutes=3), T0, replacing=replacing
+    )
+    assert again is armed
+    stored = registry.get_agent(record.agent_id)
+    assert stored is not None and stored.launch_secret_hash == ("cd" if armed else "ab") * 32
+    # No longer pending: not armed whatever it replaces.
+    assert not registry.arm_launch(record.agent_id, "tok-1", "ef" * 32, expires, T0, replacing="cd" * 32)
 
 
 def test_a_refused_launch_is_held_counted_and_cleared_when_it_starts(registry: Subject) -> None:

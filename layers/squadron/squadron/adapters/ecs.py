@@ -2,11 +2,14 @@
 
 ``RunTask`` is called with a client token made of the launch token and a digest
 of the launch's secret: ECS makes a retried call with the same client token
-return the task it already started instead of starting a second one. A launch
-armed again with a new secret (the router retried after losing the first
-secret) gets a new task; the earlier one holds a refused secret and exits. The
-task learns who it is from environment overrides, and its secret the same way:
-never in a tag, ``startedBy`` or the client token.
+return the task it already started instead of starting a second one. Its
+``startedBy`` is the launch token, so :meth:`EcsTaskLauncher.find` answers
+which task of a launch is running (ListTasks by ``startedBy``, then
+DescribeTasks): a retry whose RunTask answer was lost adopts that task instead
+of arming the launch again (:mod:`squadron.shell.launching`; the client token
+alone cannot: the retry no longer knows the secret, and a stopped task must not
+be "found" again). The task learns who it is from environment overrides, and
+its secret the same way: never in a tag, ``startedBy`` or the client token.
 
 With ``task_definitions`` (on AWS), a task runs its repository's own task definition, which
 mounts only that repository's access point (:mod:`squadron.adapters.repo_volumes`): made at the
@@ -15,6 +18,7 @@ repository's first launch, since RunTask cannot override volumes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +33,10 @@ from squadron.domain.launches import SECRET_ENV, secret_digest
 if TYPE_CHECKING:
     from mypy_boto3_ecs import ECSClient
 
-#: ECS limits: startedBy ≤ 36 characters, clientToken ≤ 64, stop reason ≤ 255.
-_STARTED_BY_MAX = 36
+#: ECS limits: startedBy ≤ 128 characters (letters, digits, ``-``, ``_``, ``/``), clientToken ≤ 64,
+#: stop reason ≤ 255; ListTasks answers at most 100 ARNs a page (a launch has one or two tasks).
+_STARTED_BY_MAX = 128
+_STARTED_BY_CHARS = re.compile(r"[^A-Za-z0-9_/-]")
 _CLIENT_TOKEN_MAX = 64
 _REASON_MAX = 255
 
@@ -99,7 +105,7 @@ class EcsTaskLauncher:
             "launchType": "FARGATE",
             "count": 1,
             "clientToken": client_token(token, secret),
-            "startedBy": agent_id[-_STARTED_BY_MAX:],
+            "startedBy": started_by(token),
             "networkConfiguration": {
                 "awsvpcConfiguration": {
                     "subnets": self.subnets,
@@ -130,6 +136,37 @@ class EcsTaskLauncher:
             raise TaskLaunchError(f"RunTask for {agent_id} started no task: {why or 'no task returned'}")
         return tasks[0]["taskArn"]
 
+    def find(self, token: str) -> str | None:
+        """The newest task of launch ``token`` that has not stopped (None: there is none).
+
+        ListTasks by ``startedBy`` (AWS lists tasks whose desired status is RUNNING, which
+        includes those still PENDING; the moto stand-in lists stopped ones too), then
+        DescribeTasks: a task ECS is stopping or has stopped is not adopted.
+        """
+        try:
+            listed = self.client.list_tasks(cluster=self.cluster, startedBy=started_by(token), maxResults=100)
+            arns = listed.get("taskArns") or []
+            if not arns:
+                return None
+            described = self.client.describe_tasks(cluster=self.cluster, tasks=arns)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise TaskLaunchError(
+                f"looking up the task of launch {token} failed: {error.get('Message', exc)}",
+                code=error.get("Code"),
+            ) from exc
+        except BotoCoreError as exc:
+            raise TaskLaunchError(f"looking up the task of launch {token} failed: {exc}") from exc
+        live = [
+            task
+            for task in described.get("tasks", [])
+            if task.get("lastStatus") not in ("STOPPED", "DEPROVISIONING", "DELETED")
+            and task.get("desiredStatus") != "STOPPED"
+        ]
+        if not live:
+            return None
+        return max(live, key=_started_at)["taskArn"]
+
     def stop(self, task_arn: str, reason: str) -> None:
         try:
             self.client.stop_task(cluster=self.cluster, task=task_arn, reason=reason[:_REASON_MAX])
@@ -142,6 +179,16 @@ class EcsTaskLauncher:
             ) from exc
         except BotoCoreError as exc:
             raise TaskLaunchError(f"StopTask {task_arn} failed: {exc}") from exc
+
+
+def _started_at(task: Any) -> tuple[float, str]:
+    created = task.get("createdAt")
+    return (created.timestamp() if created is not None else 0.0, task["taskArn"])
+
+
+def started_by(token: str) -> str:
+    """RunTask's ``startedBy`` (and ListTasks' filter): the launch token, in ECS's alphabet."""
+    return _STARTED_BY_CHARS.sub("_", token)[-_STARTED_BY_MAX:]
 
 
 def client_token(token: str, secret: str) -> str:

@@ -1,8 +1,9 @@
 """Agent tasks as local processes: the :class:`~squadron.ports.TaskLauncher` port of the local stack.
 
 Each launch is first run on the ECS API stand-in (the moto server) with the
-launch token as client token, exactly as in AWS, so the task has an ARN the
-registry records and the reconciler can ask about; then ``python -m
+same client token and ``startedBy`` as in AWS, so the task has an ARN the
+registry records, the reconciler can ask about and a retried launch can find
+(:meth:`LocalLauncher.find`); then ``python -m
 squadron.agent`` starts as a process with the same environment overrides an
 ECS task gets. When the process ends, its ECS task is stopped; stopping a task
 terminates its process group. ``shutdown`` leaves no process behind.
@@ -87,6 +88,14 @@ class LocalLauncher:
         threading.Thread(target=self._watch, args=(arn, agent_id, process), daemon=True).start()
         logger.info("agent %s: task %s started (%s)", agent_id, arn.rsplit("/", 1)[-1], purpose)
         return arn
+
+    def find(self, token: str) -> str | None:
+        """The task of launch ``token`` on the ECS stand-in, if its process still runs here (a
+        task of this stack's earlier life is gone with its process)."""
+        arn = self.ecs.find(token)
+        with self._lock:
+            process = self.processes.get(arn) if arn is not None else None
+            return arn if process is not None and process.poll() is None else None
 
     def repo_root(self, repo_id: int) -> Path:
         """The repository's root, as its access point's root on AWS (None without agents_root)."""

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from typing import Final, Literal
 
 from squadron.domain.agents import LIVE, AgentRecord
+from squadron.domain.outbox import EXECUTION_LEASE
 from squadron.errors import SquadronError
 
 #: 256 bits from :mod:`secrets`; the issue asks for at least 128.
@@ -32,6 +33,12 @@ SECRET_BYTES: Final = 32
 SECRET_TTL: Final = timedelta(hours=12)
 #: The environment variable that carries the secret into the task (a RunTask override).
 SECRET_ENV: Final = "SQUADRON_LAUNCH_SECRET"  # noqa: S105 - a variable name, not a secret
+#: How long an arming belongs to the executor that made it: no other executor arms the launch
+#: again (with a new secret) before this is over. It is a decision's claim
+#: (:data:`~squadron.domain.outbox.EXECUTION_LEASE`), longer than the router Lambda's timeout, so
+#: the executor that armed a launch is gone, its RunTask too, before anyone may re-arm it
+#: (:mod:`squadron.shell.launching` has the protocol).
+ARMING_HELD: Final = EXECUTION_LEASE
 
 RefusalCode = Literal[
     "invalid_request",
@@ -61,6 +68,21 @@ class LaunchRefusedError(SquadronError):
 def secret_digest(secret: str) -> str:
     """What the registry keeps of a launch secret: its SHA-256, hex."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def armed_at(agent: AgentRecord) -> datetime | None:
+    """When the pending launch was armed (None: not armed). Every arming stores
+    ``armed at + SECRET_TTL`` as the secret's expiry, so the time is read back from it."""
+    if agent.launch_secret_hash is None or agent.launch_secret_expires_at is None:
+        return None
+    return agent.launch_secret_expires_at - SECRET_TTL
+
+
+def arming_abandoned(agent: AgentRecord, now: datetime) -> bool:
+    """Whether ``agent``'s pending launch may be armed again with a new secret: it is not armed,
+    or the executor that armed it is gone (:data:`ARMING_HELD` has passed)."""
+    armed = armed_at(agent)
+    return armed is None or now >= armed + ARMING_HELD
 
 
 def verify_launch(

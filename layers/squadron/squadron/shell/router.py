@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import assert_never
 
-from squadron.adapters.ecs import TaskLaunchError
 from squadron.adapters.github.errors import GitHubError
 from squadron.domain.agents import AgentStatus, ConflictError
 from squadron.domain.domain_events import (
@@ -70,7 +69,6 @@ from squadron.domain.effects import (
     status_changes,
 )
 from squadron.domain.events import EventEnvelope, FinishDecision, RegisterBlocker, command_envelope
-from squadron.domain.launches import SECRET_BYTES, SECRET_TTL, secret_digest
 from squadron.domain.memory import MemoryPolicy
 from squadron.domain.outbox import failed_effect, given_up, permanent
 from squadron.domain.pause import hold_while_paused
@@ -85,6 +83,7 @@ from squadron.domain.routing import (
 )
 from squadron.errors import SquadronError
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
+from squadron.shell.launching import carry_out_launch
 from squadron.shell.memory import Memory
 from squadron.shell.retrospective import Retrospectives
 
@@ -612,24 +611,15 @@ class RouterService:
         )
 
     def _launch(self, agent_id: str, purpose: str, token: str, now: datetime) -> None:
-        """Arm the launch with a fresh secret (only its hash is stored), start the task, confirm it.
+        """Start the decided launch once: arm it, start its task and confirm it, or adopt the
+        task an earlier attempt started (:mod:`squadron.shell.launching` has the protocol).
 
-        The decision (the pending launch) is committed before; the secret is drawn here because
-        it must be random and must never be stored. A retry after a crash draws another: the
-        task an earlier attempt may have started holds a secret that is no longer accepted.
+        The decision (the pending launch) is committed before; the secret is drawn there because
+        it must be random and must never be stored. A held launch (RunTask refused) keeps its
+        decision: the reconciler retries it with back-off, nothing goes back to the queue.
         """
-        secret = secrets.token_urlsafe(SECRET_BYTES)
-        if not self.registry.arm_launch(agent_id, token, secret_digest(secret), now + SECRET_TTL, now):
-            logger.info("launch %s of %s is no longer pending; not started", token, agent_id)
-            return
-        try:
-            task_arn = self.launcher.launch(agent_id, purpose, token, secret)
-        except TaskLaunchError as exc:
-            # The decision stands (the launch stays pending): a Fargate quota or a lack of capacity
-            # is not this event's fault. The reconciler retries the launch with back-off; the
-            # AgentLaunchesHeld alarm tells a human. Nothing goes back to the queue.
-            logger.warning("launch %s of %s held: %s", token, agent_id, exc)
-            self.registry.hold_launch(agent_id, token, str(exc), now)
+        launched = carry_out_launch(
+            self.registry, self.launcher, agent_id, purpose=purpose, token=token, now=now
+        )
+        if launched.outcome == "held":
             self._held.append(agent_id)
-            return
-        self.registry.confirm_launch(agent_id, token, task_arn, now)

@@ -68,13 +68,37 @@ class DynamoLaunches(RegistryTable):
         return True
 
     def arm_launch(
-        self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
+        self,
+        agent_id: str,
+        token: str,
+        secret_hash: str,
+        expires_at: datetime,
+        at: datetime,
+        *,
+        replacing: str | None = None,
     ) -> bool:
-        """Store the secret hash of the pending launch ``token``; False if that launch is not pending.
+        """Store the secret hash of the pending launch ``token`` if it is not armed yet, or with
+        ``replacing`` if it is still armed with that hash; False otherwise (the launch is no
+        longer pending, or another executor armed it: :mod:`squadron.shell.launching`).
 
-        Armed again (a retried launch), the new hash replaces the old: a task started by an
-        earlier attempt holds a secret that is no longer accepted.
+        Armed again (``replacing``), the new hash replaces the old: a task started by an earlier
+        attempt would hold a secret that is no longer accepted, so the router re-arms only when
+        no such task runs.
         """
+        armed = (
+            "launch_secret_hash = :old"
+            if replacing is not None
+            else "(attribute_not_exists(launch_secret_hash) OR launch_secret_hash = :none)"
+        )
+        values: dict[str, object] = {
+            ":hash": secret_hash,
+            ":exp": iso(expires_at),
+            ":one": 1,
+            ":at": iso(at),
+            ":gsi": f"{iso(at)}#{agent_id}",
+            ":token": token,
+            **({":old": replacing} if replacing is not None else {":none": None}),
+        }
         try:
             self._call(
                 "update_item",
@@ -84,17 +108,8 @@ class DynamoLaunches(RegistryTable):
                     "SET launch_secret_hash = :hash, launch_secret_expires_at = :exp, "
                     "version = version + :one, updated_at = :at, GSI1SK = :gsi"
                 ),
-                ConditionExpression="pending_launch = :token",
-                ExpressionAttributeValues=dump_item(
-                    {
-                        ":hash": secret_hash,
-                        ":exp": iso(expires_at),
-                        ":one": 1,
-                        ":at": iso(at),
-                        ":gsi": f"{iso(at)}#{agent_id}",
-                        ":token": token,
-                    }
-                ),
+                ConditionExpression=f"pending_launch = :token AND {armed}",
+                ExpressionAttributeValues=dump_item(values),
             )
         except ClientError:
             return False

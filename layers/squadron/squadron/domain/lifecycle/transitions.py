@@ -44,12 +44,23 @@ def with_launch(agent: AgentRecord, cause: str) -> AgentRecord:
     A launch that was decided but never confirmed keeps its token: the task it names may be
     starting right now (ECS deduplicates RunTask by that token), so a second decision must
     resume it rather than start a second task for the same agent.
+
+    A new launch starts unarmed: the secret hash of the launch it replaces is dropped (a replaced
+    launch's task is refused whatever it holds), so "armed" always means armed for the pending
+    launch (:mod:`squadron.shell.launching`).
     """
     if agent.pending_launch is not None:
         return agent.model_copy(update={"launch_cause": cause})
     counters = agent.counters.model_copy(update={"launches": agent.counters.launches + 1})
     launched = agent.model_copy(update={"counters": counters, "launch_cause": cause})
-    return launched.model_copy(update={"pending_launch": launched.launch_token, "task_arn": None})
+    return launched.model_copy(
+        update={
+            "pending_launch": launched.launch_token,
+            "task_arn": None,
+            "launch_secret_hash": None,
+            "launch_secret_expires_at": None,
+        }
+    )
 
 
 def launch(agent: AgentRecord, reason: str) -> LaunchAgent:

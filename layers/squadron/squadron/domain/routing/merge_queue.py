@@ -5,7 +5,7 @@
 - ``destroyed`` with ``merged``: what follows the App's own merge follows (the gate deletes the
   branch if the flow says so; the ``pull_request`` ``closed`` webhook does the rest);
 - ``destroyed`` with ``dequeued``: the group failed (or someone took it out): the pull request's
-  dev agent is told and woken, once per group;
+  dev agent is told and woken, a CI round once per group (escalated past the flow's retries);
 - ``destroyed`` with ``invalidated``: an entry ahead left the queue; GitHub builds the group
   again, nothing to do.
 
@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from squadron.domain.effects import Discard, Effect
 from squadron.domain.events import EventEnvelope
-from squadron.domain.routing.builders import _dev_agent_for_pr, _gate, _notify
+from squadron.domain.routing.builders import _dev_agent_for_pr, _gate, _rounds
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, Snapshot
 
@@ -45,7 +45,19 @@ def _destroyed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
         f"the merge queue took PR #{number} out: its merge group {group.head_sha[:7]} failed a required "
         "check (or a person removed it); see the checks of that commit, fix, and push"
     )
-    return _notify(agent, event, snap, "check_failed", summary, wake=True)
+    base = group.base_ref.removeprefix("refs/heads/")
+    notice = ("check_failed", summary, "", None)
+    # A CI round like a failing check on the PR (once per group; past the flow's retries, escalated).
+    return _rounds(
+        agent,
+        event,
+        snap,
+        policy,
+        trigger="on_ci_failure",
+        round_key=group.head_sha,
+        base=base,
+        notice=notice,
+    )
 
 
 MERGE_QUEUE_ROUTES: Mapping[tuple[str, str | None], Handler] = {

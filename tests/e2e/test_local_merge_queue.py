@@ -25,30 +25,28 @@ def test_an_issue_ends_merged_through_the_merge_queue(local_stack: StackFactory)
     sandbox = stack.sandbox
     assert sandbox is not None
     repo = stack.options.repo
-    stack.sandbox.require_merge_queue(repo, "main")
+    sandbox.require_merge_queue(repo, "main")
     # As `squadron branch-protection apply` would ask: the gate's verdict, pinned to the App.
-    stack.sandbox.repos[repo].protections["main"] = {
+    sandbox.repos[repo].protections["main"] = {
         "required_status_checks": {
             "strict": True,
             "contexts": [],
-            "checks": [{"context": "squadron/merge", "app_id": stack.sandbox.app_id}],
+            "checks": [{"context": "squadron/merge", "app_id": sandbox.app_id}],
         }
     }
     out = io.StringIO()
     demo.play(stack, out)  # raises DemoStuck naming the step it could not reach
     said = out.getvalue()
     assert "squadron merged PR #3" in said and "the scenario is complete" in said, said
-    pull = stack.sandbox.repos[repo].pulls[3]
+    pull = sandbox.repos[repo].pulls[3]
     assert pull["merged"] and pull["merged_by"]["login"] == MERGE_QUEUE_BOT
-    groups = [
-        (d.action, d.payload.get("reason")) for d in stack.sandbox.deliveries if d.event == "merge_group"
-    ]
+    groups = [(d.action, d.payload.get("reason")) for d in sandbox.deliveries if d.event == "merge_group"]
     assert groups == [("checks_requested", None), ("destroyed", "merged")]
-    (requested,) = [d.payload for d in stack.sandbox.deliveries if d.action == "checks_requested"]
+    (requested,) = [d.payload for d in sandbox.deliveries if d.action == "checks_requested"]
     group = requested["merge_group"]["head_sha"]
     # Squadron's verdict reached the group's head, as the App: what let the queue merge it.
-    statuses = stack.sandbox.repos[repo].statuses[group]
-    assert ("squadron/merge", "success", stack.sandbox.bot_login) in {
+    statuses = sandbox.repos[repo].statuses[group]
+    assert ("squadron/merge", "success", sandbox.bot_login) in {
         (s["context"], s["state"], s["creator"]["login"]) for s in statuses
     }
     eventually(

@@ -277,7 +277,7 @@ def test_a_broken_gate_takes_the_apps_entry_out_but_never_a_persons(sandbox: San
     for pr in (ours, theirs):
         sandbox.client("alice").create_status(pr["head"]["sha"], state="success", context="ci")
     assert sandbox.gate().evaluate(77, REPO, ours["number"]).queued
-    # alice queues her own pull request herself (as a person does on GitHub).
+    # alice queues her own pull request herself (as a person does on GitHub)...
     alice = sandbox.client("alice")
     node, _ = alice.merge_queue_entry(theirs["number"])
     alice.enqueue_pull(
@@ -288,6 +288,11 @@ def test_a_broken_gate_takes_the_apps_entry_out_but_never_a_persons(sandbox: San
     )
     repo = sandbox.github.repos[REPO]
     assert [e["number"] for e in repo.queue] == [ours["number"], theirs["number"]]
+    # ...and the gate, judging it ready too, finds it queued at its head and sends nothing.
+    sent = len(sandbox.sent)
+    outcome = sandbox.gate().evaluate(77, REPO, theirs["number"])
+    assert outcome.queued and outcome.detail == "in the merge queue"
+    assert "enqueuePullRequest" not in sandbox.sent[sent:]
     # The gate now says no to both (a person must approve): it takes out its own entry only.
     held = sandbox.gate(HELD)
     assert held.evaluate(77, REPO, theirs["number"]).detail.endswith("queued by alice: left to them")

@@ -24,8 +24,9 @@ and if the App merged it, what follows a merge (the merged event, the branch
 deletion) follows at once from what GitHub says. Only a PR still open is sent the
 merge again (pinned to the judged head, so it can only merge that once).
 
-A base whose rules require GitHub's merge queue (or whose REST merge answers 405 "Changes must
-be made through the merge queue") is merged through it: the PR is queued with GraphQL's
+A base whose REST merge answers 405 "Changes must be made through the merge queue" (or, for a
+head the gate judged ready before, whose rules say it requires GitHub's merge queue) is merged
+through it: the PR is queued with GraphQL's
 ``enqueuePullRequest`` pinned to the judged head, after a look at its ``mergeQueueEntry`` (an
 entry at that head is left as it is; a queueing whose answer was lost is found there, never
 sent twice), and GitHub merges it once its merge group's checks pass. A judgement that no
@@ -280,7 +281,13 @@ class MergeGate:
                     now=self.clock(),
                 )
             )
-        queue = github.branch_requires_merge_queue(base)
+        # The base's rules are read only once this head was judged ready before (the App queues
+        # no other head); a first merge of it tries REST, whose 405 names the queue: a repository
+        # without one pays no call for it.
+        was_ready = any(
+            st.get("context") == MERGE_CONTEXT and st.get("state") == "success" for st in head_statuses
+        )
+        queue = was_ready and github.branch_requires_merge_queue(base)
         if not result.merge:
             left = self._through_queue(github, pr_number, None, sha, result) if queue else None
             return GateOutcome(

@@ -85,6 +85,15 @@ CLIENT_CALLS: tuple[ClientCall, ...] = (
     ClientCall(
         "merge_pull", lambda c: c.merge_pull(101, consent=MergeConsent(101, True, "approved"), sha=SHA)
     ),
+    ClientCall("branch_requires_merge_queue", lambda c: c.branch_requires_merge_queue("main")),
+    ClientCall("merge_queue_entry", lambda c: c.merge_queue_entry(101)),
+    ClientCall(
+        "enqueue_pull",
+        lambda c: c.enqueue_pull(
+            101, node_id="PR_1", consent=MergeConsent(101, True, "approved"), expected_head=SHA
+        ),
+    ),
+    ClientCall("dequeue_pull", lambda c: c.dequeue_pull(101, node_id="PR_1")),
     ClientCall(
         "update_pull_branch", lambda c: c.update_pull_branch(101, head="feat/issue-38", expected_head_sha=SHA)
     ),

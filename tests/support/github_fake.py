@@ -243,7 +243,27 @@ def _in_an_hour() -> str:
     return (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _graphql(request: httpx.Request) -> httpx.Response:
+    """GitHub's GraphQL for the merge queue: an entry at the head, queued by the App."""
+    query = str(json.loads(request.content).get("query") or "")
+    entry = {
+        "id": "MQE_1",
+        "state": "QUEUED",
+        "position": 1,
+        "enqueuedAt": "2026-11-23T12:00:00Z",
+        "enqueuer": {"__typename": "Bot", "login": "squadron"},
+        "headCommit": {"oid": "c" * 40},
+    }
+    for mutation in ("enqueuePullRequest", "dequeuePullRequest"):
+        if mutation in query:
+            return _json(200, {"data": {mutation: {"mergeQueueEntry": entry}}})
+    pull = {"id": "PR_1", "headRefOid": "c" * 40, "mergeQueueEntry": entry}
+    return _json(200, {"data": {"repository": {"pullRequest": pull}}})
+
+
 ROUTES: list[tuple[str, str, Responder]] = [
+    ("POST", r"/graphql", lambda r, m: _graphql(r)),
+    ("GET", r"/repos/[^/]+/[^/]+/rules/branches/.+", lambda r, m: _json(200, [])),
     (
         "POST",
         r"/app/installations/(?P<id>\d+)/access_tokens",

@@ -78,6 +78,7 @@ class RecordedGitHub:
             "repos/get-combined-status-for-ref": {"state": "pending", "sha": SHA, "statuses": self.statuses},
             "checks/list-for-ref": {"total_count": len(self.check_runs), "check_runs": self.check_runs},
             "repos/create-commit-status": {"id": 1},
+            "repos/get-branch-rules": [],
         }
         if operation.operation_id == "pulls/merge":
             return self.merge_answer or httpx.Response(

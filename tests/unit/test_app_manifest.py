@@ -37,6 +37,7 @@ def test_the_permissions_are_what_roles_and_framework_need_and_nothing_more() ->
         "checks": "read",
         "contents": "write",
         "issues": "write",
+        "merge_queues": "write",
         "metadata": "read",
         "pull_requests": "write",
         "statuses": "write",
@@ -54,6 +55,7 @@ def test_the_permissions_are_what_roles_and_framework_need_and_nothing_more() ->
 def test_the_events_are_the_routed_ones() -> None:
     assert app_events() == sorted(ROUTED_EVENTS)
     assert "pull_request_review" in app_events() and "push" not in app_events()
+    assert "merge_group" in app_events()  # a branch that requires GitHub's merge queue
 
 
 def test_the_manifest_and_the_page_that_posts_it() -> None:

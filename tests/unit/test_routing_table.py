@@ -15,6 +15,7 @@ from squadron.domain.routing.ci import CI_ROUTES
 from squadron.domain.routing.commands import COMMAND_ROUTES
 from squadron.domain.routing.comments import COMMENT_ROUTES
 from squadron.domain.routing.issues import ISSUE_ROUTES
+from squadron.domain.routing.merge_queue import MERGE_QUEUE_ROUTES
 from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
 from squadron.domain.routing.table import _compose
 from tests.support.events import BOT, Events
@@ -537,7 +538,14 @@ def test_a_delivery_never_wakes_the_same_agent_twice() -> None:
 
 
 def test_the_topics_tables_compose_into_one_without_overlap() -> None:
-    topics = [ISSUE_ROUTES, COMMENT_ROUTES, PULL_REQUEST_ROUTES, CI_ROUTES, COMMAND_ROUTES]
+    topics = [
+        ISSUE_ROUTES,
+        COMMENT_ROUTES,
+        PULL_REQUEST_ROUTES,
+        CI_ROUTES,
+        COMMAND_ROUTES,
+        MERGE_QUEUE_ROUTES,
+    ]
     assert sum(len(table) for table in topics) == len(ROUTES)
     with pytest.raises(ValueError, match="routed twice"):
         _compose(ISSUE_ROUTES, {("issues", "opened"): ISSUE_ROUTES[("issues", "opened")]})

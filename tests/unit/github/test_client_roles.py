@@ -56,6 +56,10 @@ ALLOWED_BY_ROLE: dict[str, tuple[bool, bool, bool, bool]] = {
     "list_reviews": (Y, Y, Y, Y),
     "create_review": (N, N, Y, Y),
     "merge_pull": (N, N, N, Y),  # with the approval flow's consent
+    "branch_requires_merge_queue": (Y, Y, Y, Y),
+    "merge_queue_entry": (Y, Y, Y, Y),
+    "enqueue_pull": (N, N, N, Y),  # with the approval flow's consent
+    "dequeue_pull": (N, N, N, Y),
     "update_pull_branch": (N, Y, N, Y),
     "create_status": (N, N, Y, Y),  # the reviewer's own squadron/pr-review
     "create_check_run": (N, N, N, Y),

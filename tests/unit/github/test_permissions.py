@@ -39,6 +39,8 @@ TABLE = {
     Action.POST_STATUS: (False, False, True, True),
     Action.CHECK_RUN: (False, False, False, True),
     Action.MERGE: (False, False, False, True),
+    Action.ENQUEUE_MERGE: (False, False, False, True),
+    Action.DEQUEUE_MERGE: (False, False, False, True),
     Action.DELETE_BRANCH: (False, False, False, True),
     Action.PROTECT_BRANCH: (False, False, False, True),
     Action.APP_ADMIN: (False, False, False, True),
@@ -64,6 +66,7 @@ def test_role_by_action(caller: Caller, action: Action, allowed: bool) -> None:
         Action.UPDATE_PR_BRANCH: {"branch": caller.branch},
         Action.POST_STATUS: {"status_context": f"squadron/{caller.role}"},
         Action.MERGE: {"pr_number": 101, "consent": MergeConsent(101, True, "all reviews approved")},
+        Action.ENQUEUE_MERGE: {"pr_number": 101, "consent": MergeConsent(101, True, "all reviews approved")},
     }.get(action, {})
     if allowed:
         check(caller, action, **target)  # type: ignore[arg-type]

@@ -40,6 +40,9 @@ FRAMEWORK_PERMISSIONS = {
     "issues": "write",  # labels, needs-human issues, escalation comments
     "statuses": "write",  # squadron/merge
     "checks": "read",  # CI's check runs, for the merge gate (and the check_run events)
+    # GitHub's merge queue: queue a judged pull request, take out the App's own entries (GraphQL),
+    # and the merge_group events.
+    "merge_queues": "write",
     "metadata": "read",
 }
 _LEVELS = {"read": 1, "write": 2}

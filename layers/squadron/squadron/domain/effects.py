@@ -203,6 +203,11 @@ class EvaluateMerge:
     #: judgement (a conflict report is one per judgement: a replay repeats its id).
     issue_number: int | None = None
     cause: str = ""
+    #: A merge group GitHub's queue asks checks of for this PR (its head sha): Squadron's
+    #: statuses go there too.
+    merge_group: str | None = None
+    #: GitHub's merge queue merged the PR: what follows a merge (the branch deletion) follows.
+    queue_merged: bool = False
     kind: Literal["evaluate_merge"] = "evaluate_merge"
 
 

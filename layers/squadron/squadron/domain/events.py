@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 # Re-exported (the `as` form tells mypy so): they lived here before the ingress needed them light.
 from squadron.domain.breakers import Limit
+from squadron.domain.merge_queue import group_of
 from squadron.domain.routed import ROUTED_EVENTS as ROUTED_EVENTS  # noqa: PLC0414
 from squadron.domain.routed import performed_by_app as performed_by_app  # noqa: PLC0414
 from squadron.domain.routed import routing_interest as routing_interest  # noqa: PLC0414
@@ -183,6 +184,22 @@ class CheckFields(_Model):
     head_branch: Ref | None = None
     app_slug: Login | None = None
     pull_request_numbers: tuple[IssueNumber, ...] = Field(default=(), max_length=MAX_LIST_ITEMS)
+
+
+class MergeGroupFields(_Model):
+    """A merge group of GitHub's merge queue (``merge_group`` webhooks)."""
+
+    head_sha: Sha
+    #: ``refs/heads/gh-readonly-queue/<base>/pr-<number>-<head sha>``.
+    head_ref: Ref
+    base_ref: Ref
+    base_sha: Sha | None = None
+    #: ``destroyed``: merged, invalidated or dequeued.
+    reason: Word | None = None
+    #: The pull request whose entry the group was built for (from ``head_ref``).
+    pr_number: IssueNumber | None = None
+    #: That pull request's head when it was queued (from ``head_ref``).
+    pr_head_sha: Sha | None = None
 
 
 class StatusFields(_Model):
@@ -516,6 +533,7 @@ class EventEnvelope(_Model):
     review: ReviewFields | None = None
     check: CheckFields | None = None
     status: StatusFields | None = None
+    merge_group: MergeGroupFields | None = None
     label: Label | None = None
     assignee: Actor | None = None
     milestone: MilestoneFields | None = None
@@ -532,6 +550,8 @@ class EventEnvelope(_Model):
             return self.pull_request.number
         if self.check is not None and self.check.pull_request_numbers:
             return min(self.check.pull_request_numbers)
+        if self.merge_group is not None:
+            return self.merge_group.pr_number
         return None
 
     @property
@@ -695,6 +715,20 @@ def _trim_status(payload: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _trim_merge_group(group: Mapping[str, Any], reason: Any) -> dict[str, Any]:
+    head_ref = group.get("head_ref")
+    named = group_of(head_ref) if isinstance(head_ref, str) else None
+    return {
+        "head_sha": group.get("head_sha"),
+        "head_ref": head_ref,
+        "base_ref": group.get("base_ref"),
+        "base_sha": group.get("base_sha"),
+        "reason": reason if isinstance(reason, str) else None,
+        "pr_number": named[1] if named else None,
+        "pr_head_sha": named[2] if named else None,
+    }
+
+
 #: Where each event keeps the time of the change it reports.
 _OCCURRED_AT: Mapping[str, tuple[str, ...]] = {
     "issues": ("issue", "updated_at"),
@@ -759,6 +793,8 @@ def build_envelope(
         fields["check"] = _trim_check(check, event)
     if event == "status":
         fields["status"] = _trim_status(payload)
+    if event == "merge_group" and (group := _obj(payload, "merge_group")) is not None:
+        fields["merge_group"] = _trim_merge_group(group, payload.get("reason"))
     if (label := _obj(payload, "label")) is not None and isinstance(label.get("name"), str):
         fields["label"] = label["name"]
     if (assignee := _obj(payload, "assignee")) is not None:

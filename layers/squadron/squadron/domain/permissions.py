@@ -3,7 +3,8 @@
 The table maps a caller's role kind to the actions it may take at all; a few
 actions then check their target: a dev may push to and open PRs from its own
 branch only, a reviewer may post only its own ``squadron/<role>`` status, and
-only the framework merges, and only with the approval flow's consent. A
+only the framework merges (or puts a merge in GitHub's merge queue), and only with the
+approval flow's consent. A
 refusal is a :class:`PermissionDeniedError` naming the role, the action and why.
 """
 
@@ -51,6 +52,10 @@ class Action(StrEnum):
     POST_STATUS = "post_status"
     CHECK_RUN = "check_run"
     MERGE = "merge"
+    #: Put a pull request in its base's merge queue (GitHub's queue then merges it): a merge.
+    ENQUEUE_MERGE = "enqueue_merge"
+    #: Take a pull request the App queued out of the merge queue again.
+    DEQUEUE_MERGE = "dequeue_merge"
     DELETE_BRANCH = "delete_branch"  # a merged PR's head branch
     PROTECT_BRANCH = "protect_branch"  # `squadron branch-protection apply`, by an admin
     APP_ADMIN = "app_admin"  # webhook deliveries, installation tokens
@@ -189,7 +194,7 @@ def check(
         own = f"squadron/{caller.role}"
         if status_context != own:
             raise PermissionDeniedError(caller, action, f"status {status_context} is not its own ({own})")
-    if action is Action.MERGE:
+    if action in (Action.MERGE, Action.ENQUEUE_MERGE):
         if consent is None or consent.pr_number != pr_number:
             raise PermissionDeniedError(caller, action, f"no approval-flow decision for PR #{pr_number}")
         if not consent.allowed:

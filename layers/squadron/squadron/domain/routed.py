@@ -39,6 +39,8 @@ ROUTED_EVENTS: Mapping[str, frozenset[str] | None] = {
     "status": None,
     # A milestone closing holds the repository's retrospective of it (issue 20).
     "milestone": frozenset({"closed"}),
+    # GitHub's merge queue: Squadron's statuses on a group, a failed group, a queued merge done.
+    "merge_group": frozenset({"checks_requested", "destroyed"}),
 }
 
 #: Events whose subject object records the App that created it in
@@ -65,7 +67,13 @@ def routing_interest(event: str, action: str | None) -> str | None:
 def performed_by_app(
     event: str, action: str | None, payload: Mapping[str, Any], *, app_id: int, app_slug: str
 ) -> bool:
-    """Whether the App itself caused this event (so routing it could loop)."""
+    """Whether the App itself caused this event (so routing it could loop).
+
+    A merge group's webhooks are the merge queue's doing even when GitHub names the App (which
+    queued the pull request) as their sender; only a group destroyed because it was taken out
+    of the queue (``dequeued``) may be the App's own act."""
+    if event == "merge_group" and not (action == "destroyed" and payload.get("reason") == "dequeued"):
+        return False
     sender = payload.get("sender")
     if isinstance(sender, Mapping) and sender.get("login") == f"{app_slug}[bot]":
         return True

@@ -23,6 +23,18 @@ timed out: :class:`MaybeAppliedError`) is not taken for a failure: the PR is rea
 and if the App merged it, what follows a merge (the merged event, the branch
 deletion) follows at once from what GitHub says. Only a PR still open is sent the
 merge again (pinned to the judged head, so it can only merge that once).
+
+A base whose REST merge answers 405 "Changes must be made through the merge queue" (or, for a
+head the gate judged ready before, whose rules say it requires GitHub's merge queue) is merged
+through it: the PR is queued with GraphQL's
+``enqueuePullRequest`` pinned to the judged head, after a look at its ``mergeQueueEntry`` (an
+entry at that head is left as it is; a queueing whose answer was lost is found there, never
+sent twice), and GitHub merges it once its merge group's checks pass. A judgement that no
+longer merges takes out of the queue an entry the App made, never a person's
+(:mod:`squadron.domain.merge_queue`). The ``merge_group`` webhooks come back here:
+``checks_requested`` posts the PR's Squadron statuses on the group's head (branch protection
+requires them there too), and ``destroyed`` with ``merged`` deletes the branch as a merge by
+the gate would.
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from squadron.adapters.github.errors import (
     MaybeAppliedError,
     RateLimitedError,
 )
-from squadron.adapters.github.keyed import SENDS
+from squadron.adapters.github.keyed import SENDS, once
 from squadron.config.parse import SquadronConfig
 from squadron.domain.approval import (
     MERGE_CONTEXT,
@@ -53,6 +65,7 @@ from squadron.domain.approval import (
 )
 from squadron.domain.authority import is_app
 from squadron.domain.events import EventEnvelope, ReportConflict, build_envelope, command_envelope
+from squadron.domain.merge_queue import entry_head, group_statuses, is_queue_refusal, queue_step
 from squadron.domain.permissions import MergeConsent
 from squadron.domain.repo_config.limits import MAX_LISTED
 
@@ -89,6 +102,12 @@ class GateClient(Protocol):
         self, number: int, *, consent: MergeConsent, method: Any = ..., sha: str | None = None
     ) -> Json: ...
     def delete_branch(self, branch: str) -> None: ...
+    def branch_requires_merge_queue(self, branch: str) -> bool: ...
+    def merge_queue_entry(self, number: int) -> tuple[str, Json | None]: ...
+    def enqueue_pull(
+        self, number: int, *, node_id: str, consent: MergeConsent, expected_head: str
+    ) -> Json: ...
+    def dequeue_pull(self, number: int, *, node_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -97,6 +116,8 @@ class GateOutcome:
     result: GateResult | None
     merged: bool = False
     detail: str = ""
+    #: In its base's merge queue at the judged head (GitHub merges it when its group passes).
+    queued: bool = False
 
 
 def latest_reviews(reviews: list[Json]) -> dict[str, str]:
@@ -181,9 +202,18 @@ class MergeGate:
         *,
         issue_number: int | None = None,
         cause: str = "",
+        merge_group: str | None = None,
+        queue_merged: bool = False,
     ) -> GateOutcome:
+        """Judge PR ``pr_number`` and act on the verdict.
+
+        ``merge_group``: the head sha of a merge group GitHub asks checks of for this PR (its
+        Squadron statuses are posted there too). ``queue_merged``: GitHub's merge queue merged it
+        (the branch is deleted if the flow says so)."""
         github = self.client(installation_id, repo)
         pr = github.get_pull(pr_number)
+        if queue_merged and pr.get("merged"):
+            return self._after_queue_merge(github, repo, pr, author_role)
         if pr.get("state") != "open" or pr.get("merged"):
             return GateOutcome(
                 pr_number, None, detail=f"PR #{pr_number} is {pr.get('state')}; nothing to gate"
@@ -211,12 +241,13 @@ class MergeGate:
             draft=bool(pr.get("draft")),
             mergeable_state=pr.get("mergeable_state"),
             author_role=author_role,
-            checks=check_outcomes(github.get_combined_status(sha), github.list_check_runs(sha)),
+            checks=check_outcomes(combined := github.get_combined_status(sha), github.list_check_runs(sha)),
             reviews=reviews,
             permissions=permissions,
             bots=bots,
             reviews_cut=len(listed) >= MAX_LISTED,
         )
+        head_statuses = list(combined.get("statuses") or [])
         groups = {name: group.members for name, group in config.config.human_groups.items()}
         result = evaluate(
             held_for_people(
@@ -229,6 +260,11 @@ class MergeGate:
         github.create_status(
             sha, state=result.status_state, context=MERGE_CONTEXT, description=result.description
         )
+        if merge_group:
+            for context, state_of, text in group_statuses(
+                head_statuses, verdict_state=result.status_state, verdict=result.description
+            ):
+                github.create_status(merge_group, state=state_of, context=context, description=text)
         if result.ignored:
             logger.info(
                 "PR #%s of %s: reviews without authority ignored: %s", pr_number, repo, result.ignored
@@ -245,14 +281,28 @@ class MergeGate:
                     now=self.clock(),
                 )
             )
+        # The base's rules are read only once this head was judged ready before (the App queues
+        # no other head); a first merge of it tries REST, whose 405 names the queue: a repository
+        # without one pays no call for it.
+        was_ready = any(
+            st.get("context") == MERGE_CONTEXT and st.get("state") == "success" for st in head_statuses
+        )
+        queue = was_ready and github.branch_requires_merge_queue(base)
         if not result.merge:
-            return GateOutcome(pr_number, result, detail=result.description)
+            left = self._through_queue(github, pr_number, None, sha, result) if queue else None
+            return GateOutcome(
+                pr_number, result, detail=result.description + (f"; {left.detail}" if left else "")
+            )
         consent = MergeConsent(pr_number, True, "every requirement of the approval flow is met")
+        if queue:
+            return self._through_queue(github, pr_number, consent, sha, result)
         try:
             merged, read = self._merge(github, pr_number, consent, result.method, sha)
         except (RateLimitedError, GitHubUnavailableError):
             raise  # GitHub could not answer: the event goes back to the queue and is judged again
         except GitHubError as exc:
+            if is_queue_refusal(exc.status, exc.message):  # the rules changed since they were read
+                return self._through_queue(github, pr_number, consent, sha, result)
             # 405 not mergeable, 409 the head moved, 422...: the next event re-evaluates.
             logger.warning("PR #%s of %s not merged: %s", pr_number, repo, exc)
             return GateOutcome(pr_number, result, detail=f"not merged: {exc}")
@@ -262,6 +312,75 @@ class MergeGate:
         if result.delete_branch and same_repo and head.get("ref"):
             github.delete_branch(str(head["ref"]))
         return GateOutcome(pr_number, result, merged=True, detail=f"merged with {result.method}")
+
+    def _through_queue(
+        self, github: GateClient, pr_number: int, consent: MergeConsent | None, sha: str, result: GateResult
+    ) -> GateOutcome:
+        """The merge queue's part of a judgement (``consent`` None: the verdict is not to merge)."""
+        node, entry = github.merge_queue_entry(pr_number)
+        step = queue_step(merge=consent is not None, entry=entry, head_sha=sha, bot_login=self.bot_login)
+        if step == "queued":
+            return GateOutcome(pr_number, result, queued=True, detail="in the merge queue")
+        if step == "leave":
+            login = str(((entry or {}).get("enqueuer") or {}).get("login") or "someone")
+            return GateOutcome(
+                pr_number, result, detail=f"in the merge queue, queued by {login}: left to them"
+            )
+        if step == "dequeue":
+            github.dequeue_pull(pr_number, node_id=node)
+            logger.info(
+                "PR #%s: taken out of the merge queue (queued at %s)", pr_number, entry_head(entry or {})
+            )
+            if consent is None:
+                return GateOutcome(pr_number, result, detail="taken out of the merge queue")
+        if consent is None:
+            return GateOutcome(pr_number, result, detail=result.description)
+
+        def find() -> Json | None:
+            """The entry the lost queueing made; or, gone already, the merge the queue made of it."""
+            _, found = github.merge_queue_entry(pr_number)
+            if found is not None:
+                return found if entry_head(found) == sha else None
+            pr = github.get_pull(pr_number)
+            merged = pr.get("merged") and (pr.get("head") or {}).get("sha") == sha
+            return {"state": "MERGED", "position": 0, "headCommit": {"oid": sha}} if merged else None
+
+        try:
+            queued = once(
+                lambda: github.enqueue_pull(pr_number, node_id=node, consent=consent, expected_head=sha), find
+            )
+        except (RateLimitedError, GitHubUnavailableError):
+            raise
+        except GitHubError as exc:  # the head moved, a conflict, a rule: the next event re-evaluates
+            logger.warning("PR #%s not queued: %s", pr_number, exc)
+            return GateOutcome(pr_number, result, detail=f"not queued: {exc}")
+        return GateOutcome(
+            pr_number, result, queued=True, detail=f"queued to merge (position {queued.get('position')})"
+        )
+
+    def _after_queue_merge(
+        self, github: GateClient, repo: str, pr: Json, author_role: str | None
+    ) -> GateOutcome:
+        """GitHub's merge queue merged the PR: delete its branch if its flow says so (as after a merge)."""
+        number = int(pr["number"])
+        head = pr.get("head") or {}
+        base = str((pr.get("base") or {}).get("ref") or "")
+        config = self.config_for(repo)
+        count = pr.get("changed_files")
+        count = count if isinstance(count, int) and not isinstance(count, bool) else None
+        files = (
+            [str(f.get("filename")) for f in github.list_pull_files(number)]
+            if reads_changed_files(config.approval_flows, base, count)
+            else []
+        )
+        flow = held_for_people(
+            effective_flow(config.approval_flows, base, files, changed_count=count), author_role
+        )
+        same_repo = (head.get("repo") or {}).get("full_name") in (None, repo)
+        if flow.flow.merge_policy.delete_branch and same_repo and head.get("ref"):
+            github.delete_branch(str(head["ref"]))  # gone already is fine: once in effect
+            return GateOutcome(number, None, merged=True, detail="merged by the merge queue; branch deleted")
+        return GateOutcome(number, None, merged=True, detail="merged by the merge queue")
 
     def _merge(
         self, github: GateClient, pr_number: int, consent: MergeConsent, method: str, sha: str

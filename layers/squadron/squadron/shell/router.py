@@ -30,7 +30,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import assert_never
+from typing import Any, assert_never
 
 from squadron.adapters.github.errors import GitHubError
 from squadron.domain.agents import AgentStatus, ConflictError
@@ -496,7 +496,13 @@ class RouterService:
                     logger.info("no merge gate wired; PR #%s of %s not judged", pr, repo)
                 else:
                     outcome = self.merge_gate.evaluate(
-                        inst, repo, pr, role, issue_number=effect.issue_number, cause=effect.cause
+                        inst,
+                        repo,
+                        pr,
+                        role,
+                        issue_number=effect.issue_number,
+                        cause=effect.cause,
+                        **_queue_args(effect),
                     )
                     logger.info("merge gate on %s#%s: %s", repo, pr, getattr(outcome, "detail", outcome))
                     if outcome.result is not None:
@@ -623,3 +629,13 @@ class RouterService:
         )
         if launched.outcome == "held":
             self._held.append(agent_id)
+
+
+def _queue_args(effect: EvaluateMerge) -> dict[str, Any]:
+    """The merge queue's part of a judgement (only when there is one: a gate without it still works)."""
+    args: dict[str, Any] = {}
+    if effect.merge_group:
+        args["merge_group"] = effect.merge_group
+    if effect.queue_merged:
+        args["queue_merged"] = True
+    return args

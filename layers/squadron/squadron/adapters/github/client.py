@@ -18,7 +18,9 @@ from urllib.parse import quote
 
 from squadron.adapters.github.errors import (
     GitHubError,
+    GraphQLError,
     LookupIncompleteError,
+    MaybeAppliedError,
     NotFoundError,
     ValidationFailedError,
 )
@@ -43,6 +45,21 @@ def _timestamp(at: datetime) -> str:
     """GitHub's ISO 8601 timestamp (``YYYY-MM-DDTHH:MM:SSZ``), cut to the second (still at or before ``at``)."""
     return at.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+
+#: A merge queue entry's fields the App reads (GitHub's GraphQL ``MergeQueueEntry``).
+_ENTRY_FIELDS = "id state position enqueuedAt enqueuer { __typename login } headCommit { oid }"
+ENQUEUE_PULL_REQUEST = (
+    "mutation($input: EnqueuePullRequestInput!) { enqueuePullRequest(input: $input) "
+    f"{{ mergeQueueEntry {{ {_ENTRY_FIELDS} }} }} }}"
+)
+DEQUEUE_PULL_REQUEST = (
+    "mutation($input: DequeuePullRequestInput!) { dequeuePullRequest(input: $input) "
+    f"{{ mergeQueueEntry {{ {_ENTRY_FIELDS} }} }} }}"
+)
+MERGE_QUEUE_ENTRY = (
+    "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) "
+    f"{{ pullRequest(number: $number) {{ id headRefOid mergeQueueEntry {{ {_ENTRY_FIELDS} }} }} }} }}"
+)
 
 ReviewEvent = Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
 #: GitHub's repository roles that are no custom role (``role_name`` of the permission endpoint).
@@ -345,6 +362,85 @@ class GitHubClient:
             payload["sha"] = sha
         result: Json = self._send("PUT", f"/pulls/{number}/merge", json=payload)
         return result
+
+    # --- merge queues (GitHub's GraphQL: there is no REST endpoint for them) -------------------
+
+    def _graphql(self, query: str, variables: Json, *, read: bool) -> Json:
+        """``data`` of GitHub's answer; its ``errors`` (sent with HTTP 200) raise :class:`GraphQLError`.
+
+        ``read``: a query, which the transport may send again like a GET; a mutation GitHub may
+        have applied without answering raises MaybeAppliedError (the caller looks it up)."""
+        response = self.http.request(
+            "POST",
+            self.http.graphql_path,
+            token=self._token(),
+            throttle_key=f"installation-{self.installation_id}",
+            json={"query": query, "variables": variables},
+            idempotent=read,
+        )
+        body = response.json() if response.content else {}
+        errors = body.get("errors") if isinstance(body, dict) else None
+        if errors or not isinstance(body, dict) or not isinstance(body.get("data"), dict):
+            listed = errors if isinstance(errors, list) else []
+            said = "; ".join(str(e.get("message") or e) for e in listed if isinstance(e, dict))
+            raise GraphQLError(
+                200,
+                said or "no data in GitHub's GraphQL answer",
+                method="POST",
+                path="graphql",
+                errors=listed,
+            )
+        data: Json = body["data"]
+        return data
+
+    def branch_requires_merge_queue(self, branch: str) -> bool:
+        """Whether the rules that apply to ``branch`` (rulesets) require a merge queue."""
+        check(self.caller, Action.READ)
+        rules = self._list(f"/rules/branches/{quote(branch, safe='')}")
+        return any(rule.get("type") == "merge_queue" for rule in rules)
+
+    def merge_queue_entry(self, number: int) -> tuple[str, Json | None]:
+        """Pull request ``number``'s node id and its merge queue entry (None: not queued).
+
+        The entry: ``id``, ``state``, ``position``, ``enqueuedAt``, ``enqueuer`` (``__typename``
+        and ``login``: a GitHub App's bot is a ``Bot`` named by its slug) and ``headCommit.oid``."""
+        check(self.caller, Action.READ)
+        owner, _, name = self.repo.partition("/")
+        data = self._graphql(MERGE_QUEUE_ENTRY, {"owner": owner, "name": name, "number": number}, read=True)
+        pull = (data.get("repository") or {}).get("pullRequest")
+        if not isinstance(pull, dict):
+            raise NotFoundError(
+                404, f"no pull request #{number} in {self.repo}", method="POST", path="graphql"
+            )
+        entry = pull.get("mergeQueueEntry")
+        return str(pull.get("id") or ""), entry if isinstance(entry, dict) else None
+
+    def enqueue_pull(self, number: int, *, node_id: str, consent: MergeConsent, expected_head: str) -> Json:
+        """Put pull request ``number`` (GraphQL ``node_id``) in its base's merge queue, pinned to
+        ``expected_head`` (GitHub refuses it if the head moved): the merge queue entry.
+
+        A mutation: GitHub applying it and not answering raises MaybeAppliedError, and sent again
+        it is refused (already queued); the caller looks the entry up (:meth:`merge_queue_entry`)."""
+        check(self.caller, Action.ENQUEUE_MERGE, pr_number=number, consent=consent)
+        data = self._graphql(
+            ENQUEUE_PULL_REQUEST,
+            {"input": {"pullRequestId": node_id, "expectedHeadOid": expected_head}},
+            read=False,
+        )
+        entry = (data.get("enqueuePullRequest") or {}).get("mergeQueueEntry")
+        return entry if isinstance(entry, dict) else {}
+
+    def dequeue_pull(self, number: int, *, node_id: str) -> None:
+        """Take pull request ``number`` (GraphQL ``node_id``) out of the merge queue; not queued
+        (any more) is fine: sent twice, the second is refused as such."""
+        check(self.caller, Action.DEQUEUE_MERGE)
+        try:
+            self._graphql(DEQUEUE_PULL_REQUEST, {"input": {"id": node_id}}, read=False)
+        except (GraphQLError, MaybeAppliedError):
+            # Refused, or applied without an answer: out of the queue now is what was asked.
+            _, entry = self.merge_queue_entry(number)
+            if entry is not None:
+                raise
 
     def update_pull_branch(self, number: int, *, head: str, expected_head_sha: str | None = None) -> Json:
         """Merge the base into pull request ``number``, whose head branch is ``head``.

@@ -75,6 +75,11 @@ class MaybeAppliedError(GitHubUnavailableError):
     key and sends it again only when the lookup says it was not applied."""
 
 
+class GraphQLError(GitHubError):
+    """GitHub's GraphQL refused a query or mutation: HTTP 200 with ``errors`` (each with its
+    ``type``, e.g. UNPROCESSABLE, NOT_FOUND, FORBIDDEN, and ``message``), kept in ``errors``."""
+
+
 class LookupIncompleteError(GitHubError):
     """A lookup of what a keyed write created could not read everything it had to (a list
     longer than it may read): "not found" would be a guess, so it says so instead."""

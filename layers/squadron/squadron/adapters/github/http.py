@@ -415,6 +415,15 @@ class GitHubHttp:
                 return max(float(reset) - self.wall_clock(), 0.0) + 1.0
         return SECONDARY_BACKOFF_SECONDS * 2.0 ** (attempt - 1)
 
+    @property
+    def graphql_path(self) -> str:
+        """Where GitHub's GraphQL API is: ``/graphql`` beside the REST API (api.github.com and the
+        sandbox), ``/api/graphql`` on GitHub Enterprise Server (whose REST API is ``/api/v3``)."""
+        base = self._client.base_url
+        if base.path.rstrip("/").endswith("/api/v3"):
+            return str(base.copy_with(path=base.path.rstrip("/").removesuffix("/v3") + "/graphql"))
+        return "/graphql"
+
     def paginate(
         self,
         path: str,

@@ -1,8 +1,8 @@
 """The router's decision: ``route(event, snapshot, policy) -> effects`` — pure.
 
 Routing is an explicit table keyed by (event, action) (:data:`ROUTES`), composed of one
-table per topic: :mod:`.issues`, :mod:`.comments`, :mod:`.pull_requests`, :mod:`.ci` and
-:mod:`.commands` (the framework's own). Each handler reads the :class:`Snapshot` — the
+table per topic: :mod:`.issues`, :mod:`.comments`, :mod:`.pull_requests`, :mod:`.ci`,
+:mod:`.merge_queue` and :mod:`.commands` (the framework's own). Each handler reads the :class:`Snapshot` — the
 registry items the shell loaded for this event, as :func:`snapshot_request` asked — and
 returns typed effects, built with :mod:`.builders`. The policy the handlers follow is
 :class:`RoutingPolicy` (:mod:`.policy`, built in the shell from the repository's

@@ -174,6 +174,8 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
         issues.update(event.check.pull_request_numbers[:5])
     if event.status is not None:
         branches.update(event.status.branches[:10])
+    if event.merge_group is not None and event.merge_group.pr_number is not None:
+        issues.add(event.merge_group.pr_number)
     if isinstance(event.command, RegisterBlocker):
         issues.update({event.command.issue_number, event.command.blocker_number})
         graph_from.update({event.command.issue_number, event.command.blocker_number})

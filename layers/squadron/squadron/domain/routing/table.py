@@ -27,6 +27,7 @@ from squadron.domain.routing.ci import CI_ROUTES
 from squadron.domain.routing.commands import COMMAND_ROUTES, agent_envelope_problem
 from squadron.domain.routing.comments import COMMENT_ROUTES
 from squadron.domain.routing.issues import ISSUE_ROUTES, refused_ticks
+from squadron.domain.routing.merge_queue import MERGE_QUEUE_ROUTES
 from squadron.domain.routing.normalize import as_webhook
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
@@ -46,7 +47,7 @@ def _compose(*tables: Mapping[tuple[str, str | None], Handler]) -> Mapping[tuple
 
 #: Every (event, action) the router handles, composed from each topic's table.
 ROUTES: Mapping[tuple[str, str | None], Handler] = _compose(
-    ISSUE_ROUTES, COMMENT_ROUTES, PULL_REQUEST_ROUTES, CI_ROUTES, COMMAND_ROUTES
+    ISSUE_ROUTES, COMMENT_ROUTES, PULL_REQUEST_ROUTES, CI_ROUTES, COMMAND_ROUTES, MERGE_QUEUE_ROUTES
 )
 
 

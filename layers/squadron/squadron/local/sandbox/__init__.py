@@ -17,7 +17,7 @@ from ``POST /app/installations/{id}/access_tokens`` and act as ``<slug>[bot]``.
 The sandbox is split by topic: :mod:`.server` (the REST server, :class:`GitHubSandbox`),
 :mod:`.webhooks`, :mod:`.state` (saved and loaded across restarts) and one module of
 operations each for :mod:`.apps`, :mod:`.repositories`, :mod:`.issues`, :mod:`.pulls` and
-:mod:`.checks`, on the common ground of :mod:`.base`; :mod:`.pages` shows it all to a person
+:mod:`.checks`, and :mod:`.queues` (merge queues, with the GraphQL they need), on the common ground of :mod:`.base`; :mod:`.pages` shows it all to a person
 as HTML under ``/ui/``.
 """
 

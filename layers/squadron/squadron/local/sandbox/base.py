@@ -51,6 +51,10 @@ class Repo:
     check_runs: dict[str, list[Json]] = field(default_factory=dict)
     protections: dict[str, Json] = field(default_factory=dict)
     permissions: dict[str, str] = field(default_factory=dict)
+    #: Branches whose rules require a merge queue: branch -> the ``merge_queue`` rule's parameters.
+    merge_queues: dict[str, Json] = field(default_factory=dict)
+    #: The merge queues' entries, oldest first (:mod:`.queues`).
+    queue: list[Json] = field(default_factory=list)
 
     @property
     def full_name(self) -> str:
@@ -175,6 +179,18 @@ class _SandboxBase:
             "html_url": f"https://github.com/{repo.full_name}",
             "default_branch": repo.default_branch,
         }
+
+    # --- hooks the merge queue (:mod:`.queues`) fills in ------------------------------------
+
+    def _checks_changed(self, repo: Repo, sha: str) -> None:
+        """A status or check run on ``sha`` was reported (a merge group's head may be waiting)."""
+
+    def _head_moved(self, repo: Repo, pr: Json) -> None:
+        """A pull request's head branch got new commits (a queued one leaves the queue)."""
+
+    def _queue_required(self, repo: Repo, branch: str) -> bool:
+        """Whether ``branch``'s rules require a merge queue."""
+        return branch in repo.merge_queues
 
     def _repo(self, params: Mapping[str, str]) -> Repo:
         repo = self.repos.get(f"{params.get('owner')}/{params.get('repo')}")

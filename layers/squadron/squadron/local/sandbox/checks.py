@@ -35,6 +35,7 @@ class _CheckOps(_Webhooks):
             {**status, "sha": params["sha"], "branches": branches, "commit": {"sha": params["sha"]}},
             caller,
         )
+        self._checks_changed(repo, params["sha"])
         return 201, status
 
     def _op_repos__get_combined_status_for_ref(
@@ -71,7 +72,14 @@ class _CheckOps(_Webhooks):
             "started_at": _now(),
             "completed_at": _now() if body.get("conclusion") else None,
             "app": self._app(),
-            "check_suite": {"id": next(self._ids)},
+            "check_suite": {
+                "id": next(self._ids),
+                "head_sha": body["head_sha"],
+                # A merge group's checks run on its gh-readonly-queue/... branch.
+                "head_branch": next(
+                    (n for n, s in sorted(repo.store.branches().items()) if s == body["head_sha"]), None
+                ),
+            },
             "pull_requests": [
                 {"number": n} for n, p in repo.pulls.items() if p["head"]["sha"] == body["head_sha"]
             ],
@@ -80,6 +88,7 @@ class _CheckOps(_Webhooks):
         if run["conclusion"]:
             run["status"] = "completed"
             self.emit(repo, "check_run", "completed", {"check_run": run}, caller)
+            self._checks_changed(repo, body["head_sha"])
         return 201, run
 
     def _op_checks__update(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:
@@ -94,6 +103,7 @@ class _CheckOps(_Webhooks):
         if run.get("conclusion"):
             run.update({"status": "completed", "completed_at": _now()})
             self.emit(repo, "check_run", "completed", {"check_run": run}, caller)
+            self._checks_changed(repo, run["head_sha"])
         return 200, run
 
     def _op_checks__list_for_ref(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:

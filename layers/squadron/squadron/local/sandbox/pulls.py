@@ -13,6 +13,8 @@ from squadron.local.git_store import GitStoreError
 from squadron.local.sandbox.base import ApiError, Json, Repo, _now
 from squadron.local.sandbox.issues import _IssueOps
 
+#: GitHub's answer to a REST merge into a branch whose rules require a merge queue.
+MERGE_QUEUE_REQUIRED = "Changes must be made through the merge queue"
 _CLOSING = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)
 
 
@@ -35,6 +37,7 @@ class _PullOps(_IssueOps):
                             {"pull_request": pr, "before": old, "after": new},
                             self.bot_login,
                         )
+                        self._head_moved(repo, pr)
 
     def _refresh_pull(self, repo: Repo, pr: Json) -> None:
         head = repo.store.sha(f"refs/heads/{pr['head']['ref']}") or pr["head"]["sha"]
@@ -204,6 +207,8 @@ class _PullOps(_IssueOps):
         self._refresh_pull(repo, pr)
         if pr["state"] != "open":
             raise ApiError(405, "Pull Request is not mergeable")
+        if self._queue_required(repo, pr["base"]["ref"]):
+            raise ApiError(405, MERGE_QUEUE_REQUIRED)
         if body.get("sha") and body["sha"] != pr["head"]["sha"]:
             raise ApiError(409, "Head branch was modified. Review and try the merge again.")
         if pr["mergeable_state"] == "dirty":
@@ -215,6 +220,12 @@ class _PullOps(_IssueOps):
         sha = repo.store.merge(
             pr["base"]["ref"], pr["head"]["sha"], method=method, message=f"{pr['title']} (#{number})"
         )
+        self._merged(repo, pr, sha, caller)
+        return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}
+
+    def _merged(self, repo: Repo, pr: Json, sha: str, by: str) -> None:
+        """``pr`` merged as ``sha`` by ``by``: closed, its webhook sent, the issues it closes closed."""
+        number = int(pr["number"])
         now = _now()
         pr.update(
             {
@@ -224,19 +235,18 @@ class _PullOps(_IssueOps):
                 "closed_at": now,
                 "updated_at": now,
                 "merge_commit_sha": sha,
-                "merged_by": self.user(caller),
+                "merged_by": self.user(by),
             }
         )
         issue = repo.issues[number]
         issue.update({"state": "closed", "closed_at": now, "updated_at": now})
         issue["pull_request"]["merged_at"] = now
-        self.emit(repo, "pull_request", "closed", {"pull_request": pr, "number": number}, caller)
+        self.emit(repo, "pull_request", "closed", {"pull_request": pr, "number": number}, by)
         if pr["base"]["ref"] == repo.default_branch:  # closing keywords close issues on the default branch
             for ref in dict.fromkeys(int(n) for n in _CLOSING.findall(pr.get("body") or "")):
                 target = repo.issues.get(ref)
                 if target is not None and target["state"] == "open" and "pull_request" not in target:
-                    self._close_issue(repo, target, "completed", caller)
-        return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}
+                    self._close_issue(repo, target, "completed", by)
 
     def _protection_blocks(self, repo: Repo, pr: Json) -> str:
         """Why branch protection forbids the merge, or "" (required checks by context)."""

@@ -9,7 +9,8 @@ after its operation id (``_op_<group>__<name>``). Humans act with a token naming
 The lists GitHub pages (:data:`PAGED`) come ``per_page`` at a time (30 unless asked, at most
 100) with ``Link: rel="next"``. A test's :attr:`~.base._SandboxBase.api_fault` makes a request
 applied and then answered 502, dropped, or left hanging (or refused before anything happens).
-A GET under ``/ui/`` (no REST path) is a page a person browses (:mod:`.pages`).
+A GET under ``/ui/`` (no REST path) is a page a person browses (:mod:`.pages`); ``POST /graphql``
+is GitHub's GraphQL for merge queues (:mod:`.queues`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from squadron.local.sandbox.apps import _AppOps
 from squadron.local.sandbox.base import ApiError, Json
 from squadron.local.sandbox.checks import _CheckOps
 from squadron.local.sandbox.pages import POLICY, PREFIX, _Pages
-from squadron.local.sandbox.pulls import _PullOps
+from squadron.local.sandbox.queues import _MergeQueueOps
 from squadron.local.sandbox.repositories import _RepositoryOps
 from squadron.local.sandbox.state import _State
 
@@ -52,7 +53,7 @@ def _tags(if_none_match: str) -> list[str]:
     return [tag.strip() for tag in if_none_match.split(",") if tag.strip()]
 
 
-class GitHubSandbox(_State, _AppOps, _RepositoryOps, _PullOps, _CheckOps, _Pages):
+class GitHubSandbox(_State, _AppOps, _RepositoryOps, _MergeQueueOps, _CheckOps, _Pages):
     """One App, one installation, its repositories; a REST server and a webhook sender."""
 
     def start(self, port: int = 0) -> str:
@@ -148,6 +149,15 @@ class GitHubSandbox(_State, _AppOps, _RepositoryOps, _PullOps, _CheckOps, _Pages
         if parts.path == "/_sandbox/pushed":
             self._pushed(json.loads(body or b"{}"))
             return 204, None
+        if parts.path == "/graphql" and method == "POST":  # no REST operation: GitHub's GraphQL (.queues)
+            try:
+                caller = self._caller(headers, "graphql")
+            except ApiError as exc:
+                return exc.status, {
+                    "message": exc.message,
+                    "documentation_url": "https://docs.github.com/graphql",
+                }
+            return 200, self.graphql(body, caller)
         call = Call(method, parts.path, dict(parse_qsl(parts.query)), body)
         try:
             operation, params = validate_call(call)

@@ -23,6 +23,8 @@ class _State(_SandboxBase):
         "check_runs",
         "protections",
         "permissions",
+        "merge_queues",
+        "queue",
     )
 
     def save(self, path: Path) -> None:
@@ -61,7 +63,7 @@ class _State(_SandboxBase):
                     raise FileNotFoundError(f"{store.path}: the saved repository's git store is missing")
                 repo = Repo(saved["id"], owner, name, saved["default_branch"], store)
                 for field_name in self._SAVED:
-                    value = saved[field_name]
+                    value = saved.get(field_name, {} if field_name != "queue" else [])
                     if field_name in ("issues", "pulls", "comments", "reviews"):
                         value = {int(k): v for k, v in value.items()}  # JSON keys are strings
                     setattr(repo, field_name, value)

@@ -27,6 +27,8 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.server import main
 
+from squadron.adapters import moto_step_functions
+
 _ONE_AT_A_TIME = threading.RLock()
 
 
@@ -139,7 +141,9 @@ def undone_by_item(transact: Any) -> Any:
 
 def patch() -> None:
     """Serialize every DynamoDB and DynamoDB Streams request of this process, roll a failed
-    transaction back item by item, and keep streams across a roll-back (idempotent)."""
+    transaction back item by item, and keep streams across a roll-back; let Step Functions start
+    versions and child executions (:mod:`squadron.adapters.moto_step_functions`) (idempotent)."""
+    moto_step_functions.patch()
     for handler in SERIALIZED:
         if not getattr(handler.call_action, "_serialized", False):
             wrapped = serialized(handler.call_action)

@@ -1,0 +1,173 @@
+"""moto's Step Functions, taught two things AWS does: run a published version, start a child.
+
+moto 5.2.5 runs Amazon States Language (``execute_state_machine``) and publishes versions
+(``create_state_machine``/``update_state_machine`` with ``publish``), but ``StartExecution`` on a
+version ARN (``...:stateMachine:NAME:1``) fails inside moto (the version has no executions of its
+own: ``AttributeError``). A pipeline run starts on the version its configuration compiled to, so
+that a later version leaves it alone (docs/architecture.md, "Pipelines on Step Functions"): the
+stand-in has to keep that promise. This patch starts such an execution as AWS does — it runs the
+version's definition, is listed and described under the state machine (its ARN names the state
+machine, not the version), and a start with the same name is idempotent for the same input while
+it runs, else ``ExecutionAlreadyExists``.
+
+A sub-pipeline is a child execution (``arn:aws:states:::states:startExecution.sync:2``); moto's
+interpreter hands that task's parameters to boto3 as written (``StateMachineArn``: botocore wants
+``stateMachineArn`` and fails), and hands the answer back as boto3 gives it (``executionArn``, and
+dates as ``datetime`` that no execution output can carry). The patch names them as the API does
+both ways, dates as epoch seconds as AWS's JSON has them.
+
+A stage's failure is answered with SendTaskFailure: moto drops its ``cause`` on the way in, and
+looks for the token among finished executions too (a second answer to a finished task is taken);
+AWS keeps the cause and answers ``InvalidToken`` (or ``TaskTimedOut``). The patch does both.
+
+Applied by :func:`squadron.adapters.moto_server.patch` and by the tests that use ``mock_aws``.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import functools
+import json
+import uuid
+from typing import Any
+
+from moto.core.responses import EmptyResult
+from moto.stepfunctions.models import StateMachineVersion
+from moto.stepfunctions.parser.api import ExecutionStatus, InvalidExecutionInput, InvalidToken
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
+    StateTaskServiceSfn,
+)
+from moto.stepfunctions.parser.backend.execution import Execution
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+from moto.stepfunctions.responses import StepFunctionResponse
+
+
+def _on_versions(start: Any) -> Any:
+    @functools.wraps(start)
+    def start_execution(
+        self: StepFunctionsParserBackend,
+        state_machine_arn: str,
+        name: str | None = None,
+        execution_input: str | None = None,
+        trace_header: str | None = None,
+    ) -> Any:
+        version = self.describe_state_machine(state_machine_arn)
+        if not isinstance(version, StateMachineVersion):
+            return start(self, state_machine_arn, name, execution_input, trace_header)
+        source = self.describe_state_machine(version.source_arn)
+        name = name or str(uuid.uuid4())
+        text = "{}" if execution_input is None else execution_input
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            raise InvalidExecutionInput(str(exc)) from exc
+        existing = source._handle_name_input_idempotency(name, text)
+        if existing is not None:
+            return existing
+        snapshot = copy.deepcopy(version, {id(version.executions): []})
+        execution = Execution(
+            name=name,
+            sm_type=snapshot.sm_type,  # type: ignore[arg-type]
+            role_arn=snapshot.roleArn,
+            exec_arn=f"arn:{self.partition}:states:{self.region_name}:{self.account_id}:execution:{source.name}:{name}",
+            account_id=self.account_id,
+            region_name=self.region_name,
+            state_machine=snapshot,  # type: ignore[arg-type]
+            start_date=datetime.datetime.now(tz=datetime.UTC),
+            cloud_watch_logging_session=None,
+            input_data=text,
+            trace_header=trace_header,
+            activity_store={},
+        )
+        source.executions.append(execution)  # type: ignore[arg-type]
+        execution.start()
+        return execution
+
+    start_execution._on_versions = True  # type: ignore[attr-defined]
+    return start_execution
+
+
+#: StartExecution's parameters as a state writes them -> as botocore names them.
+_START_PARAMETERS = {"StateMachineArn": "stateMachineArn", "Name": "name", "Input": "input"}
+
+
+def _epoch(value: Any) -> Any:
+    return value.timestamp() if isinstance(value, datetime.datetime) else value
+
+
+def _botocore_names(normalise: Any) -> Any:
+    @functools.wraps(normalise)
+    def normalised(self: Any, parameters: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        normalise(self, parameters, *args, **kwargs)
+        for written, named in _START_PARAMETERS.items():
+            if written in parameters:
+                parameters[named] = parameters.pop(written)
+
+    normalised._botocore_names = True  # type: ignore[attr-defined]
+    return normalised
+
+
+def _api_names(evaluate: Any) -> Any:
+    @functools.wraps(evaluate)
+    def evaluated(self: Any, env: Any, *args: Any, **kwargs: Any) -> None:
+        evaluate(self, env, *args, **kwargs)
+        answer = env.stack[-1]
+        if isinstance(answer, dict):
+            for key in list(answer):
+                answer[key[:1].upper() + key[1:]] = _epoch(answer.pop(key))
+
+    evaluated._api_names = True  # type: ignore[attr-defined]
+    return evaluated
+
+
+def _json_dates(normalise: Any) -> Any:
+    @functools.wraps(normalise)
+    def normalised(self: Any, response: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(response, dict):
+            for key, value in list(response.items()):
+                response[key] = _epoch(value)
+        normalise(self, response, *args, **kwargs)
+
+    normalised._json_dates = True  # type: ignore[attr-defined]
+    return normalised
+
+
+def _failure_of_running(send: Any) -> Any:
+    @functools.wraps(send)
+    def send_task_failure(self: Any, task_token: str, error: Any = None, cause: Any = None) -> Any:
+        running = self._get_executions(ExecutionStatus.RUNNING)
+        if not any(e.exec_worker.env.callback_pool_manager._pool.get(task_token) for e in running):
+            raise InvalidToken()  # type: ignore[no-untyped-call]
+        return send(self, task_token, error=error, cause=cause)
+
+    send_task_failure._of_running = True  # type: ignore[attr-defined]
+    return send_task_failure
+
+
+def _with_cause(self: Any) -> Any:
+    """moto's SendTaskFailure handler, passing the ``cause`` on."""
+    self.stepfunction_backend.send_task_failure(
+        self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
+    )
+    return EmptyResult()
+
+
+def patch() -> None:
+    """Let ``StartExecution`` take a version ARN, and a state start a child execution (idempotent)."""
+    service = StateTaskServiceSfn
+    if not getattr(service._normalise_parameters, "_botocore_names", False):
+        service._normalise_parameters = _botocore_names(service._normalise_parameters)  # type: ignore[method-assign]
+    if not getattr(service._eval_service_task, "_api_names", False):
+        service._eval_service_task = _api_names(service._eval_service_task)  # type: ignore[method-assign]
+    if not getattr(service._normalise_response, "_json_dates", False):
+        service._normalise_response = _json_dates(service._normalise_response)  # type: ignore[method-assign]
+    if not getattr(StepFunctionsParserBackend.send_task_failure, "_of_running", False):
+        StepFunctionsParserBackend.send_task_failure = _failure_of_running(  # type: ignore[method-assign]
+            StepFunctionsParserBackend.send_task_failure
+        )
+    StepFunctionResponse.send_task_failure = _with_cause  # type: ignore[method-assign]
+    if not getattr(StepFunctionsParserBackend.start_execution, "_on_versions", False):
+        StepFunctionsParserBackend.start_execution = _on_versions(  # type: ignore[method-assign]
+            StepFunctionsParserBackend.start_execution
+        )

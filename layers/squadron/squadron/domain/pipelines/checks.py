@@ -264,6 +264,8 @@ def _transitions(stage: BaseModel) -> Iterator[tuple[str, str]]:
 def _unbounded_loops(at: KeyPath, pipeline: Pipeline) -> Iterator[Found]:
     """A cycle of transitions none of which is bounded (a gate's ``on_fail`` is, by max_iterations)."""
     index_of = {stage.id: index for index, stage in enumerate(pipeline.stages)}
+    if len(index_of) != len(pipeline.stages):
+        return  # duplicate ids: which stage a transition names is unknown (the duplicate is told)
     edges: dict[str, list[tuple[str | None, str]]] = {}
     for index, stage in enumerate(pipeline.stages):
         explicit: list[tuple[str | None, str]] = [

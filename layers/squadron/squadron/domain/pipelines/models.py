@@ -396,6 +396,10 @@ class GateStage(_Stage):
     on_pass: Transition | None = Field(default=None, description="Next stage when the gate passes.")
     on_fail: StageRef | OnFail | None = Field(default=None, description="Where a failed gate goes.")
 
+    def fail_transition(self) -> OnFail | None:
+        """``on_fail`` in its one bounded form: a bare stage goes back at most 3 times, then escalates."""
+        return OnFail(goto=self.on_fail) if isinstance(self.on_fail, str) else self.on_fail
+
     @model_validator(mode="after")
     def _one_kind_of_conditions(self) -> GateStage:
         if (self.conditions is None) == (self.any_of is None):

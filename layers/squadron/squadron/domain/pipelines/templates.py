@@ -177,7 +177,7 @@ def _walk(node: nodes.Node) -> Iterator[tuple[nodes.Node, int]]:
     while stack:
         current, depth = stack.pop()
         yield current, depth
-        stack.extend((child, depth + 1) for child in current.iter_child_nodes())
+        stack.extend(reversed([(child, depth + 1) for child in current.iter_child_nodes()]))  # in order
 
 
 def _bracket_depth(text: str) -> int:

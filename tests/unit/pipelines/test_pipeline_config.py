@@ -677,3 +677,14 @@ def test_a_bare_on_fail_is_bounded_like_the_reference_object_form() -> None:
 
     assert isinstance(gate, GateStage)
     assert gate.fail_transition() == OnFail(goto="a", max_iterations=3, then="escalate")
+
+
+def test_a_list_past_its_bound_is_refused_by_its_count_alone() -> None:
+    """A thousand broken stages are one problem, found before any of them is validated."""
+    broken = "".join(
+        f"      - {{id: s{i}, type: agent, agent: nobody, action: '{{{{ x }}}}'}}\n" for i in range(1000)
+    )
+
+    assert problems_of(HEAD + broken) == [
+        f"config.yaml:8:5: pipelines.p.stages: 1000 stages, over the limit of {MAX_STAGES} (MAX_STAGES)"
+    ]

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -116,15 +115,16 @@ RunTime = Annotated[
 Then = Literal["escalate", "fail", "cancel"]
 
 
-def _count_items(limit: int, name: str, what: str) -> AfterValidator:
-    """Past ``limit`` items, an error naming the bound (``60 stages, over the limit of 50 (MAX_STAGES)``)."""
+def _count_items(limit: int, name: str, what: str) -> BeforeValidator:
+    """Past ``limit`` items, an error naming the bound (``60 stages, over the limit of 50 (MAX_STAGES)``),
+    before any item is validated (a list of thousands costs nothing more than the count)."""
 
     def check(value: Any) -> Any:
-        if len(value) > limit:
+        if isinstance(value, list | dict) and len(value) > limit:
             raise ValueError(f"{len(value)} {what}, over the limit of {limit} ({name})")
         return value
 
-    return AfterValidator(check)
+    return BeforeValidator(check)
 
 
 # --- notifications, conditions ------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Pipelines (AD-019): the ``pipelines:`` of ``.squadron/config.yaml``, as a pure, typed model.
+"""Pipelines (the reference's unified pipelines): the ``pipelines:`` of ``.squadron/config.yaml``, as a pure, typed model.
 
 * :mod:`.models` — the definitions (the reference's format, extra keys refused)
 * :mod:`.checks` — what crosses models: stage references, roles, sub-pipelines, loops, sizes

@@ -1,4 +1,4 @@
-"""The ``pipelines:`` of ``.squadron/config.yaml``: typed, validated, pure (AD-019's format).
+"""The ``pipelines:`` of ``.squadron/config.yaml``: typed, validated, pure (the reference's format).
 
 The format is the reference's (nbaertsch/squadron, docs/reference/pipeline-configuration.md):
 the same keys, stage types, transitions, gate checks and reactive actions, so a team's pipeline

@@ -402,7 +402,7 @@ class RepoConfig(_Model):
     pipelines: Pipelines = Field(
         default_factory=dict,
         description=(
-            "Pipelines (AD-019) in the reference's format: stages, gates, transitions, reactive "
+            "Pipelines in the reference's format: stages, gates, transitions, reactive "
             "events (see docs/pipelines.md). Validated now; their execution on Step Functions is being built."
         ),
     )

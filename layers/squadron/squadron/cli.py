@@ -127,6 +127,17 @@ def _summary(path: str, config: SquadronConfig) -> str:
         f"  approval flows: default + {len(rules)} branch rule{'s' if len(rules) != 1 else ''}"
         + (f" ({', '.join(rule.pattern for rule in rules)})" if rules else ""),
     ]
+    pipelines = config.config.pipelines
+    if pipelines:
+        lines.append(
+            f"  pipelines: {len(pipelines)} ("
+            + ", ".join(
+                f"{name}: {len(p.stages)} stage{'s' if len(p.stages) != 1 else ''}, "
+                + (f"on {p.trigger.event}" if p.trigger is not None else "sub-pipeline")
+                for name, p in pipelines.items()
+            )
+            + "); validated only: their execution is being built (docs/pipelines.md)"
+        )
     if config.defaults:
         lines.append(f"  documented defaults used for: {', '.join(config.defaults)}")
     return "\n".join(lines) + "\n"

@@ -51,6 +51,8 @@ class LineMap:
 
     lines: dict[KeyPath, int] = field(default_factory=dict)
     offset: int = 0
+    #: Column (1-based) of each key path: where its key (or list item) starts.
+    columns: dict[KeyPath, int] = field(default_factory=dict)
 
     def line_of(self, path: Sequence[str | int]) -> int | None:
         """The line of ``path``, or of its nearest ancestor that the file spells out."""
@@ -62,6 +64,15 @@ class LineMap:
             parts = parts[:-1]
         line = self.lines.get(())
         return None if line is None else line + self.offset
+
+    def column_of(self, path: Sequence[str | int]) -> int | None:
+        """The column of ``path``, or of the ancestor :meth:`line_of` falls back to."""
+        parts = tuple(path)
+        while parts:
+            if parts in self.lines:
+                return self.columns.get(parts)
+            parts = parts[:-1]
+        return self.columns.get(())
 
 
 @dataclass(frozen=True)
@@ -255,6 +266,7 @@ class _Builder:
                 path,
             )
         self.lines.lines.setdefault(path, node.start_mark.line + 1)
+        self.lines.columns.setdefault(path, node.start_mark.column + 1)
         if isinstance(node, MappingNode):
             if node.tag != _MAP_TAG:
                 self._refused(node, path)
@@ -323,6 +335,7 @@ class _Builder:
                 )
                 continue
             self.lines.lines[child] = line
+            self.lines.columns[child] = key_node.start_mark.column + 1
             result[key] = self.build(value_node, child, depth + 1)
         return result
 

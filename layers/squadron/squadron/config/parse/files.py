@@ -18,6 +18,12 @@ from squadron.config.parse.defaults import (
     _prune_default_role_refs,
 )
 from squadron.config.parse.documents import _Context, _is_agent_file
+from squadron.config.parse.pipelines import (
+    check_pipeline_references,
+    prepare_pipelines,
+    salvage_pipelines,
+    with_columns,
+)
 from squadron.config.parse.references import _Directory, check_config_references, check_flow_references
 from squadron.config.parse.result import SquadronConfig
 from squadron.config.parse.salvage import salvage
@@ -40,6 +46,7 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
     config_doc = ctx.load_mapping(CONFIG_FILE, files.get(CONFIG_FILE))
     merged_config = _deep_merge(_defaults_of(RepoConfig), config_doc.data)
     _prune_default_role_refs(merged_config, config_doc.lines)
+    prepare_pipelines(ctx, merged_config, config_doc.lines)
     repo_config = ctx.validate(RepoConfig, merged_config, CONFIG_FILE, config_doc.lines)
 
     agents = dict(_builtin_agents())
@@ -59,7 +66,9 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
     # A file with schema problems still has its references checked, on what of it is valid
     # (one pass tells every problem); those at a part the schema refused were told already.
     config_checked, config_removed = (
-        (repo_config, []) if repo_config is not None else salvage(RepoConfig, merged_config)
+        (repo_config, [])
+        if repo_config is not None
+        else salvage(RepoConfig, {k: v for k, v in merged_config.items() if k != "pipelines"})
     )
     if config_checked is not None:
         _told_once(
@@ -67,6 +76,16 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
             config_removed,
             lambda: check_config_references(ctx, config_checked, agents, config_doc.lines, directory),
         )
+    pipelines, pipelines_removed = (
+        (repo_config.pipelines, [])
+        if repo_config is not None
+        else salvage_pipelines(merged_config.get("pipelines"))
+    )
+    _told_once(
+        ctx,
+        pipelines_removed,
+        lambda: check_pipeline_references(ctx, pipelines, config_doc.lines, directory),
+    )
     flows_checked, flows_removed = (
         (flows, []) if flows is not None else salvage(ApprovalFlowsFile, merged_flows)
     )
@@ -87,7 +106,7 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
             "every agent starts with (MAX_CONTEXT_CHARS): keep what every agent needs",
         )
     if ctx.problems or repo_config is None or flows is None:
-        raise ConfigError(ctx.problems)
+        raise ConfigError(with_columns(ctx.problems, ctx.file(CONFIG_FILE), config_doc.lines))
     return SquadronConfig(
         context=context,
         config=repo_config,

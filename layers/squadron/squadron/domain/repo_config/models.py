@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable
+from squadron.domain.pipelines.models import Pipelines
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 from squadron.domain.repo_config.globs import fnmatch_matches
 from squadron.domain.repo_config.limits import MAX_BRANCH_RULES, MAX_GLOB_LENGTH, MAX_PATH_GLOBS
@@ -397,6 +398,13 @@ class RepoConfig(_Model):
     pricing: PriceTable = Field(
         default_factory=lambda: DEFAULT_PRICES,
         description="USD per million input and output tokens per model (exact name or `prefix*`), and per task hour.",
+    )
+    pipelines: Pipelines = Field(
+        default_factory=dict,
+        description=(
+            "Pipelines in the reference's format: stages, gates, transitions, reactive "
+            "events (see docs/pipelines.md). Validated now; their execution on Step Functions is being built."
+        ),
     )
 
     def label_roles(self) -> dict[str, str]:

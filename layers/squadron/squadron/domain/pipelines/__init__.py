@@ -1,0 +1,10 @@
+"""Pipelines (the reference's unified pipelines): the ``pipelines:`` of ``.squadron/config.yaml``, as a pure, typed model.
+
+* :mod:`.models` — the definitions (the reference's format, extra keys refused)
+* :mod:`.checks` — what crosses models: stage references, roles, sub-pipelines, loops, sizes
+* :mod:`.templates` — ``{{ expression }}`` values, checked and rendered in a sandbox
+* :mod:`.limits` — every bound, by name (docs/pipelines.md lists them)
+
+Execution (compiling a pipeline to a Step Functions state machine) is built elsewhere and reads
+these models; nothing here runs anything.
+"""

@@ -80,12 +80,19 @@ def _long_paths(count: int) -> list[str]:
     return [("a/" * 512)[: MAX_CHANGED_PATH_LENGTH - 4] + f"{i:04}" for i in range(count)]
 
 
-def test_the_most_matching_the_gate_does_takes_under_a_second() -> None:
+#: CPU seconds the bounded matching stays under. The work just within MAX_MATCH_WORK takes about
+#: 0.45 s on a quiet machine; the bound is ten times that, as CPU time inflates when both cores are
+#: shared, and still a fifth of what matching the largest pull request would cost without the
+#: budget (51 times the work, about 23 s).
+CPU_BOUND = 5.0
+
+
+def test_the_most_matching_the_gate_does_stays_within_a_cpu_bound() -> None:
     files = _long_paths(MAX_MATCH_WORK // (MAX_PATH_GLOBS * MAX_CHANGED_PATH_LENGTH))  # just within
     outcome = run_bounded(_match, files, memory_mib=256)
     assert outcome.how == "returned", outcome.value
     assert outcome.value == ([], ["agent:pr-review"])  # matched: nothing protected was touched
-    assert outcome.cpu_seconds < 1.0, outcome
+    assert outcome.cpu_seconds < CPU_BOUND, outcome
 
 
 def test_past_the_matching_budget_the_pull_request_touches_everything_at_once() -> None:
@@ -94,7 +101,7 @@ def test_past_the_matching_budget_the_pull_request_touches_everything_at_once() 
     (added,), roles = outcome.value
     assert roles == ["agent:pr-review"]  # the flow adds only a human: require_human
     assert added.startswith("102400000 path characters x globs to match, over 2000000 (MAX_MATCH_WORK)")
-    assert outcome.cpu_seconds < 1.0, outcome
+    assert outcome.cpu_seconds < CPU_BOUND, outcome
 
 
 CONFIG = parse_files(

@@ -282,7 +282,8 @@ def test_the_token_reaches_only_the_framework_clones_network_commands(
     header = "AUTHORIZATION: basic " + base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
     push_header = "AUTHORIZATION: basic " + base64.b64encode(f"x-access-token:{PUSH_TOKEN}".encode()).decode()
     with_token = [c for c in calls if header in c["env"].values()]
-    assert {c["args"][3] for c in with_token} == {"fetch"}  # git --git-dir <clone> fetch: the read token
+    # git --git-dir <clone> ls-remote, fetch: the read token
+    assert {c["args"][3] for c in with_token} == {"ls-remote", "fetch"}
     pushing = [c for c in calls if push_header in c["env"].values()]
     assert [c["args"][3] for c in pushing] == ["push"]  # the push token, for the push alone
     with_token += pushing

@@ -454,3 +454,54 @@ def test_no_driver_or_program_the_agents_git_config_names_runs_in_any_framework_
     assert "pushed" in said[0] and "fast-forwarded" in said[1] and "pushed" in said[2], said
     assert "rejected" in said[3], said
     assert remote.show(BRANCH, "feature.py") == "ok = 1"  # what the agent wrote, no filter applied
+
+
+# --- a branch that leans on objects the agent was never given ------------------------------------
+
+#: Where the framework's clone of the attacker's repository stands when the attack begins.
+CLONES: dict[str, Callable[[World], None]] = {
+    "a clone that holds the agent's branches only": lambda w: None,
+    "a clone an older release filled with every branch": lambda w: w.a.clone.fetch(
+        "+refs/heads/*:refs/heads/*"
+    ),
+}
+
+
+@pytest.mark.parametrize("clone", list(CLONES.values()), ids=list(CLONES))
+def test_a_commit_grafted_on_another_branch_gets_the_agent_nothing_of_that_branch(
+    world: World, clone: Callable[[World], None]
+) -> None:
+    """Another agent's branch of the same repository (B_SECRET in it) is on the remote; the attacker
+    learned its head commit's id. It writes a commit whose parent is that commit, marks its own
+    commit shallow so its git bundles it without the parent it lacks, and lets the host save its
+    work, then prepare its next task. Had the framework's clone held that branch, the bundle would
+    pass the clone's connectivity check, the push would put the other branch's history under the
+    attacker's, and the next checkout would hand it over (a delta against an object of that branch
+    would do as much)."""
+    remote = BareRemote(world.tmp / "github-a" / "remote.git", world.tmp / "github-a" / "human")
+    other = remote.commit("feat/issue-1", {"secret.txt": B_SECRET + "\n"}, "another agent's work")
+    clone(world)
+    world.a.prepare(BRANCH, "main")  # its first task
+    crafted = (
+        'T=$(git write-tree) && printf "tree %s\\nparent %s\\nauthor a <a@b> 0 +0000\\n'
+        'committer a <a@b> 0 +0000\\n\\ngrafted\\n" "$T" "$1" '
+        "| git hash-object -t commit -w --stdin --literally > .git/shallow "
+        '&& git update-ref "refs/heads/$2" "$(cat .git/shallow)"'
+    )
+    subprocess.run(
+        [*_as_a(), "sh", "-c", f'cd "$3" && {crafted}', "sh", other, BRANCH, str(world.a.path)], check=True
+    )
+    said = world.a.save(A_DEV, BRANCH, "WIP")  # the end of its task
+    # Between its tasks: nothing shallow any more, no branch and no commit of its own, so the next
+    # checkout brings the whole of what its branch on the remote holds.
+    forget = (
+        'C=$(cat .git/shallow) && git checkout -q --detach origin/main && git update-ref -d "refs/heads/$2" '
+        '&& rm -f .git/shallow ".git/objects/${C%${C#??}}/${C#??}" && git update-ref -d "refs/remotes/origin/$2"'
+    )
+    subprocess.run(
+        [*_as_a(), "sh", "-c", f'cd "$1" && {forget}', "sh", str(world.a.path), BRANCH], check=True
+    )
+    world.a.prepare(BRANCH, "main")  # its next task
+    assert world.obtained(world.a_dirs.agent) == set(), said
+    pushed = remote.sha(BRANCH)
+    assert pushed is None or "another agent's work" not in remote.log(BRANCH), said

@@ -240,12 +240,15 @@ class FrameworkClone:
             config["http.extraHeader"] = f"AUTHORIZATION: basic {basic}"
         return _base_env(str(self.path), config)
 
-    def git(self, *args: str, authenticated: bool = False, check_ok: bool = True) -> str:
+    def git(
+        self, *args: str, authenticated: bool = False, check_ok: bool = True, stdin: str | None = None
+    ) -> str:
         try:
             done = self._run(
                 ["git", "--git-dir", str(self.path), *args],
                 cwd=self.path,
                 env=self._env(authenticated=authenticated),
+                input=stdin,
                 umask=0o077,
                 capture_output=True,
                 text=True,
@@ -275,8 +278,40 @@ class FrameworkClone:
         self.ensure()
         self.git("fetch", "--quiet", "--prune", "--no-tags", self.remote.url, *refspecs, authenticated=True)
 
-    def fetch_branches(self) -> None:
-        self.fetch("+refs/heads/*:refs/heads/*")
+    def fetch_branches(self, *names: str) -> None:
+        """Fetch the branches ``names`` (an agent's own and its base) that are on the remote, and
+        keep no other branch here: the clone holds only what its agent may be given.
+
+        A bundle from the agent is checked for connectivity against this clone, so a commit whose
+        parent (or a delta whose base) is an object the agent was never given passes when the
+        clone has that object, and the next bundle to the agent hands over its whole history:
+        another branch's files, for an agent that learned one of its commit ids. A branch the
+        clone held before (an older release fetched them all) is dropped with its objects.
+        """
+        self.ensure()
+        wanted = {f"refs/heads/{check_branch(name)}" for name in names}
+        listed = self.git("ls-remote", self.remote.url, *sorted(wanted), authenticated=True)
+        found = sorted({line.split("\t", 1)[1] for line in listed.splitlines() if "\t" in line} & wanted)
+        if found:
+            self.git(
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                self.remote.url,
+                *(f"+{ref}:{ref}" for ref in found),
+                authenticated=True,
+            )
+        self._forget_other_branches(set(found))
+
+    def _forget_other_branches(self, keep: set[str]) -> None:
+        """Delete every branch (and pushed branch) but ``keep``; their objects go with them."""
+        kept = {f"refs/squadron/push/{ref.removeprefix('refs/heads/')}" for ref in keep} | keep
+        refs = self.git("for-each-ref", "--format=%(refname)", "refs/heads/", "refs/squadron/push/")
+        others = [ref for ref in refs.splitlines() if ref and ref not in kept]
+        if not others:
+            return
+        self.git("update-ref", "--stdin", stdin="".join(f"delete {ref}\n" for ref in others))
+        self.git("-c", "gc.reflogExpire=now", "gc", "--quiet", "--prune=now")
 
     def sha(self, ref: str) -> str | None:
         out = self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check_ok=False)
@@ -476,7 +511,7 @@ class WorkingCopy:
         """
         check_branch(branch)
         self._base = check_branch(base)
-        self.clone.fetch_branches()
+        self.clone.fetch_branches(branch, base)
         remote_branch = self.clone.sha(f"refs/heads/{branch}") is not None
         if not remote_branch and self.clone.sha(f"refs/heads/{base}") is None:
             raise GitError(f"neither {branch} nor the base branch {base} exists on the remote")
@@ -645,7 +680,7 @@ class WorkingCopy:
             )
         words = _words(done)
         if "rejected" in words or "non-fast-forward" in words or "fetch first" in words:
-            self.clone.fetch_branches()
+            self.clone.fetch_branches(branch, self._base)
             if self.clone.sha(f"refs/heads/{branch}"):
                 self._receive(
                     [f"refs/heads/{branch}"], [f"+refs/heads/{branch}:refs/remotes/origin/{branch}"]

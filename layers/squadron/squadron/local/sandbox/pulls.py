@@ -1,7 +1,7 @@
 """Pull requests: open, read, files, reviews, merge (branch protection and closing keywords), update branch.
 
-A push to a pull request's head branch (the git store's post-receive hook) refreshes it and
-sends ``synchronize``; a merge into the default branch closes the issues its body closes.
+A push to a pull request's head branch (the git store's post-receive hook) refreshes it (and its
+``refs/pull/<n>/head``) and sends ``synchronize``; a merge into the default branch closes the issues its body closes.
 """
 
 from __future__ import annotations
@@ -43,6 +43,9 @@ class _PullOps(_IssueOps):
         head = repo.store.sha(f"refs/heads/{pr['head']['ref']}") or pr["head"]["sha"]
         base = repo.store.sha(f"refs/heads/{pr['base']['ref']}") or pr["base"]["sha"]
         pr["head"]["sha"], pr["base"]["sha"] = head, base
+        # GitHub keeps every pull request's head under refs/pull/<n>/head (a fork's too): what a
+        # review agent's checkout fetches.
+        repo.store.git("update-ref", f"refs/pull/{pr['number']}/head", head)
         if pr["state"] == "open":
             pr["mergeable"] = not repo.store.conflicts(base, head)
             pr["mergeable_state"] = "clean" if pr["mergeable"] else "dirty"

@@ -52,7 +52,9 @@ from squadron.domain.effects import (
     Write,
 )
 from squadron.domain.history import PeriodError
+from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.routing import IssueView
+from squadron.domain.usage import ModelTokens
 from squadron.domain.writes import WriteClaim
 from tests.support.fake_registry import FakeRegistry
 
@@ -86,6 +88,7 @@ class ContractRegistry(Protocol):
         self, agent_id: str, token: str, secret_hash: str, expires_at: datetime, at: datetime
     ) -> bool: ...
     def claim_uid(self, agent_id: str, at: datetime) -> int: ...
+    def record_live_spend(self, repo_id: int, issue: int, spend: LiveSpend) -> None: ...
     def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None: ...
     def record_write(self, agent_id: str, key: str, result: Any) -> None: ...
     def hold_launch(self, agent_id: str, token: str, error: str, at: datetime) -> bool: ...
@@ -157,6 +160,27 @@ def test_an_agent_round_trips_exactly(registry: ContractRegistry) -> None:
     assert created(registry, record) == record
     assert registry.issue_view(REPO, 38).agents == (record,)
     assert registry.get_agent("1-39-feat-dev") is None
+
+
+def test_a_running_tasks_spend_is_kept_in_its_costed_issue_and_replaced_by_its_next_report(
+    registry: ContractRegistry,
+) -> None:
+    dev = created(registry, agent())
+    reviewer = created(registry, agent(101, "pr-review", serves_issue=38))
+    first = LiveSpend(
+        dev.agent_id, "launch-1", (ModelTokens(model="m", input_tokens=5, output_tokens=1),), 3, T0
+    )
+    later = LiveSpend(
+        dev.agent_id, "launch-1", (ModelTokens(model="m", input_tokens=9, output_tokens=2),), 7, T0
+    )
+    theirs = LiveSpend(reviewer.agent_id, "launch-r", (ModelTokens(model="n", output_tokens=4),), 0, T0)
+    registry.record_live_spend(REPO, 38, first)
+    registry.record_live_spend(REPO, 38, theirs)  # a reviewer's, in the issue its PR serves
+    registry.record_live_spend(REPO, 38, later)
+    view = registry.issue_view(REPO, 38)
+    assert view.live == {dev.agent_id: later, reviewer.agent_id: theirs}
+    assert view.agents == (dev,)  # not an agent of the issue
+    assert registry.issue_view(REPO, 101).live == {}
 
 
 def test_pm_lives_at_the_repository(registry: ContractRegistry) -> None:

@@ -84,8 +84,10 @@ from squadron.domain.effects import (
     commit_agents,
 )
 from squadron.domain.history import DEFAULT_HISTORY_DAYS, MAX_HISTORY_EVENTS, check_period, utc_instant
+from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
+from squadron.domain.usage import ModelTokens
 from squadron.domain.writes import MAX_WRITE_RESULT_BYTES, WRITE_RETENTION, WriteClaim
 
 if TYPE_CHECKING:
@@ -154,6 +156,21 @@ class RegistryUnavailableError(AdapterError):
 
 
 # --- keys and (de)serialization ------------------------------------------------------------------
+
+
+#: The sort key of a running task's spend in its costed issue's partition, and how long it is kept.
+LIVE_PREFIX = "LIVE#"
+LIVE_RETENTION = timedelta(days=7)
+
+
+def _live_from(item: Mapping[str, Any]) -> LiveSpend:
+    return LiveSpend(
+        agent_id=str(item["SK"]).removeprefix(LIVE_PREFIX),
+        launch_token=str(item.get("launch_token") or ""),
+        tokens=tuple(ModelTokens.model_validate(t) for t in json.loads(str(item.get("tokens") or "[]"))),
+        active_seconds=int(item.get("active_seconds") or 0),
+        at=datetime.fromisoformat(str(item["at"])) if item.get("at") else None,
+    )
 
 
 def issue_pk(repo_id: int, number: int) -> str:
@@ -370,6 +387,7 @@ class DynamoRegistry(DynamoTable, DecisionOutbox, StagedDecisions):
         blocks: set[int] = set()
         linked: int | None = None
         prs: set[int] = set()
+        live: dict[str, LiveSpend] = {}
         pk = issue_pk(repo_id, number)
         for item in self._unheld(self._partition(pk), lambda: self._partition(pk)):
             sk: str = item["SK"]
@@ -386,6 +404,9 @@ class DynamoRegistry(DynamoTable, DecisionOutbox, StagedDecisions):
                 linked = int(item["issue_number"])
             elif sk.startswith("PR#"):
                 prs.add(int(sk.removeprefix("PR#")))
+            elif sk.startswith(LIVE_PREFIX):
+                spend = _live_from(item)
+                live[spend.agent_id] = spend
         return IssueView(
             number=number,
             state=IssueState(state["state"]) if state.get("state") else None,
@@ -398,7 +419,29 @@ class DynamoRegistry(DynamoTable, DecisionOutbox, StagedDecisions):
             blocks=frozenset(blocks),
             linked_issue=linked,
             pull_requests=frozenset(prs),
+            live=live,
         )
+
+    def record_live_spend(self, repo_id: int, issue: int, spend: LiveSpend) -> None:
+        """Keep what a running task has spent so far in its costed issue's partition (``LIVE#<agent>``).
+
+        The agent gateway writes it for the task's host before each model call it admits; one
+        item per agent, replaced each time (the host sends them one at a time), gone a week
+        after its last report. It counts only while it is the agent's running launch's
+        (:func:`squadron.domain.issue_budget.live_counts`).
+        """
+        at = spend.at or datetime.now(UTC)
+        item = {
+            "PK": issue_pk(repo_id, issue),
+            "SK": f"{LIVE_PREFIX}{spend.agent_id}",
+            "entity": "live_spend",
+            "launch_token": spend.launch_token,
+            "tokens": json.dumps([t.model_dump(mode="json") for t in spend.tokens], separators=(",", ":")),
+            "active_seconds": spend.active_seconds,
+            "at": _iso(at),
+            TTL_ATTRIBUTE: int((at + LIVE_RETENTION).timestamp()),
+        }
+        self._call("put_item", TableName=self.table_name, Item=_dump(item))
 
     def branch_links(self, repo_id: int, branches: Iterable[str]) -> dict[str, int]:
         links: dict[str, int] = {}

@@ -16,6 +16,7 @@ from squadron.domain.agents import AgentRecord, InboxItem
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import Actor, EventEnvelope, SquadronCommand, command_envelope
 from squadron.domain.gateway_wire import Refusal, Request
+from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.permissions import agent_caller
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
@@ -54,6 +55,7 @@ class GatewayRegistry(Protocol):
     def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None: ...
     def record_write(self, agent_id: str, key: str, result: Any) -> None: ...
     def issue_view(self, repo_id: int, number: int) -> IssueView: ...
+    def record_live_spend(self, repo_id: int, issue: int, spend: LiveSpend) -> None: ...
 
 
 # --- the service --------------------------------------------------------------------------------

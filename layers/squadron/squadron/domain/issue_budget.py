@@ -14,7 +14,7 @@ Each agent counts
   still set): once the router records the task's end its usage is in the counters, and a report
   of a replaced or crashed launch is ignored.
 
-Guarantee and its bound (docs/security.md, "Model keys"): every host reports its task's spend
+Guarantee and its bound (docs/security.md, "What remains"): every host reports its task's spend
 and reads the others' before each model call it admits, so a call is admitted against every
 other agent's spend up to that agent's own last admission. What a call costs is known only once
 it is answered, so the issue's agents together overspend the budget by at most the calls in

@@ -60,6 +60,7 @@ from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.retention import PURGE_PAGE
 from squadron.domain.retrospective import RetroRecord
 from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
+from squadron.domain.usage import ModelTokens
 from squadron.domain.writes import write_key
 from squadron.errors import ConfigurationError
 from squadron.shell.gateway import AgentGateway
@@ -495,6 +496,30 @@ def test_a_task_gets_the_key_its_own_role_names_and_no_other(world: World) -> No
     assert dev.model_key() == ("byok", "sk-byok")
     assert review.model_key() == ("copilot", "gho_copilot")  # pr-review's model is Copilot's
     assert world.secrets.asked == ["squadron/byok/llm", "copilot-token"]
+
+
+def test_an_issues_tasks_see_each_others_running_spend_and_report_only_their_own(world: World) -> None:
+    """The attacker: a hijacked task hoping to hide its spend from its issue's other agents (or to
+    charge it to another issue) has only its own launch's report to make."""
+    dev, review, other = world.door(A38), world.door(R101), world.door(A39)
+    for door in (dev, review, other):
+        door.begin()
+    million_out = (ModelTokens(model="claude-sonnet-4.5", output_tokens=1_000_000),)  # $15
+    assert dev.issue_spend(million_out, 0).others_usd == 0  # nobody else has spent yet
+    seen = review.issue_spend((), 0)
+    assert (seen.issue, seen.others_usd) == (38, 15.0)  # the reviewer's PR serves #38
+    assert other.issue_spend((), 0).others_usd == 0  # another issue's agents count nothing of it
+    assert dev.issue_spend((), 0).others_usd == 0  # its own spend is not "the others'"
+    # The dev's report of nothing replaced its $15: what it reports is what counts, its own only.
+    assert review.issue_spend((), 0).others_usd == 0
+    dev.issue_spend(million_out, 0)
+    token = world.agent(A38).launch_token
+    old = world.launcher.secrets[token]
+    world.router.process(recover(world.events, world.agent(A38), "relaunch"))
+    assert review.issue_spend((), 0).others_usd == 0  # a replaced launch's report counts nothing
+    stale = Door(in_process(world.gateway), agent_id=A38, launch_token=token, secret=old)
+    with pytest.raises(LaunchRefusedError, match="replaced"):
+        stale.issue_spend(million_out, 0)
 
 
 # --- everyone else is refused ---------------------------------------------------------------------

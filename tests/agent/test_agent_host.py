@@ -858,20 +858,91 @@ def test_the_model_gateway_holds_the_key_counts_the_tokens_and_refuses_past_the_
             )
             host = stack.host(model, model_gateway=gateway)
             assert key not in repr(host.provider) + repr(host.runtime.env)
-            try:
-                outcome: str = run(host).outcome
-            except Exception as exc:  # the CLI gives up when its model call is refused
-                outcome = f"raised {type(exc).__name__}"
+            result = run(host)
 
         # Three calls reached the model (with the key: the model answers no one else); the fourth
-        # was refused before it was sent.
-        assert len(model.requests) == 3, outcome
+        # was refused before it was sent, and the task ended handed to humans, not failed.
+        assert len(model.requests) == 3, result
+        assert result.outcome == "escalated" and result.detail.startswith("the issue's budget is spent")
         (ended,) = [e for e in stack.route_queued() if isinstance(e.command, TaskEnded)]
         assert isinstance(ended.command, TaskEnded)
         # What the task used is what the gateway counted (the SDK's reports are not added again).
         assert [(t.model, t.input_tokens, t.output_tokens) for t in ended.command.usage.tokens] == [
             ("claude-sonnet-4.5", 3, 3)
         ]
+        # The router's task-end budget check hands it to humans with the issue's figures.
+        agent = stack.agent()
+        assert agent.status is AgentStatus.ESCALATED
+        assert agent.escalation_reason is not None
+        assert agent.escalation_reason.startswith(
+            "the issue's budget is spent: $0.0001 of its $0.0000 budget"
+        )
+        humans = stack.router.github
+        assert isinstance(humans, FakeRouterGitHub)
+        assert [c["title"] for c in humans.created] == ["needs-human: #38 (feat-dev-38)"]
+
+
+#: What one call of the scripted model costs (1 token in, 1 out, claude-sonnet-4.5 at $3 / $15 a
+#: million) with no task time priced.
+CALL_USD = 18e-6
+
+
+def test_two_agents_of_one_issue_share_its_budget_at_the_model_gateway_and_the_refused_one_goes_to_humans(
+    tmp_path: Path,
+) -> None:
+    base = load_directory(ROOT / ".squadron")
+    repo = base.config.model_copy(
+        update={
+            "issue_budget_usd": 0.0001,  # five and a half calls
+            "pricing": base.config.pricing.model_copy(update={"task_usd_per_hour": 0.0}),
+        }
+    )
+    config = base.model_copy(update={"config": repo})
+    key = "sk-provider-key-the-cli-never-holds"
+    reviewer = "1-101-pr-review"
+    with stack_for(tmp_path, config) as stack:
+        head = stack.remote.commit("feat/issue-38", {"app.py": "print('v2')\n"}, "Export API")
+        stack.remote.set_ref("refs/pull/101/head", head)
+        stack.route(stack.events.assigned(38))
+        stack.route(stack.events.pr(101, "feat/issue-38", body="Closes #38"))
+
+        def gateway(model: ScriptedModel) -> ModelGateway:
+            return ModelGateway(
+                Upstream("openai", model.base_url, key), models=frozenset({"claude-sonnet-4.5"})
+            )
+
+        # The dev's task makes two calls; its end is not routed yet, so for the registry it still
+        # runs (its spend is its last report, not its counters).
+        dev_model = ScriptedModel([ToolCall("check_for_events", {}), Say("Working on it.")])
+        with serve(dev_model, key):
+            dev = run(stack.host(dev_model, model_gateway=gateway(dev_model)))
+        assert (dev.outcome, len(dev_model.requests)) == ("idle", 2)
+        assert stack.agent().counters.tokens == ()
+
+        # The reviewer, at the same time: alone it would make six calls before its own spend
+        # reached the budget; with the dev's two counted it makes four, the fifth is refused.
+        review_model = ScriptedModel([ToolCall("check_for_events", {})] * 10)
+        with serve(review_model, key):
+            result = run(
+                stack.host(
+                    review_model,
+                    reviewer,
+                    facts=IssueFacts(head_sha=head),
+                    model_gateway=gateway(review_model),
+                )
+            )
+        assert len(review_model.requests) == 4, result
+        assert result.outcome == "escalated" and "the issue's budget is spent" in result.detail
+
+        stack.route_queued()
+        agent = stack.agent(reviewer)
+        assert agent.status is AgentStatus.ESCALATED
+        assert agent.escalation_reason == "the issue's budget is spent: $0.0001 of its $0.0001 budget"
+        assert round(6 * CALL_USD, 6) == 0.000108  # the two agents' six calls, what the issue cost
+        humans = stack.router.github
+        assert isinstance(humans, FakeRouterGitHub)
+        told = [body for _, number, body, _ in humans.comments if number in (38, 101) and "budget" in body]
+        assert told and all("$0.0001 of its $0.0001 budget" in body for body in told)
 
 
 def test_a_lingering_tasks_new_batch_gets_its_model_calls_afresh_but_not_its_budget(stack: Stack) -> None:

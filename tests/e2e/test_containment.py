@@ -370,3 +370,12 @@ def test_a_prompt_injected_agent_obtains_nothing_beyond_its_own(
     assert status == 403 and "budget_refused" in text and "model calls" in text
     assert 1 < calls <= 50 * 2  # the dev role's max_turns, twice over at most
     assert key not in spent.read_text() and spending["keys"] == []
+    # The refusal ended its task with the agent handed to humans, saying why (not a failed task
+    # relaunched to spend again).
+    ended = eventually(
+        lambda: (
+            (found := agent(stack, spender)) is not None and found.status is AgentStatus.ESCALATED and found
+        ),
+        "the spender handed to humans",
+    )
+    assert ended.escalation_reason is not None and "no more model calls" in ended.escalation_reason

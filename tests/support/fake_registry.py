@@ -41,6 +41,7 @@ from squadron.domain.effects import (
     commit_agents,
 )
 from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_order, utc_instant
+from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import EXECUTION_LEASE, Claim, FailedEffect
 from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
@@ -79,6 +80,8 @@ class FakeRegistry:
         self.touched: dict[str, datetime] = {}
         #: effects refused for good, in the order recorded
         self.failed: list[FailedEffect] = []
+        #: (repo, costed issue) -> agent id -> what its running task reported it has spent
+        self.live: dict[tuple[int, int], dict[str, LiveSpend]] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -150,7 +153,12 @@ class FakeRegistry:
             pull_requests=frozenset(
                 pr for (r, pr), issue in self.pr_links.items() if r == repo_id and issue == number
             ),
+            live=dict(self.live.get((repo_id, number), {})),
         )
+
+    def record_live_spend(self, repo_id: int, issue: int, spend: LiveSpend) -> None:
+        self.calls["record_live_spend"] += 1
+        self.live.setdefault((repo_id, issue), {})[spend.agent_id] = spend
 
     def branch_links(self, repo_id: int, branches: Iterable[str]) -> dict[str, int]:
         self.calls["branch_links"] += 1

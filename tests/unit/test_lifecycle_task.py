@@ -75,6 +75,82 @@ def test_after_the_models_turn(
     assert got == expected
 
 
+SPENT = "the issue's budget is spent ($1.0200 of $1.00); no more model calls"
+
+AFTER_A_REFUSAL: list[tuple[str, Ending, bool, str | None, AfterTurn]] = [
+    # (id, the model's ending, lease lost, breaker tripped, what comes next) once the model
+    # gateway refused a call for good: no summary, no news (each would be a model call)
+    (
+        "a working agent is handed to humans with the refusal",
+        None,
+        False,
+        None,
+        AfterTurn(END, "escalate", SPENT),
+    ),
+    (
+        "after a report too (its last reply was refused)",
+        "complete",
+        False,
+        None,
+        AfterTurn(END, "escalate", SPENT),
+    ),
+    ("a tripped breaker asks no summary", None, False, "turns", AfterTurn(END, "escalate", SPENT)),
+    ("an agent going to sleep sleeps", "sleep", False, None, AfterTurn(END, "sleep", "why")),
+    ("an agent escalating keeps its reason", "escalate", False, None, AfterTurn(END, "escalate", "why")),
+    ("a lost lease ends as one", None, True, None, AfterTurn(END, None, "why")),
+]
+
+
+@pytest.mark.parametrize(
+    ("ending", "lease_lost", "tripped", "expected"),
+    [c[1:] for c in AFTER_A_REFUSAL],
+    ids=[c[0] for c in AFTER_A_REFUSAL],
+)
+def test_after_a_model_call_refused_for_good(
+    ending: Ending, lease_lost: bool, tripped: str | None, expected: AfterTurn
+) -> None:
+    got = after_turn(
+        ending=ending,
+        reason="why",
+        lease_lost=lease_lost,
+        tripped=tripped,
+        trip_reason="turns reached 20 of 20",
+        refused=SPENT,
+    )
+    assert got == expected
+
+
+REFUSED_OUTCOMES: list[tuple[str, Ending, bool, TaskOutcome]] = [
+    # (id, the model's ending, lease lost, how the task ended) when the CLI gave the session up
+    # on the refused call (no turn end to decide on)
+    (
+        "working: escalated with the refusal, saved",
+        None,
+        False,
+        TaskOutcome("escalated", SPENT, f"WIP: handed to humans: {SPENT}"),
+    ),
+    (
+        "completed: escalated all the same",
+        "complete",
+        False,
+        TaskOutcome("escalated", SPENT, f"WIP: handed to humans: {SPENT}"),
+    ),
+    ("asleep: sleeps", "sleep", False, TaskOutcome("sleeping", "why", "WIP: why")),
+    ("a lost lease: superseded", None, True, TaskOutcome("superseded", "the lease was lost while working")),
+]
+
+
+@pytest.mark.parametrize(
+    ("ending", "lease_lost", "expected"),
+    [c[1:] for c in REFUSED_OUTCOMES],
+    ids=[c[0] for c in REFUSED_OUTCOMES],
+)
+def test_how_a_task_with_a_refused_model_call_ended(
+    ending: Ending, lease_lost: bool, expected: TaskOutcome
+) -> None:
+    assert task_outcome(ending=ending, reason="why", lease_lost=lease_lost, refused=SPENT) == expected
+
+
 def test_a_trip_without_a_reason_still_says_what_stopped_it() -> None:
     got = after_turn(ending=None, reason="", lease_lost=False, tripped="turns", trip_reason="")
     assert got == AfterTurn(SUMMARIZE, "escalate", "circuit breaker")

@@ -22,6 +22,7 @@ from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem, IssueSta
 from squadron.domain.dashboard import GateView
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
+from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import Claim, FailedEffect
 from squadron.domain.routing import IssueView
 from squadron.domain.writes import WriteClaim
@@ -72,6 +73,11 @@ class IssueGraph(Protocol):
 
     def blocker_graph(self, repo_id: int, roots: Iterable[int], max_hops: int) -> dict[int, frozenset[int]]:
         """Forward edges (issue -> open blockers) reachable from ``roots`` in either direction."""
+        ...
+
+    def record_live_spend(self, repo_id: int, issue: int, spend: LiveSpend) -> None:
+        """Keep what a running task of the issue has spent so far (its next report replaces it);
+        :attr:`IssueView.live` reads it back."""
         ...
 
     def set_issue_state(self, repo_id: int, number: int, state: IssueState, at: datetime) -> None:

@@ -10,6 +10,8 @@ import pytest
 
 from squadron.domain.agents import AgentStatus, ConflictError, IssueState
 from squadron.domain.effects import AgentWrite
+from squadron.domain.issue_budget import LiveSpend
+from squadron.domain.usage import ModelTokens
 from squadron.registry_ports import AgentRecords, IssueGraph
 from tests.unit.registry.support import REPO, T0, agent, created
 
@@ -23,6 +25,27 @@ def test_an_issues_view_holds_its_agents(registry: Subject) -> None:
     review = created(registry, agent(38, "pr-review"))
     assert registry.issue_view(REPO, 38).agents == (record, review)  # by id
     assert registry.issue_view(REPO, 39).agents == ()
+
+
+def test_a_running_tasks_spend_is_kept_in_its_costed_issue_and_replaced_by_its_next_report(
+    registry: Subject,
+) -> None:
+    dev = created(registry, agent())
+    reviewer = created(registry, agent(101, "pr-review", serves_issue=38))
+    first = LiveSpend(
+        dev.agent_id, "launch-1", (ModelTokens(model="m", input_tokens=5, output_tokens=1),), 3, T0
+    )
+    later = LiveSpend(
+        dev.agent_id, "launch-1", (ModelTokens(model="m", input_tokens=9, output_tokens=2),), 7, T0
+    )
+    theirs = LiveSpend(reviewer.agent_id, "launch-r", (ModelTokens(model="n", output_tokens=4),), 0, T0)
+    registry.record_live_spend(REPO, 38, first)
+    registry.record_live_spend(REPO, 38, theirs)  # a reviewer's, in the issue its PR serves
+    registry.record_live_spend(REPO, 38, later)
+    view = registry.issue_view(REPO, 38)
+    assert view.live == {dev.agent_id: later, reviewer.agent_id: theirs}
+    assert view.agents == (dev,)  # not an agent of the issue
+    assert registry.issue_view(REPO, 101).live == {}
 
 
 def test_a_dev_agent_links_its_branch(registry: Subject) -> None:

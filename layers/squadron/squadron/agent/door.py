@@ -36,6 +36,8 @@ from squadron.domain.gateway_wire import (
     Heartbeat,
     HeartbeatAnswer,
     InboxAnswer,
+    IssueSpend,
+    IssueSpendAnswer,
     MetricsAnswer,
     ModelKey,
     ModelKeyAnswer,
@@ -70,6 +72,7 @@ from squadron.domain.gateway_wire import (
     refused_if_invalid,
 )
 from squadron.domain.metrics import MetricPoint
+from squadron.domain.usage import ModelTokens
 from squadron.domain.writes import write_key
 
 Transport = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -226,6 +229,13 @@ class Door:
         """The provider key the agent's role names: BYOK, the Copilot token, or none configured."""
         answer = self.call(lambda: ModelKey(**self.caller), ModelKeyAnswer)
         return answer.kind, answer.key
+
+    def issue_spend(self, tokens: tuple[ModelTokens, ...], active_seconds: int) -> IssueSpendAnswer:
+        """Report what this task has spent so far; what the issue's other agents have spent."""
+        return self.call(
+            lambda: IssueSpend(**self.caller, tokens=tokens, active_seconds=active_seconds),
+            IssueSpendAnswer,
+        )
 
     # --- memory and context ------------------------------------------------------------------
 

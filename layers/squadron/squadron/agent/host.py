@@ -195,6 +195,11 @@ class AgentHost:
         self._calls_at_trip: int | None = None
         #: What the agent cost before this task (its record's counters, priced), for the issue's budget.
         self._cost_before: Cost | None = None
+        #: Why the model gateway refused a call for good (the issue's budget spent, the calls the
+        #: breakers allow made): the session stops and the task ends escalated with it.
+        self.model_refused: str | None = None
+        #: One report of this task's spend to the agent gateway at a time (they land in order).
+        self._report_lock = threading.Lock()
         if model_gateway is not None:
             model_gateway.admit = self._admit_model_call
             model_gateway.count = self._count_tokens
@@ -344,11 +349,17 @@ class AgentHost:
         """
         if self.agent_role is None or self._cost_before is None:
             return "the agent's task has not begun"
+        others = Cost()
+        if self.config.config.issue_budget_usd is not None:
+            read = self._issue_spend()
+            if isinstance(read, str):
+                return read  # fail closed, but not for good: the door may answer the next call
+            others = read
         with self._tokens_lock:
             self.model_calls += 1
             if self.usage.tripped is not None and self._calls_at_trip is None:
                 self._calls_at_trip = self.model_calls - 1
-            spent = self._cost_before + self._cost()
+            spent = others + self._cost_before + self._cost()
             refused = model_calls.budget_refusal(
                 calls=self.model_calls,
                 max_turns=self.agent_role.limits.max_turns,
@@ -361,7 +372,25 @@ class AgentHost:
             if refused is not None:
                 self.model_calls -= 1
                 logger.warning("%s: a model call was refused: %s", self.agent_id, refused)
+                if self.model_refused is None:
+                    self.model_refused = refused
+                    self._stop()  # no model call will pass: the session ends, the task escalates
             return refused
+
+    def _issue_spend(self) -> Cost | str:
+        """Report this task's spend through the agent gateway; what the issue's others have spent
+        (recorded, and their running tasks' last reports), or why it could not be read."""
+        with self._report_lock:
+            with self._tokens_lock:
+                tokens = tuple(
+                    ModelTokens(model=m, input_tokens=i, output_tokens=o) for m, (i, o) in self.tokens.items()
+                )
+            try:
+                answer = self.door.issue_spend(add_tokens((), tokens), int(self.active_seconds))
+            except Exception as exc:
+                logger.warning("%s: the issue's spend was not read: %s", self.agent_id, exc)
+                return f"the issue's spend could not be read ({type(exc).__name__}); try again"
+            return Cost(tokens_usd=answer.others_usd)
 
     def _stop(self) -> None:
         """Abort the prompt in flight (safe from any thread: SDK callbacks may run off the loop)."""
@@ -439,6 +468,7 @@ class AgentHost:
 
         self.batch_started = started
         watchdog = asyncio.ensure_future(self._watchdog(role))
+        replies: list[str] = []
         try:
             replies = await self.runtime.turn(
                 SessionRequest(
@@ -462,6 +492,11 @@ class AgentHost:
                 ),
                 then=lambda: self._follow_up(agent),
             )
+        except Exception:
+            if self.model_refused is None:
+                raise
+            # The CLI gave the session up on the refused call: the task ends as the refusal says.
+            logger.warning("%s: the session ended on a refused model call", self.agent_id)
         finally:
             watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -526,8 +561,13 @@ class AgentHost:
 
     def _finish(self, agent: AgentRecord, replies: list[str]) -> HostResult:
         """After the session: sleep, escalate or go idle, saving the work first."""
+        if self.model_gateway is not None and self.config.config.issue_budget_usd is not None:
+            self._issue_spend()  # the last calls' spend, for the issue's others until the end is routed
         ended = lifecycle.task_outcome(
-            ending=self.state.ending, reason=self.state.reason, lease_lost=self.lease_lost
+            ending=self.state.ending,
+            reason=self.state.reason,
+            lease_lost=self.lease_lost,
+            refused=self.model_refused,
         )
         saved = self._save_work(agent, ended.save_as) if ended.save_as is not None else ""
         return HostResult(ended.outcome, ended.detail, tuple(replies), saved)
@@ -548,6 +588,7 @@ class AgentHost:
             lease_lost=self.lease_lost,
             tripped=self.usage.tripped,
             trip_reason=self.usage.trip_reason or "",
+            refused=self.model_refused,
         )
         self.state.ending, self.state.reason = decided.ending, decided.reason
         if decided.step == lifecycle.SUMMARIZE:

@@ -12,7 +12,8 @@ agent task's price on Fargate (bench/cost.py: ``agent_hour_usd``); models served
 Copilot are billed by premium requests instead, so for them the figure is what the same tokens
 would cost at the provider's list price. A repository's configuration may replace the table
 (``pricing`` in ``.squadron/config.yaml``) and set what one issue may cost (``issue_budget_usd``,
-enforced by the router when each task ends).
+enforced by the router when each task ends and by the task's model gateway before each model call,
+both with :mod:`squadron.domain.issue_budget`).
 """
 
 from __future__ import annotations

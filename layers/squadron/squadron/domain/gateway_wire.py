@@ -31,6 +31,7 @@ from squadron.domain.events import IssueNumber, TaskUsage
 from squadron.domain.launches import REFUSAL_CODES, LaunchRefusedError, RefusalCode
 from squadron.domain.memory import MAX_EVIDENCE_CHARS, MAX_QUERY_CHARS, MAX_RECALLED, Audience
 from squadron.domain.retention import PURGE_PAGE
+from squadron.domain.usage import MAX_MODELS, ModelTokens
 from squadron.domain.writes import KEY_PATTERN as WRITE_KEY_PATTERN
 
 #: A dedup key an agent names its message with: short and plain (it ends up in a delivery id).
@@ -89,6 +90,15 @@ class ModelKey(TaskRequest):
 
 class PushToken(TaskRequest):
     op: Literal["push_token"] = "push_token"
+
+
+class IssueSpend(TaskRequest):
+    """What this task has spent so far (kept for the issue's other agents to count), and what the
+    issue's other agents have spent (asked by the task's model gateway before each model call)."""
+
+    op: Literal["issue_spend"] = "issue_spend"
+    tokens: tuple[ModelTokens, ...] = Field(default=(), max_length=MAX_MODELS)
+    active_seconds: int = Field(default=0, ge=0, le=7 * 24 * 3600)
 
 
 _Body = Field(min_length=1, max_length=65_536)
@@ -287,6 +297,7 @@ Request = (
     | PushToken
     | GitHubWrite
     | ModelKey
+    | IssueSpend
     | Send
     | PublishMetrics
     | Remember
@@ -376,6 +387,15 @@ class ModelKeyAnswer(WireAnswer):
     key: str | None = None
 
 
+class IssueSpendAnswer(WireAnswer):
+    """What the issue's other agents have cost (recorded, and their running tasks' last reports),
+    priced by the repository's table (:func:`squadron.domain.issue_budget.issue_spend`)."""
+
+    others_usd: float = Field(ge=0)
+    #: The issue the agent's cost counts for (None: it counts for none, the PM's).
+    issue: int | None = None
+
+
 class SendAnswer(WireAnswer):
     message_id: str
     delivery_id: str
@@ -451,6 +471,7 @@ ANSWERS: dict[str, type[WireAnswer]] = {
     "push_token": TokenAnswer,
     "github": WriteAnswer,
     "model_key": ModelKeyAnswer,
+    "issue_spend": IssueSpendAnswer,
     "send": SendAnswer,
     "metrics": MetricsAnswer,
     "remember": RememberAnswer,

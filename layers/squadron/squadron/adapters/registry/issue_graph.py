@@ -3,18 +3,43 @@
 
 from __future__ import annotations
 
+import json
 from collections import deque
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from squadron.adapters.registry.keys import agent_from, dump_item, epoch_us, issue_pk, load_item
+from squadron.adapters.registry.keys import (
+    TTL_ATTRIBUTE,
+    agent_from,
+    dump_item,
+    epoch_us,
+    iso,
+    issue_pk,
+    load_item,
+)
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.agents import AgentRecord, IssueState
 from squadron.domain.effects import AgentWrite
+from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.routing import IssueView
+from squadron.domain.usage import ModelTokens
+
+#: The sort key of a running task's spend in its costed issue's partition, and how long it is kept.
+LIVE_PREFIX = "LIVE#"
+LIVE_RETENTION = timedelta(days=7)
+
+
+def _live_from(item: Mapping[str, Any]) -> LiveSpend:
+    return LiveSpend(
+        agent_id=str(item["SK"]).removeprefix(LIVE_PREFIX),
+        launch_token=str(item.get("launch_token") or ""),
+        tokens=tuple(ModelTokens.model_validate(t) for t in json.loads(str(item.get("tokens") or "[]"))),
+        active_seconds=int(item.get("active_seconds") or 0),
+        at=datetime.fromisoformat(str(item["at"])) if item.get("at") else None,
+    )
 
 
 class DynamoIssueGraph(RegistryTable):
@@ -27,6 +52,7 @@ class DynamoIssueGraph(RegistryTable):
         blocks: set[int] = set()
         linked: int | None = None
         prs: set[int] = set()
+        live: dict[str, LiveSpend] = {}
         pk = issue_pk(repo_id, number)
         for item in self._unheld(self._partition(pk), lambda: self._partition(pk)):
             sk: str = item["SK"]
@@ -43,6 +69,9 @@ class DynamoIssueGraph(RegistryTable):
                 linked = int(item["issue_number"])
             elif sk.startswith("PR#"):
                 prs.add(int(sk.removeprefix("PR#")))
+            elif sk.startswith(LIVE_PREFIX):
+                spend = _live_from(item)
+                live[spend.agent_id] = spend
         return IssueView(
             number=number,
             state=IssueState(state["state"]) if state.get("state") else None,
@@ -55,7 +84,29 @@ class DynamoIssueGraph(RegistryTable):
             blocks=frozenset(blocks),
             linked_issue=linked,
             pull_requests=frozenset(prs),
+            live=live,
         )
+
+    def record_live_spend(self, repo_id: int, issue: int, spend: LiveSpend) -> None:
+        """Keep what a running task has spent so far in its costed issue's partition (``LIVE#<agent>``).
+
+        The agent gateway writes it for the task's host before each model call it admits; one
+        item per agent, replaced each time (the host sends them one at a time), gone a week
+        after its last report. It counts only while it is the agent's running launch's
+        (:func:`squadron.domain.issue_budget.live_counts`).
+        """
+        at = spend.at or datetime.now(UTC)
+        item = {
+            "PK": issue_pk(repo_id, issue),
+            "SK": f"{LIVE_PREFIX}{spend.agent_id}",
+            "entity": "live_spend",
+            "launch_token": spend.launch_token,
+            "tokens": json.dumps([t.model_dump(mode="json") for t in spend.tokens], separators=(",", ":")),
+            "active_seconds": spend.active_seconds,
+            "at": iso(at),
+            TTL_ATTRIBUTE: int((at + LIVE_RETENTION).timestamp()),
+        }
+        self._call("put_item", TableName=self.table_name, Item=dump_item(item))
 
     def branch_links(self, repo_id: int, branches: Iterable[str]) -> dict[str, int]:
         links: dict[str, int] = {}

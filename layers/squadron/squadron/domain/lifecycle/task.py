@@ -38,17 +38,28 @@ class AfterTurn:
 
 
 def after_turn(
-    *, ending: Ending, reason: str, lease_lost: bool, tripped: str | None, trip_reason: str
+    *,
+    ending: Ending,
+    reason: str,
+    lease_lost: bool,
+    tripped: str | None,
+    trip_reason: str,
+    refused: str | None = None,
 ) -> AfterTurn:
     """The next step once the model's turn ended.
 
-    A lost lease ends at once (another task holds the agent). A breaker that tripped while the
+    A lost lease ends at once (another task holds the agent). A model call the task's model
+    gateway refused for good (``refused``: the issue's budget spent, the calls the breakers allow
+    made) ends in an escalation with that reason, unless the model was already asleep or
+    escalating: no summary is asked (it would be a model call too) and no news looked for. A breaker that tripped while the
     model was not already asleep or escalating turns the ending into an escalation, and the
     model writes its summary for the humans (its tools stay denied). A turn that ended with a
     report, or with nothing, looks for news that came meanwhile. Anything else ends.
     """
     if lease_lost:
         return AfterTurn(END, ending, reason)
+    if refused is not None:
+        return AfterTurn(END, *_refused(ending, reason, refused))
     if tripped is not None and ending not in ("escalate", "sleep"):
         return AfterTurn(SUMMARIZE, "escalate", trip_reason or "circuit breaker")
     if ending in (None, "complete"):
@@ -64,10 +75,22 @@ class TaskOutcome:
     save_as: str | None = None
 
 
-def task_outcome(*, ending: Ending, reason: str, lease_lost: bool) -> TaskOutcome:
-    """How the task ended once the session is over."""
+def _refused(ending: Ending, reason: str, refused: str) -> tuple[Ending, str]:
+    return (ending, reason) if ending in ("escalate", "sleep") else ("escalate", refused)
+
+
+def task_outcome(*, ending: Ending, reason: str, lease_lost: bool, refused: str | None = None) -> TaskOutcome:
+    """How the task ended once the session is over (``refused``: as in :func:`after_turn`, also
+    when the Copilot CLI gave the session up on the refused call).
+
+    The router's task-end budget check comes first whatever the outcome: an escalation because
+    the issue's budget is spent reaches humans with the issue's figures
+    (:mod:`squadron.domain.routing.commands`), as any task's end past the budget does.
+    """
     if lease_lost:
         return TaskOutcome("superseded", "the lease was lost while working")
+    if refused is not None:
+        ending, reason = _refused(ending, reason, refused)
     if ending == "sleep":
         return TaskOutcome("sleeping", reason, f"WIP: {reason}")
     if ending == "escalate":

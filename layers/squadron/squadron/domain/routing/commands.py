@@ -17,7 +17,7 @@ from squadron.domain.agents import (
     parse_agent_id,
 )
 from squadron.domain.blockers import BlockerError, check_new_blocker
-from squadron.domain.cost import Cost, cost_of, usd
+from squadron.domain.cost import usd
 from squadron.domain.effects import (
     AddBlocker,
     AgentWrite,
@@ -38,6 +38,7 @@ from squadron.domain.events import (
     StartRetrospective,
     TaskEnded,
 )
+from squadron.domain.issue_budget import agent_spend, issue_spend
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.routing.builders import (
     _escalate,
@@ -313,25 +314,21 @@ def _budget(before: AgentRecord, after: AgentRecord, snap: Snapshot, policy: Rou
     The issue costs what the agents working on it cost (their tokens priced by the policy's
     table, and their task time): its own agents and the reviewers of its pull requests (a
     reviewer's cost counts for the issue its PR serves), this agent's with the task just ended
-    counted. (The snapshot holds the issue's pull requests when a budget is set.)
+    counted, and what the others' running tasks have spent so far as their hosts last reported
+    it — the figure the task's model gateway judged its calls by
+    (:mod:`squadron.domain.issue_budget`). (The snapshot holds the issue's pull requests when a
+    budget is set.)
     """
     limit = policy.issue_budget_usd
     issue = before.costed_issue
     if limit is None or issue is None:
         return None
     view = snap.view(issue)
-    working = {a.agent_id: a for a in view.agents}
-    for pr in sorted(view.pull_requests):
-        working.update({a.agent_id: a for a in snap.view(pr).agents if a.costed_issue == issue})
-    others = [a for agent_id, a in sorted(working.items()) if agent_id != before.agent_id]
-
-    def total(agent: AgentRecord) -> Cost:
-        return sum(
-            (cost_of(a.counters.tokens, a.counters.active_seconds, policy.prices) for a in [*others, agent]),
-            Cost(),
-        )
-
-    was, now = total(before), total(after)
+    others = issue_spend(
+        issue, view, [snap.view(pr) for pr in view.pull_requests], policy.prices, excluding=before.agent_id
+    )
+    was = others + agent_spend(before, None, policy.prices)
+    now = others + agent_spend(after, None, policy.prices)
     said = f"{usd(now.total_usd)} of its {usd(limit)} budget"
     unpriced = (
         f" (and tokens of {', '.join(sorted(now.unpriced))}, which have no price)" if now.unpriced else ""

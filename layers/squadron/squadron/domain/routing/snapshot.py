@@ -28,6 +28,7 @@ from squadron.domain.events import (
     ReportConflict,
     TaskEnded,
 )
+from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.routing.normalize import as_webhook, normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy
 
@@ -51,6 +52,9 @@ class IssueView:
     linked_issue: int | None = None
     #: Pull requests linked to this issue.
     pull_requests: frozenset[int] = frozenset()
+    #: What the running tasks of the agents whose cost counts for this issue have spent so far, by
+    #: agent id, as their hosts last reported it (:mod:`squadron.domain.issue_budget`).
+    live: Mapping[str, LiveSpend] = field(default_factory=dict)
 
     def state_is_newer_than(self, occurred_at: datetime | None) -> bool:
         return occurred_at is not None and self.state_at is not None and self.state_at > occurred_at

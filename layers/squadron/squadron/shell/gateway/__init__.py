@@ -27,6 +27,9 @@ op                 what the verified task gets
                    GitHub's answer (:data:`REPORTED`), never from the task's words
 ``model_key``      the provider key its own role's configuration names (BYOK, or the
                    Copilot token), nothing else
+``issue_spend``    what its task has spent so far kept for its issue's other agents, and what
+                   they have spent (recorded, and their running tasks' last reports): what its
+                   model gateway judges the issue's budget by (:mod:`squadron.domain.issue_budget`)
 ``send``           an envelope on events.fifo: a command about itself (a blocker, how its
                    task ended, that it pushed its branch — its PR is then read from
                    GitHub), checked against its role; the repository,

@@ -15,6 +15,7 @@ from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.events import Actor, EventEnvelope, SquadronCommand, command_envelope
 from squadron.domain.gateway_wire import Refusal, Request
+from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.permissions import agent_caller
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
@@ -46,6 +47,7 @@ class GatewayRegistry(AgentRecords, AgentListings, Leases, Inboxes, WriteClaims,
     the issue graph (what a task's issue or pull request is linked to)."""
 
     def issue_view(self, repo_id: int, number: int) -> IssueView: ...
+    def record_live_spend(self, repo_id: int, issue: int, spend: LiveSpend) -> None: ...
 
 
 # --- the service --------------------------------------------------------------------------------

@@ -32,6 +32,8 @@ from squadron.domain.gateway_wire import (
     Heartbeat,
     HeartbeatAnswer,
     InboxAnswer,
+    IssueSpend,
+    IssueSpendAnswer,
     MetricsAnswer,
     ModelKey,
     ModelKeyAnswer,
@@ -47,6 +49,7 @@ from squadron.domain.gateway_wire import (
     WhoAmI,
     WhoAmIAnswer,
 )
+from squadron.domain.issue_budget import LiveSpend, issue_spend
 from squadron.domain.launches import LaunchRefusedError, check_lease
 from squadron.domain.metrics import CATALOGUE, MetricPoint, point
 from squadron.domain.permissions import PUSH_PERMISSIONS, TASK_READ_PERMISSIONS
@@ -179,6 +182,29 @@ def _model_key(gw: AgentGateway, request: ModelKey) -> Answer:
     return Answer(ModelKeyAnswer(kind="copilot", key=gw.secrets.get(gw.copilot_token_secret)), secret=True)
 
 
+def _issue_spend(gw: AgentGateway, request: IssueSpend) -> Answer:
+    """Keep what the task has spent so far for its issue's other agents; what they have spent.
+
+    Asked by the task's model gateway before each call it admits (and once when the session
+    ends), so every agent of an issue judges the issue's budget by the others' spend up to their
+    last call (:mod:`squadron.domain.issue_budget`: the overrun bound). Also while winding down:
+    the last report after the session lands before the task's end is routed.
+    """
+    agent = verified(gw, request, winding_down=True)
+    issue = agent.costed_issue
+    if issue is None:  # the PM's cost counts for no issue
+        return Answer(IssueSpendAnswer(others_usd=0.0))
+    spend = LiveSpend(
+        agent.agent_id, request.launch_token, request.tokens, request.active_seconds, gw.clock()
+    )
+    gw.registry.record_live_spend(agent.repo_id, issue, spend)
+    view = gw.registry.issue_view(agent.repo_id, issue)
+    prs = [gw.registry.issue_view(agent.repo_id, pr) for pr in sorted(view.pull_requests)]
+    prices = gw.config_for(agent).config.pricing
+    others = issue_spend(issue, view, prs, prices, excluding=agent.agent_id)
+    return Answer(IssueSpendAnswer(others_usd=others.total_usd, issue=issue))
+
+
 def _send(gw: AgentGateway, request: Send) -> Answer:
     message = request.message
     agent = verified(gw, request, winding_down=isinstance(message, Ended))
@@ -296,6 +322,7 @@ OPS: dict[str, Handler] = {
     "github_token": _github_token,
     "push_token": _push_token,
     "model_key": _model_key,
+    "issue_spend": _issue_spend,
     "send": _send,
     "metrics": _metrics,
 }

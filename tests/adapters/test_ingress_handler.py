@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -97,6 +98,12 @@ def _expected_group(event: str, payload: dict[str, Any]) -> str:
         return f"{repo}#{payload['pull_request']['number']}"
     if event in ("check_run", "check_suite") and payload[event].get("pull_requests"):
         return f"{repo}#{min(pr['number'] for pr in payload[event]['pull_requests'])}"
+    if event == "merge_group" and (
+        queued := re.fullmatch(
+            r"refs/heads/gh-readonly-queue/.+/pr-(\d+)-[0-9a-f]{40}", payload[event]["head_ref"]
+        )
+    ):
+        return f"{repo}#{queued[1]}"  # the group a merge queue built for a pull request is that PR's
     return f"{repo}#repo"
 
 
@@ -138,6 +145,7 @@ def test_every_published_example_is_enqueued_or_dropped_never_a_5xx(stack: Stack
         "check_suite",
         "status",
         "milestone",
+        "merge_group",
     }
     assert outcomes["accepted"] > 40 and outcomes["dropped"] > 200
 

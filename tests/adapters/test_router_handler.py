@@ -205,6 +205,7 @@ def test_a_batch_where_everything_fails_is_retried_whole(stack: Stack) -> None:
 
 
 def test_without_its_app_every_record_goes_back_to_the_queue(
+    request: pytest.FixtureRequest,
     stack: Stack,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -213,6 +214,9 @@ def test_without_its_app_every_record_goes_back_to_the_queue(
     """A stack deployed before its App existed routes nothing and drops nothing."""
     monkeypatch.setenv("GITHUB_APP_ID", "0")
     monkeypatch.setattr(handler_module, "runtime", wired_runtime)
+    # One wired router per process: another test of this worker may have wired it with an App.
+    wired_runtime.cache_clear()
+    request.addfinalizer(wired_runtime.cache_clear)
     e = stack.world.events
     stack.send(e.assigned(38), e.assigned(39))
     response, ids = stack.invoke()

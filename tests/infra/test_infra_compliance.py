@@ -48,6 +48,12 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     },
     "AwsSolutions-IAM5[Resource::<access points>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     "AwsSolutions-IAM5[Resource::<agent cluster tasks>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
+    # the router: ListTasks by a launch's startedBy (the resource type IAM names for ListTasks is
+    # the cluster's container instances), conditioned on the agent cluster
+    "AwsSolutions-IAM5[Resource::<agent cluster container instances>/*]": {
+        "AWS::IAM::Role",
+        "AWS::IAM::Policy",
+    },
     # the agent task: invoke the agent gateway (and its versions); the gateway: read the BYOK keys
     # under their prefix
     "AwsSolutions-IAM5[Resource::<agent gateway>:*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
@@ -63,6 +69,10 @@ _GENERATED = [
         "Resource::<agent task definition family>:*]",
     ),
     (re.compile(r"Resource::arn:[^\]]*:task/<\w*Cluster\w*>/\*\]$"), "Resource::<agent cluster tasks>/*]"),
+    (
+        re.compile(r"Resource::arn:[^\]]*:container-instance/<\w*Cluster\w*>/\*\]$"),
+        "Resource::<agent cluster container instances>/*]",
+    ),
     (
         re.compile(r"Resource::arn:[^\]]*:task-definition/[^\]]*-repo-\*\]$"),
         "Resource::<repository task definition families>*]",

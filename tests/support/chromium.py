@@ -50,11 +50,25 @@ def require_chromium() -> None:
         )
 
 
+class Navigating(AssertionError):
+    """The page went away under a call: it is navigating (a form posted, a redirect)."""
+
+
+#: What DevTools answers a call made while its page is being replaced by the next one.
+NAVIGATED = "Inspected target navigated or closed"
+
+
 def wait_for(what: str, check: Callable[[], T | None]) -> T:
-    """``check()``'s first truthy answer; fail naming ``what`` if none comes before the deadline."""
+    """``check()``'s first truthy answer; fail naming ``what`` if none comes before the deadline.
+
+    A check that met the page mid-navigation is asked again (the next page is what it waits for).
+    """
     deadline = time.monotonic() + DEADLINE_SECONDS
     while time.monotonic() < deadline:
-        value = check()
+        try:
+            value = check()
+        except Navigating:
+            value = None
         if value:
             return value
         time.sleep(0.05)
@@ -77,6 +91,8 @@ class Page:
             if message.get("id") != call:
                 continue
             if "error" in message:
+                if message["error"].get("message") == NAVIGATED:
+                    raise Navigating(f"Chromium refused {method}: {message['error']}")
                 raise AssertionError(f"Chromium refused {method}: {message['error']}")
             result: dict[str, Any] = message.get("result", {})
             return result

@@ -23,6 +23,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -505,3 +506,32 @@ def test_a_commit_grafted_on_another_branch_gets_the_agent_nothing_of_that_branc
     assert world.obtained(world.a_dirs.agent) == set(), said
     pushed = remote.sha(BRANCH)
     assert pushed is None or "another agent's work" not in remote.log(BRANCH), said
+
+
+def test_a_bundle_handed_to_another_agent_cannot_be_read_by_the_attacker_who_learned_its_name(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B's branch crosses into its working copy as a bundle in the shared transfers directory;
+    A sees the bundle's name (another agent's git command line shows in ``/proc``) and reads it
+    while B's git fetches it."""
+    stolen = world.tmp / "stolen-bundles"
+    stolen.mkdir()
+    world.as_a(stolen)
+    tried: list[Path] = []
+    checked = world.b._checked
+
+    def fetch_while_the_attacker_reads(args: list[str], **kwargs: Any) -> str:
+        for bundle in world.b.transfers.glob("*.bundle"):
+            tried.append(bundle)
+            subprocess.run(
+                [*_as_a(), "sh", "-c", 'cat -- "$1" > "$2/$(basename "$1")"', "sh", str(bundle), str(stolen)],
+                check=False,
+                capture_output=True,
+            )
+        return checked(args, **kwargs)
+
+    monkeypatch.setattr(world.b, "_checked", fetch_while_the_attacker_reads)
+    world.b.prepare("feat/issue-1", "main")  # B's next task: its branch crosses again
+    assert tried, "no bundle crossed while B's working copy was prepared"
+    assert world.obtained(stolen) == set()
+    assert all(b.stat().st_size == 0 for b in stolen.glob("*.bundle"))  # nothing read at all

@@ -356,6 +356,19 @@ class FrameworkClone:
         return done
 
 
+def _hand_over(fd: int, user: AgentUser) -> None:
+    """Make the open bundle ``fd`` readable by the agent's user and by no other uid.
+
+    The transfers directory is shared by a repository's agents (and, in the local stack, other
+    repositories' agents can reach it): a bundle readable by all would give any uid that learned
+    its random name (another agent's git command line shows in ``/proc``) that branch's objects.
+    Without a separate user (the host runs as the agent) the file stays the host's own, 0400.
+    """
+    if user.uid is not None and user.gid is not None:
+        os.fchown(fd, user.uid, user.gid)
+    os.fchmod(fd, 0o400)
+
+
 class WorkingCopy:
     """The agent's checkout: git here runs as the agent's user, without credentials."""
 
@@ -468,7 +481,7 @@ class WorkingCopy:
             self.clone.bundle(refs, bundle)
             fd = os.open(bundle, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             try:
-                os.fchmod(fd, 0o644)  # readable by the agent's user, found by its random name only
+                _hand_over(fd, self.user)
             finally:
                 os.close(fd)
             # The bundle's own path is the longest prefix any ``url.*.insteadOf`` can match: it

@@ -22,8 +22,8 @@ sub-pipeline is expanded in place.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -52,6 +52,9 @@ from squadron.domain.pipelines.models import (
 )
 from squadron.domain.pipelines.templates import template_problem
 from squadron.domain.pipelines.types import SPECIAL_TARGETS
+
+#: What labels an edge of a graph searched for cycles (a stage's transition key, a call's path).
+Label = TypeVar("Label")
 
 KeyPath = tuple[str | int, ...]
 Found = tuple[KeyPath, str]
@@ -277,12 +280,29 @@ def _unbounded_loops(at: KeyPath, pipeline: Pipeline) -> Iterator[Found]:
         if not onward and index + 1 < len(pipeline.stages):
             explicit.append((None, pipeline.stages[index + 1].id))  # falls through to the next stage
         edges.setdefault(stage.id, explicit)
-    # Colour-marking depth-first search, iterative; each cycle reported once, at the edge closing it.
+    for node, key, loop in _closing_edges(edges):
+        where: KeyPath = (*at, "stages", index_of[node])
+        yield (
+            where if key is None else (*where, key),
+            f"the stages loop ({' -> '.join(loop)}) with no bound: loop back through a gate's "
+            "on_fail (goto, max_iterations) so the run cannot go round forever",
+        )
+
+
+def _closing_edges(
+    edges: Mapping[str, Sequence[tuple[Label, str]]],
+) -> Iterator[tuple[str, Label, list[str]]]:
+    """(node, the edge's label, the loop) for every edge that closes a cycle of ``edges`` (a node's
+    labelled edges to other nodes; targets that are not nodes are left out).
+
+    Colour-marking depth-first search, iterative (no recursion limit for a hostile config): each
+    cycle is found once, at the edge closing it.
+    """
     state: dict[str, int] = {}
-    for start, first in edges.items():
+    for start in edges:
         if state.get(start):
             continue
-        stack: list[tuple[str, Iterator[tuple[str | None, str]]]] = [(start, iter(first))]
+        stack: list[tuple[str, Iterator[tuple[Label, str]]]] = [(start, iter(edges[start]))]
         trail = [start]
         state[start] = 1
         while stack:
@@ -293,15 +313,11 @@ def _unbounded_loops(at: KeyPath, pipeline: Pipeline) -> Iterator[Found]:
                 stack.pop()
                 trail.pop()
                 continue
-            key, target = step
+            label, target = step
+            if target not in edges:
+                continue
             if state.get(target) == 1:
-                loop = [*trail[trail.index(target) :], target]
-                where: KeyPath = (*at, "stages", index_of[node])
-                yield (
-                    where if key is None else (*where, key),
-                    f"the stages loop ({' -> '.join(loop)}) with no bound: loop back through a gate's "
-                    "on_fail (goto, max_iterations) so the run cannot go round forever",
-                )
+                yield node, label, [*trail[trail.index(target) :], target]
             elif not state.get(target):
                 state[target] = 1
                 trail.append(target)
@@ -373,37 +389,14 @@ class _Cycles:
 def _report_cycles(graph: Mapping[str, list[str]], calls: Mapping[str, list[tuple[KeyPath, str]]]) -> _Cycles:
     """Every pipeline on a cycle of sub-pipeline calls, and one problem per call closing one."""
     result = _Cycles()
-    state: dict[str, int] = {}
-    for start in graph:
-        if state.get(start):
-            continue
-        stack: list[tuple[str, Iterator[tuple[KeyPath, str]]]] = [(start, iter(calls[start]))]
-        trail = [start]
-        state[start] = 1
-        while stack:
-            node, children = stack[-1]
-            step = next(children, None)
-            if step is None:
-                state[node] = 2
-                stack.pop()
-                trail.pop()
-                continue
-            path, target = step
-            if target not in graph:
-                continue
-            if state.get(target) == 1:
-                loop = [*trail[trail.index(target) :], target]
-                result.names.update(loop)
-                result.problems.append(
-                    (
-                        ("pipelines", node, *path),
-                        f"sub-pipeline cycle: {' -> '.join(loop)} (a pipeline cannot run itself)",
-                    )
-                )
-            elif not state.get(target):
-                state[target] = 1
-                trail.append(target)
-                stack.append((target, iter(calls[target])))
+    for node, path, loop in _closing_edges(calls):
+        result.names.update(loop)
+        result.problems.append(
+            (
+                ("pipelines", node, *path),
+                f"sub-pipeline cycle: {' -> '.join(loop)} (a pipeline cannot run itself)",
+            )
+        )
     # What reaches a cycle cannot be measured either (it never ends).
     changed = True
     while changed:

@@ -187,6 +187,13 @@ def call(url, path, body, token):
 
 
 got = {"keys": sorted(found["key"]), "tokens": len(found["token"]), "calls": [], "valid": 0}
+
+
+def save():
+    open(out + ".part", "w").write(json.dumps(got))
+    os.replace(out + ".part", out)
+
+
 ask = {"model": model, "messages": [{"role": "user", "content": "hello"}]}
 for url in sorted(found["url"]):
     for token in sorted(found["token"]):
@@ -204,11 +211,14 @@ for url in sorted(found["url"]):
         else:
             for number in range(1, 400):
                 status, text = call(url, "/chat/completions", ask, token)
+                # Kept after every call: the host stops the session at a refusal for good, which
+                # may end this shell before the loop does.
+                got["calls"] = [[number, status, text]]
+                save()
                 if status != 200:
-                    got["calls"].append([number, status, text])
                     break
 print(json.dumps(got))
-open(out, "w").write(json.dumps(got))
+save()
 """
 
 
@@ -367,8 +377,11 @@ def test_a_prompt_injected_agent_obtains_nothing_beyond_its_own(
     eventually(lambda: spender not in stack.launcher.running_agents(), "the spender's task to end", 180)  # type: ignore[union-attr]
     spending = json.loads(spent.read_text())
     [[calls, status, text]] = spending["calls"]
-    assert status == 403 and "budget_refused" in text and "model calls" in text
-    assert 1 < calls <= 50 * 2  # the dev role's max_turns, twice over at most
+    if status == 200:  # its session was stopped at the refusal before the answer reached the shell
+        assert 1 <= calls <= 50 * 2  # the dev role's max_turns, twice over at most
+    else:
+        assert status == 403 and "budget_refused" in text and "model calls" in text
+        assert 1 < calls <= 50 * 2
     assert key not in spent.read_text() and spending["keys"] == []
     # The refusal ended its task with the agent handed to humans, saying why (not a failed task
     # relaunched to spend again).

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 
-import squadron.shell.router as router_module
 from squadron.adapters.confinement import AgentDirs
 from squadron.domain.agents import AgentStatus
 from squadron.local.model import Json, Turn, calls_since_prompt
@@ -124,7 +123,7 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         found.append(value)
         return value
 
-    monkeypatch.setattr(router_module.secrets, "token_urlsafe", recording)  # type: ignore[attr-defined]
+    monkeypatch.setattr(secrets, "token_urlsafe", recording)
     return found
 
 

@@ -1,111 +1,84 @@
-"""The router shell: load what the core asks for, route, commit the decision, carry it out.
+"""The router shell: load what the core asks for, decide once, commit, carry it out.
 
-One call of :meth:`RouterService.process` handles one envelope:
+One call of :meth:`RouterService.process` handles one envelope (Cosmic Python's handler:
+load, model, commit):
 
-1. If a decision of this delivery is committed already (an earlier attempt crashed
-   after its commit), nothing is decided again: what it left undone is carried out.
-2. Otherwise route (pure), apply the event's facts (idempotent), and commit the
-   decision: its registry writes (agents, edges, links, inbox items) and its record, the outbox of every
-   effect outside the registry, in one transaction. A lost condition (a heartbeat
-   moved an agent's version) re-reads and re-decides: nothing outside the registry
-   has happened yet.
-3. Carry out the outbox in order — GitHub, tasks, merge gate — each effect
-   under its key (:func:`~squadron.domain.effects.effect_key`), then mark the
-   decision done. A retry finds what a crash left: creations (comments, issues)
-   are looked up by their hidden key first; labels, closing and launches (by
-   their token) are harmless to repeat.
+1. Ask :func:`~squadron.domain.routing.decide.decide` (pure) what it needs, read it, ask again:
+   the decision committed for this delivery already (an earlier attempt crashed after its
+   commit: then what it left undone is carried out, nothing is decided again), the registry's
+   items of the event's issues and what they link to, the context (time, blocker graph, PM,
+   permissions, inbox), and the retrospectives a completed retrospective agent held. Each kind of
+   read is asked at most once; the shell never chooses its own.
+2. The decision it returns has the event's facts (recorded, idempotent), the registry writes
+   (agents, edges, links, inbox items), the record with its outbox of every effect outside the
+   registry, and the domain events: committed in one transaction. A lost condition (a heartbeat
+   moved an agent's version) re-reads and re-decides: nothing outside the registry has
+   happened yet.
+3. The outbox is carried out in order by :class:`~squadron.shell.outbox.OutboxExecutor`, each
+   effect under its key, and the decision marked done.
 
 It raises on any failure, so the record goes back to the queue (and, after enough
 receives, to the DLQ); a decision left unfinished there is found by the
 reconciler, which sends :class:`~squadron.domain.events.FinishDecision`. A
 repository whose configuration is invalid is paused (:meth:`RouterService.pause_for`):
 its events are routed, but what would start something is withheld
-(:func:`~squadron.domain.pause.hold_while_paused`), under a decision of its own.
+(:func:`~squadron.domain.pause.hold_while_paused`, inside ``decide``), under a decision of its own.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, assert_never
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import assert_never
 
-from squadron.adapters.github.errors import GitHubError
-from squadron.domain.agents import AgentStatus, ConflictError
-from squadron.domain.domain_events import (
-    MergeGateVerdictChanged,
-    Repository,
-    RetroWindow,
-    derive,
-    gate_event_id,
-    make_event,
-)
+from squadron.domain.agents import ConflictError
 from squadron.domain.effects import (
-    AddLabels,
-    CloseIssue,
-    ConfirmMemory,
-    CreateIssue,
-    Decision,
     Discard,
     Effect,
-    EvaluateMerge,
     Fact,
-    FileBlockerIssue,
-    LaunchAgent,
-    OpenRetrospective,
-    Outside,
-    PostComment,
     RecordReview,
     SetIssueAssignment,
     SetIssueState,
-    StopAgentTask,
     VouchIssue,
-    agent_writes,
-    decision_key,
-    effect_key,
-    split_decision,
-    status_changes,
 )
-from squadron.domain.events import EventEnvelope, FinishDecision, RegisterBlocker, command_envelope
-from squadron.domain.memory import MemoryPolicy
-from squadron.domain.outbox import failed_effect, given_up, permanent
-from squadron.domain.pause import hold_while_paused
-from squadron.domain.retrospective import ROLE as RETRO_ROLE
-from squadron.domain.routing import (
-    RoutingPolicy,
-    Snapshot,
-    SnapshotRequest,
-    as_webhook,
-    route,
-    snapshot_request,
+from squadron.domain.events import EventEnvelope
+from squadron.domain.routing import RoutingPolicy
+from squadron.domain.routing.decide import (
+    MAX_READS,
+    NEEDS,
+    Decided,
+    Dropped,
+    Loaded,
+    Need,
+    ReadContext,
+    ReadDecision,
+    ReadIssues,
+    ReadLinkedIssues,
+    ReadRetrospectives,
+    Resume,
+    Routed,
+    decide,
 )
 from squadron.errors import SquadronError
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
-from squadron.shell.launching import carry_out_launch
 from squadron.shell.memory import Memory
+from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.retrospective import Retrospectives
 
 logger = logging.getLogger(__name__)
 
 
-class LeaseLostError(SquadronError):
-    """Another executor claimed the decision while this one carried it out (this one stops)."""
+class UnboundedReadsError(SquadronError):
+    """``decide`` asked for more reads than its kinds of need (a programming error)."""
 
-    def __init__(self, key: str, index: int) -> None:
-        super().__init__(
-            f"decision {key}: claim lost before effect {index} was recorded; another executor goes on"
-        )
+    def __init__(self, delivery_id: str, need: Need) -> None:
+        super().__init__(f"delivery {delivery_id}: decide asked again for {need.kind} past {MAX_READS} reads")
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-#: How far before a decision's time a retry looks for what it created (GitHub's clock and
-#: ours may disagree by a little; a wider window only reads a few more comments).
-CLOCK_SKEW = timedelta(minutes=5)
 
 
 PolicySource = Callable[[EventEnvelope], RoutingPolicy]
@@ -165,9 +138,6 @@ class RouterService:
         self.github = github
         self.policies = policies
         self.clock = clock
-        self._held: list[str] = []
-        self._failed: list[str] = []
-        self._busy = False
 
     def pause_for(self, event: EventEnvelope) -> str | None:
         """Why ``event``'s repository is paused, or None (it is not, or nothing says)."""
@@ -176,7 +146,7 @@ class RouterService:
     def process(
         self, event: EventEnvelope, *, pause: str | None = None, first_receive: bool = False
     ) -> RoutingResult:
-        """Route ``event``, commit the decision, carry it out (with ``pause``, only what starts nothing).
+        """Decide ``event``, commit the decision, carry it out (with ``pause``, only what starts nothing).
 
         A lost conditional write (an agent task renewed its lease or heartbeat between our
         read and our commit) stores nothing: re-read and re-decide, up to :attr:`attempts`
@@ -189,105 +159,91 @@ class RouterService:
         commit says so (its record exists) and the next attempt carries that one out; a
         re-decision that commits nothing leaves it to the reconciler's sweep.
         """
-        self._held = []
-        self._failed = []
-        self._busy = False
-        if isinstance(event.command, FinishDecision):
-            return self._finish(event, event.command.decision)
-        key = decision_key(event.delivery_id, paused=pause is not None)
+        outbox = self._outbox()
         policy = self.policies(event)
         for attempt in range(1, self.attempts + 1):
-            committed = self.registry.decision(key) if attempt > 1 or not first_receive else None
-            if committed is not None:
-                return self._resume(event, committed)
-            snapshot = self.load(event, snapshot_request(event, policy), policy)
-            effects = route(event, snapshot, policy)
-            if pause is not None:
-                effects = hold_while_paused(effects, snapshot.agents(), pause)
-            split = split_decision(effects)
-            for fact in split.facts:
-                self._fact(fact, snapshot.now)
-            # Launches alone need no sweep: an agent's committed pending launch is its own outbox
-            # (a retry of this delivery starts it, else the next event of its issue or the
-            # reconciler). The record keeps them for the retry, and is done at once.
-            kept = any(not isinstance(e, LaunchAgent) for e in split.outside)
-            decision = Decision(
-                key,
-                snapshot.now,
-                split.outside,
-                done=not kept,
-                installation_id=event.installation_id,
-                repo_full_name=event.repository.full_name,
-                repo_id=event.repository.id,
-            )
-            events = derive(
-                as_webhook(event, policy.bot_login),  # an agent's action as the webhook it stands for
-                decision=key,
-                before=snapshot.agents(),
-                blockers={n: view.blockers for n, view in snapshot.issues.items()},
-                linked_issues={n: view.linked_issue for n, view in snapshot.issues.items()},
-                effects=effects,
-                at=snapshot.now,
-                retrospectives=self._retrospectives_completed(effects),
-            )
-            if split.writes or split.outside or events:
-                try:
-                    self.registry.commit(split.writes, decision, events)
-                except ConflictError as exc:
-                    if attempt == self.attempts:
-                        raise
-                    logger.info(
-                        "conflict routing %s (attempt %d): %s; re-reading", event.delivery_id, attempt, exc
+            decided = self._decide(event, policy, pause, look_up=attempt > 1 or not first_receive)
+            match decided:
+                case Dropped(reason=reason):
+                    return RoutingResult(event.delivery_id, (reason,))
+                case Resume():
+                    return self._resume(event, decided, outbox)
+                case Routed():
+                    for fact in decided.facts:
+                        self._fact(fact, decided.now)
+                    if decided.commits:
+                        try:
+                            self.registry.commit(decided.writes, decided.decision, decided.events)
+                        except ConflictError as exc:
+                            if attempt == self.attempts:
+                                raise
+                            logger.info(
+                                "conflict routing %s (attempt %d): %s; re-reading",
+                                event.delivery_id,
+                                attempt,
+                                exc,
+                            )
+                            continue
+                    decision = decided.decision
+                    outbox.carry_out(
+                        event,
+                        decision.key,
+                        decision.outside,
+                        decided.now,
+                        resumed=False,
+                        finish=decided.finish,
                     )
-                    continue
-            transitions = status_changes(snapshot.agents(), effects)
-            self._carry_out(
-                event, decision.key, split.outside, snapshot.now, resumed=False, finish=bool(kept)
-            )
-            return self._result(event.delivery_id, tuple(effects), transitions)
+                    return self._result(event.delivery_id, decided.effects, decided.transitions, outbox)
+                case _:  # pragma: no cover - exhaustiveness
+                    assert_never(decided)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
-    def _retrospectives_completed(self, effects: Sequence[Effect]) -> dict[int, RetroWindow]:
-        """The retrospectives whose agent the decision completes (read only when it does one)."""
-        done = [
-            w.record
-            for w in agent_writes(effects)
-            if w.record.role == RETRO_ROLE
-            and w.record.status is AgentStatus.COMPLETED
-            and w.record.issue_number
-        ]
-        if not done or self.retrospectives is None:
-            return {}
-        held = {r.issue_number: r for r in self.retrospectives.store.retrospectives(done[0].repo_id)}
-        return {
-            record.issue_number: RetroWindow(
-                window_start=r.window_start,
-                window_end=r.window_end,
-                proposals=len(r.items),
-                pull_request=r.pull_request,
-            )
-            for record in done
-            if record.issue_number is not None and (r := held.get(record.issue_number)) is not None
-        }
+    def _decide(
+        self, event: EventEnvelope, policy: RoutingPolicy, pause: str | None, *, look_up: bool
+    ) -> Decided:
+        """Call :func:`decide` until it decides, reading each time what it asks for (bounded)."""
+        loaded = Loaded()
+        while True:
+            answer = decide(event, policy, loaded, pause=pause, look_up_committed=look_up)
+            if not isinstance(answer, NEEDS):
+                return answer
+            if loaded.has(answer):  # each kind is read once: at most MAX_READS rounds
+                raise UnboundedReadsError(event.delivery_id, answer)
+            loaded = self._read(event, answer, loaded)
 
-    def _resume(self, event: EventEnvelope, decision: Decision) -> RoutingResult:
-        if decision.done:
-            # Only its launches may be left (each a no-op unless still pending).
-            launches = [effect for effect in decision.outside if isinstance(effect, LaunchAgent)]
+    def _outbox(self) -> OutboxExecutor:
+        """This delivery's executor, over the service's collaborators as they are now."""
+        return OutboxExecutor(
+            registry=self.registry,
+            launcher=self.launcher,
+            github=self.github,
+            policies=self.policies,
+            clock=self.clock,
+            merge_gate=self.merge_gate,
+            queue=self.queue,
+            memory=self.memory,
+            retrospectives=self.retrospectives,
+        )
+
+    def _resume(self, event: EventEnvelope, resume: Resume, outbox: OutboxExecutor) -> RoutingResult:
+        decision = resume.decision
+        if resume.finish:
+            logger.info("carrying out what decision %s left undone", decision.key)
+        else:
             logger.info(
-                "decision %s was carried out already (%d launches checked)", decision.key, len(launches)
+                "decision %s was carried out already (%d launches checked)", decision.key, len(resume.outside)
             )
-            self._carry_out(event, decision.key, launches, decision.decided_at, resumed=True, finish=False)
-            return self._result(event.delivery_id, (), (), resumed=True)
-        logger.info("carrying out what decision %s left undone", decision.key)
-        self._carry_out(event, decision.key, decision.outside, decision.decided_at, resumed=True, finish=True)
-        return self._result(event.delivery_id, decision.outside, (), resumed=True)
+        outbox.carry_out(
+            event, decision.key, resume.outside, decision.decided_at, resumed=True, finish=resume.finish
+        )
+        return self._result(event.delivery_id, resume.effects, (), outbox, resumed=True)
 
+    @staticmethod
     def _result(
-        self,
         delivery_id: str,
         effects: tuple[Effect, ...],
         transitions: tuple[str, ...],
+        outbox: OutboxExecutor,
         *,
         resumed: bool = False,
     ) -> RoutingResult:
@@ -295,68 +251,62 @@ class RouterService:
             delivery_id,
             effects,
             transitions,
-            tuple(self._held),
+            tuple(outbox.held),
             resumed=resumed,
-            failed=tuple(self._failed),
-            busy=self._busy,
+            failed=tuple(outbox.failed),
+            busy=outbox.busy,
         )
 
-    def _finish(self, event: EventEnvelope, key: str) -> RoutingResult:
-        """The reconciler's FinishDecision: carry out an unfinished decision, decide nothing."""
-        decision = self.registry.decision(key)
-        if decision is None or decision.done:
-            reason = "no such decision" if decision is None else "carried out already"
-            return RoutingResult(event.delivery_id, (Discard(f"decision {key}: {reason}"),))
-        if decision.repo_id != event.repository.id:
-            reason = f"decision {key} is not of repository {event.repository.id}"
-            return RoutingResult(event.delivery_id, (Discard(reason),))
-        return self._resume(event, decision)
+    # --- reads: what decide asked for -----------------------------------------------------
 
-    # --- reads ----------------------------------------------------------------------------
+    def _read(self, event: EventEnvelope, need: Need, loaded: Loaded) -> Loaded:
+        """``loaded`` with what ``need`` names read, and ``need`` answered."""
+        registry = self.registry
+        answered = loaded.answered | {need.kind}
+        match need:
+            case ReadDecision(key=key):
+                return replace(loaded, answered=answered, committed=registry.decision(key))
+            case ReadIssues(repo_id=repo, numbers=numbers, branches=branches):
+                views = {**loaded.issues, **{n: registry.issue_view(repo, n) for n in sorted(numbers)}}
+                links = registry.branch_links(repo, branches) if branches else {}
+                return replace(
+                    loaded, answered=answered, issues=views, branch_links={**loaded.branch_links, **links}
+                )
+            case ReadLinkedIssues(repo_id=repo, numbers=numbers):
+                views = {**loaded.issues, **{n: registry.issue_view(repo, n) for n in sorted(numbers)}}
+                return replace(loaded, answered=answered, issues=views)
+            case ReadContext():
+                graph = (
+                    registry.blocker_graph(need.repo_id, need.graph_from, need.graph_depth)
+                    if need.graph_from
+                    else {}
+                )
+                return replace(
+                    loaded,
+                    answered=answered,
+                    now=self.clock(),
+                    graph=graph,
+                    pm=registry.pm_agent(need.repo_id) if need.pm else None,
+                    permissions=self._permissions(need),
+                    inbox=tuple(registry.pending_inbox(need.inbox_of)) if need.inbox_of else (),
+                )
+            case ReadRetrospectives(repo_id=repo):
+                held = (
+                    self.retrospectives.store.retrospectives(repo) if self.retrospectives is not None else []
+                )
+                return replace(loaded, answered=answered, retrospectives=tuple(held))
+            case _:  # pragma: no cover - exhaustiveness
+                assert_never(need)
 
-    def load(self, event: EventEnvelope, request: SnapshotRequest, policy: RoutingPolicy) -> Snapshot:
-        repo = event.repository.id
-        views = {n: self.registry.issue_view(repo, n) for n in sorted(request.issues)}
-        links = self.registry.branch_links(repo, request.branches) if request.branches else {}
-        if request.follow_links:
-            # Second round: the issues a PR or branch links to, and the issues a closed one blocks.
-            more: set[int] = set(links.values())
-            for view in list(views.values()):
-                if view.linked_issue is not None:
-                    more.add(view.linked_issue)
-                more.update(view.blocks)
-                if view.number in request.pull_requests_of:
-                    more.update(sorted(view.pull_requests)[:5])
-            for branch in request.branches:
-                parsed = policy.issue_from_branch(branch)
-                if parsed is not None:
-                    more.add(parsed)
-            for number in sorted(more - views.keys()):
-                views[number] = self.registry.issue_view(repo, number)
-        graph = (
-            self.registry.blocker_graph(repo, request.graph_from, policy.max_issue_depth + 1)
-            if request.graph_from
-            else {}
-        )
-        return Snapshot(
-            now=self.clock(),
-            issues=views,
-            pm=self.registry.pm_agent(repo) if request.pm else None,
-            branch_links=links,
-            graph=graph,
-            permissions=self._permissions(event, request),
-            inbox=tuple(self.registry.pending_inbox(request.inbox_of)) if request.inbox_of else (),
-        )
-
-    def _permissions(self, event: EventEnvelope, request: SnapshotRequest) -> dict[str, str]:
+    def _permissions(self, need: ReadContext) -> dict[str, str]:
         """Each human actor's permission, from GitHub's permission endpoint (at most two per event).
 
         Never from the payload's ``author_association``: OWNER, MEMBER and COLLABORATOR do not
         imply write access, and an agent's echo could claim any of them.
         """
         return {
-            login: self.github.permission(event.installation_id, event.repository.full_name, login)
-            for login in sorted(request.permissions_of)
+            login: self.github.permission(need.installation_id, need.repo_full_name, login)
+            for login in sorted(need.permissions_of)
         }
 
     # --- writes ---------------------------------------------------------------------------
@@ -374,268 +324,3 @@ class RouterService:
                 self.registry.vouch_issue(repo_id, number, by, occurred_at)
             case RecordReview():
                 self.registry.record_review(fact, now)
-
-    def _carry_out(
-        self,
-        event: EventEnvelope,
-        key: str,
-        outside: Sequence[Outside],
-        decided_at: datetime,
-        *,
-        resumed: bool,
-        finish: bool,
-    ) -> None:
-        """Every outside effect in order, each under its key; then (``finish``) the decision is done.
-
-        A decision to finish is claimed first (:mod:`squadron.domain.outbox`): while another
-        executor holds it (the delivery's retry, a redrive, the reconciler's sweep), this one
-        does nothing, and the sweep comes back if the holder fails. Each effect is recorded as
-        settled when done, so a later executor carries out only the rest; one GitHub refuses for
-        good (404, 410, 422) is recorded with its reason and the rest goes on. A decision claimed
-        too often is given up, what is left recorded as failed. ``resumed`` (or a claim that is
-        not the first): an earlier attempt may have carried out an effect without recording it
-        (a crash in between), so what creates something on GitHub is looked up by its key first.
-        A done decision's launches are not claimed: each starts only while still pending.
-        """
-        since = decided_at - CLOCK_SKEW
-        if not finish:
-            for index, effect in enumerate(outside):
-                self._outside(event, effect, effect_key(key, index), since if resumed else None)
-            return
-        owner = secrets.token_hex(8)
-        claim = self.registry.claim_decision(key, owner, self.clock())
-        if claim is None:
-            logger.info("decision %s is done or carried out by another executor now", key)
-            self._busy = True
-            return
-        look_since = since if resumed or claim.attempts > 1 else None
-        try:
-            for index, effect in enumerate(outside):
-                if index in claim.settled:
-                    continue
-                if claim.exhausted:
-                    self._fail(event, key, owner, index, effect, reason=given_up(claim))
-                    continue
-                try:
-                    self._outside(event, effect, effect_key(key, index), look_since)
-                except GitHubError as exc:
-                    if not permanent(exc.status):
-                        raise
-                    self._fail(event, key, owner, index, effect, reason=str(exc))
-                    continue
-                if not self.registry.settle_effect(key, owner, index):
-                    raise LeaseLostError(key, index)
-            self.registry.finish_decision(key, self.clock())
-        except LeaseLostError:
-            raise  # the claim is another executor's now
-        except Exception as exc:
-            self.registry.release_decision(key, owner, f"{type(exc).__name__}: {exc}")
-            raise
-
-    def _fail(
-        self, event: EventEnvelope, key: str, owner: str, index: int, effect: Outside, *, reason: str
-    ) -> None:
-        """Record effect ``index`` as refused for good (never tried again; operators see it)."""
-        failed = failed_effect(
-            key,
-            index,
-            effect,
-            repo_id=event.repository.id,
-            repo=event.repository.full_name,
-            reason=reason,
-            at=self.clock(),
-        )
-        if not self.registry.fail_effect(key, owner, failed):
-            raise LeaseLostError(key, index)
-        logger.warning(
-            "decision %s: %s on %s#%s not carried out: %s",
-            key,
-            failed.effect,
-            failed.repo_full_name,
-            failed.number,
-            failed.reason,
-        )
-        self._failed.append(failed.effect)
-
-    def _outside(self, event: EventEnvelope, effect: Outside, key: str, look_since: datetime | None) -> None:
-        github = self.github
-        match effect:
-            case PostComment(repo_full_name=repo, installation_id=inst, number=number, body=body):
-                if look_since is not None and github.find_comment(inst, repo, number, key, look_since):
-                    logger.info("comment %s on %s#%s was posted already", key, repo, number)
-                    return
-                github.comment(inst, repo, number, body, effect.author, key=key)
-            case CloseIssue(repo_full_name=repo, installation_id=inst, number=number, reason=reason):
-                github.close_issue(inst, repo, number, reason)
-            case AddLabels(repo_full_name=repo, installation_id=inst, number=number, labels=labels):
-                github.add_labels(inst, repo, number, labels)
-            case CreateIssue(repo_full_name=repo, installation_id=inst):
-                found = (
-                    github.find_issue(inst, repo, key, effect.labels, look_since)
-                    if look_since is not None
-                    else None
-                )
-                if found is not None:
-                    logger.info("issue %s of %s was opened already: #%s", key, repo, found)
-                    return
-                github.create_issue(
-                    inst,
-                    repo,
-                    title=effect.title,
-                    body=effect.body,
-                    labels=effect.labels,
-                    assignees=effect.assignees,
-                    key=key,
-                )
-            case LaunchAgent(agent_id=agent_id, purpose=purpose, token=token):
-                self._launch(agent_id, purpose, token, self.clock())
-            case StopAgentTask(task_arn=task_arn, reason=reason):
-                self.launcher.stop(task_arn, reason)
-            case EvaluateMerge(repo_full_name=repo, installation_id=inst, pr_number=pr, author_role=role):
-                if self.merge_gate is None:
-                    logger.info("no merge gate wired; PR #%s of %s not judged", pr, repo)
-                else:
-                    outcome = self.merge_gate.evaluate(
-                        inst,
-                        repo,
-                        pr,
-                        role,
-                        issue_number=effect.issue_number,
-                        cause=effect.cause,
-                        **_queue_args(effect),
-                    )
-                    logger.info("merge gate on %s#%s: %s", repo, pr, getattr(outcome, "detail", outcome))
-                    if outcome.result is not None:
-                        self._verdict(event, effect, key, outcome.result.verdict, outcome.result.description)
-            case FileBlockerIssue():
-                self._file_blocker(event, effect, key, look_since)
-            case OpenRetrospective():
-                if self.retrospectives is None:
-                    logger.info("no retrospectives wired; %s's is not held", effect.repo_full_name)
-                    return
-                self.retrospectives.open(effect, key, look_since, self.policies(event).prices)
-            case ConfirmMemory():
-                if self.memory is None:
-                    logger.info(
-                        "no memory wired; facts %s of repository %s not confirmed",
-                        effect.fact_ids,
-                        effect.repo_id,
-                    )
-                    return
-                confirmed = self.memory.confirm(
-                    effect.repo_id,
-                    effect.fact_ids,
-                    by=effect.by,
-                    how=effect.how,
-                    policy=MemoryPolicy(expiry_days=effect.expiry_days),
-                    authors=effect.authors or None,
-                )
-                logger.info(
-                    "memory of repository %s: %d facts confirmed by %s (%s)",
-                    effect.repo_id,
-                    len(confirmed),
-                    effect.by,
-                    effect.how,
-                )
-            case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
-                assert_never(effect)
-
-    def _verdict(
-        self, event: EventEnvelope, effect: EvaluateMerge, key: str, verdict: str, text: str
-    ) -> None:
-        """Report a change of the gate's verdict on the PR, once (keyed by the effect and verdict)."""
-        repo_id = event.repository.id
-        previous, said = self.registry.gate_state(repo_id, effect.pr_number)
-        if previous == verdict:
-            # The same verdict; what it waits for may have moved on (the dashboard shows it).
-            if said != text[:140]:
-                self.registry.set_gate_description(repo_id, effect.pr_number, verdict, text[:140])
-            return
-        data = MergeGateVerdictChanged.model_validate(
-            {
-                "pr_number": effect.pr_number,
-                "verdict": verdict,
-                "previous": previous,
-                "description": text[:140],
-            }
-        )
-        changed = make_event(
-            data,
-            event_id=gate_event_id(key, verdict),
-            at=self.clock(),
-            repository=Repository(id=repo_id, full_name=effect.repo_full_name),
-            correlation_id=event.delivery_id,
-            installation=effect.installation_id,
-            issue=effect.issue_number,
-        )
-        if not self.registry.change_verdict(repo_id, effect.pr_number, previous, changed):
-            logger.info("verdict on #%s changed meanwhile; %s not reported", effect.pr_number, verdict)
-
-    def _file_blocker(
-        self, event: EventEnvelope, effect: FileBlockerIssue, key: str, look_since: datetime | None
-    ) -> None:
-        """Open the issue (once: a retry finds it by its key), then register it as the agent's
-        blocker (it sleeps) through events.fifo (the command's id is the same on a retry)."""
-        if self.queue is None:
-            raise RuntimeError("a blocker issue needs events.fifo to register it: wire the router's queue")
-        found = (
-            self.github.find_issue(
-                effect.installation_id, effect.repo_full_name, key, effect.labels, look_since
-            )
-            if look_since is not None
-            else None
-        )
-        number = (
-            found
-            if found is not None
-            else self.github.create_issue(
-                effect.installation_id,
-                effect.repo_full_name,
-                title=effect.title,
-                body=effect.body,
-                labels=effect.labels,
-                assignees=effect.assignees,
-                key=key,
-            )
-        )
-        command = RegisterBlocker(
-            issue_number=effect.issue_number,
-            blocker_number=number,
-            agent_id=effect.agent_id,
-            launch_token=effect.launch_token,
-            sleep=True,
-            note=effect.title,
-        )
-        self.queue.send(
-            command_envelope(
-                command,
-                repository=event.repository.model_dump(),
-                installation_id=effect.installation_id,
-                delivery_id=f"cmd-{effect.launch_token}-blocker-{number}",
-                now=self.clock(),
-            )
-        )
-
-    def _launch(self, agent_id: str, purpose: str, token: str, now: datetime) -> None:
-        """Start the decided launch once: arm it, start its task and confirm it, or adopt the
-        task an earlier attempt started (:mod:`squadron.shell.launching` has the protocol).
-
-        The decision (the pending launch) is committed before; the secret is drawn there because
-        it must be random and must never be stored. A held launch (RunTask refused) keeps its
-        decision: the reconciler retries it with back-off, nothing goes back to the queue.
-        """
-        launched = carry_out_launch(
-            self.registry, self.launcher, agent_id, purpose=purpose, token=token, now=now
-        )
-        if launched.outcome == "held":
-            self._held.append(agent_id)
-
-
-def _queue_args(effect: EvaluateMerge) -> dict[str, Any]:
-    """The merge queue's part of a judgement (only when there is one: a gate without it still works)."""
-    args: dict[str, Any] = {}
-    if effect.merge_group:
-        args["merge_group"] = effect.merge_group
-    if effect.queue_merged:
-        args["queue_merged"] = True
-    return args

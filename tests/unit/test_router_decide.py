@@ -312,7 +312,7 @@ def test_an_assignment_decides_an_agent_and_its_launch_a_decision_done_at_once()
     assert [type(e).__name__ for e in decided.decision.outside] == ["LaunchAgent"]
     assert decided.decision.done and not decided.finish and decided.commits
     assert decided.transitions == ("NEW>CREATED",)
-    assert [e.detail_type for e in decided.events] == ["agent.started.v1"]
+    assert [e.detail_type for e in decided.domain_events] == ["agent.started.v1"]
 
 
 def test_a_paused_repository_holds_back_what_starts_something_under_its_own_key() -> None:
@@ -323,7 +323,7 @@ def test_a_paused_repository_holds_back_what_starts_something_under_its_own_key(
     assert not [e for e in decided.effects if isinstance(e, LaunchAgent | PutAgent)]
     held = [e.reason for e in decided.effects if isinstance(e, Discard)]
     assert held == ["paused: the configuration is invalid; withheld LaunchAgent, PutAgent"]
-    assert decided.decision.outside == () and decided.events == ()
+    assert decided.decision.outside == () and decided.domain_events == ()
 
 
 def test_nothing_is_committed_for_a_decision_of_discards() -> None:
@@ -351,7 +351,7 @@ def test_a_completed_retrospective_asks_for_what_it_held_and_reports_it() -> Non
     assert [need.kind for need in asked] == ["issues", "context", "retrospectives"]
     assert asked[-1] == ReadRetrospectives(REPO)
     assert isinstance(decided, Routed)
-    completed = [e.data for e in decided.events if e.detail_type == "retrospective.completed.v1"]
+    completed = [e.data for e in decided.domain_events if e.detail_type == "retrospective.completed.v1"]
     expected = RetrospectiveCompleted(
         window_start=held.window_start, window_end=T0, proposals=0, pull_request=77
     )

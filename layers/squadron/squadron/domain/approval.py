@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from squadron.domain.authority import Rule, decide, is_app
+from squadron.domain.app_acts import is_app
+from squadron.domain.authority import Rule, decide
 from squadron.domain.repo_config.flows import merge_reviews, resolve_flow
 from squadron.domain.repo_config.limits import (
     MAX_CHANGED_FILES,

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
+from squadron.domain.app_acts import AgentReported, FrameworkCommand, app_act, is_app
 from squadron.domain.events import Actor, EventEnvelope
 
 #: The repository permissions that carry authority.
@@ -91,11 +92,6 @@ class Authority:
         return f"{self.login} {_WHY[self.rule]}{permission}"
 
 
-def is_app(login: str, bot_login: str) -> bool:
-    """GitHub logins are case-insensitive."""
-    return login.casefold() == bot_login.casefold()
-
-
 def decide(login: str, *, is_bot: bool, bot_login: str, permission: str | None) -> Authority:
     """The rule: the App itself, or a human (not a bot) with write access; nobody else."""
     if is_app(login, bot_login):
@@ -149,7 +145,7 @@ def permissions_needed(event: EventEnvelope, bot_login: str) -> frozenset[str]:
     answer does not depend on a permission, so GitHub is not asked.
     """
     found = human_input(event, bot_login)
-    if found is None or event.origin in ("squadron", "agent"):
+    if found is None or isinstance(app_act(event, bot_login), FrameworkCommand | AgentReported):
         return frozenset()
     return frozenset(
         actor.login for actor in found.actors if not actor.is_bot and not is_app(actor.login, bot_login)
@@ -167,11 +163,12 @@ def judge(
     found = human_input(event, bot_login)
     if found is None:
         return None
-    if event.origin == "squadron":
+    act = app_act(event, bot_login)
+    if isinstance(act, FrameworkCommand):
         return found, Authority(found.actors[0].login, Rule.FRAMEWORK)
     verdict = Authority(found.actors[0].login, Rule.UNKNOWN_PERMISSION)
     for actor in found.actors:
-        if event.origin == "agent":
+        if isinstance(act, AgentReported):
             # The gateway stamps the sender; the rest of an echo is the task's word.
             rule = Rule.THE_APP if is_app(actor.login, bot_login) else Rule.ECHO_NOT_THE_APP
             verdict = Authority(actor.login, rule)

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from squadron.domain.authority import WRITE_PERMISSIONS, is_app
+from squadron.domain.app_acts import is_app
+from squadron.domain.authority import WRITE_PERMISSIONS
 from squadron.domain.repo_config.models import TriageConfig
 
 #: Who vouched for every issue where the repository trusts everyone.

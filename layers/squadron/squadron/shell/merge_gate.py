@@ -53,6 +53,7 @@ from squadron.adapters.github.errors import (
 )
 from squadron.adapters.github.keyed import SENDS, once
 from squadron.config.parse import SquadronConfig
+from squadron.domain.app_acts import is_app
 from squadron.domain.approval import (
     MERGE_CONTEXT,
     STANDING_VERDICTS,
@@ -63,7 +64,6 @@ from squadron.domain.approval import (
     held_for_people,
     reads_changed_files,
 )
-from squadron.domain.authority import is_app
 from squadron.domain.events import EventEnvelope, ReportConflict, build_envelope, command_envelope
 from squadron.domain.merge_queue import entry_head, group_statuses, is_queue_refusal, queue_step
 from squadron.domain.permissions import MergeConsent

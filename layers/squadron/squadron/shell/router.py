@@ -1,7 +1,7 @@
 """The router shell: load what the core asks for, decide once, commit, carry it out.
 
-One call of :meth:`RouterService.process` handles one envelope (Cosmic Python's handler:
-load, model, commit):
+One call of :meth:`RouterService.process` handles one inbound message (a webhook or a command, in
+an envelope; Cosmic Python's handler: load, model, commit):
 
 1. Ask :func:`~squadron.domain.routing.decide.decide` (pure) what it needs, read it, ask again:
    the decision committed for this delivery already (an earlier attempt crashed after its
@@ -139,14 +139,14 @@ class RouterService:
         self.policies = policies
         self.clock = clock
 
-    def pause_for(self, event: EventEnvelope) -> str | None:
-        """Why ``event``'s repository is paused, or None (it is not, or nothing says)."""
-        return self.paused(event) if self.paused is not None else None
+    def pause_for(self, inbound: EventEnvelope) -> str | None:
+        """Why ``inbound``'s repository is paused, or None (it is not, or nothing says)."""
+        return self.paused(inbound) if self.paused is not None else None
 
     def process(
-        self, event: EventEnvelope, *, pause: str | None = None, first_receive: bool = False
+        self, inbound: EventEnvelope, *, pause: str | None = None, first_receive: bool = False
     ) -> RoutingResult:
-        """Decide ``event``, commit the decision, carry it out (with ``pause``, only what starts nothing).
+        """Decide ``inbound``, commit the decision, carry it out (with ``pause``, only what starts nothing).
 
         A lost conditional write (an agent task renewed its lease or heartbeat between our
         read and our commit) stores nothing: re-read and re-decide, up to :attr:`attempts`
@@ -160,56 +160,56 @@ class RouterService:
         re-decision that commits nothing leaves it to the reconciler's sweep.
         """
         outbox = self._outbox()
-        policy = self.policies(event)
+        policy = self.policies(inbound)
         for attempt in range(1, self.attempts + 1):
-            decided = self._decide(event, policy, pause, look_up=attempt > 1 or not first_receive)
+            decided = self._decide(inbound, policy, pause, look_up=attempt > 1 or not first_receive)
             match decided:
                 case Dropped(reason=reason):
-                    return RoutingResult(event.delivery_id, (reason,))
+                    return RoutingResult(inbound.delivery_id, (reason,))
                 case Resume():
-                    return self._resume(event, decided, outbox)
+                    return self._resume(inbound, decided, outbox)
                 case Routed():
                     for fact in decided.facts:
                         self._fact(fact, decided.now)
                     if decided.commits:
                         try:
-                            self.registry.commit(decided.writes, decided.decision, decided.events)
+                            self.registry.commit(decided.writes, decided.decision, decided.domain_events)
                         except ConflictError as exc:
                             if attempt == self.attempts:
                                 raise
                             logger.info(
                                 "conflict routing %s (attempt %d): %s; re-reading",
-                                event.delivery_id,
+                                inbound.delivery_id,
                                 attempt,
                                 exc,
                             )
                             continue
                     decision = decided.decision
                     outbox.carry_out(
-                        event,
+                        inbound,
                         decision.key,
                         decision.outside,
                         decided.now,
                         resumed=False,
                         finish=decided.finish,
                     )
-                    return self._result(event.delivery_id, decided.effects, decided.transitions, outbox)
+                    return self._result(inbound.delivery_id, decided.effects, decided.transitions, outbox)
                 case _:  # pragma: no cover - exhaustiveness
                     assert_never(decided)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
     def _decide(
-        self, event: EventEnvelope, policy: RoutingPolicy, pause: str | None, *, look_up: bool
+        self, inbound: EventEnvelope, policy: RoutingPolicy, pause: str | None, *, look_up: bool
     ) -> Decided:
         """Call :func:`decide` until it decides, reading each time what it asks for (bounded)."""
         loaded = Loaded()
         while True:
-            answer = decide(event, policy, loaded, pause=pause, look_up_committed=look_up)
+            answer = decide(inbound, policy, loaded, pause=pause, look_up_committed=look_up)
             if not isinstance(answer, NEEDS):
                 return answer
             if loaded.has(answer):  # each kind is read once: at most MAX_READS rounds
-                raise UnboundedReadsError(event.delivery_id, answer)
-            loaded = self._read(event, answer, loaded)
+                raise UnboundedReadsError(inbound.delivery_id, answer)
+            loaded = self._read(inbound, answer, loaded)
 
     def _outbox(self) -> OutboxExecutor:
         """This delivery's executor, over the service's collaborators as they are now."""
@@ -225,7 +225,7 @@ class RouterService:
             retrospectives=self.retrospectives,
         )
 
-    def _resume(self, event: EventEnvelope, resume: Resume, outbox: OutboxExecutor) -> RoutingResult:
+    def _resume(self, inbound: EventEnvelope, resume: Resume, outbox: OutboxExecutor) -> RoutingResult:
         decision = resume.decision
         if resume.finish:
             logger.info("carrying out what decision %s left undone", decision.key)
@@ -234,9 +234,9 @@ class RouterService:
                 "decision %s was carried out already (%d launches checked)", decision.key, len(resume.outside)
             )
         outbox.carry_out(
-            event, decision.key, resume.outside, decision.decided_at, resumed=True, finish=resume.finish
+            inbound, decision.key, resume.outside, decision.decided_at, resumed=True, finish=resume.finish
         )
-        return self._result(event.delivery_id, resume.effects, (), outbox, resumed=True)
+        return self._result(inbound.delivery_id, resume.effects, (), outbox, resumed=True)
 
     @staticmethod
     def _result(
@@ -259,7 +259,7 @@ class RouterService:
 
     # --- reads: what decide asked for -----------------------------------------------------
 
-    def _read(self, event: EventEnvelope, need: Need, loaded: Loaded) -> Loaded:
+    def _read(self, inbound: EventEnvelope, need: Need, loaded: Loaded) -> Loaded:
         """``loaded`` with what ``need`` names read, and ``need`` answered."""
         registry = self.registry
         answered = loaded.answered | {need.kind}
@@ -299,7 +299,7 @@ class RouterService:
                 assert_never(need)
 
     def _permissions(self, need: ReadContext) -> dict[str, str]:
-        """Each human actor's permission, from GitHub's permission endpoint (at most two per event).
+        """Each human actor's permission, from GitHub's permission endpoint (at most two per inbound).
 
         Never from the payload's ``author_association``: OWNER, MEMBER and COLLABORATOR do not
         imply write access, and an agent's echo could claim any of them.

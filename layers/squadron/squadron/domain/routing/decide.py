@@ -1,4 +1,4 @@
-"""The router's one decision: ``decide(event, policy, loaded) -> Read... | Decided`` — pure.
+"""The router's one decision: ``decide(inbound, policy, loaded) -> Read... | Decided`` — pure.
 
 Cosmic Python's handler shape (load, model, commit): the router shell loads what this call
 asks for, calls it again, and commits and carries out what it returns; it never picks its own
@@ -12,12 +12,17 @@ A call answers one of two ways:
   it to :class:`Loaded` and calls again; every kind of need is asked at most once, so a
   decision takes at most :data:`MAX_READS` rounds;
 - a :data:`Decided`: what happens next. :class:`Routed` is a new decision: the facts of the
-  event, the registry writes, the record with its outbox and the domain events of one commit,
+  inbound message, the registry writes, the record with its outbox and the domain events of one commit,
   with what a paused repository holds back already held. :class:`Resume` carries out what a
   committed decision left undone. :class:`Dropped` says why nothing happens (a
   :class:`~squadron.domain.events.FinishDecision` with nothing left to finish).
 
-The same event against the same loaded state always gives the same answer.
+The same inbound message against the same loaded state always gives the same answer.
+
+Names: ``inbound`` is what arrived on events.fifo, an :class:`~squadron.domain.events.EventEnvelope`
+carrying either GitHub's webhook or a command (the framework's, or an agent's through the agent
+gateway); ``domain_events`` are what a decision reports happened
+(:mod:`squadron.domain.domain_events`), committed with it and published from the registry's stream.
 """
 
 from __future__ import annotations
@@ -118,7 +123,7 @@ MAX_READS = len(NEEDS) + 1
 
 @dataclass(frozen=True)
 class Loaded:
-    """What the shell has read for one event, round by round (``answered``: the needs' kinds)."""
+    """What the shell has read for one inbound message, round by round (``answered``: the needs' kinds)."""
 
     answered: frozenset[str] = frozenset()
     committed: Decision | None = None
@@ -159,7 +164,7 @@ class Routed:
     facts: tuple[Fact, ...]
     writes: tuple[Write, ...]
     decision: Decision
-    events: tuple[DomainEvent, ...]
+    domain_events: tuple[DomainEvent, ...]
     #: ``"OLD>NEW"`` per agent status the effects change (what the metrics count).
     transitions: tuple[str, ...]
     #: The time the decision was made on (facts are recorded with it).
@@ -168,7 +173,7 @@ class Routed:
     @property
     def commits(self) -> bool:
         """Whether anything is committed (a decision of discards alone stores nothing)."""
-        return bool(self.writes or self.decision.outside or self.events)
+        return bool(self.writes or self.decision.outside or self.domain_events)
 
     @property
     def finish(self) -> bool:
@@ -201,34 +206,34 @@ Decided = Routed | Resume | Dropped
 
 
 def decide(
-    event: EventEnvelope,
+    inbound: EventEnvelope,
     policy: RoutingPolicy,
     loaded: Loaded,
     *,
     pause: str | None = None,
     look_up_committed: bool = True,
 ) -> Need | Decided:
-    """The next read ``event``'s decision needs, or the decision (see the module).
+    """The next read ``inbound``'s decision needs, or the decision (see the module).
 
     ``pause``: why the event's repository is paused (what would start something is held back,
     under a decision of its own key). ``look_up_committed``: whether an earlier attempt may have
     committed this delivery's decision (then it is carried out, not decided again).
     """
-    if isinstance(event.command, FinishDecision):
-        return _finish(event, event.command.decision, loaded)
-    key = decision_key(event.delivery_id, paused=pause is not None)
+    if isinstance(inbound.command, FinishDecision):
+        return _finish(inbound, inbound.command.decision, loaded)
+    key = decision_key(inbound.delivery_id, paused=pause is not None)
     if look_up_committed:
         asked = ReadDecision(key)
         if not loaded.has(asked):
             return asked
         if loaded.committed is not None:
             return resumption(loaded.committed)
-    request = snapshot_request(event, policy)
-    need = _next_read(event, policy, request, loaded)
+    request = snapshot_request(inbound, policy)
+    need = _next_read(inbound, policy, request, loaded)
     if need is not None:
         return need
     snapshot = loaded.snapshot()
-    effects = route(event, snapshot, policy)
+    effects = route(inbound, snapshot, policy)
     if pause is not None:
         effects = hold_while_paused(effects, snapshot.agents(), pause)
     completed = _retrospective_agents(effects)
@@ -243,12 +248,12 @@ def decide(
         snapshot.now,
         split.outside,
         done=not kept,
-        installation_id=event.installation_id,
-        repo_full_name=event.repository.full_name,
-        repo_id=event.repository.id,
+        installation_id=inbound.installation_id,
+        repo_full_name=inbound.repository.full_name,
+        repo_id=inbound.repository.id,
     )
-    events = derive(
-        as_webhook(event, policy.bot_login),  # an agent's action as the webhook it stands for
+    domain_events = derive(
+        as_webhook(inbound, policy.bot_login),  # an agent's action as the webhook it stands for
         decision=key,
         before=snapshot.agents(),
         blockers={n: view.blockers for n, view in snapshot.issues.items()},
@@ -262,18 +267,18 @@ def decide(
         facts=split.facts,
         writes=split.writes,
         decision=decision,
-        events=events,
+        domain_events=domain_events,
         transitions=status_changes(snapshot.agents(), effects),
         now=snapshot.now,
     )
 
 
 def _next_read(
-    event: EventEnvelope, policy: RoutingPolicy, request: SnapshotRequest, loaded: Loaded
+    inbound: EventEnvelope, policy: RoutingPolicy, request: SnapshotRequest, loaded: Loaded
 ) -> Need | None:
     """The registry's items ``request`` names, in rounds: the issues, then what they link to,
     then the context."""
-    repo = event.repository.id
+    repo = inbound.repository.id
     first = ReadIssues(repo, request.issues, request.branches)
     if not loaded.has(first):
         return first
@@ -283,8 +288,8 @@ def _next_read(
             return ReadLinkedIssues(repo, linked)
     context = ReadContext(
         repo,
-        event.installation_id,
-        event.repository.full_name,
+        inbound.installation_id,
+        inbound.repository.full_name,
         graph_from=request.graph_from,
         graph_depth=policy.max_issue_depth + 1 if request.graph_from else 0,
         pm=request.pm,
@@ -350,7 +355,7 @@ def resumption(decision: Decision) -> Resume:
     return Resume(decision, decision.outside, finish=True, effects=decision.outside)
 
 
-def _finish(event: EventEnvelope, key: str, loaded: Loaded) -> ReadDecision | Decided:
+def _finish(inbound: EventEnvelope, key: str, loaded: Loaded) -> ReadDecision | Decided:
     """The reconciler's FinishDecision: carry out an unfinished decision of the event's
     repository, decide nothing."""
     asked = ReadDecision(key)
@@ -360,6 +365,6 @@ def _finish(event: EventEnvelope, key: str, loaded: Loaded) -> ReadDecision | De
     if decision is None or decision.done:
         reason = "no such decision" if decision is None else "carried out already"
         return Dropped(Discard(f"decision {key}: {reason}"))
-    if decision.repo_id != event.repository.id:
-        return Dropped(Discard(f"decision {key} is not of repository {event.repository.id}"))
+    if decision.repo_id != inbound.repository.id:
+        return Dropped(Discard(f"decision {key} is not of repository {inbound.repository.id}"))
     return resumption(decision)

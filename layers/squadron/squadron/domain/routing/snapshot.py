@@ -16,7 +16,8 @@ from squadron.domain.agents import (
     RoleKind,
     parse_agent_id,
 )
-from squadron.domain.authority import is_app, permissions_needed
+from squadron.domain.app_acts import AgentReported, app_act, is_app
+from squadron.domain.authority import permissions_needed
 from squadron.domain.blockers import BlockerGraph
 from squadron.domain.effects import (
     Effect,
@@ -132,13 +133,9 @@ def _vouching_needs(event: EventEnvelope, policy: RoutingPolicy) -> tuple[set[st
         and not is_app(author, policy.bot_login)
     ):
         authors.add(author)
-    if event.origin == "agent" and event.source_agent is not None:
-        try:
-            _, source, _ = parse_agent_id(event.source_agent)
-        except RegistryError:
-            source = None
-        if source is not None:
-            sources.add(source)
+    act = app_act(event, policy.bot_login)
+    if isinstance(act, AgentReported) and act.issue_number is not None:
+        sources.add(act.issue_number)
     return authors, sources
 
 
@@ -174,7 +171,7 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
         issues.add(event.pull_request.number)
         branches.add(event.pull_request.head_ref)
     if event.check is not None:
-        # Only through its pull requests: a check's head branch may be a fork's (builders._agent_for_commit).
+        # Only through its pull requests: a check's head branch may be a fork's (builders.agent_for_commit).
         issues.update(event.check.pull_request_numbers[:5])
     if event.status is not None:
         branches.update(event.status.branches[:10])

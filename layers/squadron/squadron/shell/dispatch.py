@@ -10,11 +10,16 @@ A delivery of a paused repository (its configuration is invalid) is routed with
 what starts something withheld, and is *not* recorded as completed: the same
 delivery (a reconciler replay, a redelivery) is routed in full once the
 configuration is valid again.
+
+A record that is not an event envelope says what it is in its ``kind`` (an envelope has none):
+:class:`Dispatcher` hands it to the handler its ``kinds`` table names, so a new kind of message
+on the queue is one row there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,6 +31,8 @@ from squadron.errors import SquadronError
 from squadron.shell.router import RouterService
 
 Once = Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]
+#: A handler of a kind of queue record that is no event envelope: (body, message id) -> summary.
+KindHandler = Callable[[str, str | None], dict[str, Any]]
 
 
 class InvalidRecordError(SquadronError):
@@ -47,9 +54,27 @@ def parse_record(body: str, message_id: str | None = None) -> EventEnvelope:
         raise InvalidRecordError(message_id, f"{where}: {first['msg']}{more}") from exc
 
 
+def record_kind(body: str) -> str | None:
+    """The ``kind`` a queue record says it is (None: none, as for an event envelope)."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    kind = value.get("kind") if isinstance(value, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 class Dispatcher:
-    def __init__(self, service: RouterService, *, once: Once | None = None) -> None:
+    def __init__(
+        self,
+        service: RouterService,
+        *,
+        once: Once | None = None,
+        kinds: Mapping[str, KindHandler] | None = None,
+    ) -> None:
         self.service = service
+        #: The handler of each ``kind`` of record that is not an event envelope.
+        self.kinds: dict[str, KindHandler] = dict(kinds or {})
         self._route: Callable[..., dict[str, Any]] = once(self._route_once) if once else self._route_once
         self._routed = False
         self._first_receive = False
@@ -66,6 +91,9 @@ class Dispatcher:
         (a dead-letter redrive is a new message to SQS, its count 1 again).
         """
         self._routed = False
+        handler = self.kinds.get(record_kind(body) or "") if self.kinds else None
+        if handler is not None:
+            return handler(body, message_id)
         envelope = parse_record(body, message_id)
         # A redrive from the dead-letter queue comes with its receive count at 1 again.
         now = self.service.clock()

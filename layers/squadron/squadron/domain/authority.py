@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
-from squadron.domain.events import Actor, EventEnvelope
+from squadron.domain.event_fields import Actor
+from squadron.domain.events import EventEnvelope
 
 #: The repository permissions that carry authority.
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})

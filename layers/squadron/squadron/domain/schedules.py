@@ -15,7 +15,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from squadron.domain.events import StartRetrospective, command_envelope
+from squadron.domain.commands import StartRetrospective
+from squadron.domain.events import command_envelope
 
 #: Scheduler's context attribute for the firing's time, substituted in the target's input.
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"

@@ -1,6 +1,6 @@
 """What every framework tool works with: the gateway's port, the host's state, a tool's spec.
 
-:class:`_Tools` holds the agent, its gateway, the role-enforcing GitHub client and the
+:class:`BaseTools` holds the agent, its gateway, the role-enforcing GitHub client and the
 configuration each topic's tools (:mod:`.task`, :mod:`.issues`, :mod:`.blockers`,
 :mod:`.pull_requests`, :mod:`.memory`) read; :class:`~.framework.FrameworkTools` composes them.
 """
@@ -53,7 +53,7 @@ class ToolSpec:
     handler: Callable[[Any], str]
 
 
-class _Tools:
+class BaseTools:
     """The agent, its gateway and clients, and the repository's configuration: what the tools read."""
 
     def __init__(

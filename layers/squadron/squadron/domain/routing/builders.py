@@ -62,7 +62,7 @@ def _wakeable(agent: AgentRecord, event: EventEnvelope) -> bool:
     return agent.status in (AgentStatus.SLEEPING, AgentStatus.ESCALATED) or is_idle(agent)
 
 
-def _inbox(
+def deliver_to_inbox(
     agent: AgentRecord,
     event: EventEnvelope,
     kind: str,
@@ -89,7 +89,7 @@ def _inbox(
     )
 
 
-def _notify(
+def notify_agent(
     agent: AgentRecord | None,
     event: EventEnvelope,
     snap: Snapshot,
@@ -107,14 +107,14 @@ def _notify(
         return [Discard(f"agent {agent.agent_id} is {agent.status}; stale event: {summary}")]
     if agent.predates(event.occurred_at):
         return [Discard(f"event predates generation {agent.generation} of {agent.agent_id}: {summary}")]
-    effects: list[Effect] = [_inbox(agent, event, kind, summary, body=body, url=url)]
+    effects: list[Effect] = [deliver_to_inbox(agent, event, kind, summary, body=body, url=url)]
     if wake and _wakeable(agent, event):
         write, launch = _wake(agent, event, snap, summary)
         effects += [PutAgent(write), launch]
     return effects
 
 
-def _new_agent(
+def new_agent_record(
     event: EventEnvelope,
     snap: Snapshot,
     policy: RoutingPolicy,
@@ -139,7 +139,7 @@ def _new_agent(
     )
 
 
-def _start(
+def start_agent(
     existing: AgentRecord | None, fresh: AgentRecord, event: EventEnvelope, snap: Snapshot, reason: str
 ) -> list[Effect]:
     """Create ``fresh``, or restart a terminal ``existing`` one as a new generation; then launch it."""
@@ -152,7 +152,7 @@ def _start(
     )
 
 
-def _end(
+def end_agent(
     agent: AgentRecord, event: EventEnvelope, snap: Snapshot, status: lifecycle.Finished, reason: str
 ) -> list[Effect]:
     """Finish a non-terminal agent (COMPLETED or CANCELLED) and stop its task if one may run."""
@@ -167,7 +167,7 @@ def _end(
     )
 
 
-def _pm_effects(
+def pm_effects(
     event: EventEnvelope,
     snap: Snapshot,
     policy: RoutingPolicy,
@@ -182,19 +182,19 @@ def _pm_effects(
     ``unvetted_author``: whose words ``body`` is when no authority rule passed them.
     """
     pm = snap.pm
-    fresh = _new_agent(event, snap, policy, policy.pm_role, None, branch=None)
+    fresh = new_agent_record(event, snap, policy, policy.pm_role, None, branch=None)
     effects: list[Effect] = []
     if pm is None or pm.status in TERMINAL:
-        effects += _start(pm, fresh, event, snap, f"PM batch: {summary}")
+        effects += start_agent(pm, fresh, event, snap, f"PM batch: {summary}")
     target = pm if pm is not None and pm.status not in TERMINAL else fresh
-    effects.append(_inbox(target, event, kind, summary, body=body, unvetted_author=unvetted_author))
+    effects.append(deliver_to_inbox(target, event, kind, summary, body=body, unvetted_author=unvetted_author))
     if pm is not None and _wakeable(pm, event):
         write, launch = _wake(pm, event, snap, summary)
         effects += [PutAgent(write), launch]
     return effects
 
 
-def _unblock(event: EventEnvelope, snap: Snapshot, blocker: int) -> list[Effect]:
+def unblock(event: EventEnvelope, snap: Snapshot, blocker: int) -> list[Effect]:
     """``blocker`` is gone: resolve every edge on it, waking agents whose last blocker it was."""
     effects: list[Effect] = []
     for issue in sorted(snap.view(blocker).blocks):
@@ -213,7 +213,7 @@ def _unblock(event: EventEnvelope, snap: Snapshot, blocker: int) -> list[Effect]
             effects.append(RemoveBlocker(event.repository.id, issue, blocker, write))
             if agent is not None and write is not None:
                 effects.append(
-                    _inbox(
+                    deliver_to_inbox(
                         agent,
                         event,
                         "blocker_closed",
@@ -254,7 +254,7 @@ def _dev_agent_on_branch(
     return issue, agent
 
 
-def _linked_issue(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int) -> int | None:
+def linked_issue(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int) -> int | None:
     """PR → issue: the registry's link, else the head branch of the App's own pull request.
 
     Only a pull request the App opened from an agent's branch of this repository belongs to an
@@ -271,14 +271,14 @@ def _linked_issue(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, p
     return found[0] if found is not None else None
 
 
-def _dev_agent_for_pr(
+def dev_agent_for_pr(
     event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int
 ) -> AgentRecord | None:
-    issue = _linked_issue(event, snap, policy, pr_number)
+    issue = linked_issue(event, snap, policy, pr_number)
     return snap.view(issue).agent_of_kind(RoleKind.DEV) if issue is not None else None
 
 
-def _request_reviews(
+def request_reviews(
     event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int, why: str
 ) -> list[Effect]:
     view = snap.view(pr_number)
@@ -288,19 +288,23 @@ def _request_reviews(
         existing = view.agent_with_role(role)
         if existing is not None and existing.status not in TERMINAL:
             if event.action == "synchronize":
-                effects.append(_inbox(existing, event, "pull_request_updated", f"PR #{pr_number}: {why}"))
+                effects.append(
+                    deliver_to_inbox(existing, event, "pull_request_updated", f"PR #{pr_number}: {why}")
+                )
             else:
                 effects.append(Discard(f"{existing.agent_id} is already reviewing PR #{pr_number}"))
             continue
-        fresh = _new_agent(event, snap, policy, role, pr_number, branch=None)
-        serves = _linked_issue(event, snap, policy, pr_number)
+        fresh = new_agent_record(event, snap, policy, role, pr_number, branch=None)
+        serves = linked_issue(event, snap, policy, pr_number)
         fresh = fresh.model_copy(update={"pr_number": pr_number, "serves_issue": serves})
-        effects += _start(existing, fresh, event, snap, f"review PR #{pr_number}: {why}")
+        effects += start_agent(existing, fresh, event, snap, f"review PR #{pr_number}: {why}")
     return effects
 
 
-def _gate(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int) -> EvaluateMerge:
-    agent = _dev_agent_for_pr(event, snap, policy, pr_number)
+def evaluate_merge(
+    event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number: int
+) -> EvaluateMerge:
+    agent = dev_agent_for_pr(event, snap, policy, pr_number)
     return EvaluateMerge(
         event.repository.full_name,
         event.installation_id,
@@ -311,7 +315,7 @@ def _gate(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, pr_number
     )
 
 
-def _rounds(
+def failed_round(
     agent: AgentRecord | None,
     event: EventEnvelope,
     snap: Snapshot,
@@ -329,10 +333,10 @@ def _rounds(
     """
     kind, summary, body, url = notice
     if agent is None or agent.status in TERMINAL or agent.predates(event.occurred_at):
-        return _notify(agent, event, snap, kind, summary, wake=True, body=body, url=url)
+        return notify_agent(agent, event, snap, kind, summary, wake=True, body=body, url=url)
     marker = "last_ci_failure" if trigger == "on_ci_failure" else "last_rejection"
     if round_key == getattr(agent, marker):
-        return _notify(agent, event, snap, kind, summary, wake=True, body=body, url=url)
+        return notify_agent(agent, event, snap, kind, summary, wake=True, body=body, url=url)
     counter = "ci_failures" if trigger == "on_ci_failure" else "rejections"
     used = getattr(agent.counters, counter) + 1
     counters = agent.counters.model_copy(update={counter: used})
@@ -342,10 +346,10 @@ def _rounds(
         what = "CI failed" if trigger == "on_ci_failure" else "changes were requested"
         reason = f"{what} {used} times, over {trigger}.max_retries {rule.max_retries}"
         return [
-            _inbox(agent, event, kind, summary, body=body, url=url),
-            *_escalate(counted, event, snap, policy, reason, rule=rule),
+            deliver_to_inbox(agent, event, kind, summary, body=body, url=url),
+            *escalate_agent(counted, event, snap, policy, reason, rule=rule),
         ]
-    effects = _notify(counted, event, snap, kind, summary, wake=True, body=body, url=url)
+    effects = notify_agent(counted, event, snap, kind, summary, wake=True, body=body, url=url)
     if not any(isinstance(effect, PutAgent) for effect in effects):
         effects.append(
             PutAgent(
@@ -357,7 +361,7 @@ def _rounds(
     return effects
 
 
-def _agent_for_commit(
+def agent_for_commit(
     snap: Snapshot, policy: RoutingPolicy, branch: str | None, prs: Iterable[int]
 ) -> AgentRecord | None:
     """commit → the dev agent whose own branch or own pull request it is.
@@ -378,7 +382,7 @@ def _agent_for_commit(
     return None
 
 
-def _escalate(
+def escalate_agent(
     agent: AgentRecord,
     event: EventEnvelope,
     snap: Snapshot,

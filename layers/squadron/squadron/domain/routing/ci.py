@@ -15,7 +15,7 @@ from squadron.domain.effects import (
 from squadron.domain.events import (
     EventEnvelope,
 )
-from squadron.domain.routing.builders import _agent_for_commit, _gate, _rounds
+from squadron.domain.routing.builders import agent_for_commit, evaluate_merge, failed_round
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, Snapshot
 
@@ -39,7 +39,7 @@ def _ci_round(  # noqa: PLR0917 (one call site per CI signal: checks and statuse
     """One failing head commit of the agent's PR: a CI round (checks do not name the PR's base)."""
     base = event.repository.default_branch or "main"
     notice = ("check_failed", summary, "", url)
-    return _rounds(
+    return failed_round(
         agent, event, snap, policy, trigger="on_ci_failure", round_key=sha, base=base, notice=notice
     )
 
@@ -48,11 +48,11 @@ def _on_check(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> li
     check = event.check
     assert check is not None
     label = check.name or check.kind
-    gates: list[Effect] = [_gate(event, snap, policy, n) for n in check.pull_request_numbers]
+    gates: list[Effect] = [evaluate_merge(event, snap, policy, n) for n in check.pull_request_numbers]
     if check.conclusion not in FAILED_CHECK_CONCLUSIONS:
         passed = f"{check.kind} {label} on {check.head_sha[:7]} concluded {check.conclusion}"
         return gates or [Discard(passed)]
-    agent = _agent_for_commit(snap, policy, None, check.pull_request_numbers)
+    agent = agent_for_commit(snap, policy, None, check.pull_request_numbers)
     summary = f"{check.kind} '{label}' {check.conclusion} on {check.head_sha[:7]}"
     return [*_ci_round(agent, event, snap, policy, check.head_sha, summary, None), *gates]
 
@@ -63,7 +63,7 @@ def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
     owners = [
         (branch, agent)
         for branch in status.branches
-        if (agent := _agent_for_commit(snap, policy, branch, ())) is not None
+        if (agent := agent_for_commit(snap, policy, branch, ())) is not None
     ][:1]
     gates: list[Effect] = [
         EvaluateMerge(

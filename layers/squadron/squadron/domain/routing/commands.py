@@ -41,11 +41,11 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.issue_budget import agent_spend, issue_spend
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.routing.builders import (
-    _escalate,
-    _inbox,
-    _notify,
+    deliver_to_inbox,
+    escalate_agent,
     is_idle,
     launch_token,
+    notify_agent,
 )
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, Snapshot
@@ -97,7 +97,7 @@ def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
         effects: list[Effect] = []
         # Only the agent that sent the command hears why it was refused.
         if agent is not None and agent.agent_id == command.agent_id and not agent.predates(event.occurred_at):
-            effects.append(_inbox(agent, event, "blocker_rejected", problem))
+            effects.append(deliver_to_inbox(agent, event, "blocker_rejected", problem))
             if command.sleep and agent.status in LIVE:
                 # The agent's task exited expecting to sleep; it must run again to hear why not.
                 effects += lifecycle.relaunch(
@@ -118,7 +118,9 @@ def _on_register_blocker(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
         # Registered by someone else (the PM) while the agent works: it hears of it and decides
         # whether to sleep on it (report_blocked) or go on; the closing still reaches it.
         note = f": {command.note}" if command.note else ""
-        effects.append(_inbox(agent, event, "blocker_registered", f"#{issue} is blocked by #{blocker}{note}"))
+        effects.append(
+            deliver_to_inbox(agent, event, "blocker_registered", f"#{issue} is blocked by #{blocker}{note}")
+        )
     return effects
 
 
@@ -167,7 +169,7 @@ def _on_recover_agent(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
         if command.action == "escalate"
         else f"{command.reason} (relaunched {agent.counters.recoveries} time(s) already)"
     )
-    return _escalate(agent, event, snap, policy, why)
+    return escalate_agent(agent, event, snap, policy, why)
 
 
 def _on_report_conflict(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -186,7 +188,7 @@ def _on_report_conflict(event: EventEnvelope, snap: Snapshot, policy: RoutingPol
             f"Merge origin/{command.base} into your branch, resolve every conflict, run the tests and "
             "git_push. If you cannot resolve them with confidence, say so with escalate_to_human."
         )
-        effects = _notify(marked, event, snap, "merge_conflict", what, wake=True, body=body)
+        effects = notify_agent(marked, event, snap, "merge_conflict", what, wake=True, body=body)
         if not any(isinstance(effect, PutAgent) for effect in effects):
             effects.append(
                 PutAgent(
@@ -256,7 +258,9 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
     budget = _budget(agent, base, snap, policy)
     if budget is not None and budget.spent and agent.status not in (*TERMINAL, AgentStatus.ESCALATED):
         # Fail closed: the issue's budget is spent, so its agent goes to humans, not on.
-        return _escalate(base, event, snap, policy, budget.reason, details=budget.detail, task_ended=True)
+        return escalate_agent(
+            base, event, snap, policy, budget.reason, details=budget.detail, task_ended=True
+        )
     warning = [budget.warning] if budget is not None and budget.warning is not None else []
     if command.outcome == "escalated" and agent.status not in (*TERMINAL, AgentStatus.ESCALATED):
         details = "\n\n".join(
@@ -269,7 +273,7 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
         )
         # Its task has ended by itself: nothing to stop.
         reason = command.reason or "it asked for humans"
-        return _escalate(base, event, snap, policy, reason, details=details, task_ended=True)
+        return escalate_agent(base, event, snap, policy, reason, details=details, task_ended=True)
     if (
         command.outcome == "idle"
         and agent.role in ONE_SHOT_ROLES

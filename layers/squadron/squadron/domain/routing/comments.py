@@ -14,7 +14,7 @@ from squadron.domain.effects import (
 from squadron.domain.events import (
     EventEnvelope,
 )
-from squadron.domain.routing.builders import _dev_agent_for_pr, _notify, _pm_effects
+from squadron.domain.routing.builders import dev_agent_for_pr, notify_agent, pm_effects
 from squadron.domain.routing.normalize import normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, Snapshot
@@ -27,12 +27,12 @@ def _on_comment(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> 
     who = comment.author.login  # route() let it through: its author has authority
     summary = f"{who} commented on #{comment.number}"
     if policy.mentions_pm(comment.body):
-        return _pm_effects(event, snap, policy, "comment", summary, body=comment.body)
+        return pm_effects(event, snap, policy, "comment", summary, body=comment.body)
     if comment.on_pull_request:
-        agent = _dev_agent_for_pr(event, snap, policy, comment.number)
+        agent = dev_agent_for_pr(event, snap, policy, comment.number)
     else:
         agent = snap.view(comment.number).agent_of_kind(RoleKind.DEV)
-    return _notify(agent, event, snap, "comment", summary, wake=True, body=comment.body, url=comment.url)
+    return notify_agent(agent, event, snap, "comment", summary, wake=True, body=comment.body, url=comment.url)
 
 
 COMMENT_ROUTES: Mapping[tuple[str, str | None], Handler] = {

@@ -31,14 +31,14 @@ from squadron.domain.events import (
     EventEnvelope,
 )
 from squadron.domain.routing.builders import (
-    _end,
-    _new_agent,
-    _notify,
-    _pm_effects,
-    _start,
-    _unblock,
+    end_agent,
+    new_agent_record,
+    notify_agent,
+    pm_effects,
+    start_agent,
+    unblock,
 )
-from squadron.domain.routing.normalize import _event_time, _issue
+from squadron.domain.routing.normalize import event_time, issue_of
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, IssueView, Snapshot
 from squadron.domain.trust import Vouched, vouched
@@ -54,12 +54,12 @@ def _vouched_by(number: int, snap: Snapshot, policy: RoutingPolicy) -> str | Non
 
 
 def _vouch(event: EventEnvelope, number: int, by: str) -> VouchIssue:
-    return VouchIssue(event.repository.id, number, by[:200], _event_time(event))
+    return VouchIssue(event.repository.id, number, by[:200], event_time(event))
 
 
 def _opened_vouch(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     """A new issue is vouched for when a writer opened it, or an agent of a vouched issue filed it."""
-    issue = _issue(event)
+    issue = issue_of(event)
     if _vouched_by(issue.number, snap, policy) is not None:
         return []
     if event.origin == "agent":
@@ -79,23 +79,23 @@ def _source_issue(event: EventEnvelope) -> int | None:
 
 
 def _on_issue_opened(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
-    issue = _issue(event)
+    issue = issue_of(event)
     view = snap.view(issue.number)
     effects: list[Effect] = _opened_vouch(event, snap, policy)
     if view.state is not IssueState.OPEN and not view.state_is_newer_than(event.occurred_at):
-        effects.append(SetIssueState(event.repository.id, issue.number, IssueState.OPEN, _event_time(event)))
+        effects.append(SetIssueState(event.repository.id, issue.number, IssueState.OPEN, event_time(event)))
     verb = "reopened" if event.action == "reopened" else "opened"
     # Anyone may open an issue: its title and body are its author's words (the summary, which
     # becomes a wake reason, carries neither), shown to the PM by that author's trust.
     summary = f"#{issue.number} {verb} by {event.sender.login}"
     text = f"{issue.title}\n\n{issue.body}".rstrip()
-    return effects + _pm_effects(
+    return effects + pm_effects(
         event, snap, policy, f"issue_{verb}", summary, body=text, unvetted_author=event.sender.login
     )
 
 
 def _on_issue_labeled(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
-    issue = _issue(event)
+    issue = issue_of(event)
     summary = f"#{issue.number} labeled '{event.label}' by {event.sender.login}"
     effects: list[Effect] = []
     if event.label == policy.triage.approval_label and _writer(event.sender.login, snap, policy):
@@ -105,28 +105,28 @@ def _on_issue_labeled(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
             effects.append(_vouch(event, issue.number, event.sender.login))
         if view.app_assigned and view.agent_of_kind(RoleKind.DEV) is None and not issue.is_pull_request:
             effects += _assign(event, snap, policy, view)
-    return effects + _pm_effects(event, snap, policy, "issue_labeled", summary)
+    return effects + pm_effects(event, snap, policy, "issue_labeled", summary)
 
 
 def _vouched(event: EventEnvelope, policy: RoutingPolicy) -> Vouched | None:
     """The issue's text as a person with write access saw it assigning the App or editing the
     issue (the authority rule let the webhook through); None for the App's own act (the PM's
     assignment: nobody with write access vouched, the issue's author's trust decides)."""
-    issue = _issue(event)
+    issue = issue_of(event)
     if event.origin not in ("github", "reconciler") or is_app(event.sender.login, policy.bot_login):
         return None
     return vouched(
-        issue.title, issue.body, truncated=issue.body_truncated, by=event.sender.login, at=_event_time(event)
+        issue.title, issue.body, truncated=issue.body_truncated, by=event.sender.login, at=event_time(event)
     )
 
 
 def _on_issue_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
-    issue = _issue(event)
+    issue = issue_of(event)
     if dashboard.is_dashboard(issue.labels, issue.author, policy.bot_login):
         return _on_dashboard_edited(event, snap, policy)
     agent = snap.view(issue.number).agent_of_kind(RoleKind.DEV)
     summary = f"#{issue.number} was edited by {event.sender.login}"
-    effects = _notify(
+    effects = notify_agent(
         agent, event, snap, "issue_edited", summary, wake=False, body=issue.body, url=issue.html_url
     )
     vouch = _vouched(event, policy)
@@ -140,7 +140,7 @@ def _on_dashboard_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
     """Boxes ticked on the dashboard issue by someone with write access (the authority rule ran
     before): retry an escalated agent, wake a sleeping one, cancel one, confirm a fact of memory. The reconciler's next
     rendering clears the ticks; what no agent of this repository matches is discarded."""
-    issue = _issue(event)
+    issue = issue_of(event)
     who = event.sender.login
     effects: list[Effect] = []
     for action, agent_id in dashboard.checked_actions(issue.body):
@@ -150,11 +150,11 @@ def _on_dashboard_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
             continue
         summary = f"@{who} asked from the dashboard to {action} {agent.display_name}"
         if action == "cancel":
-            effects += _end(agent, event, snap, AgentStatus.CANCELLED, summary) or [
+            effects += end_agent(agent, event, snap, AgentStatus.CANCELLED, summary) or [
                 Discard(f"dashboard: {agent_id} has ended already")
             ]
         elif (action, agent.status) in (("retry", AgentStatus.ESCALATED), ("wake", AgentStatus.SLEEPING)):
-            effects += _notify(agent, event, snap, "dashboard_action", summary, wake=True)
+            effects += notify_agent(agent, event, snap, "dashboard_action", summary, wake=True)
         else:
             effects.append(Discard(f"dashboard: {agent_id} is {agent.status.value}, not to {action}"))
     confirmed = dashboard.checked_confirmations(issue.body)
@@ -184,7 +184,7 @@ def refused_ticks(event: EventEnvelope, policy: RoutingPolicy, verdict: Authorit
     triage role and up) can tick, so a note is never a stranger's to multiply."""
     if (event.event, event.action) != ("issues", "edited") or verdict.rule not in _NOTED_REFUSALS:
         return []
-    issue = _issue(event)
+    issue = issue_of(event)
     if not dashboard.is_dashboard(issue.labels, issue.author, policy.bot_login):
         return []
     ticked = len(dashboard.checked_actions(issue.body)) + len(dashboard.checked_confirmations(issue.body))
@@ -202,7 +202,7 @@ def refused_ticks(event: EventEnvelope, policy: RoutingPolicy, verdict: Authorit
 
 
 def _on_issue_assigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
-    issue = _issue(event)
+    issue = issue_of(event)
     if event.assignee is None or event.assignee.login != policy.bot_login:
         return [
             Discard(
@@ -214,7 +214,7 @@ def _on_issue_assigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPoli
     view = snap.view(issue.number)
     if view.assignment_is_newer_than(event.occurred_at):
         return [Discard(f"#{issue.number} was (un)assigned after this assignment happened")]
-    recorded: list[Effect] = [SetIssueAssignment(event.repository.id, issue.number, True, _event_time(event))]
+    recorded: list[Effect] = [SetIssueAssignment(event.repository.id, issue.number, True, event_time(event))]
     if _vouched_by(issue.number, snap, policy) is None:
         # The assignment is a writer's own (it vouches by itself), or the issue is a writer's; else
         # it is the PM's, maybe on a stranger's behalf: it waits for a writer's approval.
@@ -230,7 +230,7 @@ def _on_issue_assigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPoli
 
 
 def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: IssueView) -> list[Effect]:
-    issue = _issue(event)
+    issue = issue_of(event)
     if view.state is IssueState.CLOSED:
         return [Discard(f"#{issue.number} is closed; no agent starts on a closed issue")]
     latest = view.agent_of_kind(RoleKind.DEV)
@@ -250,7 +250,7 @@ def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: I
         ]
     role = policy.dev_role_for(issue.labels)
     existing = view.agent_with_role(role)
-    fresh = _new_agent(
+    fresh = new_agent_record(
         event, snap, policy, role, issue.number, branch=policy.branch_for(role, issue.number, issue.labels)
     )
     fresh = fresh.model_copy(update={"vouched": _vouched(event, policy)})
@@ -267,11 +267,11 @@ def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: I
         restarted = lifecycle.new_generation(existing, fresh, now=snap.now)
         asleep = lifecycle.born_asleep(restarted, blocked_by=open_blockers)
         return [PutAgent(AgentWrite(asleep, existing.version))]
-    return _start(existing, fresh, event, snap, f"assigned #{issue.number} by {event.sender.login}")
+    return start_agent(existing, fresh, event, snap, f"assigned #{issue.number} by {event.sender.login}")
 
 
 def _on_issue_unassigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
-    issue = _issue(event)
+    issue = issue_of(event)
     if event.assignee is None or event.assignee.login != policy.bot_login:
         return [
             Discard(f"#{issue.number} unassigned from {event.assignee.login if event.assignee else 'nobody'}")
@@ -280,29 +280,27 @@ def _on_issue_unassigned(event: EventEnvelope, snap: Snapshot, policy: RoutingPo
     if view.assignment_is_newer_than(event.occurred_at):
         return [Discard(f"#{issue.number} was (un)assigned after this unassignment happened")]
     reason = f"#{issue.number} unassigned from the App by {event.sender.login}"
-    effects: list[Effect] = [SetIssueAssignment(event.repository.id, issue.number, False, _event_time(event))]
+    effects: list[Effect] = [SetIssueAssignment(event.repository.id, issue.number, False, event_time(event))]
     for agent in snap.view(issue.number).agents:
         if agent.kind is RoleKind.DEV:
-            effects += _end(agent, event, snap, AgentStatus.CANCELLED, reason)
+            effects += end_agent(agent, event, snap, AgentStatus.CANCELLED, reason)
     return effects
 
 
 def _on_issue_closed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
-    issue = _issue(event)
+    issue = issue_of(event)
     view = snap.view(issue.number)
     if view.state_is_newer_than(event.occurred_at):
         return [Discard(f"#{issue.number} changed state after this {event.action} event happened")]
     effects: list[Effect] = []
     if view.state is not IssueState.CLOSED:
-        effects.append(
-            SetIssueState(event.repository.id, issue.number, IssueState.CLOSED, _event_time(event))
-        )
-    effects += _unblock(event, snap, issue.number)
+        effects.append(SetIssueState(event.repository.id, issue.number, IssueState.CLOSED, event_time(event)))
+    effects += unblock(event, snap, issue.number)
     gone = event.action in ("deleted", "transferred") or issue.state_reason in ("not_planned", "duplicate")
     status: lifecycle.Finished = AgentStatus.CANCELLED if gone else AgentStatus.COMPLETED
     how = {"closed": "closed", "deleted": "deleted", "transferred": "transferred"}[event.action or "closed"]
     for agent in view.agents:
-        effects += _end(agent, event, snap, status, f"#{issue.number} was {how} by {event.sender.login}")
+        effects += end_agent(agent, event, snap, status, f"#{issue.number} was {how} by {event.sender.login}")
     return effects or [Discard(f"#{issue.number} closed; nothing was waiting on it")]
 
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from squadron.domain.effects import Discard, Effect
 from squadron.domain.events import EventEnvelope
-from squadron.domain.routing.builders import _dev_agent_for_pr, _gate, _rounds
+from squadron.domain.routing.builders import dev_agent_for_pr, evaluate_merge, failed_round
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, Snapshot
 
@@ -28,7 +28,7 @@ def _checks_requested(event: EventEnvelope, snap: Snapshot, policy: RoutingPolic
     group = event.merge_group
     if group is None or group.pr_number is None:
         return [Discard("merge_group.checks_requested: not a merge queue branch")]
-    return [replace(_gate(event, snap, policy, group.pr_number), merge_group=group.head_sha)]
+    return [replace(evaluate_merge(event, snap, policy, group.pr_number), merge_group=group.head_sha)]
 
 
 def _destroyed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -37,10 +37,10 @@ def _destroyed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
         return [Discard("merge_group.destroyed: not a merge queue branch")]
     number = group.pr_number
     if group.reason == "merged":
-        return [replace(_gate(event, snap, policy, number), queue_merged=True)]
+        return [replace(evaluate_merge(event, snap, policy, number), queue_merged=True)]
     if group.reason != "dequeued":
         return [Discard(f"merge group of PR #{number} {group.reason or 'destroyed'}: GitHub builds it again")]
-    agent = _dev_agent_for_pr(event, snap, policy, number)
+    agent = dev_agent_for_pr(event, snap, policy, number)
     summary = (
         f"the merge queue took PR #{number} out: its merge group {group.head_sha[:7]} failed a required "
         "check (or a person removed it); see the checks of that commit, fix, and push"
@@ -48,7 +48,7 @@ def _destroyed(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
     base = group.base_ref.removeprefix("refs/heads/")
     notice = ("check_failed", summary, "", None)
     # A CI round like a failing check on the PR (once per group; past the flow's retries, escalated).
-    return _rounds(
+    return failed_round(
         agent,
         event,
         snap,

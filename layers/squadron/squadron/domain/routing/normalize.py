@@ -75,11 +75,11 @@ def closing_references(body: str, repo_full_name: str) -> list[int]:
     return numbers
 
 
-def _event_time(event: EventEnvelope) -> datetime:
+def event_time(event: EventEnvelope) -> datetime:
     return event.occurred_at or event.received_at
 
 
-def _issue(event: EventEnvelope) -> IssueFields:
+def issue_of(event: EventEnvelope) -> IssueFields:
     assert event.issue is not None, f"{event.event}.{event.action} without an issue"
     return event.issue
 

@@ -24,13 +24,13 @@ from squadron.domain.events import (
 )
 from squadron.domain.memory import listed_in
 from squadron.domain.routing.builders import (
-    _dev_agent_for_pr,
-    _end,
-    _gate,
-    _linked_issue,
-    _notify,
-    _request_reviews,
-    _rounds,
+    dev_agent_for_pr,
+    end_agent,
+    evaluate_merge,
+    failed_round,
+    linked_issue,
+    notify_agent,
+    request_reviews,
 )
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Handler, Snapshot
@@ -40,7 +40,7 @@ def _on_pull_request_opened(event: EventEnvelope, snap: Snapshot, policy: Routin
     pr = event.pull_request
     assert pr is not None
     effects: list[Effect] = []
-    issue = _linked_issue(event, snap, policy, pr.number)
+    issue = linked_issue(event, snap, policy, pr.number)
     if issue is not None and issue != pr.number:
         agent = snap.view(issue).agent_of_kind(RoleKind.DEV)
         write = None
@@ -51,7 +51,7 @@ def _on_pull_request_opened(event: EventEnvelope, snap: Snapshot, policy: Routin
     if pr.state != "open":
         return [*effects, Discard(f"PR #{pr.number} is {pr.state}")]
     # The base, the head or the draft flag may have changed what the PR needs: judge it again.
-    gate = _gate(event, snap, policy, pr.number)
+    gate = evaluate_merge(event, snap, policy, pr.number)
     if event.action == "edited":
         return [*effects, gate]
     if pr.draft:
@@ -62,7 +62,7 @@ def _on_pull_request_opened(event: EventEnvelope, snap: Snapshot, policy: Routin
         "ready_for_review": "ready for review",
         "synchronize": "new commits",
     }
-    reviews = _request_reviews(event, snap, policy, pr.number, why.get(event.action or "", "updated"))
+    reviews = request_reviews(event, snap, policy, pr.number, why.get(event.action or "", "updated"))
     return [*effects, *reviews, gate]
 
 
@@ -70,11 +70,11 @@ def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: Routin
     pr = event.pull_request
     assert pr is not None
     effects: list[Effect] = []
-    issue = _linked_issue(event, snap, policy, pr.number)
+    issue = linked_issue(event, snap, policy, pr.number)
     reviewers = [a for a in snap.view(pr.number).agents if a.kind is RoleKind.REVIEW]
     if pr.merged:
         for reviewer in reviewers:
-            effects += _end(
+            effects += end_agent(
                 reviewer,
                 event,
                 snap,
@@ -84,7 +84,7 @@ def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: Routin
         if issue is not None:
             agent = snap.view(issue).agent_of_kind(RoleKind.DEV)
             if agent is not None:
-                effects += _end(
+                effects += end_agent(
                     agent,
                     event,
                     snap,
@@ -102,7 +102,7 @@ def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: Routin
         effects += _confirm_memory(event, snap, policy, issue)
         return effects or [Discard(f"PR #{pr.number} merged; no agent involved")]
     for reviewer in reviewers:
-        effects += _end(
+        effects += end_agent(
             reviewer,
             event,
             snap,
@@ -112,7 +112,9 @@ def _on_pull_request_closed(event: EventEnvelope, snap: Snapshot, policy: Routin
     agent = snap.view(issue).agent_of_kind(RoleKind.DEV) if issue is not None else None
     summary = f"PR #{pr.number} was closed without merging by {event.sender.login}"
     if agent is not None:
-        effects += _notify(agent, event, snap, "pull_request_closed", summary, wake=True, url=pr.html_url)
+        effects += notify_agent(
+            agent, event, snap, "pull_request_closed", summary, wake=True, url=pr.html_url
+        )
     return effects or [Discard(summary)]
 
 
@@ -152,10 +154,10 @@ def _on_review(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
     effects: list[Effect] = [
         RecordReview(event.repository.id, pr.number, review.author.login, state, review.commit_id, review.id)
     ]
-    agent = _dev_agent_for_pr(event, snap, policy, pr.number)
+    agent = dev_agent_for_pr(event, snap, policy, pr.number)
     summary = f"{review.author.login} reviewed PR #{pr.number}: {state}"
     if state == "changes_requested":
-        effects += _rounds(
+        effects += failed_round(
             agent,
             event,
             snap,
@@ -166,8 +168,8 @@ def _on_review(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
             notice=("changes_requested", summary, review.body, None),
         )
     elif state == "commented" and review.body:
-        effects += _notify(agent, event, snap, "review_comment", summary, wake=False, body=review.body)
-    return [*effects, _gate(event, snap, policy, pr.number)]
+        effects += notify_agent(agent, event, snap, "review_comment", summary, wake=False, body=review.body)
+    return [*effects, evaluate_merge(event, snap, policy, pr.number)]
 
 
 PULL_REQUEST_ROUTES: Mapping[tuple[str, str | None], Handler] = {

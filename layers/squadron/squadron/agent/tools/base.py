@@ -1,4 +1,6 @@
-"""What every framework tool works with: the gateway's port, the host's state, a tool's spec.
+"""What every framework tool works with: the gateway's port and the host's state.
+
+A tool's spec is the Copilot adapter's :class:`squadron.adapters.copilot.ToolSpec`.
 
 :class:`BaseTools` holds the agent, its gateway, the role-enforcing GitHub client and the
 configuration each topic's tools (:mod:`.task`, :mod:`.issues`, :mod:`.blockers`,
@@ -10,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel
+from typing import Literal, Protocol
 
 from squadron.adapters.git import WorkingCopy
 from squadron.adapters.github.client import GitHubClient
@@ -43,14 +43,6 @@ class HostState:
     ending: Literal["sleep", "escalate", "complete"] | None = None
     reason: str = ""
     commands: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    params: type[BaseModel]
-    handler: Callable[[Any], str]
 
 
 class BaseTools:

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from squadron.adapters.copilot import ToolSpec
 from squadron.adapters.git import GitError
 from squadron.adapters.github.errors import GitHubError
-from squadron.agent.tools.base import ToolSpec
 from squadron.agent.tools.blockers import BlockerTools
 from squadron.agent.tools.issues import IssueTools
 from squadron.agent.tools.memory import MemoryTools

@@ -201,7 +201,7 @@ class Blocker(BaseModel):
 
 
 class Ended(BaseModel):
-    """How the task ended (see :class:`~squadron.domain.events.TaskEnded`)."""
+    """How the task ended (see :class:`~squadron.domain.commands.TaskEnded`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -3,7 +3,7 @@
 One schedule per repository (``squadron-retro-<repo id>``, in the stage's schedule group), at
 the repository's ``retrospective.schedule`` expression (UTC). Its target is Scheduler's
 universal SQS target (``aws-sdk:sqs:sendMessage``): at each firing it sends events.fifo, in
-the repository's message group, the envelope of a :class:`~squadron.domain.events.StartRetrospective`
+the repository's message group, the envelope of a :class:`~squadron.domain.commands.StartRetrospective`
 whose delivery id, deduplication id and times carry the firing's time — Scheduler substitutes
 ``<aws.scheduler.scheduled-time>`` (e.g. ``2026-11-30T09:00:00Z``) in the input. The router
 then decides as for any command (and a firing delivered twice is one delivery).

@@ -23,7 +23,7 @@ from bench.stats import distribution
 from bench.support import AWS_UNSET, FAKE_AWS, scoped_env
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.door import Door
-from squadron.domain.events import TaskUsage
+from squadron.domain.commands import TaskUsage
 from squadron.domain.repo_config.models import RuntimeLimits
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.router import RouterService

@@ -34,18 +34,18 @@ from squadron.domain.agents import (
     AgentStatus,
     InboxItem,
 )
-from squadron.domain.effects import AgentWrite, has_marker, marked
-from squadron.domain.events import (
+from squadron.domain.commands import (
     AgentAction,
     AgentOpenedIssue,
     AgentOpenedPullRequest,
     AgentPostedStatus,
     AgentPushedCommits,
-    EventEnvelope,
     RegisterBlocker,
     TaskEnded,
     TaskUsage,
 )
+from squadron.domain.effects import AgentWrite, has_marker, marked
+from squadron.domain.events import EventEnvelope
 from squadron.domain.gateway_wire import (
     GitHubWrite,
     MetricsAnswer,

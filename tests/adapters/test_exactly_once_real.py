@@ -65,8 +65,9 @@ from squadron.adapters.github.http import ETagCache, GitHubHttp, Throttle
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.domain.agents import AgentStatus
 from squadron.domain.approval import GateResult
+from squadron.domain.commands import ReportConflict
 from squadron.domain.effects import AgentWrite, Decision
-from squadron.domain.events import EventEnvelope, ReportConflict, command_envelope
+from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.launches import SECRET_ENV, secret_digest
 from squadron.domain.outbox import EXECUTION_LEASE
 from squadron.domain.reconcile import UNFINISHED_AFTER, finish_commands

@@ -15,7 +15,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from squadron.domain.events import EventEnvelope, routing_interest
+from squadron.domain.events import EventEnvelope
+from squadron.domain.routed import routing_interest
 from squadron.domain.webhook import sign
 from tests.support.emf import published_metrics
 from tests.support.lambdas import FakeLambdaContext, http_api_event, load_handler

@@ -21,8 +21,9 @@ from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
 from squadron.adapters.operations import Operations, OperatorError, Target, local_target, stack_target
 from squadron.cli import main
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem, RoleKind
+from squadron.domain.commands import StartRetrospective
 from squadron.domain.effects import AgentWrite
-from squadron.domain.events import EventEnvelope, StartRetrospective
+from squadron.domain.events import EventEnvelope
 from squadron.domain.memory import MemoryPolicy, Writer
 from squadron.shell.memory import Memory
 

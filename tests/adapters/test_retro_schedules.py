@@ -13,7 +13,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from squadron.adapters.scheduler import RetroSchedules, ScheduleUnavailableError
-from squadron.domain.events import EventEnvelope, StartRetrospective
+from squadron.domain.commands import StartRetrospective
+from squadron.domain.events import EventEnvelope
 from squadron.domain.schedules import SCHEDULED_TIME, SQS_SEND_TARGET, fired, schedule_name, target_input
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/squadron-dev-events.fifo"

@@ -45,8 +45,9 @@ from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.commands import RegisterBlocker, TaskEnded
 from squadron.domain.cost import Cost
-from squadron.domain.events import EventEnvelope, RegisterBlocker, TaskEnded
+from squadron.domain.events import EventEnvelope
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.metrics import totals
 from squadron.domain.model_calls import CALLS_PER_TURN

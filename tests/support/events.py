@@ -8,6 +8,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from squadron.domain.agents import AgentRecord
+from squadron.domain.commands import (
+    SQUADRON_EVENT,
+    AgentAction,
+    AgentAssignedIssue,
+    AgentOpenedIssue,
+    AgentOpenedPullRequest,
+    AgentPostedStatus,
+    AgentPushedCommits,
+    AgentSubmittedReview,
+    RecoverAgent,
+    RegisterBlocker,
+)
 from squadron.domain.effects import (
     AddBlocker,
     AddLabels,
@@ -27,19 +39,7 @@ from squadron.domain.effects import (
     SetIssueState,
     StopAgentTask,
 )
-from squadron.domain.events import (
-    SQUADRON_EVENT,
-    AgentAction,
-    AgentAssignedIssue,
-    AgentOpenedIssue,
-    AgentOpenedPullRequest,
-    AgentPostedStatus,
-    AgentPushedCommits,
-    AgentSubmittedReview,
-    EventEnvelope,
-    RecoverAgent,
-    RegisterBlocker,
-)
+from squadron.domain.events import EventEnvelope
 
 BOT = "squadron[bot]"
 T0 = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

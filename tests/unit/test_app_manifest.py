@@ -28,8 +28,8 @@ from squadron.domain.app_manifest import (
     read_callback,
     web_url_for,
 )
-from squadron.domain.events import ROUTED_EVENTS
 from squadron.domain.permissions import INSTALLATION_PERMISSIONS
+from squadron.domain.routed import ROUTED_EVENTS
 
 
 def test_the_permissions_are_what_roles_and_framework_need_and_nothing_more() -> None:

@@ -21,7 +21,8 @@ import pytest
 
 from squadron.domain.authority import Rule, decide, human_input, judge, permissions_needed
 from squadron.domain.effects import Discard, LaunchAgent, apply_order
-from squadron.domain.events import Actor, EventEnvelope
+from squadron.domain.event_fields import Actor
+from squadron.domain.events import EventEnvelope
 from squadron.domain.launches import ARMING_HELD
 from squadron.shell.merge_gate import GateOutcome
 from tests.support.events import BOT, Events, agent_did, summarize

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from squadron.domain.events import ReportConflict, command_envelope
+from squadron.domain.commands import ReportConflict
+from squadron.domain.events import command_envelope
 from tests.support.world import World
 
 A38 = "1-38-feat-dev"

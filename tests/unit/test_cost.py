@@ -12,6 +12,7 @@ from squadron.adapters.copilot import _listener
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentStatus
+from squadron.domain.commands import TaskUsage
 from squadron.domain.cost import (
     DEFAULT_PRICES,
     Cost,
@@ -23,7 +24,6 @@ from squadron.domain.cost import (
     usd,
 )
 from squadron.domain.effects import AgentWrite
-from squadron.domain.events import TaskUsage
 from squadron.domain.routing import RoutingPolicy
 from squadron.domain.usage import MAX_MODELS, ModelTokens, add_tokens
 from tests.support.world import World

@@ -19,10 +19,10 @@ import pytest
 from squadron.domain.agents import AgentStatus
 from squadron.domain.approval import GateResult
 from squadron.domain.breakers import Limit
+from squadron.domain.commands import TaskUsage
 from squadron.domain.domain_events import CATALOGUE, DomainEvent, json_schema, review_summary
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import EventEnvelope as EnvelopeT
-from squadron.domain.events import TaskUsage
 from squadron.domain.retrospective import ActionItem, RetroRecord
 from squadron.shell.merge_gate import GateOutcome
 from tests.support.events import recover

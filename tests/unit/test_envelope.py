@@ -9,16 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from squadron.domain.events import (
-    MAX_BODY_BYTES,
-    MAX_ENVELOPE_BYTES,
-    ROUTED_EVENTS,
-    EnvelopeError,
-    EventEnvelope,
-    build_envelope,
-    routing_interest,
-    truncate_utf8,
-)
+from squadron.domain.event_fields import MAX_BODY_BYTES, truncate_utf8
+from squadron.domain.event_trimming import build_envelope
+from squadron.domain.events import MAX_ENVELOPE_BYTES, EnvelopeError, EventEnvelope
+from squadron.domain.routed import ROUTED_EVENTS, routing_interest
 from tests.support.webhook_examples import example, load_examples
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

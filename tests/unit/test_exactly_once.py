@@ -25,9 +25,10 @@ import pytest
 
 from squadron.domain.agents import AgentStatus
 from squadron.domain.approval import GateResult
+from squadron.domain.commands import ReportConflict
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import Decision, Write
-from squadron.domain.events import EventEnvelope, ReportConflict, command_envelope
+from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.outbox import EXECUTION_LEASE, Claim
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.merge_gate import GateOutcome

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 
 from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.commands import TaskUsage
 from squadron.domain.cost import PriceTable
-from squadron.domain.events import TaskUsage
 from squadron.domain.issue_budget import LiveSpend, agent_spend, issue_spend
 from squadron.domain.routing import IssueView, RoutingPolicy
 from squadron.domain.usage import ModelTokens

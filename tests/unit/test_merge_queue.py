@@ -10,7 +10,8 @@ import pytest
 
 from squadron.domain.agents import AgentStatus
 from squadron.domain.effects import Discard, EvaluateMerge, apply_order
-from squadron.domain.events import EventEnvelope, build_envelope
+from squadron.domain.event_trimming import build_envelope
+from squadron.domain.events import EventEnvelope
 from squadron.domain.merge_queue import (
     enqueued_by_app,
     group_of,

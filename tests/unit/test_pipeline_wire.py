@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from squadron.domain import pipeline_wire as wire
-from squadron.domain.events import RegisterBlocker, StartRetrospective, command_envelope
+from squadron.domain.commands import RegisterBlocker, StartRetrospective
+from squadron.domain.events import command_envelope
 
 ARN = "arn:aws:states:us-east-1:123456789012:execution:sq-42-triage:run-1"
 NAME_CHARS = re.compile(r"^[A-Za-z0-9_-]{1,80}$")

@@ -11,8 +11,9 @@ import pytest
 from squadron.config import load_directory
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
+from squadron.domain.commands import RecoverAgent, ReportConflict
 from squadron.domain.effects import AddLabels, Decision
-from squadron.domain.events import EventEnvelope, RecoverAgent, ReportConflict
+from squadron.domain.events import EventEnvelope
 from squadron.domain.reconcile import (
     Liveness,
     RepoState,

@@ -38,9 +38,9 @@ from squadron.domain.domain_events import (
     make_event,
 )
 from squadron.domain.history import PeriodError
-from squadron.domain.retrospective import (
+from squadron.domain.retrospective import ActionItem, follow_up
+from squadron.domain.retrospective_figures import (
     NO_REASON,
-    ActionItem,
     IssueCost,
     LimitCount,
     MergeTime,
@@ -49,10 +49,8 @@ from squadron.domain.retrospective import (
     RetrospectiveInputError,
     ReviewRounds,
     compute_figures,
-    follow_up,
-    render_figures,
-    text_cell,
 )
+from squadron.domain.retrospective_report import render_figures, text_cell
 from squadron.domain.usage import ModelTokens
 from tests.support.events import T0
 from tests.support.world import World

@@ -11,8 +11,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from squadron.domain.agents import AgentStatus, RoleKind
+from squadron.domain.commands import StartRetrospective
 from squadron.domain.effects import Discard, Effect, OpenRetrospective
-from squadron.domain.events import EventEnvelope, StartRetrospective, build_envelope, command_envelope
+from squadron.domain.event_trimming import build_envelope
+from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.repo_config.models import RetrospectiveConfig
 from squadron.domain.retrospective import ActionItem, RetroRecord
 from squadron.domain.routing import RoutingPolicy

@@ -8,8 +8,10 @@ import pytest
 from pydantic import ValidationError
 
 from squadron.domain.agents import AgentStatus
-from squadron.domain.events import ROUTED_EVENTS, SQUADRON_EVENT, EventEnvelope, RegisterBlocker
+from squadron.domain.commands import SQUADRON_EVENT, RegisterBlocker
+from squadron.domain.events import EventEnvelope
 from squadron.domain.launches import ARMING_HELD
+from squadron.domain.routed import ROUTED_EVENTS
 from squadron.domain.routing import ROUTES, RoutingPolicy, routed_pairs
 from squadron.domain.routing.ci import CI_ROUTES
 from squadron.domain.routing.commands import COMMAND_ROUTES

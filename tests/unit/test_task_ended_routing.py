@@ -10,15 +10,9 @@ from typing import Any
 import pytest
 
 from squadron.domain.agents import AgentStatus
+from squadron.domain.commands import SQUADRON_EVENT, RecoverAgent, RegisterBlocker, TaskEnded, TaskUsage
 from squadron.domain.effects import AgentWrite
-from squadron.domain.events import (
-    SQUADRON_EVENT,
-    EventEnvelope,
-    RecoverAgent,
-    RegisterBlocker,
-    TaskEnded,
-    TaskUsage,
-)
+from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import agent_envelope_problem
 from tests.support.events import agent_did, recover
 from tests.support.world import World

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from squadron.domain.events import MAX_GITHUB_ID, EventEnvelope
+from squadron.domain.event_fields import MAX_GITHUB_ID
+from squadron.domain.events import EventEnvelope
 from squadron.domain.webhook import Accepted, AppIdentity, Rejected, WebhookDecision, sign, triage_webhook
 from tests.support.bounded import run_bounded
 from tests.support.webhook_examples import example

@@ -25,14 +25,25 @@ from typing import Any, cast
 from copilot import CopilotClient, PermissionHandler, RuntimeConnection, define_tool
 from copilot.generated.session_events import SessionEventType
 from copilot.session import CopilotSession, PreToolUseHookInput, PreToolUseHookOutput, SessionHooks
+from pydantic import BaseModel
 
 from squadron.adapters.confinement import TRUSTED_CWD, AgentDirs, AgentUser
-from squadron.agent.tools import ToolSpec
 
 logger = logging.getLogger(__name__)
 
 #: (tool name, tool arguments) -> None to allow, or a PreToolUseHookOutput-shaped dict.
 PreToolUse = Callable[[str, Any], dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A framework tool as the session offers it to the model: its name, what it does, the model
+    of its arguments, and the handler that runs it (and returns its text)."""
+
+    name: str
+    description: str
+    params: type[BaseModel]
+    handler: Callable[[Any], str]
 
 
 @dataclass(frozen=True)

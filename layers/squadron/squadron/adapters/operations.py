@@ -25,7 +25,8 @@ from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
-from squadron.domain.events import StartRetrospective, command_envelope
+from squadron.domain.commands import StartRetrospective
+from squadron.domain.events import command_envelope
 from squadron.domain.outbox import FailedEffect
 from squadron.domain.permissions import Caller
 from squadron.errors import SquadronError

@@ -20,7 +20,7 @@ from pydantic import SecretStr, TypeAdapter, ValidationError
 
 from squadron.adapters.gateway_client import GatewayUnavailableError
 from squadron.domain.agents import AgentRecord, InboxItem
-from squadron.domain.events import TaskUsage
+from squadron.domain.commands import TaskUsage
 from squadron.domain.gateway_wire import (
     AckAnswer,
     AckInbox,

@@ -24,8 +24,8 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from squadron.domain.events import ROUTED_EVENTS
 from squadron.domain.permissions import INSTALLATION_PERMISSIONS
+from squadron.domain.routed import ROUTED_EVENTS
 
 GITHUB_WEB_URL = "https://github.com"
 GITHUB_API_URL = "https://api.github.com"

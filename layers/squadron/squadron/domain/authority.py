@@ -36,7 +36,8 @@ from enum import StrEnum
 from typing import Literal
 
 from squadron.domain.app_acts import AgentReported, FrameworkCommand, app_act, is_app
-from squadron.domain.events import Actor, EventEnvelope
+from squadron.domain.event_fields import Actor
+from squadron.domain.events import EventEnvelope
 
 #: The repository permissions that carry authority.
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.breakers import Limit
+from squadron.domain.commands import RecoverAgent, TaskEnded
 from squadron.domain.effects import (
     AddBlocker,
     Effect,
@@ -40,7 +41,8 @@ from squadron.domain.effects import (
     RemoveBlocker,
     agent_writes,
 )
-from squadron.domain.events import EventEnvelope, PullRequestFields, RecoverAgent, TaskEnded
+from squadron.domain.event_fields import PullRequestFields
+from squadron.domain.events import EventEnvelope
 from squadron.domain.usage import ModelTokens
 
 #: The ``source`` of every event on the bus.

@@ -27,7 +27,8 @@ from pydantic import (
 from squadron.domain.agents import AgentRecord, InboxItem, RegistryError, parse_agent_id
 from squadron.domain.artifacts import MAX_ARTIFACT_CHARS
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
-from squadron.domain.events import IssueNumber, TaskUsage
+from squadron.domain.commands import TaskUsage
+from squadron.domain.event_fields import IssueNumber
 from squadron.domain.launches import REFUSAL_CODES, LaunchRefusedError, RefusalCode
 from squadron.domain.memory import MAX_EVIDENCE_CHARS, MAX_QUERY_CHARS, MAX_RECALLED, Audience
 from squadron.domain.retention import PURGE_PAGE
@@ -200,7 +201,7 @@ class Blocker(BaseModel):
 
 
 class Ended(BaseModel):
-    """How the task ended (see :class:`~squadron.domain.events.TaskEnded`)."""
+    """How the task ended (see :class:`~squadron.domain.commands.TaskEnded`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

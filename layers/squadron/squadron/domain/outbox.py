@@ -2,7 +2,7 @@
 
 A committed decision (:class:`~squadron.domain.effects.Decision`) can be carried out by its
 delivery's attempt, by a retry of that delivery (the queue's, or a dead-letter redrive), and
-by the reconciler's :class:`~squadron.domain.events.FinishDecision`. They run in different
+by the reconciler's :class:`~squadron.domain.commands.FinishDecision`. They run in different
 message groups, so the queue does not keep them apart: an executor first *claims* the
 decision, a conditional write that succeeds only while nobody else holds an unexpired claim
 (:data:`EXECUTION_LEASE`). Each effect is recorded as settled once it is done (or refused for

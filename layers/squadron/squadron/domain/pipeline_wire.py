@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from squadron.domain.events import GitHubId, IssueNumber
+from squadron.domain.event_fields import GitHubId, IssueNumber
 
 #: The ``kind`` of a pipeline task message; an event envelope has no ``kind``.
 TASK_KIND: Literal["squadron.pipeline_task"] = "squadron.pipeline_task"

@@ -26,15 +26,10 @@ from typing import Any, Literal
 
 from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, RoleKind, launch_retry_delay
 from squadron.domain.breakers import Limits, sleep_overdue
+from squadron.domain.commands import FinishDecision, RecoverAgent, ReportConflict
 from squadron.domain.effects import Decision
-from squadron.domain.events import (
-    EventEnvelope,
-    FinishDecision,
-    RecoverAgent,
-    ReportConflict,
-    build_envelope,
-    command_envelope,
-)
+from squadron.domain.event_trimming import build_envelope
+from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.routing import RoutingPolicy, is_idle
 
 #: GitHub keeps deliveries (and lets an App redeliver them) for three days.

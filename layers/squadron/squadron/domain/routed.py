@@ -2,7 +2,7 @@
 
 Kept apart from :mod:`squadron.domain.events` (the pydantic envelope models) so the ingress can
 drop an event it will never route without building those models (issue 21: dropped events are
-answered before anything heavy loads). :mod:`squadron.domain.events` re-exports these names.
+answered before anything heavy loads).
 """
 
 from __future__ import annotations

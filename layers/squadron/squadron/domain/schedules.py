@@ -3,7 +3,7 @@
 One schedule per repository (``squadron-retro-<repo id>``, in the stage's schedule group), at
 the repository's ``retrospective.schedule`` expression (UTC). Its target is Scheduler's
 universal SQS target (``aws-sdk:sqs:sendMessage``): at each firing it sends events.fifo, in
-the repository's message group, the envelope of a :class:`~squadron.domain.events.StartRetrospective`
+the repository's message group, the envelope of a :class:`~squadron.domain.commands.StartRetrospective`
 whose delivery id, deduplication id and times carry the firing's time — Scheduler substitutes
 ``<aws.scheduler.scheduled-time>`` (e.g. ``2026-11-30T09:00:00Z``) in the input. The router
 then decides as for any command (and a firing delivered twice is one delivery).
@@ -15,7 +15,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from squadron.domain.events import StartRetrospective, command_envelope
+from squadron.domain.commands import StartRetrospective
+from squadron.domain.events import command_envelope
 
 #: Scheduler's context attribute for the firing's time, substituted in the target's input.
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"

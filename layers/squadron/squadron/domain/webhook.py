@@ -268,7 +268,8 @@ def triage_webhook(
         return Dropped(delivery_id, event, action, "not_routed", not_routed)
     # The envelope's models are built only now: a rejected, pinged or dropped delivery is
     # answered without them (a cold ingress pays for pydantic's models only when it enqueues).
-    from squadron.domain.events import EnvelopeError, build_envelope  # noqa: PLC0415
+    from squadron.domain.event_trimming import build_envelope  # noqa: PLC0415
+    from squadron.domain.events import EnvelopeError  # noqa: PLC0415
 
     try:
         envelope = build_envelope(

@@ -42,10 +42,10 @@ ISSUE_TITLE = "Export the registry as CSV"
 BLOCKER_TITLE = "Add a registry listing API"
 
 
-def _role(request: Json) -> str:
+def prompt_role(request: Json) -> str:
     """The role whose definition the system prompt ends with (the CLI's own prompt comes first)."""
     system = "\n".join(
-        _text(m.get("content"))
+        message_text(m.get("content"))
         for m in request.get("messages", [])
         if m.get("role") in ("system", "developer")
     )
@@ -53,25 +53,27 @@ def _role(request: Json) -> str:
     return found[-1] if found else ""
 
 
-def _text(content: Any) -> str:
+def message_text(content: Any) -> str:
     if isinstance(content, list):  # content parts
         return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return str(content or "")
 
 
 def _tool_results(request: Json) -> str:
-    return "\n".join(_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "tool")
+    return "\n".join(
+        message_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "tool"
+    )
 
 
-def _last_prompt(request: Json) -> str:
-    users = [_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "user"]
+def last_prompt(request: Json) -> str:
+    users = [message_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "user"]
     return users[-1] if users else ""
 
 
 def demo_policy(request: Json) -> Turn | None:
     """The demo's model: what each role does next, from the conversation so far."""
-    role, done, tools = _role(request), calls_since_prompt(request), offered(request)
-    if "circuit breaker" in _last_prompt(request):
+    role, done, tools = prompt_role(request), calls_since_prompt(request), offered(request)
+    if "circuit breaker" in last_prompt(request):
         return "Summary: stopped by a circuit breaker."
     if role == "pm":
         return _pm(request, done)
@@ -119,7 +121,7 @@ def _pm(request: Json, done: list[str]) -> Turn:
 
 
 def _dev(request: Json, done: list[str]) -> Turn:
-    woken = "woken because" in _last_prompt(request)
+    woken = "woken because" in last_prompt(request)
     if not woken:
         plan: list[Turn] = [
             ("check_for_events", {}),

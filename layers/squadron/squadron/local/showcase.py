@@ -35,7 +35,7 @@ from typing import Any
 from squadron.config.loader import load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.domain.repo_config.constants import CONFIG_DIR
-from squadron.local.demo import DEMO_FLOWS, _last_prompt, _role, _text
+from squadron.local.demo import DEMO_FLOWS, last_prompt, message_text, prompt_role
 from squadron.local.model import Json, Turn, calls_since_prompt, offered
 
 #: The showcase repository's approval flow: the review agent and CI, then the gate merges.
@@ -95,8 +95,8 @@ class Showcase:
         )
 
     def __call__(self, request: Json) -> Turn | None:
-        role = _role(request)
-        if "circuit breaker" in _last_prompt(request):
+        role = prompt_role(request)
+        if "circuit breaker" in last_prompt(request):
             return "Summary: stopped by a circuit breaker."
         if role in self.pm_roles:
             return self.pm(request)
@@ -233,7 +233,7 @@ def _step(plan: list[Turn], done: list[str], tools: set[str], finally_: str) -> 
 
 
 def _prompts(request: Json) -> list[str]:
-    return [_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "user"]
+    return [message_text(m.get("content")) for m in request.get("messages", []) if m.get("role") == "user"]
 
 
 def _results_of(request: Json, tool: str) -> str:
@@ -246,7 +246,9 @@ def _results_of(request: Json, tool: str) -> str:
         if call.get("function", {}).get("name") == tool
     }
     return "\n".join(
-        _text(m.get("content")) for m in messages if m.get("role") == "tool" and m.get("tool_call_id") in ids
+        message_text(m.get("content"))
+        for m in messages
+        if m.get("role") == "tool" and m.get("tool_call_id") in ids
     )
 
 

@@ -64,7 +64,9 @@ from squadron.domain.approval import (
     held_for_people,
     reads_changed_files,
 )
-from squadron.domain.events import EventEnvelope, ReportConflict, build_envelope, command_envelope
+from squadron.domain.commands import ReportConflict
+from squadron.domain.event_trimming import build_envelope
+from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.merge_queue import entry_head, group_statuses, is_queue_refusal, queue_step
 from squadron.domain.permissions import MergeConsent
 from squadron.domain.repo_config.limits import MAX_LISTED

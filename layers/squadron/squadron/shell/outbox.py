@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from typing import assert_never
 
 from squadron.adapters.github.errors import GitHubError
+from squadron.domain.commands import RegisterBlocker
 from squadron.domain.effects import (
     AddLabels,
     CloseIssue,
@@ -32,7 +33,7 @@ from squadron.domain.effects import (
     StopAgentTask,
     effect_key,
 )
-from squadron.domain.events import EventEnvelope, RegisterBlocker, command_envelope
+from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.memory import MemoryPolicy
 from squadron.domain.outbox import failed_effect, given_up, permanent
 from squadron.domain.routing import RoutingPolicy

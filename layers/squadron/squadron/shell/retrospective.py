@@ -13,20 +13,22 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from squadron.domain.commands import AgentAssignedIssue
 from squadron.domain.cost import PriceTable
 from squadron.domain.effects import OpenRetrospective
-from squadron.domain.events import AgentAssignedIssue, IssueFields, command_envelope
+from squadron.domain.event_fields import IssueFields
+from squadron.domain.events import command_envelope
 from squadron.domain.retrospective import (
     CONTEXT,
     LABEL,
     MAX_ACTION_ITEMS,
     RetroRecord,
-    compute_figures,
     follow_up,
     issue_body,
     period,
     title,
 )
+from squadron.domain.retrospective_figures import compute_figures
 from squadron.ports import EventQueue, RetroStore, RouterGitHub
 from squadron.registry_ports import History
 

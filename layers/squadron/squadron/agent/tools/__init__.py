@@ -14,7 +14,8 @@ The tools are split by topic: :mod:`.task` (events, the task's end), :mod:`.issu
 common ground of :mod:`.base`; :class:`FrameworkTools` composes them.
 """
 
-from squadron.agent.tools.base import FrameworkDoor, HostState, ToolSpec
+from squadron.adapters.copilot import ToolSpec
+from squadron.agent.tools.base import FrameworkDoor, HostState
 from squadron.agent.tools.framework import FrameworkTools
 from squadron.agent.tools.issues import ISSUE_BUDGET, issue_text
 from squadron.agent.tools.params import (

@@ -1,6 +1,8 @@
-"""What every framework tool works with: the gateway's port, the host's state, a tool's spec.
+"""What every framework tool works with: the gateway's port and the host's state.
 
-:class:`_Tools` holds the agent, its gateway, the role-enforcing GitHub client and the
+A tool's spec is the Copilot adapter's :class:`squadron.adapters.copilot.ToolSpec`.
+
+:class:`BaseTools` holds the agent, its gateway, the role-enforcing GitHub client and the
 configuration each topic's tools (:mod:`.task`, :mod:`.issues`, :mod:`.blockers`,
 :mod:`.pull_requests`, :mod:`.memory`) read; :class:`~.framework.FrameworkTools` composes them.
 """
@@ -10,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel
+from typing import Literal, Protocol
 
 from squadron.adapters.git import WorkingCopy
 from squadron.adapters.github.client import GitHubClient
@@ -45,15 +45,7 @@ class HostState:
     commands: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    params: type[BaseModel]
-    handler: Callable[[Any], str]
-
-
-class _Tools:
+class BaseTools:
     """The agent, its gateway and clients, and the repository's configuration: what the tools read."""
 
     def __init__(

@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from squadron.adapters.github.errors import NotFoundError
-from squadron.agent.tools.base import _Tools
+from squadron.agent.tools.base import BaseTools
 from squadron.agent.tools.params import CreateBlockerIssue, RegisterBlockerParams, ReportBlocked
 from squadron.domain.permissions import Action, check
 from squadron.domain.write_policy import blocker_refusal
 
 
-class _BlockerTools(_Tools):
+class BlockerTools(BaseTools):
     def report_blocked(self, params: ReportBlocked) -> str:
         if self.agent.issue_number is None:
             return "Only an agent working on an issue can be blocked."

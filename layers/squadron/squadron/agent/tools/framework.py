@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from squadron.adapters.copilot import ToolSpec
 from squadron.adapters.git import GitError
 from squadron.adapters.github.errors import GitHubError
-from squadron.agent.tools.base import ToolSpec
-from squadron.agent.tools.blockers import _BlockerTools
-from squadron.agent.tools.issues import _IssueTools
-from squadron.agent.tools.memory import _MemoryTools
+from squadron.agent.tools.blockers import BlockerTools
+from squadron.agent.tools.issues import IssueTools
+from squadron.agent.tools.memory import MemoryTools
 from squadron.agent.tools.params import (
     AssignIssue,
     Comment,
@@ -38,13 +38,13 @@ from squadron.agent.tools.params import (
     ReportComplete,
     SubmitReview,
 )
-from squadron.agent.tools.pull_requests import _PullRequestTools
-from squadron.agent.tools.task import _TaskTools
+from squadron.agent.tools.pull_requests import PullRequestTools
+from squadron.agent.tools.task import TaskTools
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.permissions import PermissionDeniedError
 
 
-class FrameworkTools(_TaskTools, _IssueTools, _BlockerTools, _PullRequestTools, _MemoryTools):
+class FrameworkTools(TaskTools, IssueTools, BlockerTools, PullRequestTools, MemoryTools):
     """Every framework tool of one agent's task: each topic's tools, offered as specs."""
 
     def specs(self) -> dict[str, ToolSpec]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from squadron.agent.tools.base import _Tools
+from squadron.agent.tools.base import BaseTools
 from squadron.agent.tools.params import AssignIssue, Comment, CreateIssue, LabelIssue, ReadIssue
 from squadron.domain.permissions import Action, CallerKind, check
 from squadron.domain.repo_config.limits import MAX_LISTED
@@ -51,7 +51,7 @@ def issue_text(number: int, issue: Mapping[str, Any], comments: Sequence[Mapping
     return "\n".join(lines + shown[::-1])
 
 
-class _IssueTools(_Tools):
+class IssueTools(BaseTools):
     def read_issue(self, params: ReadIssue) -> str:
         number = params.number or self.agent.issue_number
         if number is None:

@@ -5,11 +5,11 @@ Both live behind the agent gateway, which records who produced and who read what
 
 from __future__ import annotations
 
-from squadron.agent.tools.base import _Tools
+from squadron.agent.tools.base import BaseTools
 from squadron.agent.tools.params import PublishArtifact, ReadArtifact, Recall, Remember
 
 
-class _MemoryTools(_Tools):
+class MemoryTools(BaseTools):
     def remember(self, params: Remember) -> str:
         return self.door.remember(params.fact, params.evidence, params.audience)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from squadron.agent.tools.base import _Tools
+from squadron.agent.tools.base import BaseTools
 from squadron.agent.tools.params import GitPush, NoParams, OpenPr, PostStatus, SubmitReview
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, check
 from squadron.domain.trust import issue_text
@@ -17,7 +17,7 @@ from squadron.domain.trust import issue_text
 PATCH_BUDGET = 60_000
 
 
-class _PullRequestTools(_Tools):
+class PullRequestTools(BaseTools):
     def git_push(self, params: GitPush) -> str:
         return self._push(params.message or "Work in progress")[1]
 

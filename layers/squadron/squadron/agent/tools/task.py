@@ -7,11 +7,11 @@ Tools that end the task (report_complete, escalate_to_human) tell the host throu
 from __future__ import annotations
 
 from squadron.agent.reading import vetted
-from squadron.agent.tools.base import _Tools
+from squadron.agent.tools.base import BaseTools
 from squadron.agent.tools.params import EscalateToHuman, NoParams, ReportComplete
 
 
-class _TaskTools(_Tools):
+class TaskTools(BaseTools):
     def check_for_events(self, params: NoParams) -> str:
         items, more = self.door.inbox_page()
         if not items:

@@ -15,18 +15,18 @@ from typing import Any
 from pydantic import BaseModel
 
 from squadron.config.builtin import BUILTIN_AGENTS
-from squadron.config.parse.documents import _Context
+from squadron.config.parse.documents import ParseContext
 from squadron.config.yamlsource import LineMap
 from squadron.domain.repo_config.constants import AGENTS_DIR
 from squadron.domain.repo_config.errors import ConfigError
 from squadron.domain.repo_config.models import AgentDefinition, RepoConfig
 
 
-def _defaults_of(model: type[BaseModel]) -> dict[str, Any]:
+def defaults_of(model: type[BaseModel]) -> dict[str, Any]:
     return model().model_dump(mode="json")
 
 
-def _deep_merge(base: Any, override: Any) -> Any:
+def deep_merge(base: Any, override: Any) -> Any:
     """``override`` over ``base``: mappings merge key by key, ``None`` drops a key, anything else replaces."""
     if isinstance(base, dict) and isinstance(override, dict):
         result = dict(base)
@@ -34,14 +34,14 @@ def _deep_merge(base: Any, override: Any) -> Any:
             if value is None:
                 result.pop(key, None)
             elif key in result:
-                result[key] = _deep_merge(result[key], value)
+                result[key] = deep_merge(result[key], value)
             else:
                 result[key] = value
         return result
     return override
 
 
-def _prune_default_role_refs(merged: dict[str, Any], lines: LineMap) -> None:
+def prune_default_role_refs(merged: dict[str, Any], lines: LineMap) -> None:
     """Drop default entries that name a role the repository removed (its own entries stay, to be reported)."""
     roles = merged.get("roles")
     if not isinstance(roles, dict):
@@ -74,7 +74,7 @@ def _prune_default_role_refs(merged: dict[str, Any], lines: LineMap) -> None:
                 label["role"] = None
 
 
-def _prune_default_reviews(merged: dict[str, Any], lines: LineMap, config: RepoConfig) -> None:
+def prune_default_reviews(merged: dict[str, Any], lines: LineMap, config: RepoConfig) -> None:
     default = merged.get("default")
     if not isinstance(default, dict) or ("default", "required_reviews") in lines.lines:
         return
@@ -89,8 +89,8 @@ def _prune_default_reviews(merged: dict[str, Any], lines: LineMap, config: RepoC
 
 
 @functools.cache
-def _builtin_agents() -> Mapping[str, AgentDefinition]:
-    ctx = _Context("built-in")
+def builtin_agents() -> Mapping[str, AgentDefinition]:
+    ctx = ParseContext("built-in")
     agents = {}
     for name, text in BUILTIN_AGENTS.items():
         agent = ctx.parse_agent(f"{AGENTS_DIR}/{name}.md", text)

@@ -1,6 +1,6 @@
 """One file at a time: the problems found so far, YAML mappings, models, agent definitions.
 
-:class:`_Context` collects every problem of the parse (file, line, key path, message);
+:class:`ParseContext` collects every problem of the parse (file, line, key path, message);
 each configuration file is loaded as a YAML mapping with line numbers and validated by its
 model, and each agent definition (front matter and Markdown body) is parsed and checked.
 """
@@ -34,7 +34,9 @@ class _Document:
         self.lines = lines or LineMap()
 
 
-class _Context:
+class ParseContext:
+    """Where the files of one configuration are (its root) and the problems found in them so far."""
+
     def __init__(self, root: str) -> None:
         self.root = root
         self.problems: list[Problem] = []
@@ -49,7 +51,7 @@ class _Context:
         known = {CONFIG_FILE, APPROVAL_FLOWS_FILE}
         for rel in files:
             folder, _, name = rel.rpartition("/")
-            if rel in known or _is_agent_file(rel) or folder not in ("", "workflows"):
+            if rel in known or is_agent_file(rel) or folder not in ("", "workflows"):
                 continue
             if name.endswith((".yaml", ".yml")):
                 expected = CONFIG_FILE if folder == "" else APPROVAL_FLOWS_FILE
@@ -123,6 +125,6 @@ class _Context:
         return AgentDefinition(**front.model_dump(), prompt=source.body.strip() + "\n", source=file)
 
 
-def _is_agent_file(rel: str) -> bool:
+def is_agent_file(rel: str) -> bool:
     folder, _, name = rel.rpartition("/")
     return folder == AGENTS_DIR and name.endswith(".md") and name.lower() != "readme.md"

@@ -11,20 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from squadron.config.parse.defaults import (
-    _builtin_agents,
-    _deep_merge,
-    _defaults_of,
-    _prune_default_reviews,
-    _prune_default_role_refs,
+    builtin_agents,
+    deep_merge,
+    defaults_of,
+    prune_default_reviews,
+    prune_default_role_refs,
 )
-from squadron.config.parse.documents import _Context, _is_agent_file
+from squadron.config.parse.documents import ParseContext, is_agent_file
 from squadron.config.parse.pipelines import (
     check_pipeline_references,
     prepare_pipelines,
     salvage_pipelines,
     with_columns,
 )
-from squadron.config.parse.references import _Directory, check_config_references, check_flow_references
+from squadron.config.parse.references import RoleDirectory, check_config_references, check_flow_references
 from squadron.config.parse.result import SquadronConfig
 from squadron.config.parse.salvage import salvage
 from squadron.config.yamlsource import KeyPath, dotted
@@ -40,29 +40,29 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
     ``root`` prefixes file names in problems. An empty mapping (no ``.squadron/``)
     gives the documented defaults with the built-in agent definitions.
     """
-    ctx = _Context(root)
+    ctx = ParseContext(root)
     ctx.check_file_names(files)
 
     config_doc = ctx.load_mapping(CONFIG_FILE, files.get(CONFIG_FILE))
-    merged_config = _deep_merge(_defaults_of(RepoConfig), config_doc.data)
-    _prune_default_role_refs(merged_config, config_doc.lines)
+    merged_config = deep_merge(defaults_of(RepoConfig), config_doc.data)
+    prune_default_role_refs(merged_config, config_doc.lines)
     prepare_pipelines(ctx, merged_config, config_doc.lines)
     repo_config = ctx.validate(RepoConfig, merged_config, CONFIG_FILE, config_doc.lines)
 
-    agents = dict(_builtin_agents())
+    agents = dict(builtin_agents())
     for rel in sorted(files):
-        if _is_agent_file(rel):
+        if is_agent_file(rel):
             agent = ctx.parse_agent(rel, files[rel])
             if agent is not None:
                 agents[agent.name] = agent
 
     flows_doc = ctx.load_mapping(APPROVAL_FLOWS_FILE, files.get(APPROVAL_FLOWS_FILE))
-    merged_flows = _deep_merge(_defaults_of(ApprovalFlowsFile), flows_doc.data)
+    merged_flows = deep_merge(defaults_of(ApprovalFlowsFile), flows_doc.data)
     if repo_config is not None:
-        _prune_default_reviews(merged_flows, flows_doc.lines, repo_config)
+        prune_default_reviews(merged_flows, flows_doc.lines, repo_config)
     flows = ctx.validate(ApprovalFlowsFile, merged_flows, APPROVAL_FLOWS_FILE, flows_doc.lines)
 
-    directory = _Directory.of(repo_config, merged_config)
+    directory = RoleDirectory.of(repo_config, merged_config)
     # A file with schema problems still has its references checked, on what of it is valid
     # (one pass tells every problem); those at a part the schema refused were told already.
     config_checked, config_removed = (
@@ -117,7 +117,7 @@ def parse_files(files: Mapping[str, str], *, root: str = CONFIG_DIR) -> Squadron
     )
 
 
-def _told_once(ctx: _Context, removed: list[KeyPath], check: Callable[[], None]) -> None:
+def _told_once(ctx: ParseContext, removed: list[KeyPath], check: Callable[[], None]) -> None:
     """Run a reference ``check``, leaving out its problems about a part the schema refused."""
     before = len(ctx.problems)
     check()

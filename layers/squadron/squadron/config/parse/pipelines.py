@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from squadron.config.parse.documents import _Context
-from squadron.config.parse.references import _Directory
+from squadron.config.parse.documents import ParseContext
+from squadron.config.parse.references import RoleDirectory
 from squadron.config.parse.salvage import salvage
 from squadron.config.yamlsource import KeyPath, LineMap, dotted
 from squadron.domain.pipelines.checks import check_pipelines
@@ -39,7 +39,7 @@ CUSTOM_GATES_PROBLEM = (
 )
 
 
-def prepare_pipelines(ctx: _Context, raw: dict[str, Any], lines: LineMap) -> None:
+def prepare_pipelines(ctx: ParseContext, raw: dict[str, Any], lines: LineMap) -> None:
     """Refuse ``custom_gates`` (top level or under ``pipeline_settings``) and give branches
     their default type, in ``raw`` (config.yaml merged over the defaults) before validation."""
     if "custom_gates" in raw:
@@ -115,7 +115,7 @@ def salvage_pipelines(raw: Any) -> tuple[dict[str, Pipeline], list[KeyPath]]:
 
 
 def check_pipeline_references(
-    ctx: _Context, pipelines: Mapping[str, Pipeline], lines: LineMap, directory: _Directory
+    ctx: ParseContext, pipelines: Mapping[str, Pipeline], lines: LineMap, directory: RoleDirectory
 ) -> None:
     """Every problem across pipelines and with the repository's roles and human groups."""
     found = check_pipelines(pipelines, roles=directory.roles, human_groups=directory.human_groups)

@@ -22,7 +22,7 @@ def validation_problems(
 ) -> list[Problem]:
     """One :class:`Problem` per pydantic error, at the line the offending key was written on."""
     problems = []
-    errors = [(error, _data_path(error["loc"], data)) for error in exc.errors(include_url=False)]
+    errors = [(error, key_path_of(error["loc"], data)) for error in exc.errors(include_url=False)]
     for error, data_path in errors:
         path = data_path
         if _union_miss(error, path, errors):
@@ -35,7 +35,7 @@ def validation_problems(
                 path = (*path, key)
         elif error["type"] == "extra_forbidden":
             allowed = _fields_at(model, path[:-1])
-            message = f"unknown key {path[-1]!r}" + _did_you_mean(str(path[-1]), allowed)
+            message = f"unknown key {path[-1]!r}" + did_you_mean(str(path[-1]), allowed)
         elif error["type"] == "missing":
             message = "required key is missing"
         elif error["type"] != "value_error" and isinstance(error.get("input"), str | int | float | bool):
@@ -71,7 +71,7 @@ def _tag_message(error: Any, key: str) -> str:
         return f"required key {key!r} is missing"
     tag = str(error["ctx"]["tag"])
     expected = [name.strip().strip("'") for name in str(error["ctx"]["expected_tags"]).split(",")]
-    return f"unknown {key} {tag!r}{_did_you_mean(tag, expected)}: one of {', '.join(expected)}"
+    return f"unknown {key} {tag!r}{did_you_mean(tag, expected)}: one of {', '.join(expected)}"
 
 
 def _at(data: Any, path: KeyPath) -> Any:
@@ -82,7 +82,7 @@ def _at(data: Any, path: KeyPath) -> Any:
     return data
 
 
-def _data_path(loc: Sequence[str | int], data: Any) -> KeyPath:
+def key_path_of(loc: Sequence[str | int], data: Any) -> KeyPath:
     """The key path in the YAML data of a pydantic ``loc`` (union tags and ``[key]`` dropped).
 
     A tagged union puts its tag in ``loc`` (``stages.0.agent.timeout``: ``agent`` is the
@@ -172,7 +172,7 @@ _SUGGEST_AMONG = 200
 _SUGGEST_LENGTH = 64
 
 
-def _did_you_mean(value: str, choices: Iterable[str]) -> str:
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
     names = [name for name in choices if len(name) <= _SUGGEST_LENGTH]
     if len(value) > _SUGGEST_LENGTH or len(names) > _SUGGEST_AMONG:
         return ""

@@ -10,8 +10,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from squadron.config.parse.documents import _Context
-from squadron.config.parse.problems import _did_you_mean
+from squadron.config.parse.documents import ParseContext
+from squadron.config.parse.problems import did_you_mean
 from squadron.config.yamlsource import KeyPath, LineMap
 from squadron.domain.repo_config.constants import AGENTS_DIR, APPROVAL_FLOWS_FILE, CONFIG_FILE
 from squadron.domain.repo_config.models import (
@@ -24,11 +24,11 @@ from squadron.domain.repo_config.models import (
 
 
 def check_config_references(
-    ctx: _Context,
+    ctx: ParseContext,
     config: RepoConfig,
     agents: Mapping[str, AgentDefinition],
     lines: LineMap,
-    directory: _Directory,
+    directory: RoleDirectory,
 ) -> None:
     rel = CONFIG_FILE
     roles = config.roles
@@ -38,7 +38,7 @@ def check_config_references(
         if found is None and role in directory.roles:
             return  # written, but refused by the schema: its own problem says why
         if found is None:
-            ctx.add(rel, lines.line_of(path), path, f"unknown role {role!r}{_did_you_mean(role, roles)}")
+            ctx.add(rel, lines.line_of(path), path, f"unknown role {role!r}{did_you_mean(role, roles)}")
         elif kinds and found.kind not in kinds:
             ctx.add(
                 rel,
@@ -63,7 +63,7 @@ def check_config_references(
                 rel,
                 lines.line_of(path),
                 path,
-                f"no agent definition {agent_name!r} ({AGENTS_DIR}/{agent_name}.md){_did_you_mean(agent_name, agents)}",
+                f"no agent definition {agent_name!r} ({AGENTS_DIR}/{agent_name}.md){did_you_mean(agent_name, agents)}",
             )
     refer(("default_dev_role",), config.default_dev_role, kinds=("dev",))
     for name, label in config.labels.items():
@@ -78,7 +78,7 @@ def check_config_references(
                 rel,
                 lines.line_of(path),
                 path,
-                f"unknown label {label_name!r}{_did_you_mean(label_name, config.labels)}",
+                f"unknown label {label_name!r}{did_you_mean(label_name, config.labels)}",
             )
     for name in config.circuit_breakers.roles:
         refer(("circuit_breakers", "roles", name), name)
@@ -91,7 +91,7 @@ def check_config_references(
 
 
 def check_flow_references(
-    ctx: _Context, flows: ApprovalFlowsFile, lines: LineMap, directory: _Directory
+    ctx: ParseContext, flows: ApprovalFlowsFile, lines: LineMap, directory: RoleDirectory
 ) -> None:
     for path, who, humans_only in _flow_principals(flows):
         check_principal(
@@ -100,12 +100,12 @@ def check_flow_references(
 
 
 def check_principal(
-    ctx: _Context,
+    ctx: ParseContext,
     rel: str,
     path: KeyPath,
     who: str,
     *,
-    directory: _Directory,
+    directory: RoleDirectory,
     lines: LineMap,
     humans_only: bool,
 ) -> None:
@@ -121,7 +121,7 @@ def check_principal(
                 f"{who!r}: only humans are notified (human_group:<group> or user:<login>)",
             )
         elif name not in directory.roles:
-            ctx.add(rel, line, path, f"unknown role {name!r}{_did_you_mean(name, directory.roles)}")
+            ctx.add(rel, line, path, f"unknown role {name!r}{did_you_mean(name, directory.roles)}")
         elif role_kind and role_kind != "review":
             ctx.add(rel, line, path, f"role {name!r} is a {role_kind} role; reviews need a review role")
     elif kind == "human_group" and name not in directory.human_groups:
@@ -130,19 +130,19 @@ def check_principal(
             line,
             path,
             f"unknown human group {name!r} (define it under human_groups in {CONFIG_FILE})"
-            + _did_you_mean(name, directory.human_groups),
+            + did_you_mean(name, directory.human_groups),
         )
 
 
 @dataclass(frozen=True)
-class _Directory:
+class RoleDirectory:
     """Role kinds and human group names, from the valid config or, if it is invalid, from its raw data."""
 
     roles: Mapping[str, str]
     human_groups: frozenset[str]
 
     @classmethod
-    def of(cls, config: RepoConfig | None, raw: Any) -> _Directory:
+    def of(cls, config: RepoConfig | None, raw: Any) -> RoleDirectory:
         if config is not None:
             return cls({n: r.kind for n, r in config.roles.items()}, frozenset(config.human_groups))
         raw = raw if isinstance(raw, dict) else {}

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from squadron.config.parse.problems import _data_path
+from squadron.config.parse.problems import key_path_of
 from squadron.config.yamlsource import KeyPath
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -37,7 +37,7 @@ def salvage(model: type[ModelT], data: Any) -> tuple[ModelT | None, list[KeyPath
         except ValidationError as exc:
             progressed = False
             for error in exc.errors(include_url=False):
-                path = _removable(kept, _data_path(error["loc"], kept))
+                path = _removable(kept, key_path_of(error["loc"], kept))
                 if path and _remove(kept, path):
                     removed.append(path)
                     progressed = True

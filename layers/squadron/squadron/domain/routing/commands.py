@@ -18,6 +18,15 @@ from squadron.domain.agents import (
 )
 from squadron.domain.app_acts import AgentReported, app_act
 from squadron.domain.blockers import BlockerError, check_new_blocker
+from squadron.domain.commands import (
+    AGENT_ACTIONS,
+    SQUADRON_EVENT,
+    RecoverAgent,
+    RegisterBlocker,
+    ReportConflict,
+    StartRetrospective,
+    TaskEnded,
+)
 from squadron.domain.cost import usd
 from squadron.domain.effects import (
     AddBlocker,
@@ -29,16 +38,7 @@ from squadron.domain.effects import (
     PostComment,
     PutAgent,
 )
-from squadron.domain.events import (
-    AGENT_ACTIONS,
-    SQUADRON_EVENT,
-    EventEnvelope,
-    RecoverAgent,
-    RegisterBlocker,
-    ReportConflict,
-    StartRetrospective,
-    TaskEnded,
-)
+from squadron.domain.events import EventEnvelope
 from squadron.domain.issue_budget import agent_spend, issue_spend
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.routing.builders import (

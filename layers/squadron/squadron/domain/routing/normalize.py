@@ -7,12 +7,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from squadron.domain.events import (
-    AGENT_ACTIONS,
-    Actor,
-    EventEnvelope,
-    IssueFields,
-)
+from squadron.domain.commands import AGENT_ACTIONS
+from squadron.domain.event_fields import Actor, IssueFields
+from squadron.domain.events import EventEnvelope
 
 _CLOSING_RE = re.compile(
     r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+(?:(?P<repo>[\w.-]+/[\w.-]+))?#(?P<number>\d+)\b",

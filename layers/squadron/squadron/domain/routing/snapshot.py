@@ -19,16 +19,11 @@ from squadron.domain.agents import (
 from squadron.domain.app_acts import AgentReported, app_act, is_app
 from squadron.domain.authority import permissions_needed
 from squadron.domain.blockers import BlockerGraph
+from squadron.domain.commands import RecoverAgent, RegisterBlocker, ReportConflict, TaskEnded
 from squadron.domain.effects import (
     Effect,
 )
-from squadron.domain.events import (
-    EventEnvelope,
-    RecoverAgent,
-    RegisterBlocker,
-    ReportConflict,
-    TaskEnded,
-)
+from squadron.domain.events import EventEnvelope
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.routing.normalize import as_webhook, normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy

@@ -19,10 +19,8 @@ from squadron.domain.effects import (
     PutAgent,
     RemoveBlocker,
 )
-from squadron.domain.events import (
-    ROUTED_EVENTS,
-    EventEnvelope,
-)
+from squadron.domain.events import EventEnvelope
+from squadron.domain.routed import ROUTED_EVENTS
 from squadron.domain.routing.ci import CI_ROUTES
 from squadron.domain.routing.commands import COMMAND_ROUTES, agent_envelope_problem
 from squadron.domain.routing.comments import COMMENT_ROUTES

@@ -9,11 +9,11 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from squadron.local.sandbox.base import ApiError, Delivery, Json, _now
-from squadron.local.sandbox.webhooks import _Webhooks
+from squadron.local.sandbox.base import ApiError, Delivery, Json, github_now
+from squadron.local.sandbox.webhooks import WebhookOps
 
 
-class _AppOps(_Webhooks):
+class AppOps(WebhookOps):
     def _op_apps__create_installation_access_token(
         self, params: Json, query: Json, body: Json, caller: str
     ) -> tuple[int, Any]:
@@ -71,7 +71,7 @@ class _AppOps(_Webhooks):
             original.event,
             original.action,
             original.payload,
-            _now(),
+            github_now(),
             redelivery=True,
         )
         self.deliveries.append(again)

@@ -1,6 +1,6 @@
 """What every part of the sandbox works with: its records, its errors, the App and its repositories.
 
-:class:`_SandboxBase` holds the sandbox's state (one App, one installation, its repositories
+:class:`SandboxBase` holds the sandbox's state (one App, one installation, its repositories
 and webhook deliveries) and answers who is who (the App's ``<slug>[bot]``, humans, other
 bots) and which repository a request names. Each topic (:mod:`.webhooks`, :mod:`.state`,
 :mod:`.apps`, :mod:`.repositories`, :mod:`.issues`, :mod:`.pulls`, :mod:`.checks`) builds on it.
@@ -31,7 +31,7 @@ class ApiError(Exception):
         self.errors = errors or []
 
 
-def _now() -> str:
+def github_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -89,7 +89,7 @@ Fault = Literal["lose", "fail", "duplicate"]
 ApiFault = Literal["502", "drop", "hang", "refuse"]
 
 
-class _SandboxBase:
+class SandboxBase:
     """The App, its installation, its repositories and deliveries: what every operation reads."""
 
     def __init__(

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from squadron.local.sandbox.base import ApiError, Json, _now
-from squadron.local.sandbox.webhooks import _Webhooks
+from squadron.local.sandbox.base import ApiError, Json, github_now
+from squadron.local.sandbox.webhooks import WebhookOps
 
 
-class _CheckOps(_Webhooks):
+class CheckOps(WebhookOps):
     def _op_repos__create_commit_status(
         self, params: Json, query: Json, body: Json, caller: str
     ) -> tuple[int, Any]:
         repo = self._repo(params)
-        now = _now()
+        now = github_now()
         status: Json = {
             "id": next(self._ids),
             "state": body["state"],
@@ -69,8 +69,8 @@ class _CheckOps(_Webhooks):
             "head_sha": body["head_sha"],
             "status": body.get("status", "queued"),
             "conclusion": body.get("conclusion"),
-            "started_at": _now(),
-            "completed_at": _now() if body.get("conclusion") else None,
+            "started_at": github_now(),
+            "completed_at": github_now() if body.get("conclusion") else None,
             "app": self._app(),
             "check_suite": {
                 "id": next(self._ids),
@@ -101,7 +101,7 @@ class _CheckOps(_Webhooks):
             raise ApiError(404, "Not Found")
         run.update({k: body[k] for k in ("status", "conclusion") if k in body})
         if run.get("conclusion"):
-            run.update({"status": "completed", "completed_at": _now()})
+            run.update({"status": "completed", "completed_at": github_now()})
             self.emit(repo, "check_run", "completed", {"check_run": run}, caller)
             self._checks_changed(repo, run["head_sha"])
         return 200, run

@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from squadron.local.sandbox.base import ApiError, Json, Repo, _now
-from squadron.local.sandbox.webhooks import _Webhooks
+from squadron.local.sandbox.base import ApiError, Json, Repo, github_now
+from squadron.local.sandbox.webhooks import WebhookOps
 
 
-class _IssueOps(_Webhooks):
+class IssueOps(WebhookOps):
     def _issue(self, repo: Repo, number: int) -> Json:
         issue = repo.issues.get(number)
         if issue is None:
@@ -24,7 +24,7 @@ class _IssueOps(_Webhooks):
 
     def _new_issue(self, repo: Repo, title: str, body: str, author: str, *, pull: bool = False) -> Json:
         number = len(repo.issues) + 1
-        now = _now()
+        now = github_now()
         issue: Json = {
             "id": next(self._ids),
             "node_id": f"I_{repo.id}_{number}",
@@ -91,7 +91,7 @@ class _IssueOps(_Webhooks):
         issue = self._issue(repo, int(params["issue_number"]))
         edited: Json = {k: body[k] for k in ("title", "body") if k in body and body[k] != issue[k]}
         issue.update(edited)
-        issue["updated_at"] = _now()
+        issue["updated_at"] = github_now()
         if edited:
             self.emit(
                 repo,
@@ -113,8 +113,8 @@ class _IssueOps(_Webhooks):
             {
                 "state": "closed",
                 "state_reason": reason,
-                "closed_at": _now(),
-                "updated_at": _now(),
+                "closed_at": github_now(),
+                "updated_at": github_now(),
                 "closed_by": self.user(caller),
             }
         )
@@ -128,7 +128,7 @@ class _IssueOps(_Webhooks):
             if name not in {label["name"] for label in issue["labels"]}:
                 label = self._label(name)
                 issue["labels"].append(label)
-                issue["updated_at"] = _now()
+                issue["updated_at"] = github_now()
                 kind = "pull_request" if "pull_request" in issue else "issues"
                 subject = (
                     {"pull_request": repo.pulls[issue["number"]]}
@@ -158,7 +158,7 @@ class _IssueOps(_Webhooks):
             if assignable and login not in {a["login"] for a in issue["assignees"]}:
                 issue["assignees"].append(self.user(login))
                 issue["assignee"] = issue["assignees"][0]
-                issue["updated_at"] = _now()
+                issue["updated_at"] = github_now()
                 self.emit(repo, "issues", "assigned", {"issue": issue, "assignee": self.user(login)}, caller)
         return 201, issue
 
@@ -171,7 +171,7 @@ class _IssueOps(_Webhooks):
             if login in {a["login"] for a in issue["assignees"]}:
                 issue["assignees"] = [a for a in issue["assignees"] if a["login"] != login]
                 issue["assignee"] = issue["assignees"][0] if issue["assignees"] else None
-                issue["updated_at"] = _now()
+                issue["updated_at"] = github_now()
                 self.emit(
                     repo, "issues", "unassigned", {"issue": issue, "assignee": self.user(login)}, caller
                 )
@@ -196,7 +196,7 @@ class _IssueOps(_Webhooks):
             for comment in comments:
                 if comment["id"] == int(params["comment_id"]):
                     changes = {"body": {"from": comment["body"]}}
-                    comment.update({"body": body["body"], "updated_at": _now()})
+                    comment.update({"body": body["body"], "updated_at": github_now()})
                     issue = self._issue(repo, number)
                     self.emit(
                         repo,
@@ -214,7 +214,7 @@ class _IssueOps(_Webhooks):
         repo = self._repo(params)
         number = int(params["issue_number"])
         issue = self._issue(repo, number)
-        now = _now()
+        now = github_now()
         comment: Json = {
             "id": next(self._ids),
             "node_id": f"IC_{number}",

@@ -29,7 +29,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from squadron.domain.dashboard import is_dashboard
-from squadron.local.sandbox.base import Json, Repo, _SandboxBase
+from squadron.local.sandbox.base import Json, Repo, SandboxBase
 
 PREFIX = "/ui"
 #: No inline script, nothing from elsewhere; mermaid draws its SVG with inline styles.
@@ -149,7 +149,7 @@ def _document(title: str, body: str, *, crumbs: str = "", mermaid: bool = False)
     ).encode()
 
 
-class _Pages(_SandboxBase):
+class PageOps(SandboxBase):
     """The HTML pages; :meth:`page` answers one GET under :data:`PREFIX`."""
 
     #: Where mermaid's ``dist`` files are read from (the repository's ``node_modules``); None:

@@ -10,15 +10,15 @@ import re
 from typing import Any
 
 from squadron.local.git_store import GitStoreError
-from squadron.local.sandbox.base import ApiError, Json, Repo, _now
-from squadron.local.sandbox.issues import _IssueOps
+from squadron.local.sandbox.base import ApiError, Json, Repo, github_now
+from squadron.local.sandbox.issues import IssueOps
 
 #: GitHub's answer to a REST merge into a branch whose rules require a merge queue.
 MERGE_QUEUE_REQUIRED = "Changes must be made through the merge queue"
 _CLOSING = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)
 
 
-class _PullOps(_IssueOps):
+class PullOps(IssueOps):
     def _pushed(self, notice: Json) -> None:
         with self._lock:
             repo = self.repos.get(str(notice.get("repository")))
@@ -29,7 +29,7 @@ class _PullOps(_IssueOps):
                 for pr in repo.pulls.values():
                     if pr["state"] == "open" and pr["head"]["ref"] == branch and new != "0" * 40:
                         self._refresh_pull(repo, pr)
-                        pr["updated_at"] = _now()
+                        pr["updated_at"] = github_now()
                         self.emit(
                             repo,
                             "pull_request",
@@ -195,7 +195,7 @@ class _PullOps(_IssueOps):
             "body": body.get("body") or "",
             "state": state,
             "commit_id": body.get("commit_id") or pr["head"]["sha"],
-            "submitted_at": _now(),
+            "submitted_at": github_now(),
             "author_association": "NONE" if caller.endswith("[bot]") else "MEMBER",
             "html_url": f"{pr['html_url']}#pullrequestreview",
         }
@@ -229,7 +229,7 @@ class _PullOps(_IssueOps):
     def _merged(self, repo: Repo, pr: Json, sha: str, by: str) -> None:
         """``pr`` merged as ``sha`` by ``by``: closed, its webhook sent, the issues it closes closed."""
         number = int(pr["number"])
-        now = _now()
+        now = github_now()
         pr.update(
             {
                 "state": "closed",

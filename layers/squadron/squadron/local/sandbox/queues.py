@@ -1,6 +1,6 @@
 """Merge queues: a branch whose rules require one, GitHub's GraphQL for it, merge groups.
 
-A test (or the demo) makes a branch require a merge queue (:meth:`_MergeQueueOps.require_merge_queue`,
+A test (or the demo) makes a branch require a merge queue (:meth:`MergeQueueOps.require_merge_queue`,
 a ruleset's ``merge_queue`` rule); then GitHub's REST merge of a pull request into it answers
 405 "Changes must be made through the merge queue" (:mod:`.pulls`), and ``GET
 /repos/{owner}/{repo}/rules/branches/{branch}`` lists the rule. ``POST /graphql`` answers the
@@ -32,8 +32,8 @@ import re
 from typing import Any
 
 from squadron.local.git_store import GitStoreError
-from squadron.local.sandbox.base import Json, Repo, _now
-from squadron.local.sandbox.pulls import _PullOps
+from squadron.local.sandbox.base import Json, Repo, github_now
+from squadron.local.sandbox.pulls import PullOps
 
 #: The account GitHub's merge queue acts as (it merges the pull requests of its groups).
 MERGE_QUEUE_BOT = "github-merge-queue[bot]"
@@ -73,7 +73,7 @@ class GraphQLFault(Exception):
         self.message = message
 
 
-class _MergeQueueOps(_PullOps):
+class MergeQueueOps(PullOps):
     def require_merge_queue(self, full_name: str, branch: str, **parameters: Any) -> None:
         """Make ``branch`` of ``full_name`` require a merge queue (a ruleset's ``merge_queue`` rule)."""
         with self._lock:
@@ -197,7 +197,7 @@ class _MergeQueueOps(_PullOps):
             "base": pr["base"]["ref"],
             "head_sha": pr["head"]["sha"],
             "enqueuer": caller,
-            "enqueued_at": _now(),
+            "enqueued_at": github_now(),
             "jump": bool(given.get("jump")),
             "state": "QUEUED",
             "group": None,

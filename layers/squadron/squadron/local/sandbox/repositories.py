@@ -10,10 +10,10 @@ import hashlib
 from typing import Any
 from urllib.parse import unquote
 
-from squadron.local.sandbox.base import ApiError, Json, _SandboxBase
+from squadron.local.sandbox.base import ApiError, Json, SandboxBase
 
 
-class _RepositoryOps(_SandboxBase):
+class RepositoryOps(SandboxBase):
     def _op_repos__get(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:
         return 200, self.repository(self._repo(params))
 

@@ -24,13 +24,13 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from squadron.local.openapi import Call, InvalidRequestError, validate_call
-from squadron.local.sandbox.apps import _AppOps
+from squadron.local.sandbox.apps import AppOps
 from squadron.local.sandbox.base import ApiError, Json
-from squadron.local.sandbox.checks import _CheckOps
-from squadron.local.sandbox.pages import POLICY, PREFIX, _Pages
-from squadron.local.sandbox.queues import _MergeQueueOps
-from squadron.local.sandbox.repositories import _RepositoryOps
-from squadron.local.sandbox.state import _State
+from squadron.local.sandbox.checks import CheckOps
+from squadron.local.sandbox.pages import POLICY, PREFIX, PageOps
+from squadron.local.sandbox.queues import MergeQueueOps
+from squadron.local.sandbox.repositories import RepositoryOps
+from squadron.local.sandbox.state import SandboxState
 
 
 def weak_etag(content: bytes) -> str:
@@ -53,7 +53,7 @@ def _tags(if_none_match: str) -> list[str]:
     return [tag.strip() for tag in if_none_match.split(",") if tag.strip()]
 
 
-class GitHubSandbox(_State, _AppOps, _RepositoryOps, _MergeQueueOps, _CheckOps, _Pages):
+class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps, PageOps):
     """One App, one installation, its repositories; a REST server and a webhook sender."""
 
     def start(self, port: int = 0) -> str:

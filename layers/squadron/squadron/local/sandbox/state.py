@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 from squadron.local.git_store import GitStore
-from squadron.local.sandbox.base import Delivery, Repo, _SandboxBase
+from squadron.local.sandbox.base import Delivery, Repo, SandboxBase
 
 
-class _State(_SandboxBase):
+class SandboxState(SandboxBase):
     _SAVED = (
         "issues",
         "pulls",

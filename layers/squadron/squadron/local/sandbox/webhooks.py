@@ -16,12 +16,12 @@ import time
 import urllib.request
 import uuid
 
-from squadron.local.sandbox.base import Delivery, Json, Repo, _now, _SandboxBase
+from squadron.local.sandbox.base import Delivery, Json, Repo, SandboxBase, github_now
 
 logger = logging.getLogger(__name__)
 
 
-class _Webhooks(_SandboxBase):
+class WebhookOps(SandboxBase):
     def _shape(self, event: str, action: str | None, parts: Json) -> Json:
         """GitHub's example payload for the event with our objects laid over its own."""
         example = json.loads(json.dumps(self.examples.get((event, action)) or {}))
@@ -46,7 +46,7 @@ class _Webhooks(_SandboxBase):
                 "installation": {"id": self.installation_id, "node_id": f"I_{self.installation_id}"},
             },
         )
-        delivery = Delivery(next(self._ids), str(uuid.uuid4()), event, action, payload, _now())
+        delivery = Delivery(next(self._ids), str(uuid.uuid4()), event, action, payload, github_now())
         self.deliveries.append(delivery)
         self._outbox.put(delivery)
 

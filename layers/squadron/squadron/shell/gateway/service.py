@@ -13,7 +13,9 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.secret_scan import find_secrets
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
-from squadron.domain.events import Actor, EventEnvelope, SquadronCommand, command_envelope
+from squadron.domain.commands import SquadronCommand
+from squadron.domain.event_fields import Actor
+from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.gateway_wire import Refusal, Request
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.launches import LaunchRefusedError

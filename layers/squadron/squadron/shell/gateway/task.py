@@ -12,15 +12,10 @@ from typing import TYPE_CHECKING, Any
 from squadron.adapters.github.errors import GitHubError, NotFoundError
 from squadron.domain import lifecycle
 from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, RoleKind, inbox_page
+from squadron.domain.commands import AgentPushedCommits, RegisterBlocker, TaskEnded
 from squadron.domain.effects import AgentWrite
-from squadron.domain.events import (
-    AgentPushedCommits,
-    EnvelopeError,
-    EventEnvelope,
-    RegisterBlocker,
-    TaskEnded,
-    pull_request_fields,
-)
+from squadron.domain.event_trimming import pull_request_fields
+from squadron.domain.events import EnvelopeError, EventEnvelope
 from squadron.domain.gateway_wire import (
     AckAnswer,
     AckInbox,

@@ -14,8 +14,7 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.adapters.github.keyed import once
 from squadron.domain.agents import AgentRecord, ConflictError, RoleKind
-from squadron.domain.effects import marked
-from squadron.domain.events import (
+from squadron.domain.commands import (
     AgentAction,
     AgentAssignedIssue,
     AgentOpenedIssue,
@@ -23,12 +22,10 @@ from squadron.domain.events import (
     AgentPostedStatus,
     AgentPushedCommits,
     AgentSubmittedReview,
-    EnvelopeError,
-    issue_fields,
-    pull_request_fields,
-    review_fields,
-    status_fields,
 )
+from squadron.domain.effects import marked
+from squadron.domain.event_trimming import issue_fields, pull_request_fields, review_fields, status_fields
+from squadron.domain.events import EnvelopeError
 from squadron.domain.gateway_wire import (
     GitHubWrite,
     GitHubWriteRequest,

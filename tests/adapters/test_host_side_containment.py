@@ -15,12 +15,10 @@ Switching users needs root (CI runs as root).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import subprocess
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from squadron.adapters.copilot import CopilotRuntime, SessionRequest
 from squadron.adapters.git import FrameworkClone, GitError, GitRemote, WorkingCopy
 from squadron.domain.permissions import Caller, CallerKind
 from tests.support.git_remote import BareRemote, let_others_pass
+from tests.support.obtained import secrets_in
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="switching to an agent's own user needs root (CI runs as root)"
@@ -74,23 +73,7 @@ class World:
 
     def obtained(self, where: Path) -> set[str]:
         """The secrets in what the attacker copied out (loose git objects decompressed)."""
-        found: set[str] = set()
-        for path in [where, *(where.rglob("*") if where.is_dir() else [])]:
-            if not path.is_file() or path.is_symlink():
-                continue
-            for blob in _readable(path.read_bytes()):
-                found |= {s for s in (B_SECRET, ROOT_SECRET) if s.encode() in blob}
-        return found
-
-
-def _readable(data: bytes) -> Iterator[bytes]:
-    """``data`` and every zlib stream in it (a loose object is one; a pack holds one per object)."""
-    yield data
-    for start in range(len(data)):
-        if data[start] != 0x78:  # zlib's header byte at git's levels
-            continue
-        with contextlib.suppress(zlib.error):
-            yield zlib.decompressobj().decompress(data[start:], 1 << 20)
+        return secrets_in(where, (B_SECRET, ROOT_SECRET))
 
 
 def _script(path: Path, body: str) -> Path:

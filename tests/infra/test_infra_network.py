@@ -102,3 +102,39 @@ def test_agent_tasks_resolve_only_the_allow_list(synthesized: Synthesized) -> No
     assert len(synthesized.resources("AWS::Route53Resolver::FirewallRuleGroup")) == 1
     # bench/cost.py bills the names the lists hold without the deployment's own (3 here).
     assert len(allowed) + len(lists["BLOCK"]) == cost.DNS_FIREWALL_DOMAINS + 3
+
+
+def test_nothing_takes_the_agents_lookups_around_the_firewall(synthesized: Synthesized) -> None:
+    """What would let an agent task's names bypass the DNS Firewall is not in the template: no
+    resolver of the VPC's own choosing (DHCP options, resolver endpoints or forwarding rules, a
+    container's DNS servers), and the tasks launched only with the agents' group,
+    whose port 443 is the only way out to any address (NFS only to the file system's group)."""
+    resources = synthesized.template_json["Resources"]
+    for kind in (
+        "AWS::EC2::DHCPOptions",
+        "AWS::EC2::VPCDHCPOptionsAssociation",
+        "AWS::Route53Resolver::ResolverEndpoint",
+        "AWS::Route53Resolver::ResolverRule",
+        "AWS::Route53Resolver::ResolverRuleAssociation",
+    ):
+        assert synthesized.resources(kind) == {}, kind
+    vpc = resources[synthesized.logical_id(synthesized.stack.agents.vpc)]["Properties"]
+    assert vpc.get("EnableDnsSupport", True) is True  # the VPC's resolver (with its firewall) answers
+    containers = [
+        container
+        for body in synthesized.resources("AWS::ECS::TaskDefinition").values()
+        for container in body["Properties"]["ContainerDefinitions"]
+    ]
+    assert containers and not [c for c in containers if c.get("DnsServers") or c.get("DnsSearchDomains")]
+    group = synthesized.logical_id(synthesized.stack.agents.security_group)
+    assert _router_environment(dict(synthesized.template_json))["AGENT_SECURITY_GROUPS"] == {
+        "Fn::GetAtt": [group, "GroupId"]
+    }
+    nfs = [
+        body["Properties"]
+        for body in synthesized.resources("AWS::EC2::SecurityGroupEgress").values()
+        if body["Properties"]["GroupId"]["Fn::GetAtt"][0] == group
+    ]
+    assert [sorted(rule) for rule in nfs] == [
+        ["Description", "DestinationSecurityGroupId", "FromPort", "GroupId", "IpProtocol", "ToPort"]
+    ]

@@ -1,359 +1,39 @@
-"""Git for an agent task, split so that framework git never runs anything the agent controls.
+"""The agent's checkout: git here runs as the agent's user, confined, without credentials.
 
-Two repositories per agent:
-
-- :class:`FrameworkClone` — a bare clone the host owns (root, 0700, beside the
-  agent's directory). Every network operation happens here and only here, with the
-  installation token handed to git per command through ``GIT_CONFIG_*``
-  environment variables of a process the agent's user cannot read (never in argv,
-  never in a file). Its configuration and hooks are the framework's own: nothing
-  the agent wrote is ever read by a git that holds a token.
-- :class:`WorkingCopy` — the agent's checkout in its own directory. Git there runs
-  as the agent's user, confined like the Copilot CLI
-  (:meth:`~squadron.adapters.confinement.AgentUser.command`: entered after the drop,
-  ``no_new_privs``, no capabilities) with no credentials at all; the host's git there
-  runs none of the agent's code: every setting that names a program (hooks,
-  ``core.fsmonitor``, pagers, editors, ``core.sshCommand``, signing and credential
-  programs, the diff, merge and filter drivers ``.gitattributes`` may name, in the
-  agent's ``.git/config`` or any file it includes) is overridden on the command line,
-  which git reads last (:func:`agent_code_off`), no transport but reading a file is
-  allowed (a ``url.*.insteadOf`` leading to ``ext::`` runs nothing), and what else the
-  agent put in its ``.git`` (``remote.*.pushurl``) has nothing worth taking.
-
-Between them travel git bundles, which are data: the framework's refs go to the
-agent as a bundle the agent's git fetches; the agent's branch comes back as a
-bundle its git writes to a pipe, which the framework clone imports (objects
-checked with ``transfer.fsckObjects``) and pushes — only to the agent's own
-branch, never with force.
+Branches cross between it and the framework's clone as bundles (data): the framework's refs as a
+bundle the agent's git fetches (the agent's own file, mode 0400), the agent's branch as a bundle
+its git writes to a pipe, which the clone imports, checks and pushes.
 """
 
 from __future__ import annotations
 
-import base64
 import os
-import re
 import secrets
-import stat
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from squadron.adapters.confinement import TRUSTED_CWD, AgentUser
+from squadron.adapters.git.agent_code import HOST_SIDE, agent_code_off
+from squadron.adapters.git.base import (
+    GIT_TIMEOUT_SECONDS,
+    SHA,
+    GitError,
+    PushResult,
+    Runner,
+    check_branch,
+    git_env,
+    git_words,
+)
+from squadron.adapters.git.framework_clone import FrameworkClone
 from squadron.adapters.secret_scan import find_secrets, find_secrets_in_diff
 from squadron.domain.permissions import Action, Caller, check
 from squadron.domain.threats import Finding, refusal
 from squadron.errors import SquadronError
 
-#: A git command must not hang a task: network operations get this long.
-GIT_TIMEOUT_SECONDS = 300
 #: The most a branch's new history may weigh when it crosses from the agent to the framework.
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
-_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
-#: What git run in the working copy on the agent's behalf never takes from the agent's own
-#: configuration (these settings come last, on the command line, so they win): no hook, no
-#: fsmonitor, no signing or verifying, no pager, editor, ssh, askpass or credential program, no
-#: alternate-refs command, no submodule recursion, no attributes file outside the working tree, no
-#: transport but reading a file (the host only ever fetches a bundle there). Settings that name a
-#: program under a name the agent chose (a driver, a URL) are overridden by name
-#: (:func:`agent_code_off`).
-_HOST_SIDE = {
-    "core.hooksPath": os.devnull,
-    "core.fsmonitor": "false",
-    "commit.gpgSign": "false",
-    "tag.gpgSign": "false",
-    "push.gpgSign": "false",
-    "merge.verifySignatures": "false",
-    "log.showSignature": "false",
-    "gpg.program": "false",
-    "gpg.openpgp.program": "false",
-    "gpg.x509.program": "false",
-    "gpg.ssh.program": "false",
-    "gpg.ssh.defaultKeyCommand": "false",
-    "core.pager": "cat",
-    "core.editor": "false",
-    "sequence.editor": "false",
-    "core.sshCommand": "false",
-    "core.askPass": "false",
-    "credential.helper": "",
-    "diff.external": "",
-    "core.alternateRefsCommand": "true",
-    "core.attributesFile": os.devnull,
-    "submodule.recurse": "false",
-    "fetch.recurseSubmodules": "false",
-    "gc.auto": "0",
-    "maintenance.auto": "false",
-    "protocol.allow": "never",
-    "protocol.file.allow": "always",
-}
-#: A program-valued setting under a subsection the agent names (``diff.<driver>.command``), by
-#: section and key: the value that runs nothing (an empty filter is no filter; a driver or program
-#: that is ``false`` fails, never runs the agent's).
-_NAMED_PROGRAMS: dict[tuple[str, str], str] = {
-    ("filter", "clean"): "",
-    ("filter", "smudge"): "",
-    ("filter", "process"): "",
-    ("filter", "required"): "false",
-    ("diff", "command"): "false",
-    ("diff", "textconv"): "false",
-    ("merge", "driver"): "false",
-    ("credential", "helper"): "",
-    ("gpg", "program"): "false",
-    ("trailer", "command"): "false",
-    ("trailer", "cmd"): "false",
-    ("submodule", "update"): "none",
-    ("protocol", "allow"): "never",
-}
-#: Branch names the framework moves between the repositories (git's own rules are stricter).
-_BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}(?<!\.lock)(?<![/.])$")
-
-
-class GitError(SquadronError):
-    """A git command failed; the message carries git's own words."""
-
-
-@dataclass(frozen=True)
-class GitRemote:
-    #: ``https://github.com/owner/repo.git`` (or a local path in tests).
-    url: str
-    #: The installation token for HTTPS remotes (reading); read per command, so a refreshed token
-    #: is used.
-    token: Callable[[], str] | None = None
-    #: The token a push uses (contents write); the reading token when None.
-    push_token: Callable[[], str] | None = None
-
-
-@dataclass(frozen=True)
-class PushResult:
-    pushed: bool
-    sha: str
-    detail: str
-    #: Refused for carrying what looks like a secret (the agent's task is handed to humans).
-    secret: bool = False
-
-
-Runner = Callable[..., "subprocess.CompletedProcess[Any]"]
-
-
-def _base_env(home: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": home,
-        "GIT_TERMINAL_PROMPT": "0",
-        # No system or global config: the task's behaviour does not depend on the image.
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_ATTR_NOSYSTEM": "1",
-        # What the environment names wins over any configuration: nothing to run.
-        "GIT_PAGER": "cat",
-        "GIT_EDITOR": "false",
-        "GIT_SEQUENCE_EDITOR": "false",
-        "GIT_SSH_COMMAND": "false",
-        "GIT_ASKPASS": "false",
-        "LC_ALL": "C",
-    }
-    config = dict(extra or {})
-    env["GIT_CONFIG_COUNT"] = str(len(config))
-    for index, (key, value) in enumerate(config.items()):
-        env[f"GIT_CONFIG_KEY_{index}"] = key
-        env[f"GIT_CONFIG_VALUE_{index}"] = value
-    return env
-
-
-def _make_private(top: Path) -> None:
-    """Take group and other permissions off everything under ``top`` (the host's own tree, which
-    no agent can write; links are neither followed nor changed)."""
-    for directory, dirs, files, fd in os.fwalk(top, follow_symlinks=False):
-        for name in [*dirs, *files]:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if stat.S_ISLNK(info.st_mode) or not info.st_mode & 0o077:
-                continue
-            os.chmod(name, stat.S_IMODE(info.st_mode) & 0o700, dir_fd=fd, follow_symlinks=False)
-        if directory == str(top):
-            os.chmod(fd, 0o700)
-
-
-def _words(done: subprocess.CompletedProcess[Any]) -> str:
-    out = done.stderr if isinstance(done.stderr, str) else (done.stderr or b"").decode("utf-8", "replace")
-    std = done.stdout if isinstance(done.stdout, str) else ""
-    return (out + "\n" + std).strip()[-2000:]
-
-
-def agent_code_off(names: Sequence[str]) -> dict[str, str]:
-    """Command-line settings that take from the agent's configuration keys ``names`` (as
-    ``git config --list --name-only`` gives them, includes followed) every program they name:
-    each driver the agent defined (filter, diff, merge), credential helper, per-format signing
-    program, per-command pager, trailer command and submodule update command is overridden by its
-    own name; every transport it allowed is forbidden again (reading a file excepted)."""
-    off: dict[str, str] = {}
-    for name in names:
-        section, _, rest = name.partition(".")
-        middle, _, key = rest.rpartition(".")
-        section, key = section.lower(), key.lower()
-        if section == "pager" and not middle:
-            off[name] = "false"
-            continue
-        value = _NAMED_PROGRAMS.get((section, key))
-        if value is None or not middle:
-            continue
-        if section == "filter":
-            for each in ("clean", "smudge", "process", "required"):
-                off[f"filter.{middle}.{each}"] = _NAMED_PROGRAMS["filter", each]
-        elif section == "protocol":
-            off[name] = "always" if middle == "file" else value
-        else:
-            off[name] = value
-    return off
-
-
-def check_branch(branch: str) -> str:
-    if not _BRANCH.fullmatch(branch):
-        raise GitError(f"{branch!r} is not a branch name the framework moves")
-    return branch
-
-
-class FrameworkClone:
-    """The host's bare clone of the agent's repository: the only git that talks to GitHub."""
-
-    def __init__(self, path: Path, remote: GitRemote, *, run: Runner = subprocess.run) -> None:
-        self.path = path
-        self.remote = remote
-        self._run = run
-        #: Whether this clone was found private at every level (checked once per task).
-        self._private = False
-
-    def _env(self, *, authenticated: bool, push: bool = False) -> dict[str, str]:
-        config = {
-            "safe.directory": str(self.path),
-            # Objects that come from the agent are checked like a server checks a push.
-            "transfer.fsckObjects": "true",
-            "core.hooksPath": os.devnull,
-            "core.attributesFile": os.devnull,
-            "protocol.allow": "never",
-            "protocol.https.allow": "always",
-            "protocol.file.allow": "always",
-        }
-        token = (self.remote.push_token or self.remote.token) if push else self.remote.token
-        if authenticated and token is not None:
-            basic = base64.b64encode(f"x-access-token:{token()}".encode()).decode()
-            config["http.extraHeader"] = f"AUTHORIZATION: basic {basic}"
-        return _base_env(str(self.path), config)
-
-    def git(
-        self, *args: str, authenticated: bool = False, check_ok: bool = True, stdin: str | None = None
-    ) -> str:
-        try:
-            done = self._run(
-                ["git", "--git-dir", str(self.path), *args],
-                cwd=self.path,
-                env=self._env(authenticated=authenticated),
-                input=stdin,
-                umask=0o077,
-                capture_output=True,
-                text=True,
-                timeout=GIT_TIMEOUT_SECONDS,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise GitError(f"git {args[0]} took longer than {GIT_TIMEOUT_SECONDS} s") from exc
-        if check_ok and done.returncode != 0:
-            raise GitError(f"git {' '.join(args[:2])} failed: {_words(done)}")
-        return str(done.stdout).strip()
-
-    def ensure(self) -> None:
-        """The clone exists, private at every level (git runs with umask 077; a clone made before
-        that had 0755 directories inside, readable by any process whose cwd got there)."""
-        if not (self.path / "HEAD").exists():
-            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(self.path, 0o700)
-            self.git("init", "--quiet", "--bare")
-        elif not self._private:
-            _make_private(self.path)
-        self._private = True
-        self.git("config", "remote.origin.url", self.remote.url)
-
-    def fetch(self, *refspecs: str) -> None:
-        """Fetch from GitHub (the token is used here only)."""
-        self.ensure()
-        self.git("fetch", "--quiet", "--prune", "--no-tags", self.remote.url, *refspecs, authenticated=True)
-
-    def fetch_branches(self, *names: str) -> None:
-        """Fetch the branches ``names`` (an agent's own and its base) that are on the remote, and
-        keep no other branch here: the clone holds only what its agent may be given.
-
-        A bundle from the agent is checked for connectivity against this clone, so a commit whose
-        parent (or a delta whose base) is an object the agent was never given passes when the
-        clone has that object, and the next bundle to the agent hands over its whole history:
-        another branch's files, for an agent that learned one of its commit ids. A branch the
-        clone held before (an older release fetched them all) is dropped with its objects.
-        """
-        self.ensure()
-        wanted = {f"refs/heads/{check_branch(name)}" for name in names}
-        listed = self.git("ls-remote", self.remote.url, *sorted(wanted), authenticated=True)
-        found = sorted({line.split("\t", 1)[1] for line in listed.splitlines() if "\t" in line} & wanted)
-        if found:
-            self.git(
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                self.remote.url,
-                *(f"+{ref}:{ref}" for ref in found),
-                authenticated=True,
-            )
-        self._forget_other_branches(set(found))
-
-    def _forget_other_branches(self, keep: set[str]) -> None:
-        """Delete every branch (and pushed branch) but ``keep``; their objects go with them."""
-        kept = {f"refs/squadron/push/{ref.removeprefix('refs/heads/')}" for ref in keep} | keep
-        refs = self.git("for-each-ref", "--format=%(refname)", "refs/heads/", "refs/squadron/push/")
-        others = [ref for ref in refs.splitlines() if ref and ref not in kept]
-        if not others:
-            return
-        self.git("update-ref", "--stdin", stdin="".join(f"delete {ref}\n" for ref in others))
-        self.git("-c", "gc.reflogExpire=now", "gc", "--quiet", "--prune=now")
-
-    def sha(self, ref: str) -> str | None:
-        out = self.git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check_ok=False)
-        return out if _SHA.fullmatch(out) else None
-
-    def bundle(self, refs: Sequence[str], out: Path) -> None:
-        self.git("bundle", "create", "--quiet", str(out), *refs)
-
-    def import_bundle(self, bundle: Path, source_ref: str, target_ref: str) -> str:
-        """Fetch ``source_ref`` of an agent's bundle into ``target_ref``; the commit it names."""
-        self.git("bundle", "verify", "--quiet", str(bundle))
-        self.git("fetch", "--quiet", "--no-tags", str(bundle), f"+{source_ref}:{target_ref}")
-        sha = self.sha(target_ref)
-        if sha is None:
-            raise GitError(f"the agent's bundle has no commit for {source_ref}")
-        return sha
-
-    def push(self, sha: str, branch: str) -> subprocess.CompletedProcess[str]:
-        """Push ``sha`` to the remote's ``branch`` (fast-forward only): git's own answer."""
-        try:
-            done: subprocess.CompletedProcess[str] = self._run(
-                [
-                    "git",
-                    "--git-dir",
-                    str(self.path),
-                    "push",
-                    "--porcelain",
-                    "--no-verify",
-                    self.remote.url,
-                    f"{sha}:refs/heads/{check_branch(branch)}",
-                ],
-                cwd=self.path,
-                env=self._env(authenticated=True, push=True),
-                umask=0o077,
-                capture_output=True,
-                text=True,
-                timeout=GIT_TIMEOUT_SECONDS,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise GitError(f"git push took longer than {GIT_TIMEOUT_SECONDS} s") from exc
-        return done
 
 
 def _hand_over(fd: int, user: AgentUser) -> None:
@@ -400,7 +80,7 @@ class WorkingCopy:
     # --- plumbing --------------------------------------------------------------------------------
 
     def _env(self, config: Mapping[str, str]) -> dict[str, str]:
-        env = _base_env(str(self.home), {"safe.directory": str(self.path), **_HOST_SIDE, **config})
+        env = git_env(str(self.home), {"safe.directory": str(self.path), **HOST_SIDE, **config})
         env.update(
             {
                 "GIT_AUTHOR_NAME": self.author_name,
@@ -446,7 +126,7 @@ class WorkingCopy:
         self, args: Sequence[str], *, text: bool = True, config: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[Any]:
         """``git args`` in the working copy, as the agent's user, with none of the agent's code:
-        every program its configuration names is overridden (:data:`_HOST_SIDE`,
+        every program its configuration names is overridden (:data:`HOST_SIDE`,
         :func:`agent_code_off`), and ``config`` (the host's own settings for this command) last."""
         return self._as_agent("git", args, text=text, config={**self._agent_code_off(), **(config or {})})
 
@@ -467,7 +147,7 @@ class WorkingCopy:
     ) -> str:
         done = self._exec(args, config=config)
         if check_ok and done.returncode != 0:
-            raise GitError(f"git {' '.join(args[:2])} failed: {_words(done)}")
+            raise GitError(f"git {' '.join(args[:2])} failed: {git_words(done)}")
         return str(done.stdout).strip()
 
     def _transfer_path(self) -> Path:
@@ -501,7 +181,7 @@ class WorkingCopy:
         """Create the working copy if it is not there; whether it was."""
         made = self._as_agent("mkdir", ["-p", "--", str(self.path)], enter=False)
         if made.returncode != 0:
-            raise GitError(f"the working copy cannot be made: {_words(made)}")
+            raise GitError(f"the working copy cannot be made: {git_words(made)}")
         fresh = self._fresh()
         if fresh:
             self.git("init", "--quiet")
@@ -568,7 +248,7 @@ class WorkingCopy:
             f"+{ref}:refs/review/head", *([f"+refs/heads/{base}:refs/review/base"] if squash else [])
         )
         self._init()
-        target = sha if sha and _SHA.fullmatch(sha) else "refs/review/head"
+        target = sha if sha and SHA.fullmatch(sha) else "refs/review/head"
         if squash is None:
             self._receive(["refs/review/head"], ["+refs/review/head:refs/review/head"])
             self.git("checkout", "--quiet", "--force", "--detach", target)
@@ -587,10 +267,10 @@ class WorkingCopy:
     def _squashed(self, target: str, squash: Callable[[str], str]) -> str:
         """A commit (in the framework's clone) of ``target``'s files on its fork point from the base."""
         fork = self.clone.git("merge-base", "refs/review/base", target, check_ok=False)
-        since = [f"^{fork}"] if _SHA.fullmatch(fork) else []
+        since = [f"^{fork}"] if SHA.fullmatch(fork) else []
         messages = self.clone.git("log", "--format=%an <%ae>:%n%B", target, *since)
         identity = ["-c", f"user.name={self.author_name}", "-c", f"user.email={self.author_email}"]
-        parent = ["-p", fork] if _SHA.fullmatch(fork) else []
+        parent = ["-p", fork] if SHA.fullmatch(fork) else []
         return self.clone.git(*identity, "commit-tree", f"{target}^{{tree}}", *parent, "-m", squash(messages))
 
     def _divergence(self, branch: str) -> tuple[int, int]:
@@ -627,7 +307,7 @@ class WorkingCopy:
                 ["bundle", "create", "--quiet", "-", f"refs/heads/{branch}", *attempt], text=False
             )
             if done.returncode != 0:
-                raise GitError(f"git bundle failed: {_words(done)}")
+                raise GitError(f"git bundle failed: {git_words(done)}")
             data = done.stdout or b""
             if len(data) > MAX_BUNDLE_BYTES:
                 raise GitError(
@@ -660,7 +340,7 @@ class WorkingCopy:
         if not self._has_ref(f"refs/heads/{branch}"):
             raise GitError(f"there is no local branch {branch} to push")
         local = self.git("rev-parse", f"refs/heads/{branch}")
-        if _SHA.fullmatch(local) and self.clone.sha(f"refs/heads/{branch}") == local:
+        if SHA.fullmatch(local) and self.clone.sha(f"refs/heads/{branch}") == local:
             return PushResult(False, local, "already up to date")
         bundle = self._send(branch)
         try:
@@ -691,7 +371,7 @@ class WorkingCopy:
             return PushResult(
                 not up_to_date, sha, "already up to date" if up_to_date else f"pushed {sha[:7]}"
             )
-        words = _words(done)
+        words = git_words(done)
         if "rejected" in words or "non-fast-forward" in words or "fetch first" in words:
             self.clone.fetch_branches(branch, self._base)
             if self.clone.sha(f"refs/heads/{branch}"):

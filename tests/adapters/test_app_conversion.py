@@ -23,7 +23,7 @@ import httpx
 import pytest
 from moto import mock_aws
 
-from squadron import operator_cli
+from squadron import app_cli
 from squadron.adapters.github.errors import (
     GitHubError,
     GitHubUnavailableError,
@@ -370,7 +370,7 @@ class Person:
 @pytest.fixture
 def github(monkeypatch: pytest.MonkeyPatch) -> ManifestGitHub:
     fake = ManifestGitHub()
-    monkeypatch.setattr(operator_cli, "_conversions", fake.conversions)
+    monkeypatch.setattr(app_cli, "_conversions", fake.conversions)
     return fake
 
 
@@ -379,7 +379,7 @@ def no_browser(monkeypatch: pytest.MonkeyPatch) -> None:
     def never(url: str) -> bool:
         raise AssertionError(f"a browser was opened at {url}")
 
-    monkeypatch.setattr(operator_cli, "_open_browser", never)
+    monkeypatch.setattr(app_cli, "_open_browser", never)
 
 
 def stack_template(**outputs: str) -> str:
@@ -433,7 +433,7 @@ def test_create_runs_the_whole_flow_into_the_stacks_secrets(  # noqa: PLR0917 (f
     posted_to: str,
 ) -> None:
     person = Person(github, strays=("code=forged&state=not-this-run", "state={state}"))
-    monkeypatch.setattr(operator_cli, "_open_browser", person.open)
+    monkeypatch.setattr(app_cli, "_open_browser", person.open)
     status, said = create(
         "--stack",
         "Squadron-dev",

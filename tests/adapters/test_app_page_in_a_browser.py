@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from squadron import operator_cli
+from squadron import app_cli
 from squadron.cli import main
 from squadron.domain.app_manifest import manifest
 from tests.support.chromium import Page, chromium, require_chromium, wait_for
@@ -119,7 +119,7 @@ def test_the_page_carries_the_manifest_and_posts_it_to_github_which_sends_the_co
         opened.append(url)
         return True
 
-    monkeypatch.setattr(operator_cli, "_open_browser", person_opens)
+    monkeypatch.setattr(app_cli, "_open_browser", person_opens)
     out = io.StringIO()
     result: list[int] = []
     argv = [

@@ -27,6 +27,7 @@ from squadron.cli_types import (
     repo_name,
     since,
 )
+from squadron.domain.app_manifest import web_url_for
 from squadron.operator_view import (
     agent_detail,
     agent_row,
@@ -185,7 +186,7 @@ def run_memory(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(
                     json.dumps(fact.model_dump(mode="json"), indent=2) + "\n"
                     if args.json
-                    else memory_detail(fact)
+                    else memory_detail(fact, web_url=web_url_for(operations.target.github_api_url))
                 )
                 return EXIT_OK
             case "forget":

@@ -30,7 +30,7 @@ def fact(n: int, *, status: str = "confirmed", evidence: Evidence | None = None)
         role="feat-dev",
         kind="dev",
         issue_number=38,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         created_at=NOW,
         last_used_at=NOW,
     )

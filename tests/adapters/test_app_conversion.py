@@ -494,7 +494,7 @@ def test_for_the_local_stack_it_writes_the_credentials_squadron_local_takes(
     tmp_path: Path, github: ManifestGitHub
 ) -> None:
     github.codes.add(CODE)
-    status, said = create("--code", CODE, "--local", "--out-dir", str(tmp_path))
+    status, said = create("--code", CODE, "--local-credentials", "--out-dir", str(tmp_path))
     assert status == 0, said
     credentials_file = tmp_path / "github-app.yaml"
     assert stat.S_IMODE(credentials_file.stat().st_mode) == 0o600

@@ -58,10 +58,13 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
         help="with create: store the private key and webhook secret in this deployed stack's secrets "
         "(default: write them to files in --out-dir)",
     )
+    # Not --local: everywhere else that names the running local stack, which creating an App never
+    # touches; this writes a file for running `squadron local` against real GitHub as the new App.
     where.add_argument(
-        "--local",
+        "--local-credentials",
         action="store_true",
-        help="with create: also write the credentials file of `squadron local --github-app` to --out-dir",
+        help="with create: also write the credentials file of `squadron local --github-app` (the local stack "
+        "against real GitHub, as the new App) to --out-dir",
     )
     parser.add_argument("--region", help="with --stack: its AWS region (default: boto3's)")
     parser.add_argument(
@@ -209,7 +212,7 @@ def _create_app(args: argparse.Namespace, out: TextIO) -> int:
             )
             return EXIT_PROBLEMS
     # Files are never overwritten; with --stack they are where the secrets go should it refuse them.
-    taken = [name for name in _secret_files(args.local) if (out_dir / name).exists()]
+    taken = [name for name in _secret_files(args.local_credentials) if (out_dir / name).exists()]
     if taken:
         out.write(
             f"{out_dir} holds {', '.join(taken)} already (another App's?): move them away or pass "
@@ -286,8 +289,8 @@ def _keep_for_deploy(path: Path, stack: str, app: CreatedApp) -> str | None:
     return str(path)
 
 
-def _secret_files(local: bool) -> tuple[str, ...]:
-    return (PRIVATE_KEY_FILE, WEBHOOK_SECRET_FILE, *((CREDENTIALS_FILE,) if local else ()))
+def _secret_files(local_credentials: bool) -> tuple[str, ...]:
+    return (PRIVATE_KEY_FILE, WEBHOOK_SECRET_FILE, *((CREDENTIALS_FILE,) if local_credentials else ()))
 
 
 def _wait_for_code(args: argparse.Namespace, out: TextIO) -> str | int:
@@ -367,7 +370,7 @@ def _write_secret_files(
         # No newline: the webhook secret is the file's exact content (aws ... file://).
         _write_private(secret_path, app.webhook_secret.get_secret_value())
     credentials_path: Path | None = None
-    if args.local and app.webhook_secret is not None:
+    if args.local_credentials and app.webhook_secret is not None:
         credentials_path = out_dir / CREDENTIALS_FILE
         values = local_credentials(
             app_id=app.id,

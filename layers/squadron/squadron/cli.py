@@ -363,7 +363,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
             "squadron app manifest --webhook-url https://abc.execute-api.eu-west-1.amazonaws.com/webhook",
             "squadron app create --webhook-url https://abc.execute-api.eu-west-1.amazonaws.com/webhook "
             "--stack Squadron-dev",
-            "squadron app create --webhook-url https://smee.io/abc --local --name my-squadron",
+            "squadron app create --webhook-url https://smee.io/abc --local-credentials --name my-squadron",
         ),
     ),
     Subcommand(

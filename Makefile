@@ -28,17 +28,24 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 setup: $(PY_STAMP) $(NODE_STAMP)
 
+## What setup installs and how far it is, step by step (scripts/setup_progress.py: a header naming
+## the packages, progress as pip and npm report them, the time each step took; a failing step
+## shows its command's last lines).
+PROGRESS := $(PYTHON) scripts/setup_progress.py
+
 $(PY_STAMP): pyproject.toml layers/squadron/requirements.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip setuptools wheel
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
-	touch $@
+	@$(PROGRESS) --step 1/3 --title "the virtual environment $(VENV) ($(PYTHON) -m venv; pip, setuptools and wheel up to date)" -- \
+	  $(SHELL) -c 'set -e; test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
+	    $(BIN)/pip install --disable-pip-version-check --upgrade pip setuptools wheel'
+	@$(PROGRESS) --step 2/3 --kind pip -- $(BIN)/pip install --disable-pip-version-check -e '.[dev]'
+	@touch $@
 
 $(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
-	touch $@
+	@$(PROGRESS) --step 3/3 --kind npm -- npm ci --no-audit --no-fund --loglevel=http
+	@touch $@
 
 $(OPENAPI):
+	@echo "setup: GitHub's REST OpenAPI description $(OPENAPI_VERSION) (13 MB of a 385 MB npm package, once: the sandbox and the contract tests check every request against it)"
 	mkdir -p $(@D)
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	  (cd "$$tmp" && npm pack @octokit/openapi@$(OPENAPI_VERSION) --silent --loglevel=error >/dev/null && \
@@ -59,7 +66,7 @@ lint: $(PY_STAMP)
 
 typecheck: $(PY_STAMP)
 	$(BIN)/mypy
-	$(BIN)/mypy --config-file pyproject.toml infra tests bench
+	$(BIN)/mypy --config-file pyproject.toml infra tests bench scripts
 	@# Every function's module is called handler: check them one at a time.
 	for handler in functions/*/handler.py; do $(BIN)/mypy --config-file pyproject.toml $$handler || exit 1; done
 

@@ -30,7 +30,8 @@ from bench.stats import distribution, median
 from bench.support import scoped_env
 from squadron.domain.agents import AgentStatus
 from squadron.local.sandbox import Delivery
-from squadron.local.stack import LocalOptions, LocalStack
+from squadron.local.stack import LocalStack
+from squadron.local.wiring import LocalOptions
 from tests.e2e.conftest import Human, agent
 from tests.e2e.test_local_resilience import DevScript
 

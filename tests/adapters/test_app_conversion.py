@@ -23,7 +23,7 @@ import httpx
 import pytest
 from moto import mock_aws
 
-from squadron import operator_cli
+from squadron import app_cli
 from squadron.adapters.github.errors import (
     GitHubError,
     GitHubUnavailableError,
@@ -370,7 +370,7 @@ class Person:
 @pytest.fixture
 def github(monkeypatch: pytest.MonkeyPatch) -> ManifestGitHub:
     fake = ManifestGitHub()
-    monkeypatch.setattr(operator_cli, "_conversions", fake.conversions)
+    monkeypatch.setattr(app_cli, "_conversions", fake.conversions)
     return fake
 
 
@@ -379,7 +379,7 @@ def no_browser(monkeypatch: pytest.MonkeyPatch) -> None:
     def never(url: str) -> bool:
         raise AssertionError(f"a browser was opened at {url}")
 
-    monkeypatch.setattr(operator_cli, "_open_browser", never)
+    monkeypatch.setattr(app_cli, "_open_browser", never)
 
 
 def stack_template(**outputs: str) -> str:
@@ -433,7 +433,7 @@ def test_create_runs_the_whole_flow_into_the_stacks_secrets(  # noqa: PLR0917 (f
     posted_to: str,
 ) -> None:
     person = Person(github, strays=("code=forged&state=not-this-run", "state={state}"))
-    monkeypatch.setattr(operator_cli, "_open_browser", person.open)
+    monkeypatch.setattr(app_cli, "_open_browser", person.open)
     status, said = create(
         "--stack",
         "Squadron-dev",
@@ -494,7 +494,7 @@ def test_for_the_local_stack_it_writes_the_credentials_squadron_local_takes(
     tmp_path: Path, github: ManifestGitHub
 ) -> None:
     github.codes.add(CODE)
-    status, said = create("--code", CODE, "--local", "--out-dir", str(tmp_path))
+    status, said = create("--code", CODE, "--local-credentials", "--out-dir", str(tmp_path))
     assert status == 0, said
     credentials_file = tmp_path / "github-app.yaml"
     assert stat.S_IMODE(credentials_file.stat().st_mode) == 0o600

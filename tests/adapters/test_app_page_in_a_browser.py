@@ -22,9 +22,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
-from squadron import operator_cli
+from squadron import app_cli
 from squadron.cli import main
-from squadron.domain.app_manifest import manifest
+from squadron.domain.app_manifest import app_events, app_permissions, manifest
 from tests.support.chromium import Page, chromium, require_chromium, wait_for
 from tests.support.github_openapi import spec
 
@@ -119,7 +119,7 @@ def test_the_page_carries_the_manifest_and_posts_it_to_github_which_sends_the_co
         opened.append(url)
         return True
 
-    monkeypatch.setattr(operator_cli, "_open_browser", person_opens)
+    monkeypatch.setattr(app_cli, "_open_browser", person_opens)
     out = io.StringIO()
     result: list[int] = []
     argv = [
@@ -184,3 +184,49 @@ def test_the_written_page_posts_the_manifest_without_a_local_callback(
     (post,) = GitHubWeb.posts
     assert post["manifest"] == json.loads(form["manifest"])
     assert post["query"] == {}
+
+
+def _shown(browser: Page, table: str) -> dict[str, str]:
+    """A table of the page as a person reads it: each row's heading and its text."""
+    rows = browser.evaluate(
+        f"[...document.querySelectorAll('table#{table} tr')].map(r => [r.cells[0].innerText, r.cells[1].innerText])"
+    )
+    return {str(name): str(text) for name, text in rows}
+
+
+def test_the_page_shows_the_apps_name_webhook_permissions_and_events_and_posts_to_the_configured_github(
+    browser: Page, github: str, tmp_path: Path
+) -> None:
+    """Created on a GitHub Enterprise Server: only its API URL is given (HOST/api/v3); the page
+    names that server and posts there, never to github.com."""
+    page = tmp_path / "squadron-app.html"
+    out = io.StringIO()
+    argv = [
+        "app", "create", "--webhook-url", WEBHOOK_URL, "--name", "squadron-acme", "--org", "acme",
+        "--page-only", "--out", str(page), "--api-url", f"{github}/api/v3",
+    ]  # fmt: skip
+    assert main(argv, out=out) == 0, out.getvalue()
+    browser.open(page.as_uri())
+    browser.screenshot(tmp_path / "screenshots" / "app-page.png")
+    assert _shown(browser, "app") == {
+        "Name": "squadron-acme",
+        "Created on": f"{github} (the organization acme)",
+        "Webhook": f"{WEBHOOK_URL} (active)",
+        "Homepage": "https://github.com",
+        "Who can install it": "only the organization acme (a private App)",
+    }
+    permissions = _shown(browser, "permissions")
+    assert {name: text.split(":")[0] for name, text in permissions.items()} == app_permissions()
+    assert all(": " in text for text in permissions.values()), permissions  # each says what it is for
+    assert (
+        browser.evaluate("[...document.querySelectorAll('ul#events li')].map(li => li.innerText)")
+        == app_events()
+    )
+    assert "github.com/" not in str(browser.evaluate("document.querySelector('form').action"))
+
+    browser.evaluate("document.querySelector('button[type=submit]').click()")
+    wait_for("the server's page", lambda: browser.location().startswith(github) and browser.ready())
+    (post,) = GitHubWeb.posts
+    assert post["path"] == "/organizations/acme/settings/apps/new"
+    assert post["manifest"]["default_permissions"] == app_permissions()
+    assert (tmp_path / "screenshots" / "app-page.png").stat().st_size > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -264,6 +265,39 @@ def test_people_list_show_confirm_pin_and_forget_what_agents_remember(
     out = io.StringIO()
     code = main(["memory", "list", "--repo", "octo/none", "--local", "--state", str(tmp_path)], out=out)
     assert code == 3 and "no agent of octo/none" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("api_url", "link"),
+    [
+        ("https://api.github.com", "https://github.com/octo/shop/issues/7"),
+        ("https://ghe.example.com/api/v3", "https://ghe.example.com/octo/shop/issues/7"),
+    ],
+    ids=["github.com", "enterprise server"],
+)
+def test_memory_show_links_the_evidence_on_the_stacks_github(
+    local_stack: Target, tmp_path: Path, api_url: str, link: str
+) -> None:
+    """The link is built from the GitHub the stack is configured with, never github.com's."""
+    dataclasses.replace(local_stack, github_api_url=api_url).write(tmp_path)
+    memory = Memory(DynamoMemory(local_stack.table_name, client=local_stack.dynamodb()), clock=lambda: T0)
+    writer = Writer(
+        agent_id="1-7-feat-dev",
+        role="feat-dev",
+        kind="dev",
+        repo_id=1,
+        repo_full_name="octo/shop",
+        issue_number=7,
+    )
+    memory.remember(
+        writer, text="Tests need Redis", evidence="#7", audience="repository", policy=MemoryPolicy()
+    )
+    (fact,) = memory.all(1)
+    out = io.StringIO()
+    where = ["--repo", "octo/shop", "--local", "--state", str(tmp_path)]
+    assert main(["memory", "show", fact.fact_id, *where], out=out) == 0, out.getvalue()
+    (evidence,) = [line for line in out.getvalue().splitlines() if line.startswith("evidence")]
+    assert evidence.split()[-1] == link
 
 
 def test_an_operator_starts_a_retrospective_on_the_queue(local_stack: Target, tmp_path: Path) -> None:

@@ -4,13 +4,18 @@ a stranger's text shown as text (no element, attribute or link of theirs survive
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
 import pytest
 
+from squadron.domain import dashboard
+from squadron.domain.app_manifest import web_url_for
+from squadron.domain.memory import Evidence, MemoryFact
 from tests.support.browsable_sandbox import GRAPH, HOSTILE_TITLE, REPO, Browsable, browsable_sandbox
 
 
@@ -34,6 +39,9 @@ class Parsed(HTMLParser):
 
     def scripts(self) -> list[str]:
         return [a.get("src", "<inline>") for tag, a in self.elements if tag == "script"]
+
+
+NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +165,47 @@ def test_without_node_modules_the_graph_stays_its_text(tmp_path: Path) -> None:
         parsed, _ = page(built, f"/ui/{REPO}/issues/{built.dashboard}")
         assert "flowchart LR" in "".join(parsed.text)
         assert get(built, "/ui/_assets/mermaid.min.js").status_code == 404
+
+
+def test_the_links_squadron_builds_from_the_sandboxs_address_lead_to_its_pages(site: Browsable) -> None:
+    """In the local stack GitHub's web address is the sandbox's own (web_url_for of its API URL):
+    the dashboard's links to issues, pull requests and a fact's evidence lead to their pages."""
+    base = site.github.base_url
+    web = web_url_for(base)
+    fact = MemoryFact(
+        fact_id="m-0123456789ab",
+        repo_id=1,
+        repo_full_name=REPO,
+        text="Tests need Redis",
+        evidence=Evidence(kind="pull_request", number=site.pull),
+        agent_id="1-1-feat-dev",
+        role="feat-dev",
+        kind="dev",
+        status="confirmed",
+        created_at=NOW,
+        last_used_at=NOW,
+    )
+    body = dashboard.render(REPO, [], memory=[fact], web_url=web, now=NOW)
+    links = re.findall(r"\]\((http[^)]+)\)", body)
+    assert links == [f"{base}/{REPO}/pull/{site.pull}"], body
+    for link, page_here in [
+        (links[0], f"/ui/{REPO}/pull/{site.pull}"),
+        (Evidence(kind="issue", number=site.issue).url(REPO, web_url=web), f"/ui/{REPO}/issues/{site.issue}"),
+        (f"{web}/{REPO}", f"/ui/{REPO}"),
+    ]:
+        answer = httpx.get(link)
+        assert (answer.status_code, answer.headers.get("location")) == (302, page_here), link
+        assert httpx.get(link, follow_redirects=True).status_code == 200, link
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    # Another repository's address is no page: the REST API's answer (not one of its operations).
+    [("/octo/nowhere/issues/1", 422), ("/app/installations", 401), (f"/{REPO}/issues/999", 404)],
+    ids=["no such repository", "a REST path", "no such issue"],
+)
+def test_only_the_sandboxs_own_repositories_have_web_addresses(
+    site: Browsable, path: str, status: int
+) -> None:
+    answer = httpx.get(f"{site.github.base_url}{path}", follow_redirects=True)
+    assert answer.status_code == status, (path, answer.status_code, answer.text[:200])

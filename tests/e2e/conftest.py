@@ -18,7 +18,8 @@ import pytest
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.domain.agents import AgentRecord
 from squadron.local.model import Json, Policy
-from squadron.local.stack import LocalOptions, LocalStack
+from squadron.local.stack import LocalStack
+from squadron.local.wiring import LocalOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 StackFactory = Callable[..., LocalStack]

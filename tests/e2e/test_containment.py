@@ -29,7 +29,7 @@ import pytest
 from squadron.adapters.confinement import AgentDirs
 from squadron.domain.agents import AgentStatus
 from squadron.local.model import Json, Turn, calls_since_prompt
-from squadron.local.stack import GATEWAY_FUNCTION
+from squadron.local.wiring import GATEWAY_FUNCTION
 from tests.e2e.conftest import Human, StackFactory, agent, eventually, issue_of
 from tests.support.git_remote import BareRemote
 

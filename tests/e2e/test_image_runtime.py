@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from squadron.local.model import Json, Turn, calls_since_prompt
-from squadron.local.stack import AgentRuntime
+from squadron.local.wiring import AgentRuntime
 from tests.e2e.conftest import Human, StackFactory, eventually, issue_of
 from tests.support.git_remote import let_others_pass
 from tests.support.image_runtime import ROOT, assemble, dockerfile_env

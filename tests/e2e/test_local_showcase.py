@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from squadron.cli import _local_banner, _local_script
 from squadron.local.showcase import CI_CHECK, note_path
+from squadron.local_cli import _local_banner, _local_script
 from tests.e2e.conftest import ROOT, Human, StackFactory, agent, eventually
 
 pytestmark = pytest.mark.e2e

@@ -20,7 +20,8 @@ from squadron.cli import main
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.local.credentials import load_credentials
 from squadron.local.sandbox import GitHubSandbox
-from squadron.local.stack import LocalOptions, LocalStack
+from squadron.local.stack import LocalStack
+from squadron.local.wiring import LocalOptions
 from tests.e2e.conftest import ROOT, Human, StackFactory, agent, eventually
 from tests.support.github_fake import app_private_key
 

@@ -36,7 +36,7 @@ from packaging.utils import canonicalize_name
 
 from infra.constructs.agents import task_environment
 from squadron.local.copilot_cli import cli_paths, unpack_cli
-from squadron.local.stack import GATEWAY_FUNCTION, AgentRuntime
+from squadron.local.wiring import GATEWAY_FUNCTION, AgentRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "functions" / "agent" / "Dockerfile"

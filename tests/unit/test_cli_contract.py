@@ -88,6 +88,21 @@ def test_a_flag_shared_by_commands_takes_the_same_values_in_each(option: str) ->
     assert len(kinds) == 1, f"{option} differs across commands: {actions}"
 
 
+def test_local_names_the_running_local_stack_in_every_command_that_takes_it() -> None:
+    """`--local` is never a flag of another meaning: each command that takes it also takes the
+    local stack's --state (`app create` writes credentials for `squadron local` with
+    --local-credentials, and creating an App never touches the running stack)."""
+    with_local = {
+        command for command, parser in _subparsers().items() if "--local" in parser._option_string_actions
+    }
+    assert with_local, "no command takes --local"
+    for command in sorted(with_local):
+        options = _subparsers()[command]._option_string_actions
+        assert "--state" in options, f"squadron {command} takes --local without --state"
+        assert type(options["--local"]).__name__ == "_StoreTrueAction", command
+    assert "app" not in with_local
+
+
 SINCE_CASES = [
     ("45s", Since(ago=timedelta(seconds=45))),
     ("30m", Since(ago=timedelta(minutes=30))),

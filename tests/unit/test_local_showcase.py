@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from squadron.cli import _local_script
 from squadron.config import load_directory
 from squadron.config.parse import parse_files
 from squadron.domain.authority import Authority, Rule
@@ -18,6 +17,7 @@ from squadron.domain.trust import fence
 from squadron.local.demo import DEMO_FLOWS, demo_policy
 from squadron.local.model import Json, Turn
 from squadron.local.showcase import SHOWCASE_FLOWS, Showcase, note, note_command, note_path, triaged_issues
+from squadron.local_cli import _local_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOWCASE = Showcase.of_checkout(ROOT)

@@ -18,8 +18,9 @@ import pytest
 
 from squadron import cli
 from squadron.adapters.operations import ENDPOINTS_FILE
-from squadron.local.stack import LocalOptions, LocalStack
+from squadron.local.stack import LocalStack
 from squadron.local.state_lock import StateInUseError, StateLock
+from squadron.local.wiring import LocalOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 ENDPOINTS = '{"table_name": "the running stack\'s"}\n'

@@ -253,14 +253,15 @@ def memory_table(facts: Sequence[MemoryFact]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def memory_detail(fact: MemoryFact) -> str:
-    """One fact, whole, with where it came from and who confirmed it."""
+def memory_detail(fact: MemoryFact, *, web_url: str) -> str:
+    """One fact, whole, with where it came from (a link on GitHub's web side ``web_url``) and who
+    confirmed it."""
     status = "pinned" if fact.pinned else fact.status
     rows = [
         ("fact", fact.fact_id),
         ("text", fact.text),
         ("status", status),
-        ("evidence", f"{fact.evidence.label()} {fact.evidence.url(fact.repo_full_name)}"),
+        ("evidence", f"{fact.evidence.label()} {fact.evidence.url(fact.repo_full_name, web_url=web_url)}"),
         (
             "learned by",
             name_for_id(fact.agent_id),

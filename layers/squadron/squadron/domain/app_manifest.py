@@ -18,6 +18,7 @@ from __future__ import annotations
 import hmac
 import html
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
@@ -100,6 +101,18 @@ def creation_url(org: str | None, *, web_url: str = GITHUB_WEB_URL, state: str |
     return f"{url}?{urlencode({'state': state})}" if state else url
 
 
+#: What each permission lets the App do, as the page explains it (GitHub's names).
+PERMISSION_USES = {
+    "checks": "read CI's check runs for the merge gate",
+    "contents": "push agents' branches, merge, read .squadron/",
+    "issues": "label, assign, comment, open blocker and dashboard issues",
+    "merge_queues": "queue a judged pull request in GitHub's merge queue",
+    "metadata": "read the repository (always granted)",
+    "pull_requests": "open, review and comment on pull requests",
+    "statuses": "post the squadron/* statuses the merge gate reads",
+}
+
+
 def manifest_form(
     app_manifest: dict[str, Any],
     org: str | None,
@@ -107,9 +120,26 @@ def manifest_form(
     state: str | None = None,
     web_url: str = GITHUB_WEB_URL,
 ) -> str:
-    """An HTML page that posts the manifest to GitHub when its button is pressed."""
+    """An HTML page that shows what the App will be (its name, webhook, permissions and events,
+    and the GitHub it is created on) and posts the manifest there when its button is pressed."""
     value = html.escape(json.dumps(app_manifest), quote=True)
     action = html.escape(creation_url(org, web_url=web_url, state=state), quote=True)
+    hook = app_manifest.get("hook_attributes", {})
+    owner = f"the organization {org}" if org else "your account"
+    rows = [
+        ("Name", str(app_manifest.get("name", ""))),
+        ("Created on", f"{web_url.rstrip('/')} ({owner})"),
+        ("Webhook", f"{hook.get('url', '')} ({'active' if hook.get('active') else 'inactive'})"),
+        ("Homepage", str(app_manifest.get("url", ""))),
+        (
+            "Who can install it",
+            "anyone" if app_manifest.get("public") else f"only {owner} (a private App)",
+        ),
+    ]
+    if app_manifest.get("redirect_url"):
+        rows.append(("Then back to", str(app_manifest["redirect_url"])))
+    permissions = app_manifest.get("default_permissions", {})
+    events = app_manifest.get("default_events", [])
     after = (
         "<p>Then GitHub sends this browser back to Squadron on this machine, which fetches the App's "
         "private key and webhook secret.</p>\n"
@@ -118,13 +148,27 @@ def manifest_form(
     )
     return (
         "<!doctype html>\n<html><head><meta charset='utf-8'><title>Create the Squadron GitHub App</title>"
-        "</head><body>\n"
+        "</head><body>\n<h1>Create the Squadron GitHub App</h1>\n"
+        "<p>Pressing the button sends this App's manifest to GitHub, which shows it again before "
+        "creating the App.</p>\n"
+        f"<table id='app'>\n{_rows(rows)}</table>\n"
+        f"<h2>Permissions ({len(permissions)})</h2>\n<table id='permissions'>\n"
+        + _rows(
+            (name, f"{level}: {PERMISSION_USES.get(name, '')}".rstrip(": "))
+            for name, level in sorted(permissions.items())
+        )
+        + f"</table>\n<h2>Events ({len(events)})</h2>\n<ul id='events'>\n"
+        + "".join(f"<li>{html.escape(str(event))}</li>\n" for event in events)
+        + "</ul>\n"
         f"<form action='{action}' method='post'>\n"
         f"<input type='hidden' name='manifest' value='{value}'>\n"
-        "<p>GitHub will show the App's name, webhook, permissions and events before creating it.</p>\n"
         f"{after}"
         "<button type='submit'>Create the GitHub App</button>\n</form>\n</body></html>\n"
     )
+
+
+def _rows(pairs: Iterable[tuple[str, str]]) -> str:
+    return "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>\n" for k, v in pairs)
 
 
 # --- the callback ---------------------------------------------------------------------------

@@ -188,7 +188,7 @@ def _memory_section(
         "## Memory",
         "",
         f"{len(confirmed)} confirmed facts ({pinned} pinned), {len(proposals)} waiting for a person. "
-        "`squadron memory list` shows them all.",
+        f"`squadron memory list --repo {repo.repo}` shows them all.",
         "",
     ]
     top = sorted(confirmed, key=lambda f: (not f.pinned, -f.use_count, f.fact_id))[:10]
@@ -196,7 +196,7 @@ def _memory_section(
         lines += ["| Fact | Learned from | Uses |", "| --- | --- | --- |"]
         for fact in top:
             mark = " (pinned)" if fact.pinned else ""
-            source = f"[{fact.evidence.label()}]({fact.evidence.url(repo.repo)})"
+            source = f"[{fact.evidence.label()}]({fact.evidence.url(repo.repo, web_url=repo.web_url)})"
             lines.append(f"| {_cell(fact.text)}{mark} | {source} | {fact.use_count} |")
         lines.append("")
     if proposals:
@@ -211,7 +211,9 @@ def _memory_section(
                 f"<!-- squadron:remember {fact.fact_id} -->"
             )
         if len(proposals) > MAX_PROPOSALS:
-            lines.append(f"- … and {len(proposals) - MAX_PROPOSALS} more (`squadron memory list`)")
+            lines.append(
+                f"- … and {len(proposals) - MAX_PROPOSALS} more (`squadron memory list --repo {repo.repo}`)"
+            )
         lines.append("")
     return lines
 

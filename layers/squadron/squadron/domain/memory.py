@@ -76,10 +76,11 @@ class Evidence(BaseModel):
         text = f"{prefix}{self.number}"
         return f"{text} (comment {self.comment_id})" if self.comment_id else text
 
-    def url(self, repo: str) -> str:
-        base = (
-            f"https://github.com/{repo}/{'pull' if self.kind == 'pull_request' else 'issues'}/{self.number}"
-        )
+    def url(self, repo: str, *, web_url: str) -> str:
+        """Its address on GitHub's web side ``web_url`` (github.com, or a GitHub Enterprise
+        Server's, or the local sandbox's: the deployment's, never assumed)."""
+        page = "pull" if self.kind == "pull_request" else "issues"
+        base = f"{web_url.rstrip('/')}/{repo}/{page}/{self.number}"
         return f"{base}#issuecomment-{self.comment_id}" if self.comment_id else base
 
 
@@ -274,7 +275,7 @@ def remember(
         if not proposals:
             raise MemoryRefusedError(
                 f"this repository's memory is full ({len(current)} confirmed facts, memory.max_facts); "
-                "people can forget some with `squadron memory forget`"
+                f"people can forget some with `squadron memory forget m-... --repo {writer.repo_full_name}`"
             )
         evict = min(proposals, key=lambda f: (f.last_used_at, f.fact_id))
     fact = MemoryFact(

@@ -46,7 +46,6 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -55,10 +54,6 @@ from typing import Any, TextIO
 from squadron.adapters.confinement import traversable
 from squadron.adapters.ecs import EcsTaskLauncher
 from squadron.adapters.event_bus import EventBusPublisher, StreamReader, committed_events
-from squadron.adapters.github.auth import GitHubApp
-from squadron.adapters.github.client import GitHubAppClient
-from squadron.adapters.github.errors import GitHubError
-from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.local_aws import (
     LocalResources,
     MotoProcess,
@@ -70,116 +65,35 @@ from squadron.adapters.local_aws import (
 )
 from squadron.adapters.local_launcher import LocalLauncher
 from squadron.adapters.operations import ENDPOINTS_FILE, Target
-from squadron.domain.dashboard_refresh import REFRESH_INTERVAL
-from squadron.domain.permissions import Caller
 from squadron.domain.repo_volumes import REPOS_DIRECTORY
-from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 from squadron.domain.schedules import schedule_name
 from squadron.local.copilot_cli import cli_paths, unpack_cli
-from squadron.local.credentials import CredentialsError, GitHubAppCredentials
 from squadron.local.examples import first_examples
 from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
-from squadron.local.model import LocalModel, Policy
+from squadron.local.model import LocalModel
 from squadron.local.sandbox import GitHubSandbox
 from squadron.local.showcase import StandInCI
 from squadron.local.state_lock import StateLock
-from squadron.settings import MODEL_KEY_ENV
+from squadron.local.wiring import (
+    APP_ID,
+    APP_SLUG,
+    GATEWAY_FUNCTION,
+    HUMANS,
+    INSTALLATION_ID,
+    LAMBDA_SERVICE,
+    WEBHOOK_SECRET,
+    LocalOptions,
+    agent_environment,
+    app_slug,
+    lambda_environment,
+    private_key,
+)
 
 logger = logging.getLogger(__name__)
 
-APP_ID = 424242
-APP_SLUG = "squadron"
-INSTALLATION_ID = 77
-WEBHOOK_SECRET = "squadron-local-webhook-secret"  # noqa: S105 (the local sandbox's, on loopback)
-GATEWAY_FUNCTION = "squadron-local-gateway"
-COPILOT_TOKEN_SECRET = "squadron-local/copilot-token"  # noqa: S105 (a secret's name)
-LAMBDA_SERVICE = "squadron-local"  # the Powertools service name of the in-process Lambdas
 #: The stage in the local bus's events, and how often the local publisher reads the stream.
 LOCAL_STAGE = "local"
 PUBLISH_SECONDS = 0.5
-HUMANS = {"octo-human": "admin", "octo-maintainer": "admin", "alice": "write"}
-
-
-@dataclass(frozen=True)
-class AgentRuntime:
-    command: tuple[str, ...]
-    environment: dict[str, str]
-
-
-@dataclass
-class LocalOptions:
-    root: Path  # the repository (functions/, node_modules/, .squadron/)
-    state_dir: Path
-    repo: str = "octo/demo"
-    reconcile_seconds: float = 30.0
-    model_policy: Policy | None = None
-    #: Extra files of the sandbox repository (its .squadron comes from the repository's own).
-    files: dict[str, str] = field(default_factory=dict)
-    #: How long a PM task waits for more news before it ends (batches a burst of events).
-    pm_linger_seconds: float = 30.0
-    #: A GitHub App on real GitHub (no sandbox); None starts the sandbox.
-    github: GitHubAppCredentials | None = None
-    #: With real GitHub: agents use their roles' models through Copilot with this token (kept in
-    #: the local Secrets Manager); None: the local scripted model serves every role.
-    copilot_token: str | None = None
-    #: The webhook endpoint's port (0: any free one); a tunnel needs a fixed one.
-    port: int = 0
-    #: The GitHub sandbox's port (its REST API and the pages a person browses under ``/ui/``);
-    #: 0: any free one. When it is taken, any free one (:attr:`LocalStack.sandbox_port_taken`).
-    sandbox_port: int = 0
-    #: More sandbox repositories, set up like ``repo`` (the App is installed on all of them).
-    extra_repos: tuple[str, ...] = ()
-    #: How long an unanswered batch stays hidden in events.fifo (the CDK stack's is 6x the router's
-    #: timeout; tests shorten it so a crashed batch comes back quickly).
-    visibility_timeout: int = 60
-    #: Agent tasks from another runtime than this checkout's (the agent image's, assembled
-    #: without a container engine): its command, and its environment (the image's and the task
-    #: definition's, paths mapped onto this machine). The stack adds only its stand-ins for AWS,
-    #: GitHub and the model.
-    agent_runtime: AgentRuntime | None = None
-    #: Days a finished agent's working copy and session stay under ``<state>/agents`` (the
-    #: stage's ``state_retention_days``; 0: removed by the next task once no task of it runs).
-    state_retention_days: int = DEFAULT_RETENTION_DAYS
-    #: The shortest time between two renderings of a repository's dashboard issue (the stage's is
-    #: a minute; tests shorten it so that a deferred rendering comes soon).
-    dashboard_refresh_seconds: int = int(REFRESH_INTERVAL.total_seconds())
-    #: With the sandbox: a stand-in CI passes the check ``ci`` on every open pull request's head
-    #: (:class:`~squadron.local.showcase.StandInCI`; the showcase's, which runs no tests).
-    stand_in_ci: bool = False
-
-
-def _app_slug(api_url: str, app_id: int, private_key: str) -> str:
-    """The App's slug from GitHub (GET /app with its JWT): checks the id and key belong together."""
-    app = GitHubApp(app_id=app_id, http=GitHubHttp(base_url=api_url), private_key=lambda: private_key)
-    client = GitHubAppClient(http=app.http, jwt=app.jwt, app_id=app_id, caller=Caller.framework())
-    try:
-        return str(client.get_app()["slug"])
-    except GitHubError as exc:
-        raise CredentialsError(
-            f"{api_url} refused the App's JWT ({exc}): check that the App id and the private key "
-            "are the same App's"
-        ) from exc
-
-
-def _private_key(path: Path) -> str:
-    """The sandbox App's key, made once per state directory (a restart keeps the same App)."""
-    if path.exists():
-        return path.read_text(encoding="utf-8")
-    pem = _new_private_key()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(pem, encoding="utf-8")
-    path.chmod(0o600)
-    return pem
-
-
-def _new_private_key() -> str:
-    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
-    from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
 
 
 class LocalStack:
@@ -248,7 +162,7 @@ class LocalStack:
         self.resources = provision(
             aws,
             webhook_secret=github.webhook_secret.get_secret_value() if github else WEBHOOK_SECRET,
-            private_key_pem=github.private_key() if github else _private_key(state / "app-key.pem"),
+            private_key_pem=github.private_key() if github else private_key(state / "app-key.pem"),
             visibility_timeout=self.options.visibility_timeout,
             copilot_token=self.options.copilot_token,
         )
@@ -262,9 +176,17 @@ class LocalStack:
                 github.app_id,
                 github.git_remote_template,
             )
-            self.app_slug = _app_slug(github_url, github.app_id, github.private_key())
+            self.app_slug = app_slug(github_url, github.app_id, github.private_key())
         model_url = self.model.start() if self.options.copilot_token is None else None
-        self._set_env(self._lambda_env(github_url))
+        self._set_env(
+            lambda_environment(
+                self.resources,
+                self.options,
+                app_id=self.app_id,
+                app_slug=self.app_slug,
+                github_url=github_url,
+            )
+        )
         if self.aws_state.exists():
             self.restored = restore_state(self.resources, self.aws_state)
         for name in ("ingress", "router", "gateway", "reconciler", "dashboard"):
@@ -281,7 +203,15 @@ class LocalStack:
                 subnets=self.resources.subnets,
                 security_groups=self.resources.security_groups,
             ),
-            env=self._agent_env(github_url, model_url, remote),
+            env=agent_environment(
+                self.options,
+                endpoint=self.endpoint,
+                agents_root=self.agents_root,
+                github_url=github_url,
+                model_url=model_url,
+                model_key=self.model.key,
+                remote=remote,
+            ),
             log_dir=state / "logs",
             agents_root=self.agents_root,
             **({"command": self.options.agent_runtime.command} if self.options.agent_runtime else {}),
@@ -399,85 +329,6 @@ class LocalStack:
                 files[str(path.relative_to(self.options.root))] = path.read_text(encoding="utf-8")
         files.update(self.options.files)
         return files
-
-    def _lambda_env(self, github_url: str) -> dict[str, str]:
-        assert self.resources is not None
-        r = self.resources
-        return {
-            "EVENTS_QUEUE_URL": r.queue_url,
-            "DASHBOARD_QUEUE_URL": r.dashboard_queue_url,
-            "DASHBOARD_REFRESH_SECONDS": str(self.options.dashboard_refresh_seconds),
-            "WEBHOOK_SECRET_ARN": r.webhook_secret_arn,
-            "GITHUB_APP_ID": str(self.app_id),
-            "GITHUB_APP_SLUG": self.app_slug,
-            "GITHUB_PRIVATE_KEY_SECRET_ARN": r.private_key_arn,
-            "GITHUB_API_URL": github_url,
-            "REGISTRY_TABLE_NAME": r.table_name,
-            "AGENT_CLUSTER": r.cluster_arn,
-            "AGENT_TASK_DEFINITION": r.task_definition_arn,
-            "AGENT_CONTAINER_NAME": "agent",
-            "AGENT_SUBNETS": ",".join(r.subnets),
-            "AGENT_SECURITY_GROUPS": ",".join(r.security_groups),
-            "POLICY_TTL_SECONDS": "5",
-            "CONFIG_TTL_SECONDS": "5",
-            "SQUADRON_STATE_RETENTION_DAYS": str(self.options.state_retention_days),
-            "SCHEDULE_GROUP": r.schedule_group,
-            "SCHEDULER_ROLE_ARN": r.scheduler_role_arn,
-            "POWERTOOLS_SERVICE_NAME": LAMBDA_SERVICE,
-            "POWERTOOLS_METRICS_NAMESPACE": "SquadronLocal",
-            "POWERTOOLS_TRACE_DISABLED": "true",
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            **({"COPILOT_GITHUB_TOKEN_SECRET": COPILOT_TOKEN_SECRET} if self.options.copilot_token else {}),
-        }
-
-    def _agent_env(self, github_url: str, model_url: str | None, remote: str) -> dict[str, str]:
-        assert self.resources is not None
-        state = self.options.state_dir
-        # The local model serves every role; with a Copilot token, each role's configured model
-        # (whose key the gateway hands out).
-        model = (
-            {"SQUADRON_MODEL_URL": model_url + "/", MODEL_KEY_ENV: self.model.key or ""}
-            if model_url is not None
-            else {}
-        )
-        # What stands in for AWS (the task role's one right: invoking the gateway), GitHub and the
-        # model on this machine; and where agents' directories are (the EFS volume's stand-in).
-        stand_ins = {
-            **model,
-            "AWS_ACCESS_KEY_ID": "local",
-            "AWS_SECRET_ACCESS_KEY": "local",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL_LAMBDA": self.endpoint,
-            "AGENT_GATEWAY_FUNCTION": GATEWAY_FUNCTION,
-            "SQUADRON_AGENTS_ROOT": str(self.agents_root),
-            "SQUADRON_PM_LINGER_SECONDS": str(self.options.pm_linger_seconds),
-            "GITHUB_API_URL": github_url,
-            "GIT_REMOTE_TEMPLATE": remote,
-            "TURN_TIMEOUT_SECONDS": "300",
-        }
-        runtime = self.options.agent_runtime
-        if runtime is not None:
-            return {**runtime.environment, **stand_ins}
-        cli, cache = cli_paths(self.options.root)
-        return {
-            **model,
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(state / "home"),
-            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-            # The task role's one right: invoking the gateway (no registry, queue or secrets).
-            "AWS_ACCESS_KEY_ID": "local",
-            "AWS_SECRET_ACCESS_KEY": "local",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL_LAMBDA": self.endpoint,
-            "AGENT_GATEWAY_FUNCTION": GATEWAY_FUNCTION,
-            "SQUADRON_AGENTS_ROOT": str(self.agents_root),
-            "SQUADRON_PM_LINGER_SECONDS": str(self.options.pm_linger_seconds),
-            "COPILOT_CLI_PATH": str(cli),
-            "XDG_CACHE_HOME": str(cache),
-            "GITHUB_API_URL": github_url,
-            "GIT_REMOTE_TEMPLATE": remote,
-            "TURN_TIMEOUT_SECONDS": "300",
-        }
 
     # --- the loopback endpoint: API Gateway for the ingress, Lambda Invoke for the token vendor --
 

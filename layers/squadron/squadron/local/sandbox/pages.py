@@ -40,6 +40,8 @@ POLICY = (
 _CLOSING = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)
 _GITHUB_LINK = re.compile(r"^https://github\.com/([\w.-]+)/([\w.-]+)/(issues|pull)/(\d+)(#[\w-]*)?$")
 _ISSUE = re.compile(r"^([\w.-]+)/([\w.-]+)/(issues|pull)/(\d+)$")
+#: A path of GitHub's web side: a repository, one of its issues or pull requests.
+_WEB_PATH = re.compile(r"^/([\w.-]+)/([\w.-]+)(?:/(issues|pull)/(\d+))?/?$")
 
 _SCRIPT = """\
 // Draws the dashboard's mermaid blocks (the only ones the page marks), then says how it went.
@@ -155,6 +157,20 @@ class PageOps(SandboxBase):
     #: Where mermaid's ``dist`` files are read from (the repository's ``node_modules``); None:
     #: graphs stay as their text.
     node_modules: Path | None = None
+
+    def web_page(self, path: str) -> str | None:
+        """The page here of a path on GitHub's web side (``/<owner>/<repo>``, ``.../issues/<n>``,
+        ``.../pull/<n>`` of a repository of the sandbox), or None. The links Squadron builds from
+        the GitHub it runs with (the dashboard's, memory's) lead here in the local stack, where
+        GitHub's web address is the sandbox's own."""
+        found = _WEB_PATH.match(path)
+        if found is None:
+            return None
+        owner, name, kind, number = found.groups()
+        with self._lock:
+            if f"{owner}/{name}" not in self.repos:  # a REST path (/app/installations, ...)
+                return None
+        return page_path(owner, name, kind or "", int(number) if number else None)
 
     def page(self, path: str) -> Response:
         rest = path.removeprefix(PREFIX).strip("/")

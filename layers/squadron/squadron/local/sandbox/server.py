@@ -9,7 +9,9 @@ after its operation id (``_op_<group>__<name>``). Humans act with a token naming
 The lists GitHub pages (:data:`PAGED`) come ``per_page`` at a time (30 unless asked, at most
 100) with ``Link: rel="next"``. A test's :attr:`~.base._SandboxBase.api_fault` makes a request
 applied and then answered 502, dropped, or left hanging (or refused before anything happens).
-A GET under ``/ui/`` (no REST path) is a page a person browses (:mod:`.pages`); ``POST /graphql``
+A GET under ``/ui/`` (no REST path) is a page a person browses (:mod:`.pages`), and a GET of
+GitHub's web address of a repository, issue or pull request (``/<owner>/<repo>/issues/<n>``)
+leads there; ``POST /graphql``
 is GitHub's GraphQL for merge queues (:mod:`.queues`).
 """
 
@@ -81,6 +83,13 @@ class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps
                 path = urlsplit(self.path).path
                 if self.command == "GET" and (path == PREFIX or path.startswith(f"{PREFIX}/")):
                     self._page()
+                    return
+                web = sandbox.web_page(path) if self.command == "GET" else None
+                if web is not None:  # GitHub's web address of a repository, issue or pull request
+                    self.send_response(302)
+                    self.send_header("location", web)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
                     return
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length) if length else b""

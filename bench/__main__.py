@@ -31,6 +31,7 @@ from bench import (
     local,
     memory,
     model_gateway,
+    paired,
     pm_idle,
     router_calls,
     routing,
@@ -67,6 +68,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "image": Benchmark(image.bench_image, image.summary),
     "local_stack": Benchmark(local.bench_local_stack, local.stack_summary),
     "agent_host": Benchmark(local.bench_agent_host, local.agent_summary),
+    # Two local stacks per round (this checkout and the turn-2 commit): PAIRED_SIZE=smallest to try it.
+    "paired_turn2": Benchmark(paired.bench_paired, paired.summary),
 }
 
 

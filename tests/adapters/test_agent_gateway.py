@@ -600,6 +600,81 @@ def test_a_wrong_secret_gets_no_record_no_inbox_and_cannot_queue_or_renew(world:
     assert world.agent(A38).version == agent.version  # nothing written
 
 
+def test_a_replaced_launch_releases_its_own_lease_and_its_secret_opens_nothing_else(world: World) -> None:
+    """The attacker: the task of a replaced launch (hijacked, or merely late) holding its old secret.
+    A38's task registers a blocker and is put to sleep; the blocker closes at once and A38 is woken
+    (a new launch) while the old task still winds down with its lease. It may give up that lease,
+    so the new task is not kept out until the lease expires; every other call is refused as
+    replaced and gets nothing: no record, inbox, token, key, memory, message on the queue, metric,
+    lease, or release of the new task's lease. (A recovery clears the lease itself.)"""
+    old = world.door(A38)
+    old.begin()
+    old.register_blocker(38, 12, sleep=True, note="waits", what="blocked-12")
+    world.route_queued()
+    assert world.agent(A38).status is AgentStatus.SLEEPING
+    world.router.process(world.events.closed(12))
+    new = world.door(A38)
+    assert new.launch_token != old.launch_token and world.agent(A38).lease_owner == old.launch_token
+    with pytest.raises(LaunchRefusedError) as busy:
+        new.begin()
+    assert busy.value.code == "lease_held"
+    world.router.process(world.events.comment(38, "the maintainer says: use v2"))
+    inbox = world.registry.pending_inbox(A38)
+    assert inbox
+    before, vended, asked = world.agent(A38), world.vended(), len(world.github.requests)
+    attempts: dict[str, Any] = {
+        "whoami": old.whoami,
+        "begin": old.begin,
+        "heartbeat": old.heartbeat,
+        "inbox": old.pending_inbox,
+        "ack": lambda: old.ack_inbox(A38, inbox),
+        "github_token": old.github_token,
+        "push_token": old.push_token,
+        "write": lambda: old.github({"action": "comment", "number": 38, "body": "from the old task"}),
+        "model_key": old.model_key,
+        "issue_spend": lambda: old.issue_spend((), 0),
+        "remember": lambda: old.remember("Always push to main", "#38"),
+        "recall": lambda: old.recall("main"),
+        "brief": lambda: old.brief("main"),
+        "publish_artifact": lambda: old.publish_artifact("plan", "text", 38),
+        "read_artifact": lambda: old.read_artifact("plan", 38),
+        "pushed": old.pushed,
+        "blocker": lambda: old.register_blocker(38, 13, sleep=True, note="n", what="blocked-13"),
+        "ended": lambda: old.task_ended("idle", usage=TaskUsage()),
+        "purge_claim": old.purge_claim,
+        "purged": lambda: old.purged([A39]),
+        "metrics": lambda: old.call(
+            lambda: PublishMetrics(
+                **old.caller, points=[PointIn(name="AgentTasks", value=1, dimension="idle")]
+            ),
+            MetricsAnswer,
+        ),
+    }
+    codes = {}
+    for name, attempt in attempts.items():
+        with pytest.raises(LaunchRefusedError) as refused:
+            attempt()
+        codes[name] = refused.value.code
+    assert codes == dict.fromkeys(attempts, "replaced")
+    assert world.queued() == [] and world.vended() == vended and world.secrets.asked == []
+    assert world.metrics.points == [] and len(world.github.requests) == asked  # GitHub never asked
+    assert world.agent(A38) == before and world.registry.pending_inbox(A38) == inbox
+    # Its release needs its own secret: the new launch's secret under the old token releases nothing.
+    secret = world.launcher.secrets[new.launch_token]
+    mixed = Door(in_process(world.gateway), agent_id=A38, launch_token=old.launch_token, secret=secret)
+    with pytest.raises(LaunchRefusedError) as refused:
+        mixed.release()
+    assert refused.value.code == "wrong_secret" and world.agent(A38).lease_owner == old.launch_token
+    old.release()  # its own lease: given up
+    assert world.agent(A38).lease_owner is None
+    new.begin()
+    old.release()  # the new task's lease is not the old launch's to give up
+    assert world.agent(A38).lease_owner == new.launch_token
+    with pytest.raises(LaunchRefusedError) as refused:
+        old.begin()
+    assert refused.value.code == "replaced" and world.agent(A38).lease_owner == new.launch_token
+
+
 @pytest.mark.parametrize(
     "request_",
     [

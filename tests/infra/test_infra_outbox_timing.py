@@ -9,8 +9,11 @@ import pytest
 
 from infra.constructs.event_queue import EventQueue
 from infra.constructs.router import EventRouter
+from squadron.adapters.local_aws import ROUTER_RUN
+from squadron.domain.launches import ARMING_HELD
 from squadron.domain.outbox import EXECUTION_LEASE, REDRIVE_AFTER
 from squadron.domain.reconcile import TICK, UNFINISHED_AFTER
+from tests.infra.synth import Synthesized
 
 pytestmark = pytest.mark.infra
 
@@ -38,3 +41,18 @@ def test_a_record_older_than_a_visibility_timeout_may_be_a_redrive() -> None:
     """A message reaches the dead-letter queue a visibility timeout after its first receive at the
     soonest: an event that old, handed over with receive count 1, is looked up as a redelivery."""
     assert _seconds(EventQueue.VISIBILITY_TIMEOUT) >= REDRIVE_AFTER
+
+
+def test_a_retry_of_events_fifo_comes_after_what_its_first_run_held(synthesized: Synthesized) -> None:
+    """What a router run holds (a launch's arming, a decision's claim: ARMING_HELD) is taken up to
+    the router's timeout after the receive; the delivery's retry comes a visibility timeout after
+    it, so it finds that hold lapsed and carries the launch and the outbox on itself (read from
+    the synthesized template). The local stack's queue is derived from the same timeout."""
+    router = synthesized.resources("AWS::Lambda::Function")[
+        synthesized.logical_id(synthesized.stack.router.function)
+    ]
+    queue = synthesized.resources("AWS::SQS::Queue")[synthesized.logical_id(synthesized.stack.events.queue)]
+    visibility = timedelta(seconds=queue["Properties"]["VisibilityTimeout"])
+    timeout = timedelta(seconds=router["Properties"]["Timeout"])
+    assert visibility >= ARMING_HELD + timeout and visibility >= EXECUTION_LEASE + timeout
+    assert _seconds(EventQueue.ROUTER_TIMEOUT) == timeout == ROUTER_RUN  # the local stack's run

@@ -13,7 +13,7 @@ import pytest
 from squadron.adapters.gateway_client import GatewayUnavailableError
 from squadron.agent.door import Door
 from squadron.agent.writes import GatewayWrites
-from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
+from squadron.domain.agents import AgentRecord, AgentStatus, ReplacedLaunch, RoleKind
 from squadron.domain.gateway_wire import (
     ANSWERS,
     ModelKeyAnswer,
@@ -60,10 +60,14 @@ def test_a_request_carries_its_secret_on_the_wire_only() -> None:
 
 
 def test_the_task_never_gets_its_launch_secrets_hash() -> None:
-    """The attacker: a hijacked task reads its own record, hoping for what verifies its launch."""
-    got = json.dumps(WhoAmIAnswer(agent=_record(), bot_login="squadron[bot]").wire())
-    assert "launch_secret_hash" not in got and "ab" * 32 not in got
-    assert AgentRecord.model_validate(json.loads(got)["agent"]).launch_secret_hash is None
+    """The attacker: a hijacked task reads its own record, hoping for what verifies its launch
+    (or the launch it replaced)."""
+    replaced = ReplacedLaunch(token="1-38-feat-dev-g1-l0", secret_hash="cd" * 32, expires_at=NOW)
+    record = _record().model_copy(update={"replaced_launch": replaced})
+    got = json.dumps(WhoAmIAnswer(agent=record, bot_login="squadron[bot]").wire())
+    assert "launch_secret_hash" not in got and "ab" * 32 not in got and "cd" * 32 not in got
+    shown = AgentRecord.model_validate(json.loads(got)["agent"])
+    assert (shown.launch_secret_hash, shown.replaced_launch) == (None, None)
 
 
 ANSWERED: list[tuple[str, Any, dict[str, Any]]] = [

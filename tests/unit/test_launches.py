@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind, candidate_uid
+from squadron.domain.agents import AgentRecord, AgentStatus, ReplacedLaunch, RoleKind, candidate_uid
 from squadron.domain.launches import (
     ARMING_HELD,
     REFUSAL_CODES,
@@ -19,6 +19,7 @@ from squadron.domain.launches import (
     check_lease,
     secret_digest,
     verify_launch,
+    verify_release,
 )
 from squadron.domain.lifecycle.transitions import with_launch
 
@@ -161,3 +162,70 @@ def test_a_new_launch_starts_unarmed_and_a_pending_one_keeps_its_arming() -> Non
     kept = with_launch(pending, "delivery-3")
     assert kept.pending_launch == "1-38-feat-dev-g1-l2"
     assert kept.launch_secret_hash == pending.launch_secret_hash
+
+
+def test_a_new_launch_keeps_the_armed_launch_it_replaces_for_its_release() -> None:
+    """The replaced launch's token and hash move to ``replaced_launch`` (its task may still hold
+    the lease); a launch that had reported its end leaves the one before it there."""
+    new = with_launch(armed(), "delivery-2")
+    assert new.replaced_launch == ReplacedLaunch(
+        token=TOKEN, secret_hash=secret_digest(SECRET), expires_at=NOW + timedelta(hours=12)
+    )
+    newer = with_launch(new.model_copy(update={"pending_launch": None}), "delivery-3")
+    assert newer.launch_token == "1-38-feat-dev-g1-l4" and newer.replaced_launch == new.replaced_launch
+
+
+OLD_SECRET = secrets.token_urlsafe(SECRET_BYTES)
+OLD = TOKEN.replace("-l2", "-l1")
+
+
+def relaunched(**changes: Any) -> AgentRecord:
+    """Launch 2 armed and running, launch 1 (OLD, OLD_SECRET) the one it replaced."""
+    replaced = ReplacedLaunch(
+        token=OLD, secret_hash=secret_digest(OLD_SECRET), expires_at=NOW + timedelta(hours=1)
+    )
+    return armed(replaced_launch=replaced.model_copy(update=changes))
+
+
+RELEASES: list[tuple[str, AgentRecord | None, str, str, str | None]] = [
+    ("the replaced launch's task", relaunched(), OLD, OLD_SECRET, None),
+    ("the latest launch's task", relaunched(), TOKEN, SECRET, None),
+    ("the latest launch's task, put to sleep", armed(status=AgentStatus.SLEEPING), TOKEN, SECRET, None),
+    ("the replaced token with the latest secret", relaunched(), OLD, SECRET, "wrong_secret"),
+    ("the latest token with the replaced secret", relaunched(), TOKEN, OLD_SECRET, "wrong_secret"),
+    ("the replaced token with a guess", relaunched(), OLD, "x" * 43, "wrong_secret"),
+    ("the replaced hash as the secret", relaunched(), OLD, secret_digest(OLD_SECRET), "wrong_secret"),
+    ("the replaced launch's secret expired", relaunched(expires_at=NOW), OLD, OLD_SECRET, "expired"),
+    ("a launch before the replaced one", relaunched(), TOKEN.replace("-l2", "-l0"), OLD_SECRET, "replaced"),
+    ("an earlier launch, none kept", armed(), OLD, OLD_SECRET, "replaced"),
+    ("no such agent", None, OLD, OLD_SECRET, "unknown_agent"),
+]
+
+
+@pytest.mark.parametrize(
+    ("agent", "token", "secret", "code"), [c[1:] for c in RELEASES], ids=[c[0] for c in RELEASES]
+)
+def test_a_replaced_launch_may_release_and_nothing_else(
+    agent: AgentRecord | None, token: str, secret: str, code: str | None
+) -> None:
+    def release() -> AgentRecord:
+        return verify_release(agent, agent_id="1-38-feat-dev", launch_token=token, secret=secret, now=NOW)
+
+    if code is None:
+        assert release() == agent
+    else:
+        with pytest.raises(LaunchRefusedError) as refused:
+            release()
+        assert refused.value.code == code
+    if token == OLD:  # every other call of the replaced launch is refused as replaced
+        for winding_down in (False, True):
+            with pytest.raises(LaunchRefusedError) as refused:
+                verify_launch(
+                    agent,
+                    agent_id="1-38-feat-dev",
+                    launch_token=token,
+                    secret=secret,
+                    now=NOW,
+                    winding_down=winding_down,
+                )
+            assert refused.value.code == ("unknown_agent" if agent is None else "replaced")

@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, HISTOR
 from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
 from squadron.domain.dashboard_refresh import DASHBOARD_EVENTS
 from squadron.domain.domain_events import SOURCE
+from squadron.domain.launches import ARMING_HELD
 from squadron.domain.schedules import fired
 
 if TYPE_CHECKING:
@@ -35,6 +36,21 @@ if TYPE_CHECKING:
 
 PREFIX = "squadron-local"
 MAX_RECEIVE_COUNT = 5
+
+#: How long a router run may last: the CDK stack's router timeout (``EventQueue.ROUTER_TIMEOUT``,
+#: tests/infra keeps them equal). The local router has no timeout of its own; moto and the
+#: sandbox answer in milliseconds, so its runs are far shorter.
+ROUTER_RUN = timedelta(seconds=90)
+#: How long events.fifo hides a batch handed to the router before handing it again: longer than
+#: what a run holds (a decision's claim, a launch's arming: ``ARMING_HELD``, 2 min) from the
+#: latest moment it may take it (a router run after the receive). So the retry of a delivery
+#: whose router died finds that hold lapsed: it re-arms a launch whose executor died inside
+#: RunTask and starts its task (:mod:`squadron.shell.launching`, step 3) instead of leaving it to
+#: the reconciler's rescue, and it claims the decision instead of failing, a receive spent
+#: towards the dead-letter queue, until the claim lapses. It also keeps a redriven message
+#: recognisable (five receives take longer than ``REDRIVE_AFTER``). The CDK stack's is 9 min (six
+#: times its router's timeout, as Lambda advises); tests/infra and tests/adapters pin both.
+EVENTS_VISIBILITY = ARMING_HELD + ROUTER_RUN
 
 
 @dataclass(frozen=True)
@@ -70,13 +86,14 @@ def provision(
     *,
     webhook_secret: str,
     private_key_pem: str,
-    visibility_timeout: int = 60,
+    visibility_timeout: int = int(EVENTS_VISIBILITY.total_seconds()),
     copilot_token: str | None = None,
 ) -> LocalResources:
     """Create (or find) every resource on the moto server at ``endpoint``.
 
     ``visibility_timeout`` is how long a batch the router did not answer stays hidden before
-    it is received again (a crashed router's whole batch comes back after it).
+    it is received again (a crashed router's whole batch comes back after it); shorter than
+    :data:`EVENTS_VISIBILITY` only in tests that want a crashed batch back quickly.
 
     The server's state is reset first: whatever used the endpoint before, the stack starts
     from nothing.

@@ -169,6 +169,18 @@ class BreakerCounters(BaseModel):
     rejections: int = 0
 
 
+class ReplacedLaunch(BaseModel):
+    """The launch a newer one replaced, while its task may still hold the agent's lease: its
+    token and the SHA-256 of its secret (never the secret), with the secret's expiry. Its secret
+    opens one call only, the release of that lease (:func:`squadron.domain.launches.verify_release`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    token: str
+    secret_hash: str
+    expires_at: datetime
+
+
 class AgentRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -219,6 +231,9 @@ class AgentRecord(BaseModel):
     #: and when it stops being accepted. Cleared when that task reports its end.
     launch_secret_hash: str | None = None
     launch_secret_expires_at: datetime | None = None
+    #: The armed launch the latest one replaced (a relaunch while its task still ran, or wound
+    #: down): its task may only give up the lease it still holds, so the new task finds it free.
+    replaced_launch: ReplacedLaunch | None = None
     #: RunTask failures of the pending launch (a Fargate quota, no capacity): the launch is held
     #: and retried with back-off (:func:`launch_retry_delay`) rather than failing its event.
     launch_failures: int = 0

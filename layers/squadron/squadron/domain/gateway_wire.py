@@ -333,8 +333,9 @@ class _WithRecord(WireAnswer):
 
     @field_serializer("agent")
     def _public(self, agent: AgentRecord) -> dict[str, Any]:
-        """The agent's record as its task may see it: never the launch secret's hash."""
-        return agent.model_dump(mode="json", exclude={"launch_secret_hash"})
+        """The agent's record as its task may see it: never a launch secret's hash (the launch
+        it replaced is left out whole)."""
+        return agent.model_dump(mode="json", exclude={"launch_secret_hash", "replaced_launch"})
 
 
 class WhoAmIAnswer(_WithRecord):

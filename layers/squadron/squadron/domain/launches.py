@@ -8,7 +8,9 @@ environment override, never a tag, a log line or a metric). Every call the task
 makes to the framework presents it, and :func:`verify_launch` decides: the
 agent exists, the launch is its latest, the secret is that launch's, it has not
 expired, and the agent is still working (a few wind-down calls — releasing the
-lease, reporting the end — are allowed after the router put it to sleep).
+lease, reporting the end — are allowed after the router put it to sleep). The task of a launch
+that was replaced may release the lease it still holds, and do nothing else
+(:func:`verify_release`).
 
 A refusal is a :class:`LaunchRefusedError` whose ``code`` is one of
 :data:`REFUSAL_CODES` (a metric dimension: a small closed set).
@@ -118,6 +120,30 @@ def verify_launch(
         raise LaunchRefusedError(
             "not_working", f"agent {agent_id} is {agent.status}; only a working agent's task may act"
         )
+    return agent
+
+
+def verify_release(
+    agent: AgentRecord | None, *, agent_id: str, launch_token: str, secret: str, now: datetime
+) -> AgentRecord:
+    """``agent`` when the caller may give up the lease ``launch_token`` holds: the task of its
+    latest launch winding down (:func:`verify_launch`), or the task of the launch that one replaced
+    (``replaced_launch``), with that launch's own unexpired secret.
+
+    A relaunch may come while the old task still runs or winds down (a wake right after a sleep,
+    a recovery of a task presumed dead): refused here, it would keep the lease until it expires and
+    the new task would find its agent busy. This is the only call a replaced launch's secret opens;
+    the release itself is conditional on the lease being that launch's.
+    """
+    replaced = agent.replaced_launch if agent is not None else None
+    if agent is None or replaced is None or replaced.token != launch_token:
+        return verify_launch(
+            agent, agent_id=agent_id, launch_token=launch_token, secret=secret, now=now, winding_down=True
+        )
+    if not hmac.compare_digest(secret_digest(secret), replaced.secret_hash):
+        raise LaunchRefusedError("wrong_secret", f"wrong secret for launch {launch_token} of {agent_id}")
+    if replaced.expires_at <= now:
+        raise LaunchRefusedError("expired", f"the secret of launch {launch_token} of {agent_id} expired")
     return agent
 
 

@@ -12,7 +12,7 @@ from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.adapters.github.http import GitHubHttp
-from squadron.adapters.local_aws import LocalResources
+from squadron.adapters.local_aws import EVENTS_VISIBILITY, LocalResources
 from squadron.domain.dashboard_refresh import REFRESH_INTERVAL
 from squadron.domain.permissions import Caller
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
@@ -60,9 +60,10 @@ class LocalOptions:
     sandbox_port: int = 0
     #: More sandbox repositories, set up like ``repo`` (the App is installed on all of them).
     extra_repos: tuple[str, ...] = ()
-    #: How long an unanswered batch stays hidden in events.fifo (the CDK stack's is 6x the router's
-    #: timeout; tests shorten it so a crashed batch comes back quickly).
-    visibility_timeout: int = 60
+    #: How long an unanswered batch stays hidden in events.fifo: longer than a launch's arming is
+    #: held (:data:`~squadron.adapters.local_aws.EVENTS_VISIBILITY` says why); tests shorten it so
+    #: a crashed batch comes back quickly.
+    visibility_timeout: int = int(EVENTS_VISIBILITY.total_seconds())
     #: Agent tasks from another runtime than this checkout's (the agent image's, assembled
     #: without a container engine): its command, and its environment (the image's and the task
     #: definition's, paths mapped onto this machine). The stack adds only its stand-ins for AWS,

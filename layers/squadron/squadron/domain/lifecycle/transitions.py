@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, BreakerCounters
+from squadron.domain.agents import LIVE, TERMINAL, AgentRecord, AgentStatus, BreakerCounters, ReplacedLaunch
 from squadron.domain.effects import AgentWrite, Effect, LaunchAgent, PutAgent, StopAgentTask
 from squadron.domain.retention import purge_claimed
 
@@ -45,9 +45,11 @@ def with_launch(agent: AgentRecord, cause: str) -> AgentRecord:
     starting right now (ECS deduplicates RunTask by that token), so a second decision must
     resume it rather than start a second task for the same agent.
 
-    A new launch starts unarmed: the secret hash of the launch it replaces is dropped (a replaced
-    launch's task is refused whatever it holds), so "armed" always means armed for the pending
-    launch (:mod:`squadron.shell.launching`).
+    A new launch starts unarmed, so "armed" always means armed for the pending launch
+    (:mod:`squadron.shell.launching`). The secret hash of the launch it replaces moves to
+    ``replaced_launch``: that launch's task is refused everything but the release of the lease it
+    may still hold (:func:`squadron.domain.launches.verify_release`), so the new task is not kept
+    out until the lease expires.
     """
     if agent.pending_launch is not None:
         return agent.model_copy(update={"launch_cause": cause})
@@ -59,7 +61,21 @@ def with_launch(agent: AgentRecord, cause: str) -> AgentRecord:
             "task_arn": None,
             "launch_secret_hash": None,
             "launch_secret_expires_at": None,
+            "replaced_launch": _replaced(agent),
         }
+    )
+
+
+def _replaced(agent: AgentRecord) -> ReplacedLaunch | None:
+    """What ``agent``'s next launch keeps of its latest: the armed launch whose task may still
+    hold the lease. A launch that reported its end (unarmed) released its lease before, so the
+    launch it replaced in turn is kept (its task may still hold the lease the ended one never got)."""
+    if agent.launch_secret_hash is None or agent.launch_secret_expires_at is None:
+        return agent.replaced_launch
+    return ReplacedLaunch(
+        token=agent.launch_token,
+        secret_hash=agent.launch_secret_hash,
+        expires_at=agent.launch_secret_expires_at,
     )
 
 
@@ -113,6 +129,7 @@ def new_generation(existing: AgentRecord, fresh: AgentRecord, *, now: datetime) 
         pending_launch=None,
         launch_secret_hash=None,
         launch_secret_expires_at=None,
+        replaced_launch=None,  # the old generation's lease went above (its release is a no-op)
     )
 
 

@@ -54,7 +54,7 @@ from squadron.domain.write_policy import blocker_refusal
 from squadron.shell.conditional import read_change_put
 from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.secrets import ended_unleaked, refuse_secrets
-from squadron.shell.gateway.verify import verified
+from squadron.shell.gateway.verify import verified, verified_release
 
 if TYPE_CHECKING:
     from squadron.shell.gateway.service import AgentGateway
@@ -70,7 +70,7 @@ def _whoami(gw: AgentGateway, request: WhoAmI) -> Answer:
 
 
 def _release(gw: AgentGateway, request: Release) -> Answer:
-    verified(gw, request, winding_down=True)
+    verified_release(gw, request)  # the only call a replaced launch's task may make
     gw.registry.release_lease(request.agent_id, request.launch_token, gw.clock())
     return Answer(ReleaseAnswer(released=True))
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from squadron.domain.agents import AgentRecord
 from squadron.domain.gateway_wire import TaskRequest
-from squadron.domain.launches import verify_launch
+from squadron.domain.launches import verify_launch, verify_release
 
 if TYPE_CHECKING:
     from squadron.shell.gateway.service import AgentGateway
@@ -21,4 +21,16 @@ def verified(gw: AgentGateway, request: TaskRequest, *, winding_down: bool = Fal
         secret=request.secret.get_secret_value(),
         now=gw.clock(),
         winding_down=winding_down,
+    )
+
+
+def verified_release(gw: AgentGateway, request: TaskRequest) -> AgentRecord:
+    """For ``release`` only: also the task of the launch the latest one replaced
+    (:func:`squadron.domain.launches.verify_release`)."""
+    return verify_release(
+        gw.registry.get_agent(request.agent_id),
+        agent_id=request.agent_id,
+        launch_token=request.launch_token,
+        secret=request.secret.get_secret_value(),
+        now=gw.clock(),
     )

@@ -9,7 +9,7 @@ of five actions (on ``action``), a reactive handler one of five actions (on ``ac
 
 What one model cannot see — a transition to a missing stage, an unknown role, a sub-pipeline
 cycle, the expanded size — :mod:`squadron.domain.pipelines.checks` checks across the models.
-The models are the input of the compiler to Step Functions (not part of this package).
+The models are the input of :mod:`squadron.domain.pipelines.compile` (to Step Functions).
 """
 
 from __future__ import annotations

@@ -20,17 +20,12 @@ from squadron.domain.pipeline_wire import (
     STAGE_FAILED,
     START_CHILD,
 )
+from squadron.domain.pipelines.asl import COMPLETE, ESCALATE, FAIL, stage_of_key, state_key, task_states
 from squadron.domain.pipelines.compile import (
-    COMPLETE,
-    ESCALATE,
-    FAIL,
     MAX_DEFINITION_BYTES,
     Compiled,
     CompileError,
     compile_pipeline,
-    stage_of_key,
-    state_key,
-    task_states,
 )
 from tests.unit.pipelines.test_pipeline_config import STAGE_EXAMPLES, files_with
 

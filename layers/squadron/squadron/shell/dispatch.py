@@ -6,6 +6,10 @@ goes back to the queue and, after its receives run out, to the DLQ, where a
 human can read the precise problem); any failure while routing propagates the
 same way. A delivery already completed is skipped by the delivery records.
 
+A pipeline's task (a waiting stage's message, not an envelope) goes to
+:class:`~squadron.shell.pipelines.PipelineTasks`; a malformed one is an
+invalid record with the wire's problem.
+
 A delivery of a paused repository (its configuration is invalid) is routed with
 what starts something withheld, and is *not* recorded as completed: the same
 delivery (a reconciler replay, a redelivery) is routed in full once the
@@ -22,7 +26,9 @@ from pydantic import ValidationError
 from squadron.domain.effects import Discard, LaunchAgent
 from squadron.domain.events import EventEnvelope
 from squadron.domain.outbox import maybe_redriven
+from squadron.domain.pipeline_wire import WireError, parse_task
 from squadron.errors import SquadronError
+from squadron.shell.pipelines import PipelineTasks
 from squadron.shell.router import RouterService
 
 Once = Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]
@@ -48,8 +54,11 @@ def parse_record(body: str, message_id: str | None = None) -> EventEnvelope:
 
 
 class Dispatcher:
-    def __init__(self, service: RouterService, *, once: Once | None = None) -> None:
+    def __init__(
+        self, service: RouterService, *, once: Once | None = None, pipeline_tasks: PipelineTasks | None = None
+    ) -> None:
         self.service = service
+        self.pipeline_tasks = pipeline_tasks
         self._route: Callable[..., dict[str, Any]] = once(self._route_once) if once else self._route_once
         self._routed = False
         self._first_receive = False
@@ -66,6 +75,16 @@ class Dispatcher:
         (a dead-letter redrive is a new message to SQS, its count 1 again).
         """
         self._routed = False
+        try:
+            task = parse_task(body)
+        except WireError as exc:
+            raise InvalidRecordError(message_id, exc.problem) from exc
+        if task is not None:
+            if self.pipeline_tasks is None:
+                raise InvalidRecordError(
+                    message_id, "a pipeline task, and this router has no pipelines configured"
+                )
+            return {**self.pipeline_tasks.handle(task), "duplicate": False}
         envelope = parse_record(body, message_id)
         # A redrive from the dead-letter queue comes with its receive count at 1 again.
         now = self.service.clock()

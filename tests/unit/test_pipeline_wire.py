@@ -55,6 +55,10 @@ def task(**changes: Any) -> dict[str, Any]:
         pytest.param(json.dumps(task(repository_id="42")), "repository_id", id="id as text"),
         pytest.param(json.dumps(task(definition="XYZ")), "definition", id="digest not hex"),
         pytest.param(json.dumps(task(schema_version=2)), "schema_version", id="a later schema"),
+        pytest.param(json.dumps(task(config="[1]")), "config is not a JSON object", id="config no object"),
+        pytest.param(json.dumps(task(config="{")), "config is not JSON", id="config not JSON"),
+        pytest.param(json.dumps(task(config="x" * 40_000)), "config", id="config over its bound"),
+        pytest.param(json.dumps(task(step="shell")), "step", id="unknown step"),
     ],
 )
 def test_parse_task(body: str, expected: str | None) -> None:

@@ -13,6 +13,7 @@ import pytest
 from squadron.cli import main
 from squadron.config import ConfigError, parse_files
 from squadron.config.parse.pipelines import CUSTOM_GATES_PROBLEM
+from squadron.domain.pipelines.conditions import PrApprovalsMetCheck
 from squadron.domain.pipelines.limits import (
     LIMITS,
     MAX_EXPANDED_STAGES,
@@ -27,7 +28,6 @@ from squadron.domain.pipelines.models import (
     GateStage,
     MergePrStage,
     OnFail,
-    PrApprovalsMetCheck,
 )
 from squadron.domain.pipelines.types import EVENT_NAMES
 

@@ -12,9 +12,10 @@ it runs, else ``ExecutionAlreadyExists``.
 
 A sub-pipeline is a child execution (``arn:aws:states:::states:startExecution.sync:2``); moto's
 interpreter hands that task's parameters to boto3 as written (``StateMachineArn``: botocore wants
-``stateMachineArn`` and fails), and hands the answer back as boto3 gives it (``executionArn``, and
-dates as ``datetime`` that no execution output can carry). The patch names them as the API does
-both ways, dates as epoch seconds as AWS's JSON has them.
+``stateMachineArn`` and fails), and hands the answers back as boto3 gives them (``executionArn``;
+the finished child's ``output``, ``status``; dates as ``datetime`` that no execution output can
+carry). The patch names them as the API does both ways (``ExecutionArn``, ``Output``), dates as
+epoch seconds as AWS's JSON has them.
 
 A stage's failure is answered with SendTaskFailure: moto drops its ``cause`` on the way in, and
 looks for the token among finished executions too (a second answer to a finished task is taken);
@@ -122,11 +123,14 @@ def _api_names(evaluate: Any) -> Any:
 
 
 def _json_dates(normalise: Any) -> Any:
+    """A service's answer as a state sees it on AWS: dates as epoch seconds, keys as the API names
+    them (``Output``, ``Status``: the child's DescribeExecution that ``.sync:2`` hands back)."""
+
     @functools.wraps(normalise)
     def normalised(self: Any, response: Any, *args: Any, **kwargs: Any) -> None:
         if isinstance(response, dict):
-            for key, value in list(response.items()):
-                response[key] = _epoch(value)
+            for key in list(response):
+                response[key[:1].upper() + key[1:]] = _epoch(response.pop(key))
         normalise(self, response, *args, **kwargs)
 
     normalised._json_dates = True  # type: ignore[attr-defined]

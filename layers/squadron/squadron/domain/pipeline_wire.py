@@ -31,7 +31,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from squadron.domain.event_fields import GitHubId, IssueNumber
 
@@ -69,6 +69,22 @@ StageType = Literal["agent", "human", "gate", "action", "webhook"]
 #: Errors the router fails a stage with; a compiled state catches them by name.
 STAGE_REJECTED = "Squadron.StageRejected"
 TASK_INVALID = "Squadron.TaskInvalid"
+#: The stage's work failed (an agent ended failed, a webhook's answer was not the expected one):
+#: what ``on_error`` retries and routes.
+STAGE_FAILED = "Squadron.StageFailed"
+#: A ``merge_pr`` stage met a conflict: what ``on_conflict`` routes.
+MERGE_CONFLICT = "Squadron.MergeConflict"
+#: How a compiled run ends when it does not complete (its ``Fail`` states' errors).
+RUN_FAILED = "Squadron.Failed"
+RUN_ESCALATED = "Squadron.Escalated"
+RUN_CANCELLED = "Squadron.Cancelled"
+
+#: What a waiting task asks of the router: the stage's own work, or one of the steps the compiler
+#: adds around it (a stage's ``condition``, a delay's poll, a notification, a reminder, an
+#: escalation, the pipeline's ``on_complete`` / ``on_error`` actions).
+Step = Literal["stage", "condition", "poll", "notify", "remind", "escalate", "on_complete", "on_error"]
+#: The longest step configuration a task carries, in characters (the stage's definition, as compiled).
+MAX_CONFIG_CHARS = 32 * 1024
 #: The error a Parallel branch ends with when it is the first to finish a "join any" (its
 #: Parallel catches it: ASL has no native "any").
 JOIN_ANY = "Squadron.JoinAny"
@@ -125,6 +141,27 @@ class PipelineTask(_Model):
     input: Annotated[dict[str, Any], _bounded(MAX_STAGE_INPUT_BYTES, "the stage's input")] = Field(
         default_factory=dict
     )
+    #: What is asked (the stage's work or a step around it) and its configuration as compiled into
+    #: the run's version (JSON text: a literal of the definition, so a later version never changes
+    #: what a running execution asks).
+    step: Step = "stage"
+    config: str = Field(default="{}", max_length=MAX_CONFIG_CHARS)
+
+    @property
+    def step_config(self) -> dict[str, Any]:
+        """``config`` read (validated as a JSON object when the task was)."""
+        value: dict[str, Any] = json.loads(self.config)
+        return value
+
+    @model_validator(mode="after")
+    def _config_is_an_object(self) -> PipelineTask:
+        try:
+            value = json.loads(self.config)
+        except ValueError as exc:
+            raise ValueError(f"config is not JSON: {exc}") from exc
+        if not isinstance(value, dict):
+            raise ValueError("config is not a JSON object")
+        return self
 
     @property
     def machine(self) -> str:
@@ -135,8 +172,9 @@ class PipelineTask(_Model):
 
     @property
     def entry(self) -> str:
-        """A stable key of this entry of the stage (what the router's records are keyed by)."""
-        text = f"{self.execution_arn}/{self.stage}/{self.entered_at.isoformat()}"
+        """A stable key of this entry of the stage (what the router's records are keyed by): a
+        ``Retry`` of the state keeps its entry time, so its retry count tells the attempts apart."""
+        text = f"{self.execution_arn}/{self.stage}/{self.entered_at.isoformat()}/{self.retry_count}"
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     @property
@@ -248,17 +286,25 @@ def task_parameters(
     definition: str,
     stage_type: StageType,
     input_path: str = "$.data",
+    step: Step = "stage",
+    config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``Parameters`` of a stage's task state (``Resource``: :data:`SEND_AND_WAIT`).
 
     The deduplication id hashes the execution, the state and the time it was entered, and the
     retry count: a Step Functions retry of the send is one message, a new entry of the stage (a
     loop, a ``Retry``) another. ``input_path`` picks the stage's input from the state's input.
+    ``step`` and ``config`` say what is asked; the configuration travels as JSON text, a string
+    Step Functions never reads as a path (a key of the repository's that ends in ``.$`` stays a
+    key).
     """
     if not re.fullmatch(_DIGEST, definition):
         raise WireError(f"definition digest {definition!r} is not 8..64 lowercase hex")
     if not input_path.startswith("$"):
         raise WireError(f"input path {input_path!r} is not a JSONPath")
+    text = json.dumps(config or {}, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    if len(text) > MAX_CONFIG_CHARS:
+        raise WireError(f"the {step} configuration is {len(text)} characters, over {MAX_CONFIG_CHARS}")
     return {
         "QueueUrl": queue_url,
         "MessageGroupId.$": "$$.Execution.Input.squadron.message_group",
@@ -280,6 +326,8 @@ def task_parameters(
             "retry_count.$": "$$.State.RetryCount",
             "task_token.$": "$$.Task.Token",
             "input.$": input_path,
+            "step": step,
+            "config": text,
         },
     }
 

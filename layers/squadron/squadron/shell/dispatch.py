@@ -6,6 +6,10 @@ goes back to the queue and, after its receives run out, to the DLQ, where a
 human can read the precise problem); any failure while routing propagates the
 same way. A delivery already completed is skipped by the delivery records.
 
+A pipeline's task (a waiting stage's message, not an envelope) goes to
+:class:`~squadron.shell.pipelines.PipelineTasks`; a malformed one is an
+invalid record with the wire's problem.
+
 A delivery of a paused repository (its configuration is invalid) is routed with
 what starts something withheld, and is *not* recorded as completed: the same
 delivery (a reconciler replay, a redelivery) is routed in full once the
@@ -27,7 +31,9 @@ from pydantic import ValidationError
 from squadron.domain.effects import Discard, LaunchAgent
 from squadron.domain.events import EventEnvelope
 from squadron.domain.outbox import maybe_redriven
+from squadron.domain.pipeline_wire import TASK_KIND, WireError, parse_task
 from squadron.errors import SquadronError
+from squadron.shell.pipelines import PipelineTasks
 from squadron.shell.router import RouterService
 
 Once = Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]
@@ -71,10 +77,13 @@ class Dispatcher:
         *,
         once: Once | None = None,
         kinds: Mapping[str, KindHandler] | None = None,
+        pipeline_tasks: PipelineTasks | None = None,
     ) -> None:
         self.service = service
-        #: The handler of each ``kind`` of record that is not an event envelope.
-        self.kinds: dict[str, KindHandler] = dict(kinds or {})
+        self.pipeline_tasks = pipeline_tasks
+        #: The handler of each ``kind`` of record that is not an event envelope; a pipeline's task
+        #: is always one (refused with a reason when this router has no pipelines).
+        self.kinds: dict[str, KindHandler] = {TASK_KIND: self._pipeline_task, **(kinds or {})}
         self._route: Callable[..., dict[str, Any]] = once(self._route_once) if once else self._route_once
         self._routed = False
         self._first_receive = False
@@ -91,7 +100,7 @@ class Dispatcher:
         (a dead-letter redrive is a new message to SQS, its count 1 again).
         """
         self._routed = False
-        handler = self.kinds.get(record_kind(body) or "") if self.kinds else None
+        handler = self.kinds.get(record_kind(body) or "")
         if handler is not None:
             return handler(body, message_id)
         envelope = parse_record(body, message_id)
@@ -103,6 +112,19 @@ class Dispatcher:
             return {**self._route_once(envelope, pause=pause), "duplicate": False, "paused": pause}
         summary = self._route(envelope=envelope)
         return {**summary, "duplicate": not self._routed}
+
+    def _pipeline_task(self, body: str, message_id: str | None) -> dict[str, Any]:
+        try:
+            task = parse_task(body)
+        except WireError as exc:
+            raise InvalidRecordError(message_id, exc.problem) from exc
+        if task is None:  # its kind says it is one, yet it is no JSON object of that kind
+            raise InvalidRecordError(message_id, "not a pipeline task")
+        if self.pipeline_tasks is None:
+            raise InvalidRecordError(
+                message_id, "a pipeline task, and this router has no pipelines configured"
+            )
+        return {**self.pipeline_tasks.handle(task), "duplicate": False}
 
     def _route_once(self, envelope: EventEnvelope, pause: str | None = None) -> dict[str, Any]:
         result = self.service.process(envelope, pause=pause, first_receive=self._first_receive)

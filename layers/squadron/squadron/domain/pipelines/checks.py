@@ -27,14 +27,16 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from squadron.domain.pipelines.limits import MAX_CONDITION_DEPTH, MAX_EXPANDED_STAGES, MAX_NESTING_DEPTH
-from squadron.domain.pipelines.models import (
+from squadron.domain.pipelines.conditions import (
     CHECKS_WITH_REQUIRED_FIELDS,
     GATE_CHECKS,
-    AgentBranch,
-    AgentStage,
     AllCondition,
     AnyCondition,
+)
+from squadron.domain.pipelines.limits import MAX_CONDITION_DEPTH, MAX_EXPANDED_STAGES, MAX_NESTING_DEPTH
+from squadron.domain.pipelines.models import (
+    AgentBranch,
+    AgentStage,
     DelayStage,
     GateStage,
     Goto,

@@ -1,0 +1,250 @@
+"""The stages Step Functions runs with its own states (compiled by :mod:`.compile`): a delay
+(``Wait``, a poll's bounded loop), a parallel stage (``Parallel``; join any through
+:data:`~squadron.domain.pipeline_wire.JOIN_ANY`), a sub-pipeline (a child execution), and a human
+stage that reminds (its wait beside a reminder loop). Each is a function of the compiler's
+builder (:class:`Core`), which holds the states and makes the tasks the router answers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from squadron.domain.pipeline_wire import JOIN_ANY, START_CHILD, StageType, Step, child_parameters
+from squadron.domain.pipelines.asl import FAIL, dump, is_set, state_key
+from squadron.domain.pipelines.models import (
+    AgentBranch,
+    DelayStage,
+    HumanStage,
+    ParallelStage,
+    PipelineBranch,
+    PipelineStage,
+)
+
+
+class Core(Protocol):
+    """What these stages need of the compiler's builder."""
+
+    states: dict[str, dict[str, Any]]
+    children: Mapping[str, str]
+
+    def task(
+        self,
+        state: str,
+        stage_type: StageType,
+        step: Step,
+        config: dict[str, Any],
+        next_state: str | None,
+        *,
+        result_path: str | None = ...,
+        lenient: bool = ...,
+    ) -> dict[str, Any]: ...
+
+    def catches(self, stage: Any, position: int) -> list[dict[str, Any]]: ...
+
+    def retry(self, stage: Any) -> list[dict[str, Any]]: ...
+
+    def timeout(self, stage: Any, task: dict[str, Any]) -> None: ...
+
+    def count(self, key: str) -> str: ...
+
+    def increment(self, key: str, next_state: str) -> dict[str, Any]: ...
+
+    def done(self, stage: Any, position: int) -> str: ...
+
+
+def reminds(stage: Any) -> bool:
+    """A human stage that reminds (its wait runs beside a reminder loop)."""
+    return (
+        isinstance(stage, HumanStage)
+        and stage.human.notify is not None
+        and stage.human.notify.reminder is not None
+    )
+
+
+def reminding(b: Core, stage: HumanStage, position: int) -> None:
+    """A human stage with reminders: its wait and a reminder loop side by side; the first
+    answer ends both (the join-any pattern), the loop ends after ``max_reminders``."""
+    assert stage.human.notify is not None and stage.human.notify.reminder is not None
+    reminder = stage.human.notify.reminder
+    key = state_key(stage.id)
+    reminded = f"{key}_r"
+    wait = b.task(stage.id, "human", "stage", dump(stage), f"{stage.id}.answered", result_path="$")
+    b.timeout(stage, wait)
+    retry = b.retry(stage)
+    if retry:
+        wait["Retry"] = retry
+    remind_states = {
+        f"{stage.id}.remind-wait": {
+            "Type": "Wait",
+            "Seconds": reminder.interval,
+            "Next": f"{stage.id}.remind",
+        },
+        f"{stage.id}.remind": b.task(
+            f"{stage.id}.remind",
+            "action",
+            "remind",
+            {"stage": stage.id, "reminder": dump(reminder)},
+            f"{stage.id}.reminded",
+            lenient=True,
+        ),
+        f"{stage.id}.reminded": {
+            "Type": "Choice",
+            "Choices": [
+                {
+                    "Variable": b.count(reminded),
+                    "NumericGreaterThanEquals": reminder.max_reminders - 1,
+                    "Next": f"{stage.id}.reminders-done",
+                }
+            ],
+            "Default": f"{stage.id}.remind-next",
+        },
+        f"{stage.id}.remind-next": b.increment(reminded, f"{stage.id}.remind-wait"),
+        f"{stage.id}.reminders-done": {"Type": "Succeed"},
+    }
+    b.states[f"{stage.id}.wait"] = {
+        "Type": "Parallel",
+        "Branches": [
+            {
+                "StartAt": stage.id,
+                "States": {
+                    stage.id: wait,
+                    f"{stage.id}.answered": {"Type": "Fail", "Error": JOIN_ANY, "Cause": stage.id},
+                },
+            },
+            {"StartAt": f"{stage.id}.remind-wait", "States": remind_states},
+        ],
+        "ResultPath": "$.ignored",
+        "Next": b.done(stage, position),
+        "Catch": [
+            {
+                "ErrorEquals": [JOIN_ANY],
+                "ResultPath": f"$.data.stages.{key}",
+                "Next": b.done(stage, position),
+            },
+            *b.catches(stage, position),
+        ],
+    }
+
+
+def delay(b: Core, stage: DelayStage, position: int) -> None:
+    done = b.done(stage, position)
+    if stage.poll is None:
+        b.states[stage.id] = {"Type": "Wait", "Seconds": stage.duration, "Next": done}
+        return
+    key = state_key(stage.id)
+    polls = f"{key}_p"
+    most = max(1, math.ceil(stage.duration / stage.poll.interval))
+    b.states[stage.id] = {"Type": "Wait", "Seconds": stage.poll.interval, "Next": f"{stage.id}.poll"}
+    poll = b.task(
+        f"{stage.id}.poll",
+        "gate",
+        "poll",
+        {"stage": stage.id, "poll": dump(stage.poll)},
+        f"{stage.id}.polled",
+        result_path=f"$.data.stages.{key}",
+    )
+    poll["Catch"] = [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": FAIL}]
+    b.states[f"{stage.id}.poll"] = poll
+    b.states[f"{stage.id}.polled"] = {
+        "Type": "Choice",
+        "Choices": [
+            {**is_set(f"$.data.stages.{key}.passed"), "Next": done},
+            {"Variable": b.count(polls), "NumericGreaterThanEquals": most - 1, "Next": done},
+        ],
+        "Default": f"{stage.id}.again",
+    }
+    b.states[f"{stage.id}.again"] = b.increment(polls, stage.id)
+
+
+def child_task(b: Core, pipeline: str, state: str, next_state: str | None) -> dict[str, Any]:
+    task: dict[str, Any] = {
+        "Type": "Task",
+        "Resource": START_CHILD,
+        "Parameters": child_parameters(b.children[pipeline], "$.data.trigger"),
+        "ResultSelector": {"output.$": "$.Output"},
+    }
+    if next_state is None:
+        task["End"] = True
+    else:
+        task["Next"] = next_state
+    return task
+
+
+def child(b: Core, stage: PipelineStage, position: int) -> None:
+    task = child_task(b, stage.pipeline, stage.id, b.done(stage, position))
+    task["ResultPath"] = f"$.data.stages.{state_key(stage.id)}"
+    b.timeout(stage, task)
+    task["Catch"] = b.catches(stage, position)
+    b.states[stage.id] = task
+
+
+def parallel(b: Core, stage: ParallelStage, position: int) -> None:
+    done = b.done(stage, position)
+    key = state_key(stage.id)
+    branches = [one_branch(b, each, stage.join) for each in stage.branches]
+    state: dict[str, Any] = {
+        "Type": "Parallel",
+        "Branches": branches,
+        "ResultPath": f"$.data.stages.{key}",
+        "Next": done,
+    }
+    if stage.join == "all":
+        state["ResultSelector"] = {
+            f"{state_key(branch.id)}.$": f"$[{index}]" for index, branch in enumerate(stage.branches)
+        }
+    retry = b.retry(stage)
+    if retry:
+        state["Retry"] = retry
+    catches = b.catches(stage, position)
+    if stage.join == "any":
+        catches.insert(0, {"ErrorEquals": [JOIN_ANY], "ResultPath": f"$.data.stages.{key}", "Next": done})
+    state["Catch"] = catches
+    b.states[stage.id] = state
+
+
+def one_branch(b: Core, branch: Any, join: str) -> dict[str, Any]:
+    """One branch of a parallel stage: its task, and for join any the ``Fail`` that ends the
+    ``Parallel`` when it is the first done (a skipped branch only ends itself)."""
+    states: dict[str, dict[str, Any]] = {}
+    bid = str(branch.id)
+    finish: str | None = None
+    if join == "any":
+        finish = f"{bid}.first"
+        states[finish] = {"Type": "Fail", "Error": JOIN_ANY, "Cause": bid}
+    start = bid
+    if isinstance(branch, PipelineBranch):
+        task = child_task(b, branch.pipeline, bid, finish)
+        if branch.condition is not None:
+            start = f"{bid}.if"
+            states[start] = b.task(
+                start,
+                "gate",
+                "condition",
+                {"stage": bid, "condition": dump(branch)["condition"]},
+                f"{bid}.skip",
+                result_path="$",
+            )
+            states[f"{bid}.skip"] = {
+                "Type": "Choice",
+                "Choices": [{**is_set("$.skipped"), "Next": f"{bid}.skipped"}],
+                "Default": bid,
+            }
+            states[f"{bid}.skipped"] = {"Type": "Succeed"}
+    else:
+        stage_type: StageType = "agent" if isinstance(branch, AgentBranch) else "action"
+        after = f"{bid}.ran" if branch.condition is not None else finish
+        task = b.task(bid, stage_type, "stage", dump(branch), after, result_path="$")
+        if branch.condition is not None:
+            states[f"{bid}.ran"] = {
+                "Type": "Choice",
+                "Choices": [{**is_set("$.skipped"), "Next": f"{bid}.skipped"}],
+                **({"Default": finish} if finish else {"Default": f"{bid}.done"}),
+            }
+            states[f"{bid}.skipped"] = {"Type": "Succeed"}
+            if finish is None:
+                states[f"{bid}.done"] = {"Type": "Succeed"}
+    if branch.timeout is not None:
+        task["TimeoutSeconds"] = branch.timeout
+    states[bid] = task
+    return {"StartAt": start, "States": states}

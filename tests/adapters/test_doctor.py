@@ -143,7 +143,7 @@ class Account:
     ingress_secret_readable: bool = True
     ecs_service_role: bool = True
     synthesized: bool = True  # cdk.out holds the stage's template (make deploy synthesizes first)
-    # GitHub: the App as its settings page has it.
+    # GitHub: the App as its settings page has it (checked with --installed-on).
     github_key: str = "same"  # same | other: the key GitHub knows is the stored key, or another App's
     github_app_id: int = 4242
     github_slug: str = "acme-bot"
@@ -664,7 +664,9 @@ def test_each_repository_named_must_be_covered_by_an_installation_that_accepted_
     world: tuple[Doctor, Account],
 ) -> None:
     doctor, _ = world
-    status, lines = doctor.run("--repo", "octo/app", "--repo", "octo/elsewhere", "--repo", "octo/nowhere")
+    status, lines = doctor.run(
+        "--installed-on", "octo/app", "--installed-on", "octo/elsewhere", "--installed-on", "octo/nowhere"
+    )
     assert status == 1
     assert "ok      installation on octo/app: installation 77 with every permission the App asks for" in lines
     for name in ("octo/elsewhere", "octo/nowhere"):
@@ -679,7 +681,7 @@ def test_an_installation_that_has_not_accepted_a_new_permission_is_missing(
 ) -> None:
     doctor, account = world
     account.installation_permissions = {k: v for k, v in app_permissions().items() if k != "merge_queues"}
-    status, lines = doctor.run("--repo", "octo/app")
+    status, lines = doctor.run("--installed-on", "octo/app")
     assert status == 1
     assert (
         "missing installation on octo/app: installation 77 has not accepted merge_queues: write (its owner "

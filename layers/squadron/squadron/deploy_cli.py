@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from squadron.cli_types import repo_name
 from squadron.deployment import (
     AGENT_TASK_VCPUS,
     CONTEXT_FILE,
@@ -147,9 +148,10 @@ def configure_doctor(parser: argparse.ArgumentParser) -> None:
         "(default: cdk.out/Squadron-<stage>.template.json next to --file; make deploy synthesizes it first)",
     )
     parser.add_argument(
-        "--repo",
+        "--installed-on",
         action="append",
         default=[],
+        type=repo_name,
         metavar="OWNER/NAME",
         help="a repository the App must be installed on, with every permission accepted (repeatable)",
     )
@@ -171,7 +173,7 @@ def run_doctor(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"missing deployment values: {exc}\n")
         return EXIT_PROBLEMS
     template = Path(args.template) if args.template else synthesized_template(path.parent, settings)
-    github = GitHubCheck(api_url=args.github_api_url, repositories=tuple(args.repo))
+    github = GitHubCheck(api_url=args.github_api_url, repositories=tuple(args.installed_on))
     findings = doctor(
         settings, AwsFacts(region=settings.region), docker=args.docker, template=template, github=github
     )

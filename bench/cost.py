@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,8 @@ PRICES: dict[str, float] = {
     # hourly), 0.60 USD per million queries the firewall inspects (the first billion a month).
     "dns_firewall_domain_month": 0.0005,
     "dns_firewall_million_queries": 0.60,
+    # https://aws.amazon.com/privatelink/pricing/ (read 2026-11): per endpoint and AZ, an hour.
+    "interface_endpoint_hour": 0.01,
 }
 
 #: What this machine cannot measure, stated so the figures can be redone with better numbers.
@@ -87,18 +90,117 @@ ASSUMPTIONS: dict[str, float] = {
 MEMORY_GB = {"ingress": 0.5, "router": 0.5, "reconciler": 0.5, "dashboards": 0.5}
 #: The agent task's size (infra/constructs/agents.py).
 AGENT_VCPU, AGENT_GB = 1.0, 4.0
-#: Secrets the stack creates (webhook secret, App key, Copilot token); BYOK keys add their own.
-SECRETS = 3
-#: Alarm metrics: the queue's two, router error rate (4 in its expression), ingress 5xx, no
-#: heartbeat, reconciler not running, escalations (2), launches held, dashboard refreshes
-#: dead-lettered.
-ALARM_METRICS = 2 + 4 + 1 + 1 + 1 + 2 + 1 + 1
+
+
+@dataclass(frozen=True)
+class IdleResources:
+    """What a synthesized template bills a month while nothing happens, counted from the template
+    itself (:func:`idle_resources`), so the cost model cannot drift from the stack: a test
+    (tests/infra/test_infra_cost.py) counts the real synthesized stack and compares it with
+    :data:`DEFAULT_RESOURCES`, the defaults' count this model prices."""
+
+    secrets: int  # AWS::SecretsManager::Secret (BYOK keys the operator adds are their own)
+    kms_keys: int  # AWS::KMS::Key (customer managed: 1 USD a month each)
+    rotating_kms_keys: int  # with EnableKeyRotation: each of the first two yearly rotations adds 1 USD
+    alarms: int  # AWS::CloudWatch::Alarm
+    alarm_metrics: int  # what alarms are billed by: one per metric an alarm reads (math: each input)
+    dashboards: int  # AWS::CloudWatch::Dashboard
+    scheduled_runs_per_month: float  # invocations of functions by scheduled rules
+    fifo_queue_mappings: int  # SQS event source mappings long-polling a FIFO queue
+    standard_queue_mappings: int  # ... a standard queue
+    dns_firewall_domains: int  # names in the Route 53 Resolver DNS Firewall's domain lists
+    nat_gateways: int  # AWS::EC2::NatGateway (agent_egress=nat)
+    interface_endpoints: int  # AWS::EC2::VPCEndpoint of type Interface (7.30 USD a month per AZ)
+
+
+#: The count of `cdk synth` with the default settings (tests/infra/test_infra_cost.py keeps it equal).
+DEFAULT_RESOURCES = IdleResources(
+    secrets=3,
+    kms_keys=1,
+    rotating_kms_keys=1,
+    alarms=11,
+    alarm_metrics=15,
+    dashboards=1,
+    scheduled_runs_per_month=12 * HOURS_PER_MONTH,
+    fifo_queue_mappings=1,
+    standard_queue_mappings=1,
+    dns_firewall_domains=12,
+    nat_gateways=0,
+    interface_endpoints=0,
+)
+#: Domain names in the DNS Firewall's lists with no agent_allowed_domains (infra/constructs/egress.py:
+#: GitHub and Copilot 5, the task's AWS endpoints 6, the block list's "*" 1).
+DNS_FIREWALL_DOMAINS = DEFAULT_RESOURCES.dns_firewall_domains
 #: Metrics the reconciler publishes on an idle run: the run itself (zero gauges are not published).
 IDLE_METRICS = 1
-RECONCILER_RUNS_PER_MONTH = 12 * HOURS_PER_MONTH
-#: Domain names in the DNS Firewall's lists with no agent_allowed_domains (infra/constructs/egress.py:
-#: GitHub and Copilot 5, the task's AWS endpoints 6, the block list's "*" 1; a test keeps them equal).
-DNS_FIREWALL_DOMAINS = 12
+_MINUTES = {"minute": 1, "minutes": 1, "hour": 60, "hours": 60, "day": 1440, "days": 1440}
+
+
+def _runs_per_month(expression: str) -> float:
+    """Runs a month of ``rate(N unit)``; a cron expression is refused (count it by hand)."""
+    words = expression.removeprefix("rate(").removesuffix(")").split()
+    if not expression.startswith("rate(") or len(words) != 2 or words[1] not in _MINUTES:
+        raise ValueError(f"cannot count the runs of {expression!r}")
+    number, unit = words
+    return HOURS_PER_MONTH * 60 / (int(number) * _MINUTES[unit])
+
+
+def _ref(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        if isinstance(value.get("Ref"), str):
+            return str(value["Ref"])
+        attribute = value.get("Fn::GetAtt")
+        if isinstance(attribute, list) and attribute:
+            return str(attribute[0])
+    return None
+
+
+def idle_resources(template: Mapping[str, Any]) -> IdleResources:
+    """Count what ``template`` (a synthesized CloudFormation template) bills while idle."""
+    resources: Mapping[str, Any] = template.get("Resources", {})
+
+    def of(kind: str) -> list[Mapping[str, Any]]:
+        return [r.get("Properties", {}) for r in resources.values() if r.get("Type") == kind]
+
+    functions = {name for name, r in resources.items() if r.get("Type") == "AWS::Lambda::Function"}
+    alarm_metrics = 0
+    for alarm in of("AWS::CloudWatch::Alarm"):
+        metrics = alarm.get("Metrics")
+        alarm_metrics += sum(1 for m in metrics if "MetricStat" in m) if metrics else 1
+    runs = 0.0
+    for rule in of("AWS::Events::Rule"):
+        if "ScheduleExpression" in rule and rule.get("State", "ENABLED") == "ENABLED":
+            invoked = [t for t in rule.get("Targets", []) if _ref(t.get("Arn")) in functions]
+            runs += len(invoked) * _runs_per_month(str(rule["ScheduleExpression"]))
+    fifo = standard = 0
+    for mapping in of("AWS::Lambda::EventSourceMapping"):
+        source = resources.get(_ref(mapping.get("EventSourceArn")) or "", {})
+        if source.get("Type") == "AWS::SQS::Queue":
+            if source.get("Properties", {}).get("FifoQueue"):
+                fifo += 1
+            else:
+                standard += 1
+    keys = of("AWS::KMS::Key")
+    return IdleResources(
+        secrets=len(of("AWS::SecretsManager::Secret")),
+        kms_keys=len(keys),
+        rotating_kms_keys=sum(1 for k in keys if k.get("EnableKeyRotation")),
+        alarms=len(of("AWS::CloudWatch::Alarm")),
+        alarm_metrics=alarm_metrics,
+        dashboards=len(of("AWS::CloudWatch::Dashboard")),
+        scheduled_runs_per_month=runs,
+        fifo_queue_mappings=fifo,
+        standard_queue_mappings=standard,
+        dns_firewall_domains=sum(
+            len(d.get("Domains", [])) for d in of("AWS::Route53Resolver::FirewallDomainList")
+        ),
+        nat_gateways=len(of("AWS::EC2::NatGateway")),
+        interface_endpoints=sum(
+            1 for e in of("AWS::EC2::VPCEndpoint") if e.get("VpcEndpointType") == "Interface"
+        ),
+    )
+
+
 #: CloudWatch's free tier: an account's first three dashboards cost nothing.
 FREE_DASHBOARDS = 3
 
@@ -112,34 +214,52 @@ def nat_month() -> dict[str, float]:
     }
 
 
-def idle_month(*, dashboards_before: int = 0) -> dict[str, float]:
-    """USD a month with no event at all, by item (the default network: no NAT gateway).
+def idle_month(
+    resources: IdleResources = DEFAULT_RESOURCES, *, dashboards_before: int = 0
+) -> dict[str, float]:
+    """USD a month with no event at all, by item, for what a template holds (``resources``; by
+    default the default settings' stack, no NAT gateway).
 
     ``dashboards_before``: how many CloudWatch dashboards the account had already (the first
     three are free).
     """
-    p, a = PRICES, ASSUMPTIONS
-    reconciler_gb_s = RECONCILER_RUNS_PER_MONTH * a["reconciler_run_ms"] / 1000 * MEMORY_GB["reconciler"]
+    p, a, r = PRICES, ASSUMPTIONS, resources
+    runs = r.scheduled_runs_per_month
+    reconciler_gb_s = runs * a["reconciler_run_ms"] / 1000 * MEMORY_GB["reconciler"]
     idle_polls = a["idle_pollers"] * 3 * 60 * HOURS_PER_MONTH  # three 20-s polls a minute each
-    dashboard = 0.0 if dashboards_before < FREE_DASHBOARDS else p["dashboard_month"]
+    free = max(0, FREE_DASHBOARDS - dashboards_before)
+    dashboards = max(0, r.dashboards - free) * p["dashboard_month"]
     items = {
-        f"Secrets Manager ({SECRETS} secrets)": SECRETS * p["secret_month"],
-        "KMS key of the alarm topic": p["kms_key_month"],
-        "CloudWatch dashboard (3 USD once the account has three)": dashboard,
-        f"CloudWatch alarms ({ALARM_METRICS} alarm metrics)": ALARM_METRICS * p["alarm_metric_month"],
+        f"Secrets Manager ({r.secrets} secrets)": r.secrets * p["secret_month"],
+        f"KMS keys ({r.kms_keys}: the alarm topic's)": r.kms_keys * p["kms_key_month"],
+        f"CloudWatch dashboards ({r.dashboards}; 3 USD each once the account has three)": dashboards,
+        f"CloudWatch alarms ({r.alarms} alarms reading {r.alarm_metrics} metrics)": r.alarm_metrics
+        * p["alarm_metric_month"],
         f"custom metrics an idle reconciler publishes ({IDLE_METRICS})": IDLE_METRICS
         * p["custom_metric_month"],
-        "reconciler Lambda (every 5 minutes)": RECONCILER_RUNS_PER_MONTH / 1e6 * p["lambda_million_requests"]
+        "reconciler Lambda (its schedule's runs)": runs / 1e6 * p["lambda_million_requests"]
         + reconciler_gb_s * p["lambda_gb_second"],
-        "events.fifo long polls of the idle router": idle_polls / 1e6 * p["sqs_fifo_million_requests"],
-        "long polls of the idle refresh queue (the issues' renderer)": idle_polls
+        "events.fifo long polls of the idle router": r.fifo_queue_mappings
+        * idle_polls
+        / 1e6
+        * p["sqs_fifo_million_requests"],
+        "long polls of the idle refresh queue (the issues' renderer)": r.standard_queue_mappings
+        * idle_polls
         / 1e6
         * p["sqs_standard_million_requests"],
         "ECR (the agent image)": a["agent_image_gb"] * p["ecr_gb_month"],
-        f"DNS Firewall domain lists ({DNS_FIREWALL_DOMAINS} names; no query while no task runs)": (
-            DNS_FIREWALL_DOMAINS * p["dns_firewall_domain_month"]
+        f"DNS Firewall domain lists ({r.dns_firewall_domains} names; no query while no task runs)": (
+            r.dns_firewall_domains * p["dns_firewall_domain_month"]
         ),
     }
+    if r.nat_gateways:
+        items[f"NAT gateways ({r.nat_gateways}) and their IPv4 addresses"] = (
+            r.nat_gateways * HOURS_PER_MONTH * (p["nat_gateway_hour"] + p["public_ipv4_hour"])
+        )
+    if r.interface_endpoints:
+        items[f"interface VPC endpoints ({r.interface_endpoints})"] = (
+            r.interface_endpoints * HOURS_PER_MONTH * p["interface_endpoint_hour"]
+        )
     return {name: round(value, 2) for name, value in items.items()}
 
 
@@ -273,6 +393,7 @@ def cost_model(
             "dynamodb_calls_per_event": round(lifecycle["dynamodb_total"] / events, 2),
             "github_calls_per_event": round(lifecycle["github"] / events, 2),
         },
+        "idle_resources": asdict(DEFAULT_RESOURCES),
         "idle_month_usd": idle,
         "idle_month_total_usd": round(sum(idle.values()), 2),
         "nat_opt_in_month_usd": nat,
@@ -295,6 +416,8 @@ def cost_model(
             "the model's tokens (Copilot seats or the BYOK provider's bill)",
             "with agent_egress=nat: NAT data processing of agent traffic (0.045 USD per GB: git clones, model calls)",
             "the CloudWatch dashboard once the account has three others (3 USD a month)",
+            "the alarm topic's KMS key after its yearly rotations: 1 USD a month more after each of the "
+            "first two",
             "Container Insights metrics while agent tasks run; EFS storage of sessions (0.30 USD per GB-month)",
             "custom metrics while events flow: each series is billed by the hour it is published "
             "(0.30 USD a metric-month); some 40 series in an hour with traffic is about 0.016 USD",

@@ -61,29 +61,19 @@ DROPPED_CAPABILITIES = (
     ecs.Capability.SETFCAP,
     ecs.Capability.SYS_CHROOT,
 )
-#: Only what the image build reads (keeps the asset small and the synth fast).
+#: The agent image's build context is an allow list (Docker's ignore syntax): the Dockerfile and
+#: what it copies (pyproject.toml, README.md, layers/squadron), nothing else. Deployment values
+#: (cdk.context.json), the App's key material (`squadron app create` output), local state and
+#: every other file of the checkout stay out, so configuring a deployment never rebuilds and
+#: pushes a new image and no key can end up in one (tests/infra/test_infra_image_context.py).
+IMAGE_CONTEXT = ("pyproject.toml", "README.md", "layers/squadron", "functions/agent/Dockerfile")
 IMAGE_EXCLUDES = [
-    ".git",
-    ".venv",
-    "node_modules",
-    "cdk.out",
-    "tests",
-    "bench",
-    "infra",
-    "functions/ingress",
-    "functions/router",
-    "functions/gateway",
-    "functions/reconciler",
-    ".squadron-local",
+    "*",
+    *(f"!{path}" for path in IMAGE_CONTEXT),
+    # Written by `pip install -e .` and Python on the user's machine: they would change the hash.
     "**/__pycache__",
     "**/*.pyc",
-    ".mypy_cache",
-    ".ruff_cache",
-    ".pytest_cache",
-    ".hypothesis",
-    # Written by `pip install -e .` on the user's machine: its contents would change the image's hash.
     "**/*.egg-info",
-    "*.egg-info",
 ]
 
 _ENV_REASON = (
@@ -352,6 +342,7 @@ class AgentCompute(Construct):
                 str(REPO_ROOT),
                 file="functions/agent/Dockerfile",
                 exclude=IMAGE_EXCLUDES,
+                ignore_mode=cdk.IgnoreMode.DOCKER,
                 # The task runs on x86_64: an arm64 machine (Apple Silicon, Graviton CI) builds the
                 # same image, not one of its own.
                 platform=ecr_assets.Platform.LINUX_AMD64,

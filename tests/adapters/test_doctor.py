@@ -1,8 +1,9 @@
 """`squadron doctor` against an account as AWS would answer: moto where it implements the API
 (STS, SSM, CloudFormation, Secrets Manager), botocore's Stubber (requests and answers checked
 against the service models) where it does not (Lambda's GetAccountSettings, Service Quotas for
-Fargate); the webhook URL served by the real ingress handler on loopback; Docker a stand-in
-command that answers as the docker CLI does."""
+Fargate); the webhook URL served by the real ingress handler on loopback; GitHub the local
+sandbox (which checks the App's JWT against the App's public key, as GitHub does) posting signed
+webhooks to that ingress; Docker a stand-in command that answers as the docker CLI does."""
 
 from __future__ import annotations
 
@@ -10,22 +11,51 @@ import io
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from botocore.stub import Stubber
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from moto import mock_aws
 
 from squadron import deploy_cli
 from squadron.adapters.preflight import AwsFacts
 from squadron.cli import main
+from squadron.domain.app_manifest import app_events, app_permissions
+from squadron.local.examples import first_examples
+from squadron.local.sandbox import GitHubSandbox
 from tests.support.lambdas import FakeLambdaContext, http_api_event, load_handler
 
-PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\n"
+
+def _key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _pem(key: rsa.RSAPrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def _public(key: rsa.RSAPrivateKey) -> str:
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+
+
+#: The App's private key (the stack's secret holds it) and another App's.
+APP_KEY, OTHER_KEY = _key(), _key()
+PEM = _pem(APP_KEY)
 TOKEN = "ghp_" + "a" * 36
 
 
@@ -113,6 +143,18 @@ class Account:
     ingress_secret_readable: bool = True
     ecs_service_role: bool = True
     synthesized: bool = True  # cdk.out holds the stage's template (make deploy synthesizes first)
+    # GitHub: the App as its settings page has it (checked with --installed-on).
+    github_key: str = "same"  # same | other: the key GitHub knows is the stored key, or another App's
+    github_app_id: int = 4242
+    github_slug: str = "acme-bot"
+    github_permissions: dict[str, str] | None = None  # None: the manifest's
+    github_events: list[str] | None = None  # None: the manifest's
+    installation_permissions: dict[str, str] | None = None  # None: the manifest's
+    installed: dict[str, bool] = field(default_factory=lambda: {"octo/app": True, "octo/elsewhere": False})
+    github_webhook_secret: str | None = None  # None: the one the stack holds
+    github_webhook_url: str | None = None  # None: the stack's WebhookUrl
+    deliveries: int = 1  # webhooks GitHub sends before the doctor runs (a person opens issues)
+    hook_stored: bool = False  # a value was stored in the webhook secret after the deploy
 
 
 class Ingress(BaseHTTPRequestHandler):
@@ -157,6 +199,7 @@ class Doctor:
     stubs: list[Stubber] = field(default_factory=list)
     provisioned: bool = False
     servers: list[ThreadingHTTPServer] = field(default_factory=list)
+    github: GitHubSandbox | None = None
 
     def run(self, *options: str, context: dict[str, Any] | None = None) -> tuple[int, list[str]]:
         path = self.tmp_path / "cdk.context.json"
@@ -236,7 +279,10 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Doc
             doctor.stubs = clients.pop("_stubs")
             if not doctor.provisioned:
                 doctor.servers += _provision(account, monkeypatch)
+                doctor.github = _github(account, tmp_path)
                 doctor.provisioned = True
+            if doctor.github is not None:
+                options["github"] = replace(options["github"], api_url=doctor.github.base_url)
             return real_doctor(settings, AwsFacts(region="us-east-1", clients=clients), **options)
 
         real_doctor = deploy_cli.doctor
@@ -245,6 +291,55 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Doc
         for server in doctor.servers:
             server.shutdown()
             server.server_close()
+        if doctor.github is not None:
+            doctor.github.stop()
+
+
+def _github(account: Account, tmp_path: Path) -> GitHubSandbox | None:
+    """GitHub with the App as ``account`` says, its webhook pointed at the stack's ingress; a person
+    opens ``account.deliveries`` issues, each a signed delivery the ingress answers."""
+    if not account.stack:
+        return None
+    outputs = {
+        o["OutputKey"]: o["OutputValue"]
+        for o in boto3.client("cloudformation").describe_stacks(StackName="Squadron-prod")["Stacks"][0][
+            "Outputs"
+        ]
+    }
+    key = APP_KEY if account.github_key == "same" else OTHER_KEY
+    github = GitHubSandbox(
+        tmp_path / "github",
+        app_id=account.github_app_id,
+        app_slug=account.github_slug,
+        webhook_url=account.github_webhook_url or outputs["WebhookUrl"],
+        webhook_secret=account.secrets["hook"]
+        if account.github_webhook_secret is None
+        else account.github_webhook_secret,
+        examples=first_examples(),
+        app_public_key=_public(key),
+    )
+    if account.github_permissions is not None:
+        github.app_permissions = dict(account.github_permissions)
+    if account.github_events is not None:
+        github.app_events = list(account.github_events)
+    if account.installation_permissions is not None:
+        github.installation_permissions = dict(account.installation_permissions)
+    for name, installed in account.installed.items():
+        github.add_repository(name, {"README.md": "hi\n"}).installed = installed
+    base = github.start()
+    for number in range(account.deliveries):
+        answer = httpx.post(
+            f"{base}/repos/octo/app/issues",
+            json={"title": f"issue {number}"},
+            headers={"Authorization": "token human:alice"},
+        )
+        assert answer.status_code == 201, answer.text
+    github.wait_for_deliveries()
+    if account.hook_stored:
+        boto3.client("secretsmanager").put_secret_value(
+            SecretId=outputs["WebhookSecretName"], SecretString=account.secrets["hook"]
+        )
+    return github
 
 
 def _provision(account: Account, monkeypatch: pytest.MonkeyPatch) -> list[ThreadingHTTPServer]:
@@ -310,14 +405,22 @@ def test_a_deployed_and_configured_stack_lacks_nothing(world: tuple[Doctor, Acco
         "ok      webhook secret",
         "ok      Copilot token",
         "ok      webhook URL",
+        "ok      App identity",
+        "ok      App permissions",
+        "ok      App webhook",
     ]
+    assert "ok      App identity: signed in as App 4242 (acme-bot) with the stored key" in lines
+    assert (
+        "ok      App webhook: posts to the WebhookUrl; the latest delivery (issues) was accepted, signed with "
+        "the secret in SecretsGeneratedhook-AbCdEf"
+    ) in lines
     assert "ok      Fargate vCPU quota: 6 vCPU: up to 6 agent tasks at once" in lines
     assert (
         f"ok      Lambda concurrency: 1000 of 1000 unreserved: at most 9 taken by {DRAWS}, up to 6 by "
         "AgentsGateway (one call at a time per agent task); 985 stay free for the ingress"
     ) in lines
     assert "ok      GitHub App: id 4242, acting as acme-bot[bot]" in lines
-    assert "answers (401 to an unsigned request, as it should)" in lines[-2]
+    assert [line for line in lines if "answers (401 to an unsigned request, as it should)" in line]
     assert lines[-1] == "nothing missing"
     for stub in doctor.stubs:  # each API asked once, as its model describes
         stub.assert_no_pending_responses()
@@ -440,6 +543,93 @@ CASES = [
         1,
         0,
     ),
+    # The App as GitHub knows it, asked with the stored key (the sandbox checks the JWT as GitHub).
+    (
+        "stored-key-is-another-apps",
+        Account(github_key="other"),
+        [
+            "missing App identity: GitHub refused the App's JWT (iss 4242, signed with the key in "
+            "SecretsGeneratedkey-AbCdEf): 401 A JSON web token could not be decoded; the key is not App "
+            "4242's, or 4242 is another App's id"
+        ],
+        1,
+        0,
+    ),
+    (
+        "configured-id-is-another-apps",
+        Account(github_app_id=5151),
+        ["missing App identity: GitHub refused the App's JWT (iss 4242"],
+        1,
+        0,
+    ),
+    (
+        "configured-slug-is-not-the-apps",
+        Account(github_slug="acme"),
+        [
+            "missing App identity: App 4242 is 'acme' on GitHub, the deployment says 'acme-bot': the functions "
+            "would not know acme[bot]'s own doings (squadron configure --github-app-slug acme, then make deploy)"
+        ],
+        1,
+        0,
+    ),
+    (
+        "app-lacks-permissions",
+        Account(
+            github_permissions={
+                **{k: v for k, v in app_permissions().items() if k != "merge_queues"},
+                "issues": "read",
+            }
+        ),
+        ["missing App permissions: App acme-bot lacks issues: write, merge_queues: write (the manifest's"],
+        1,
+        0,
+    ),
+    (
+        "app-not-subscribed-to-an-event",
+        Account(github_events=[e for e in app_events() if e != "merge_group"]),
+        ["missing App permissions: App acme-bot is not subscribed to merge_group"],
+        1,
+        0,
+    ),
+    (
+        "stack-holds-another-webhook-secret",
+        Account(github_webhook_secret="the-secret-github-was-given"),
+        [
+            "missing App webhook: GitHub's latest delivery (issues, ",
+            "ok      webhook URL: ",  # the unsigned ping proves nothing about the secret
+        ],
+        1,
+        0,
+    ),
+    (
+        "webhook-posts-elsewhere",
+        Account(github_webhook_url="https://old.example.com/webhook", deliveries=0),
+        [
+            "missing App webhook: the App's webhook posts to https://old.example.com/webhook, the stack's "
+            "WebhookUrl is http://127.0.0.1:"
+        ],
+        1,
+        0,
+    ),
+    (
+        "generated-secret-and-no-delivery-yet",
+        Account(deliveries=0),
+        [
+            "warn    App webhook: SecretsGeneratedhook-AbCdEf still holds the placeholder the stack generated "
+            "and GitHub has delivered nothing yet"
+        ],
+        0,
+        0,
+    ),
+    (
+        "stored-secret-and-no-delivery-yet",
+        Account(deliveries=0, hook_stored=True),
+        [
+            "ok      App webhook: posts to the WebhookUrl with a secret; SecretsGeneratedhook-AbCdEf was stored"
+        ],
+        0,
+        0,
+    ),
     (
         "ingress-cannot-read-its-secret",
         Account(ingress_secret_readable=False),
@@ -468,6 +658,35 @@ def test_what_is_missing_is_said_in_one_line_each(
         stub.assert_no_pending_responses()
     again, _ = doctor.run("--before-deploy")
     assert again == before_deploy
+
+
+def test_each_repository_named_must_be_covered_by_an_installation_that_accepted_every_permission(
+    world: tuple[Doctor, Account],
+) -> None:
+    doctor, _ = world
+    status, lines = doctor.run(
+        "--installed-on", "octo/app", "--installed-on", "octo/elsewhere", "--installed-on", "octo/nowhere"
+    )
+    assert status == 1
+    assert "ok      installation on octo/app: installation 77 with every permission the App asks for" in lines
+    for name in ("octo/elsewhere", "octo/nowhere"):
+        assert (
+            f"missing installation on {name}: the App is not installed there, or not for this repository "
+            "(the App's page → Install App)"
+        ) in lines
+
+
+def test_an_installation_that_has_not_accepted_a_new_permission_is_missing(
+    world: tuple[Doctor, Account],
+) -> None:
+    doctor, account = world
+    account.installation_permissions = {k: v for k, v in app_permissions().items() if k != "merge_queues"}
+    status, lines = doctor.run("--installed-on", "octo/app")
+    assert status == 1
+    assert (
+        "missing installation on octo/app: installation 77 has not accepted merge_queues: write (its owner "
+        "accepts the App's new permissions on the installation's settings page)"
+    ) in lines
 
 
 def test_without_credentials_it_says_so_and_what_it_could_not_check(

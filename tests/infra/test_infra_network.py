@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,13 @@ def test_a_nat_gateway_is_an_opt_in_for_fixed_egress_addresses(tmp_path: Path) -
     environment = _router_environment(template)
     assert environment["AGENT_ASSIGN_PUBLIC_IP"] == "DISABLED"
     assert _subnet_kinds(template, environment["AGENT_SUBNETS"]) == {"Private"}
+    # The cost model counts the gateway from the template, at the opt-in's price.
+    counted = cost.idle_resources(template)
+    assert counted.nat_gateways == 1
+    extra = sum(cost.idle_month(counted).values()) - sum(
+        cost.idle_month(dataclasses.replace(counted, nat_gateways=0)).values()
+    )
+    assert extra == pytest.approx(sum(cost.nat_month().values()), abs=0.02)
 
 
 def _resolved(value: Any) -> str:

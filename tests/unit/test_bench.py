@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -192,3 +193,143 @@ def test_snapstart_restores_and_caches_and_provisioned_concurrency_never_starts_
     assert snapstart["cold_start_wall_s"] == round(0.4 + restored_work_s, 2)
     assert snapstart["usd_per_month"] > 0.5 * 730 * 3600 * cost.PRICES["snapstart_cache_gb_second"]
     assert options["provisioned_concurrency_1_at_configured_memory"]["cold_start_wall_s"] == 0.0
+
+
+def _template(*resources: tuple[str, str, dict[str, Any]]) -> dict[str, Any]:
+    return {"Resources": {name: {"Type": kind, "Properties": props} for name, kind, props in resources}}
+
+
+_QUEUE: tuple[str, str, dict[str, Any]] = ("Queue", "AWS::SQS::Queue", {"FifoQueue": True})
+_FUNCTION: tuple[str, str, dict[str, Any]] = ("Fn", "AWS::Lambda::Function", {})
+
+
+@pytest.mark.parametrize(
+    ("resources", "field", "count"),
+    [
+        ([("A", "AWS::CloudWatch::Alarm", {"MetricName": "x"})], "alarm_metrics", 1),
+        (
+            [
+                (
+                    "A",
+                    "AWS::CloudWatch::Alarm",
+                    {
+                        "Metrics": [
+                            {"Id": "e", "Expression": "a/b"},
+                            {"Id": "a", "MetricStat": {}},
+                            {"Id": "b", "MetricStat": {}},
+                        ]
+                    },
+                )
+            ],
+            "alarm_metrics",
+            2,
+        ),
+        (
+            [("K", "AWS::KMS::Key", {"EnableKeyRotation": True}), ("L", "AWS::KMS::Key", {})],
+            "rotating_kms_keys",
+            1,
+        ),
+        ([("S", "AWS::SecretsManager::Secret", {})] * 1, "secrets", 1),
+        ([("D", "AWS::CloudWatch::Dashboard", {})], "dashboards", 1),
+        (
+            [
+                _FUNCTION,
+                (
+                    "R",
+                    "AWS::Events::Rule",
+                    {
+                        "ScheduleExpression": "rate(1 hour)",
+                        "Targets": [{"Arn": {"Fn::GetAtt": ["Fn", "Arn"]}}],
+                    },
+                ),
+            ],
+            "scheduled_runs_per_month",
+            730,
+        ),
+        (
+            [
+                _FUNCTION,
+                (
+                    "R",
+                    "AWS::Events::Rule",
+                    {
+                        "ScheduleExpression": "rate(1 hour)",
+                        "State": "DISABLED",
+                        "Targets": [{"Arn": {"Fn::GetAtt": ["Fn", "Arn"]}}],
+                    },
+                ),
+            ],
+            "scheduled_runs_per_month",
+            0,
+        ),
+        (
+            [
+                _QUEUE,
+                (
+                    "M",
+                    "AWS::Lambda::EventSourceMapping",
+                    {"EventSourceArn": {"Fn::GetAtt": ["Queue", "Arn"]}},
+                ),
+            ],
+            "fifo_queue_mappings",
+            1,
+        ),
+        ([("N", "AWS::EC2::NatGateway", {})], "nat_gateways", 1),
+        (
+            [
+                ("E", "AWS::EC2::VPCEndpoint", {"VpcEndpointType": "Interface"}),
+                ("G", "AWS::EC2::VPCEndpoint", {"VpcEndpointType": "Gateway"}),
+            ],
+            "interface_endpoints",
+            1,
+        ),
+        (
+            [("L", "AWS::Route53Resolver::FirewallDomainList", {"Domains": ["a.org", "b.org"]})],
+            "dns_firewall_domains",
+            2,
+        ),
+    ],
+    ids=[
+        "alarm-on-one-metric",
+        "math-alarm-counts-its-inputs",
+        "rotating-key",
+        "secret",
+        "dashboard",
+        "hourly-schedule",
+        "disabled-schedule",
+        "fifo-poller",
+        "nat-gateway",
+        "interface-endpoint-not-gateway",
+        "dns-names",
+    ],
+)
+def test_what_a_template_bills_idle_is_counted_from_it(
+    resources: list[tuple[str, str, dict[str, Any]]], field: str, count: float
+) -> None:
+    assert getattr(cost.idle_resources(_template(*resources)), field) == count
+
+
+def test_each_counted_resource_is_priced() -> None:
+    """One more of anything counted costs more (or, for a dashboard, may fall in the free tier)."""
+    base = cost.idle_month()
+    for field, extra in [
+        ("secrets", 1),
+        ("kms_keys", 1),
+        ("alarm_metrics", 1),
+        ("nat_gateways", 1),
+        ("interface_endpoints", 1),
+    ]:
+        more = dataclasses.replace(
+            cost.DEFAULT_RESOURCES, **{field: getattr(cost.DEFAULT_RESOURCES, field) + extra}
+        )
+        assert sum(cost.idle_month(more).values()) > sum(base.values()), field
+
+
+def test_a_schedule_the_model_cannot_count_is_refused() -> None:
+    rule = (
+        "R",
+        "AWS::Events::Rule",
+        {"ScheduleExpression": "cron(0 12 * * ? *)", "Targets": [{"Arn": {"Fn::GetAtt": ["Fn", "Arn"]}}]},
+    )
+    with pytest.raises(ValueError, match="cannot count"):
+        cost.idle_resources(_template(_FUNCTION, rule))

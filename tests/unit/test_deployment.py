@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from squadron.cli import main
-from squadron.deployment import SettingsError, configure, saved_values, unsaved_values
+from squadron.deployment import (
+    CONTEXT_FILE,
+    STAGES_KEY,
+    DeploymentSettings,
+    SettingsError,
+    configure,
+    saved_values,
+    unsaved_values,
+)
 
 
 def run(*argv: str) -> tuple[int, str]:
@@ -123,3 +131,32 @@ def test_values_given_only_on_the_command_line_are_found(tmp_path: Path) -> None
     }
     assert unsaved_values(effective, saved) == {"github_app_id": "5"}
     assert unsaved_values({**effective, "stage": "test"}, saved) == {"stage": "test", "github_app_id": "5"}
+
+
+def test_each_stage_keeps_its_own_values_so_switching_never_deploys_another_stages_app(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / CONTEXT_FILE
+    configure(
+        path, {"stage": "prod", "github_app_id": "111", "github_app_slug": "acme-prod", "region": "eu-west-1"}
+    )
+    staging = configure(path, {"stage": "staging"})
+    # What every cdk command reads now is staging's: nothing of prod's App, account or region.
+    assert (staging.github_app_id, staging.github_app_slug, staging.region) == ("0", "squadron", None)
+    on_disk = DeploymentSettings.from_mapping(saved_values(tmp_path))
+    assert (on_disk.stack_name, on_disk.github_app_id) == ("Squadron-staging", "0")
+    configure(path, {"github_app_id": "222", "github_app_slug": "acme-staging"})
+    prod = configure(path, {"stage": "prod"})
+    assert (prod.github_app_id, prod.github_app_slug, prod.region) == ("111", "acme-prod", "eu-west-1")
+    back = configure(path, {"stage": "staging", "alarm_email": "ops@example.com"})
+    assert (back.github_app_id, back.alarm_email) == ("222", "ops@example.com")
+    assert json.loads(path.read_text())[STAGES_KEY]["prod"]["github_app_id"] == "111"
+
+
+def test_a_bad_stage_switches_nothing(tmp_path: Path) -> None:
+    path = tmp_path / CONTEXT_FILE
+    configure(path, {"stage": "prod", "github_app_id": "111"})
+    before = path.read_text()
+    with pytest.raises(SettingsError):
+        configure(path, {"stage": "Not A Stage"})
+    assert path.read_text() == before

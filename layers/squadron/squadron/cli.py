@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from squadron import __version__, app_cli, deploy_cli, local_cli, operator_cli
+from squadron import __version__, app_cli, deploy_cli, destroy_cli, local_cli, operator_cli
 from squadron.cli_types import (
     EXIT_OK,
     EXIT_PROBLEMS,
@@ -288,6 +288,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         deploy_cli.configure_doctor,
         deploy_cli.run_doctor,
         ("squadron doctor",),
+    ),
+    Subcommand(
+        "destroy",
+        "delete the deployed stage: stop its agent tasks and what launches them, then cdk destroy",
+        destroy_cli.configure_destroy,
+        destroy_cli.run_destroy,
+        ("squadron destroy", "squadron destroy --yes"),
     ),
     Subcommand(
         "status",

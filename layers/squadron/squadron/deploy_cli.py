@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from squadron.cli_types import repo_name
 from squadron.deployment import (
     AGENT_TASK_VCPUS,
     CONTEXT_FILE,
@@ -20,6 +22,8 @@ from squadron.deployment import (
     read_context,
     saved_values,
 )
+from squadron.domain.app_check import judge_grants, judge_hook, judge_identity, judge_installation
+from squadron.domain.app_manifest import GITHUB_API_URL, app_events, app_permissions
 from squadron.domain.preflight import (
     ECS_SERVICE_ROLE,
     ConcurrencyBudget,
@@ -143,6 +147,19 @@ def configure_doctor(parser: argparse.ArgumentParser) -> None:
         help="the synthesized template the Lambda concurrency budget is read from "
         "(default: cdk.out/Squadron-<stage>.template.json next to --file; make deploy synthesizes it first)",
     )
+    parser.add_argument(
+        "--installed-on",
+        action="append",
+        default=[],
+        type=repo_name,
+        metavar="OWNER/NAME",
+        help="a repository the App must be installed on, with every permission accepted (repeatable)",
+    )
+    parser.add_argument(
+        "--github-api-url",
+        default=GITHUB_API_URL,
+        help=f"GitHub's API, asked as the App (default: {GITHUB_API_URL}; GitHub Enterprise: https://HOST/api/v3)",
+    )
     parser.add_argument("--docker", default="docker", help=argparse.SUPPRESS)
 
 
@@ -156,7 +173,10 @@ def run_doctor(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"missing deployment values: {exc}\n")
         return EXIT_PROBLEMS
     template = Path(args.template) if args.template else synthesized_template(path.parent, settings)
-    findings = doctor(settings, AwsFacts(region=settings.region), docker=args.docker, template=template)
+    github = GitHubCheck(api_url=args.github_api_url, repositories=tuple(args.installed_on))
+    findings = doctor(
+        settings, AwsFacts(region=settings.region), docker=args.docker, template=template, github=github
+    )
     for finding in findings:
         out.write(finding.line + "\n")
         out.flush()
@@ -187,11 +207,27 @@ def read_budget(template: Path) -> ConcurrencyBudget:
         raise PreflightError(f"{template} is not a synthesized template: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class GitHubCheck:
+    """Where the doctor asks GitHub as the App, and the repositories it must be installed on."""
+
+    api_url: str = GITHUB_API_URL
+    repositories: tuple[str, ...] = ()
+    #: An httpx transport (tests: none means the network).
+    transport: Any = None
+
+
 def doctor(
-    settings: DeploymentSettings, aws: AwsFacts, *, docker: str = "docker", template: Path | None = None
+    settings: DeploymentSettings,
+    aws: AwsFacts,
+    *,
+    docker: str = "docker",
+    template: Path | None = None,
+    github: GitHubCheck | None = None,
 ) -> list[Finding]:
     """Every check, in the order a deploy meets them: the account, CDK, quotas, Docker, the App,
-    then the deployed stack's secrets and webhook URL."""
+    then the deployed stack's secrets and webhook URL, then the App as GitHub knows it (signed in
+    with the stored key)."""
     from squadron.adapters.preflight import PreflightError, docker_version  # noqa: PLC0415
 
     findings: list[Finding] = []
@@ -263,7 +299,7 @@ def doctor(
             )
         )
         return findings
-    findings += _stack(settings, outputs, aws)
+    findings += _stack(settings, outputs, aws, github or GitHubCheck())
     return findings
 
 
@@ -281,10 +317,13 @@ def _app(settings: DeploymentSettings) -> list[Finding]:
     return [Finding("ok", "GitHub App", f"id {settings.github_app_id}, acting as {login}")]
 
 
-def _stack(settings: DeploymentSettings, outputs: dict[str, str], aws: AwsFacts) -> list[Finding]:
+def _stack(
+    settings: DeploymentSettings, outputs: dict[str, str], aws: AwsFacts, github: GitHubCheck
+) -> list[Finding]:
     from squadron.adapters.preflight import PreflightError, webhook_answer  # noqa: PLC0415
 
     findings: list[Finding] = []
+    values: dict[str, str] = {}
     deployed_app = outputs.get("GitHubAppId")
     if deployed_app is not None and deployed_app != settings.github_app_id:
         findings.append(
@@ -307,7 +346,8 @@ def _stack(settings: DeploymentSettings, outputs: dict[str, str], aws: AwsFacts)
             )
             continue
         try:
-            findings.append(judge(aws.secret_value(secret), secret))
+            values[output] = aws.secret_value(secret)
+            findings.append(judge(values[output], secret))
         except PreflightError as exc:
             findings.append(Finding("missing", output, f"{secret} could not be read: {exc}"))
     url = outputs.get("WebhookUrl")
@@ -320,4 +360,62 @@ def _stack(settings: DeploymentSettings, outputs: dict[str, str], aws: AwsFacts)
         findings.append(judge_webhook(url, None, str(exc)))
     else:
         findings.append(judge_webhook(url, status, reason))
+    findings += _app_as_github_knows_it(
+        settings, outputs=outputs, aws=aws, github=github, values=values, webhook_url=url
+    )
+    return findings
+
+
+def _app_as_github_knows_it(
+    settings: DeploymentSettings,
+    *,
+    outputs: dict[str, str],
+    aws: AwsFacts,
+    github: GitHubCheck,
+    values: dict[str, str],
+    webhook_url: str,
+) -> list[Finding]:
+    """Sign in as the App with the key the stack holds and ask GitHub what the App is, where it is
+    installed and where its webhook goes (squadron.domain.app_check judges the answers)."""
+    from squadron.adapters.app_probe import AppProbe, AppRefused  # noqa: PLC0415
+    from squadron.adapters.preflight import PreflightError  # noqa: PLC0415
+
+    key_secret = outputs.get("GitHubAppPrivateKeySecretName", "the private key's secret")
+    key = values.get("GitHubAppPrivateKeySecretName", "")
+    if not settings.app_configured or not key or judge_private_key(key, key_secret).status != "ok":
+        return [Finding("skip", "the App on GitHub", "needs the App's id and its PEM key in the stack")]
+    wanted, events = app_permissions(), app_events()
+    findings: list[Finding] = []
+    try:
+        with AppProbe(
+            api_url=github.api_url, app_id=settings.github_app_id, private_key=key, transport=github.transport
+        ) as probe:
+            try:
+                seen = probe.app()
+            except AppRefused as exc:
+                findings.append(
+                    judge_identity(
+                        settings.github_app_id, settings.github_app_slug, None, str(exc), key_secret
+                    )
+                )
+                return findings
+            identity = judge_identity(settings.github_app_id, settings.github_app_slug, seen, "", key_secret)
+            findings.append(identity)
+            if identity.status != "ok":
+                return findings
+            findings.append(judge_grants(seen, wanted, events))
+            for repository in github.repositories:
+                findings.append(judge_installation(repository, probe.installation(repository), wanted))
+            secret = outputs.get("WebhookSecretName", "the webhook secret")
+            findings.append(
+                judge_hook(
+                    probe.hook(),
+                    webhook_url,
+                    probe.deliveries(),
+                    secret=secret,
+                    generated=aws.secret_generated(secret),
+                )
+            )
+    except PreflightError as exc:
+        findings.append(Finding("missing", "the App on GitHub", f"could not be asked: {exc}"))
     return findings

@@ -217,13 +217,48 @@ def saved_values(directory: Path) -> dict[str, Any]:
     return {key: value for key, value in saved.items() if key in DeploymentSettings.model_fields}
 
 
+#: Where cdk.context.json keeps the values of the stages not chosen now, by stage: the top-level
+#: keys (what every `cdk` command reads) are always the chosen stage's own.
+STAGES_KEY = "squadron:stages"
+
+
+def switch_stage(context: Mapping[str, Any], stage: str) -> dict[str, Any]:
+    """``context`` with ``stage`` chosen: the current stage's values put aside under
+    :data:`STAGES_KEY`, the new stage's own brought back (none kept: every default), so that a
+    stage is never deployed with another's App id, account or region."""
+    if "stage" not in context:  # the first stage chosen adopts the values (make deploy needs a stage)
+        return {**context, "stage": stage}
+    current = str(context["stage"])
+    if stage == current:
+        return dict(context)
+    kept = context.get(STAGES_KEY)
+    stages: dict[str, Any] = dict(kept) if isinstance(kept, Mapping) else {}
+    own = {k: v for k, v in context.items() if k in DeploymentSettings.model_fields and k != "stage"}
+    stages[current] = own
+    restored = stages.pop(stage, {})
+    others = {
+        k: v for k, v in context.items() if k not in DeploymentSettings.model_fields and k != STAGES_KEY
+    }
+    return {
+        **others,
+        **(restored if isinstance(restored, Mapping) else {}),
+        "stage": stage,
+        **({STAGES_KEY: stages} if stages else {}),
+    }
+
+
 def configure(path: Path, changes: Mapping[str, object | None]) -> DeploymentSettings:
     """Write ``changes`` (None removes a key: its default applies) into the context file ``path``,
-    keeping every other key (CDK's own lookups), after validating the whole; the result."""
+    keeping every other key (CDK's own lookups), after validating the whole; the result. A new
+    ``stage`` brings back that stage's own values and puts the others aside (:func:`switch_stage`)."""
     context = read_context(path)
     for key in changes:
         if key not in DeploymentSettings.model_fields:
             raise SettingsError([f"context key '{key}': not a Squadron setting"])
+    stage = changes.get("stage")
+    if stage is not None:
+        DeploymentSettings.from_mapping({"stage": stage})
+        context = switch_stage(context, str(stage))
     merged = {**context, **{k: v for k, v in changes.items() if v is not None}}
     for key, value in changes.items():
         if value is None:

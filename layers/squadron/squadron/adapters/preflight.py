@@ -127,6 +127,12 @@ class AwsFacts:
             raise PreflightError(_why(exc)) from exc
         return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
 
+    def secret_generated(self, secret_id: str) -> bool:
+        """Whether ``secret_id`` holds only the value it was created with (the stack's generated
+        placeholder): no value was stored in it since."""
+        versions = self._call("secretsmanager", "list_secret_version_ids", SecretId=secret_id)["Versions"]
+        return len(versions) <= 1
+
     def secret_value(self, secret_id: str) -> str:
         return str(
             self._call("secretsmanager", "get_secret_value", SecretId=secret_id).get("SecretString", "")

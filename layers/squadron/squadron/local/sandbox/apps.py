@@ -78,8 +78,28 @@ class AppOps(WebhookOps):
         self._outbox.put(again)
         return 202, {}
 
+    def _op_apps__get_repo_installation(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        if not caller.startswith("app:"):
+            raise ApiError(401, "A JSON web token could not be decoded")
+        repo = self.repos.get(f"{params['owner']}/{params['repo']}")
+        if repo is None or not repo.installed:
+            raise ApiError(404, "Not Found")
+        return 200, self._installation()
+
+    def _op_apps__get_webhook_config_for_app(
+        self, params: Json, query: Json, body: Json, caller: str
+    ) -> tuple[int, Any]:
+        if not caller.startswith("app:"):
+            raise ApiError(401, "A JSON web token could not be decoded")
+        config: Json = {"content_type": "json", "insecure_ssl": "0", "url": self.webhook_url or ""}
+        if self.webhook_secret:
+            config["secret"] = "********"  # noqa: S105 (GitHub never shows it)
+        return 200, config
+
     def _op_apps__list_repos_accessible_to_installation(
         self, params: Json, query: Json, body: Json, caller: str
     ) -> tuple[int, Any]:
-        repos = [self.repository(r) for r in self.repos.values()]
+        repos = [self.repository(r) for r in self.repos.values() if r.installed]
         return 200, {"total_count": len(repos), "repositories": repos}

@@ -18,6 +18,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
+from squadron.domain.app_manifest import app_events, app_permissions
 from squadron.local.git_store import GitStore
 
 Json = dict[str, Any]
@@ -55,6 +56,8 @@ class Repo:
     merge_queues: dict[str, Json] = field(default_factory=dict)
     #: The merge queues' entries, oldest first (:mod:`.queues`).
     queue: list[Json] = field(default_factory=list)
+    #: Whether the App's installation covers this repository (an owner can select repositories).
+    installed: bool = True
 
     @property
     def full_name(self) -> str:
@@ -102,9 +105,18 @@ class SandboxBase:
         webhook_url: str | None = None,
         webhook_secret: str,
         examples: Mapping[tuple[str, str | None], Json] | None = None,
+        app_public_key: str | None = None,
     ) -> None:
         self.root = root
         self.app_id = app_id
+        #: With the App's public key (PEM), an App JWT counts only when it is signed with the App's
+        #: private key and names the App's id as ``iss``, as on GitHub; without, any JWT does.
+        self.app_public_key = app_public_key
+        #: The App's permissions and events as its settings page has them (the manifest's by
+        #: default), and what its installation accepted.
+        self.app_permissions: dict[str, str] = app_permissions()
+        self.app_events: list[str] = app_events()
+        self.installation_permissions: dict[str, str] = app_permissions()
         self.app_slug = app_slug
         self.installation_id = installation_id
         self.webhook_url = webhook_url
@@ -148,8 +160,72 @@ class SandboxBase:
             "html_url": f"https://github.com/{login}",
         }
 
+    def _simple_user(self, login: str) -> Json:
+        """``login`` as GitHub's ``simple-user`` (every field it requires)."""
+        api = f"https://api.github.com/users/{login}"
+        return {
+            **self.user(login),
+            "avatar_url": f"https://avatars.githubusercontent.com/u/{self.user(login)['id']}",
+            "gravatar_id": "",
+            "url": api,
+            **{
+                f"{name}_url": f"{api}/{path}"
+                for name, path in {
+                    "followers": "followers",
+                    "following": "following{/other_user}",
+                    "gists": "gists{/gist_id}",
+                    "starred": "starred{/owner}{/repo}",
+                    "subscriptions": "subscriptions",
+                    "organizations": "orgs",
+                    "repos": "repos",
+                    "events": "events{/privacy}",
+                    "received_events": "received_events",
+                }.items()
+            },
+        }
+
     def _app(self) -> Json:
-        return {"id": self.app_id, "slug": self.app_slug, "name": self.app_slug, "owner": self.user("octo")}
+        """The App as ``GET /app`` answers it (GitHub's ``integration``)."""
+        return {
+            "id": self.app_id,
+            "slug": self.app_slug,
+            "node_id": f"A_{self.app_id}",
+            "client_id": f"Iv1.sandbox{self.app_id}",
+            "owner": self._simple_user("octo"),
+            "name": self.app_slug,
+            "description": None,
+            "external_url": "https://github.com/octo",
+            "html_url": f"https://github.com/apps/{self.app_slug}",
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+            "permissions": dict(self.app_permissions),
+            "events": list(self.app_events),
+            "installations_count": 1,
+        }
+
+    def _installation(self) -> Json:
+        """The App's one installation (GitHub's ``installation``), on the owner ``octo``."""
+        return {
+            "id": self.installation_id,
+            "account": self._simple_user("octo"),
+            "repository_selection": "selected"
+            if any(not r.installed for r in self.repos.values())
+            else "all",
+            "access_tokens_url": f"{self.base_url}/app/installations/{self.installation_id}/access_tokens",
+            "repositories_url": f"{self.base_url}/installation/repositories",
+            "html_url": f"https://github.com/settings/installations/{self.installation_id}",
+            "app_id": self.app_id,
+            "app_slug": self.app_slug,
+            "target_id": self.user("octo")["id"],
+            "target_type": "Organization",
+            "permissions": dict(self.installation_permissions),
+            "events": list(self.app_events),
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+            "single_file_name": None,
+            "suspended_at": None,
+            "suspended_by": None,
+        }
 
     # --- repositories ------------------------------------------------------------------------
 

@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import jwt
+
 from squadron.local.openapi import Call, InvalidRequestError, validate_call
 from squadron.local.sandbox.apps import AppOps
 from squadron.local.sandbox.base import ApiError, Json
@@ -203,6 +205,7 @@ class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps
         auth = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
         scheme, _, credential = auth.partition(" ")
         if operation.startswith("apps/") and scheme.lower() == "bearer" and credential.count(".") == 2:
+            self._check_app_jwt(credential)
             return f"app:{self.app_slug}"  # an App JWT
         if credential.startswith("human:"):
             return credential.removeprefix("human:")
@@ -210,6 +213,26 @@ class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps
         if login is None:
             raise ApiError(401, "Bad credentials")
         return login
+
+    def _check_app_jwt(self, credential: str) -> None:
+        """GitHub's check of an App JWT: RS256 with the App's key, ``iss`` the App's id, not expired
+        and issued at most ten minutes before it expires; else 401 (when the sandbox knows the key)."""
+        if self.app_public_key is None:
+            return
+        try:
+            claims = jwt.decode(
+                credential,
+                self.app_public_key,
+                algorithms=["RS256"],
+                options={"require": ["iat", "exp", "iss"]},
+                leeway=60,
+            )
+        except jwt.PyJWTError as exc:
+            raise ApiError(401, "A JSON web token could not be decoded") from exc
+        if str(claims["iss"]) != str(self.app_id):
+            raise ApiError(401, "A JSON web token could not be decoded")
+        if int(claims["exp"]) - int(claims["iat"]) > 660:
+            raise ApiError(401, "'Expiration time' claim ('exp') is too far in the future")
 
     def _dispatch(
         self, operation: str, params: Json, query: Json, body: Json, caller: str

@@ -18,6 +18,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from squadron.adapters.confinement import AgentDirs, AgentUser
+from squadron.adapters.copilot import ThroughGateway
 from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.gateway_client import GatewayUnavailableError, LambdaTransport
 from squadron.adapters.github.http import GitHubHttp
@@ -192,13 +193,21 @@ def test_an_agent_task_is_wired_from_its_environment(world: World) -> None:
     assert host.config.config.max_issue_depth == 4  # .squadron/config.yaml from the default branch
     assert (host.facts.title, host.facts.default_branch) == ("Issue 38", "main")
     assert host.provider is None and host.runtime.github_token is not None  # Copilot serves the role
-    assert host.runtime.github_token() == "gho_seat"  # the key its role names, from the gateway
-    # Nothing else reaches the CLI: no AWS credentials, no launch secret, no GitHub token.
+    # The seat's token (the key its role names, from the gateway) stays in the task's model gateway:
+    # the CLI's GitHub token is the launch's, its model calls and its token check go through the host.
+    gateway = host.model_gateway
+    assert gateway is not None and "gho_seat" not in repr(gateway)
+    assert host.runtime.github_token() == gateway.token != "gho_seat"
+    assert isinstance(host.runtime.request_handler, ThroughGateway)
+    assert host.runtime.request_handler.gateway_url == gateway.url
+    # Nothing else reaches the CLI: no AWS credentials, no launch secret, no GitHub or Copilot token.
     assert host.runtime.env == {
         "PATH": "/usr/bin",
         "HOME": str(world.root),
         "XDG_CACHE_HOME": "/opt/copilot-cache",
+        "COPILOT_DEBUG_GITHUB_API_URL": gateway.github_url,
     }
+    gateway.stop()
     dirs = AgentDirs(world.root, A38)
     assert host.workspace is not None
     wc = host.workspace(AgentUser(), dirs)

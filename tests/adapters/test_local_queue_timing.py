@@ -16,7 +16,7 @@ from squadron.adapters.local_aws import PREFIX, ROUTER_RUN, provision
 from squadron.domain.launches import ARMING_HELD
 from squadron.domain.outbox import EXECUTION_LEASE, REDRIVE_AFTER
 from squadron.domain.reconcile import UNFINISHED_AFTER
-from squadron.local.stack import LocalOptions
+from squadron.local.wiring import LocalOptions
 
 
 @pytest.fixture

@@ -64,6 +64,8 @@ def provider() -> Iterator[Provider]:
                 self.wfile.write(chunk)
                 self.wfile.flush()
 
+        do_GET = do_POST
+
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -251,3 +253,61 @@ def test_an_unreachable_provider_is_a_clear_error_without_the_key() -> None:
         answer = state.post()
         assert answer.status_code == 502 and answer.json()["error"]["code"] == "provider_unreachable"
         assert KEY not in answer.text and "127.0.0.1:9" not in answer.text
+
+
+@pytest.fixture
+def copilot(provider: Provider) -> Iterator[Running]:
+    github = f"http://127.0.0.1:{provider.port}/gh"
+    yield from running(Upstream("copilot", provider.base_url, KEY, github_api_url=github))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # (path, token: None for the launch's, status, what reached the upstream)
+        # What the Copilot CLI needs: Copilot's model catalog, and GitHub's check of its token.
+        ("/model/models", None, 200, "/v1/models"),
+        ("/copilot_internal/user", None, 200, "/gh/copilot_internal/user"),
+        # Minting a Copilot token, any other GitHub call, a completion by GET, a way out of the prefix.
+        ("/copilot_internal/v2/token", None, 403, None),
+        ("/user/repos", None, 403, None),
+        ("/model/chat/completions", None, 403, None),
+        ("/model/../copilot_internal/v2/token", None, 403, None),
+        ("/model/models/../../copilot_internal/v2/token", None, 403, None),
+        # Not this launch's token: a guess, or the real token itself.
+        ("/copilot_internal/user", "sqmg-" + "A" * 43, 401, None),
+        ("/model/models", KEY, 401, None),
+    ],
+)
+def test_a_copilot_gateway_reads_only_the_catalog_and_the_tokens_check(
+    copilot: Running, provider: Provider, case: tuple[str, str | None, int, str | None]
+) -> None:
+    path, token, status, reached = case
+    provider.chunks = [json.dumps({"login": "seat", "echo": f"Bearer {KEY}"}).encode()]  # a hostile echo
+    presented = copilot.gateway.token if token is None else token
+    answer = httpx.get(copilot.gateway.github_url + path, headers={"authorization": f"Bearer {presented}"})
+    assert answer.status_code == status, answer.text
+    assert KEY not in answer.text
+    assert [seen for seen, _, _ in provider.seen] == ([reached] if reached else [])
+    if reached is not None:
+        assert answer.json()["echo"] == "Bearer [redacted]"
+        assert provider.seen[0][1]["authorization"] == f"Bearer {KEY}"
+    assert copilot.admitted == [] and copilot.counted == []  # reads name no model and cost nothing
+
+
+def test_a_copilot_completion_carries_the_clis_identity_but_not_its_token(
+    copilot: Running, provider: Provider
+) -> None:
+    answer = copilot.post(
+        **{
+            "copilot-integration-id": "copilot-developer-cli",
+            "x-initiator": "agent",
+            "x-client-machine-id": "m",
+        }
+    )
+    assert answer.status_code == 200
+    [(path, headers, _)] = provider.seen
+    assert path == "/v1/chat/completions" and headers["authorization"] == f"Bearer {KEY}"
+    assert (headers["copilot-integration-id"], headers["x-initiator"]) == ("copilot-developer-cli", "agent")
+    assert "x-client-machine-id" not in headers and copilot.gateway.token not in json.dumps(headers)
+    assert copilot.admitted == [MODEL] and copilot.counted == [(MODEL, 11, 7)]

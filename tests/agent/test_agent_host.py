@@ -134,18 +134,19 @@ class Stack:
         return AgentHost(
             door=door,
             config=self.config,
-            runtime=CopilotRuntime(
+            runtime=options.pop("runtime", None)
+            or CopilotRuntime(
                 cli_path=str(options.pop("cli_path", CLI)),
                 home=str(self.root),
-                env={
-                    "PATH": os.environ.get("PATH", ""),
-                    "HOME": str(self.root),
-                    "XDG_CACHE_HOME": str(CLI_CACHE),
-                },
+                env=cli_env(self.root),
             ),
             agent_github=lambda a: client(agent_caller(a)),
             # Through the task's model gateway when the test gives one (it holds the model's key).
-            provider=gateway.provider() if (gateway := options.get("model_gateway")) else model.provider(),
+            provider=options.pop("provider")
+            if "provider" in options
+            else gateway.provider()
+            if (gateway := options.get("model_gateway"))
+            else model.provider(),
             facts=options.pop(
                 "facts",
                 IssueFacts(
@@ -159,6 +160,11 @@ class Stack:
             workspace=workspace,
             **options,
         )
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    """The CLI's environment in these tests: PATH, HOME and its unpacked package."""
+    return {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "XDG_CACHE_HOME": str(CLI_CACHE)}
 
 
 def _unmarked(body: str) -> str:

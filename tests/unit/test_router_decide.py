@@ -15,6 +15,7 @@ from datetime import timedelta
 import pytest
 
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
+from squadron.domain.commands import FinishDecision
 from squadron.domain.domain_events import RetrospectiveCompleted
 from squadron.domain.effects import (
     Decision,
@@ -24,7 +25,7 @@ from squadron.domain.effects import (
     PostComment,
     PutAgent,
 )
-from squadron.domain.events import EventEnvelope, FinishDecision, command_envelope
+from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.retrospective import RetroRecord
 from squadron.domain.routing import IssueView, RoutingPolicy
 from squadron.domain.routing.decide import (

@@ -267,6 +267,18 @@ class AgentSettings(BaseModel):
     pm_linger_seconds: float = Field(
         default=30, validation_alias=AliasChoices("SQUADRON_PM_LINGER_SECONDS"), ge=0, le=600
     )
+    #: Copilot's API and the GitHub API that checks a Copilot token, for a role with no BYOK provider:
+    #: the task's model gateway forwards the Copilot CLI's calls there with the token (docs/security.md).
+    copilot_api_url: str = Field(
+        default="https://api.githubcopilot.com",
+        validation_alias=AliasChoices("SQUADRON_COPILOT_API_URL"),
+        pattern=r"^(https://|http://(127\.0\.0\.1|localhost)(:\d+)?(/|$))",
+    )
+    copilot_github_api_url: str = Field(
+        default="https://api.github.com",
+        validation_alias=AliasChoices("SQUADRON_COPILOT_GITHUB_API_URL"),
+        pattern=r"^(https://|http://(127\.0\.0\.1|localhost)(:\d+)?(/|$))",
+    )
     #: The local stack's model (an OpenAI-compatible URL on loopback): every role uses it.
     model_url: str | None = Field(
         default=None,

@@ -22,7 +22,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+import httpx
 from copilot import CopilotClient, PermissionHandler, RuntimeConnection, define_tool
+from copilot.copilot_request_handler import (
+    CopilotRequestContext,
+    CopilotRequestHandler,
+    CopilotWebSocketHandler,
+)
 from copilot.generated.session_events import SessionEventType
 from copilot.session import CopilotSession, PreToolUseHookInput, PreToolUseHookOutput, SessionHooks
 from pydantic import BaseModel
@@ -30,6 +36,42 @@ from pydantic import BaseModel
 from squadron.adapters.confinement import TRUSTED_CWD, AgentDirs, AgentUser
 
 logger = logging.getLogger(__name__)
+
+
+#: The host's calls to its own model gateway on 127.0.0.1.
+GATEWAY_TIMEOUT = httpx.Timeout(connect=5.0, read=660.0, write=60.0, pool=15.0)
+
+
+class ThroughGateway(CopilotRequestHandler):
+    """Every model-layer request the CLI would send Copilot's API (inference, the model catalog), sent
+    by the host to its task's model gateway instead: the same path, body and headers, the CLI's token
+    among them (the launch's token: the CLI never holds the Copilot token). The gateway checks it,
+    the endpoint, the model and the budget, then adds the real token (docs/security.md).
+
+    The SDK hands the host each request over the CLI's own pipe (its ``request_handler``), so no
+    address or variable of the CLI's decides where inference goes.
+    """
+
+    def __init__(self, gateway_url: str) -> None:
+        self.gateway_url = gateway_url.rstrip("/")
+        # The gateway bounds the provider's call; a read outlasts its longest wait between two bytes.
+        self._client = httpx.AsyncClient(timeout=GATEWAY_TIMEOUT, follow_redirects=False)
+
+    def target(self, url: httpx.URL) -> httpx.URL:
+        """Where a request for ``url`` goes: the gateway, with the request's path and query."""
+        return httpx.URL(self.gateway_url + url.raw_path.decode("ascii"))
+
+    async def send_request(self, request: httpx.Request, ctx: CopilotRequestContext) -> httpx.Response:
+        headers = [(name, value) for name, value in request.headers.multi_items() if name.lower() != "host"]
+        forwarded = httpx.Request(
+            request.method, self.target(request.url), headers=headers, content=request.content
+        )
+        return await self._client.send(forwarded, stream=True)
+
+    async def open_websocket(self, ctx: CopilotRequestContext) -> CopilotWebSocketHandler:
+        # The gateway forwards HTTP calls only: a WebSocket would reach Copilot's API unchecked.
+        raise RuntimeError("the model gateway takes HTTP requests only")
+
 
 #: (tool name, tool arguments) -> None to allow, or a PreToolUseHookOutput-shaped dict.
 PreToolUse = Callable[[str, Any], dict[str, Any] | None]
@@ -79,12 +121,15 @@ class CopilotRuntime:
         home: str,
         env: Mapping[str, str],
         github_token: Callable[[], str] | None = None,
+        request_handler: CopilotRequestHandler | None = None,
     ) -> None:
         self.cli_path = cli_path
         self.home = home
         self.env = dict(env)
         #: For models served through Copilot (no BYOK provider): read when a session starts.
         self.github_token = github_token
+        #: Where the CLI's model-layer requests go instead of Copilot's API (:class:`ThroughGateway`).
+        self.request_handler = request_handler
         #: How the latest session was opened (create, resume, or recreate when it was lost) and
         #: the seconds from starting the CLI until the session was ready.
         self.session_start: tuple[str, float] | None = None
@@ -175,6 +220,7 @@ class CopilotRuntime:
                 env={**self.env, "COPILOT_HOME": self.home},
                 working_directory=TRUSTED_CWD,
                 github_token=self.github_token() if self.github_token is not None else None,
+                request_handler=self.request_handler,
             )
             try:
                 await client.start()

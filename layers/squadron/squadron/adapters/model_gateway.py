@@ -44,18 +44,38 @@ UPSTREAM_TIMEOUT = httpx.Timeout(connect=15.0, read=600.0, write=60.0, pool=15.0
 FORWARDED_HEADERS = ("content-type", "accept", "anthropic-version", "anthropic-beta", "openai-beta")
 #: Where the CLI may put its api_key, per provider type.
 _TOKEN_HEADERS = ("authorization", "x-api-key", "api-key")
+#: What the Copilot CLI sends Copilot's API besides its token (its identity, the interaction's kind and
+#: ids, who initiated the call: premium requests are billed by it); passed on for a "copilot" upstream.
+COPILOT_HEADERS = (
+    "copilot-integration-id",
+    "copilot-harness-id",
+    "editor-version",
+    "openai-intent",
+    "user-agent",
+    "x-github-api-version",
+    "x-initiator",
+    "x-interaction-id",
+    "x-interaction-type",
+    "x-agent-task-id",
+    "x-client-session-id",
+)
 #: The path prefix the CLI's provider base URL has (anything else is refused).
 PREFIX = "/model"
 
 
 @dataclass(frozen=True)
 class Upstream:
-    """The role's provider: its type, base URL and key (never shown by ``repr``)."""
+    """The role's provider: its type, base URL and key (never shown by ``repr``).
+
+    For ``copilot`` (GitHub Copilot's API), the key is the Copilot token and ``github_api_url`` the
+    GitHub API that answers the CLI's check of it (``copilot_internal/user``).
+    """
 
     provider_type: str
     base_url: str
     key: str = field(repr=False)
     azure_api_version: str | None = None
+    github_api_url: str | None = None
 
     def headers(self) -> dict[str, str]:
         if self.provider_type == "anthropic":
@@ -99,6 +119,19 @@ class ModelGateway:
         if self._server is None:
             return ""
         return f"http://127.0.0.1:{self._server.server_address[1]}{PREFIX}"
+
+    @property
+    def github_url(self) -> str:
+        """The GitHub API the Copilot CLI is given: it answers the one call that checks its token (at
+        the root: the CLI drops any path of the URL it is given)."""
+        if self._server is None:
+            return ""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def reads(self) -> bool:
+        """Whether anything may be read (GET) through this gateway (Copilot's catalog, its token check)."""
+        return self._upstream.provider_type == "copilot"
 
     def start(self) -> str:
         """Listen on a random loopback port; the base URL the CLI's provider gets."""
@@ -163,8 +196,32 @@ class ModelGateway:
         body = model_calls.json_bytes(model_calls.with_usage_reported(parsed, self._upstream.provider_type))
         query = [(k, v) for k, v in parse_qsl(parts.query) if k in model_calls.KEPT_QUERY]
         url = f"{self._upstream.base_url.rstrip('/')}/{suffix}" + (f"?{urlencode(query)}" if query else "")
-        forwarded = {name: str(headers[name]) for name in FORWARDED_HEADERS if headers.get(name)}
-        return url, model, body, {**forwarded, **self._upstream.headers()}
+        return url, model, body, self._headers(headers)
+
+    def prepare_read(self, path: str, headers: Any) -> tuple[str, dict[str, str]] | Refusal:
+        """The upstream URL and headers of a GET (Copilot's model catalog, the CLI's check of its
+        token at GitHub's API), or why it is refused. Neither names a model nor costs anything."""
+        if not self.authorized(headers):
+            return Refusal(401, "invalid_token", "this is not the token of this agent's launch")
+        where = urlsplit(path).path
+        github = self._upstream.github_api_url
+        if where.startswith(PREFIX + "/"):
+            read = model_calls.readable(self._upstream.provider_type, where[len(PREFIX) :])
+            base = self._upstream.base_url
+        elif github is not None:
+            read = model_calls.readable("github", where, model_calls.GITHUB_READS)
+            base = github
+        else:
+            return Refusal(403, "path_refused", "the model gateway forwards the model endpoints only")
+        if isinstance(read, Refusal):
+            return read
+        return f"{base.rstrip('/')}/{read}", self._headers(headers)
+
+    def _headers(self, headers: Any) -> dict[str, str]:
+        """The caller's headers passed on (no credential among them), and the upstream's key."""
+        names = FORWARDED_HEADERS + (COPILOT_HEADERS if self._upstream.provider_type == "copilot" else ())
+        forwarded = {name: str(headers[name]) for name in names if headers.get(name)}
+        return {**forwarded, **self._upstream.headers()}
 
     def redact(self, data: bytes) -> bytes:
         """``data`` without the key (a provider may echo it in an error)."""
@@ -199,7 +256,37 @@ def _handler(gateway: ModelGateway) -> type[BaseHTTPRequestHandler]:
             return  # no request lines (nor anything from the client) in the task's log
 
         def do_GET(self) -> None:
-            self._refuse(Refusal(405, "method_refused", "the model gateway takes POST requests only"))
+            if not gateway.reads:
+                self._refuse(Refusal(405, "method_refused", "the model gateway takes POST requests only"))
+                return
+            if not gateway._slots.acquire(blocking=False):
+                self._refuse(Refusal(429, "too_many_calls", f"at most {MAX_CONCURRENT} model calls at once"))
+                return
+            try:
+                prepared = gateway.prepare_read(self.path, self.headers)
+                if isinstance(prepared, Refusal):
+                    self._refuse(prepared)
+                    return
+                url, headers = prepared
+                try:
+                    response = gateway._client.get(url, headers=headers)
+                except httpx.HTTPError as exc:
+                    logger.warning("the model provider did not answer: %s", type(exc).__name__)
+                    self._refuse(
+                        Refusal(
+                            502,
+                            "provider_unreachable",
+                            f"the model provider did not answer ({type(exc).__name__})",
+                        )
+                    )
+                    return
+                self._send(
+                    response.status_code,
+                    response.headers.get("content-type", "application/json"),
+                    gateway.redact(response.content),
+                )
+            finally:
+                gateway._slots.release()
 
         def do_POST(self) -> None:
             try:

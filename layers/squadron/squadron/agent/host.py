@@ -23,9 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,22 +39,21 @@ from squadron.agent import janitor
 from squadron.agent.door import Door
 from squadron.agent.prompts import IssueFacts, prompt_values, start_prompt, system_prompt, wake_prompt
 from squadron.agent.reading import authors, vetted
+from squadron.agent.spending import ModelSpending
 from squadron.agent.tools import FrameworkTools, HostState
 from squadron.agent.writes import GatewayWrites
 from squadron.config.parse import ResolvedRole, SquadronConfig
-from squadron.domain import breakers, lifecycle, model_calls
+from squadron.domain import breakers, lifecycle
 from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
-from squadron.domain.cost import Cost, agent_cost, cost_of
-from squadron.domain.events import TaskUsage
+from squadron.domain.cost import agent_cost
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.lifecycle import NEWS_POLL_SECONDS, Outcome
-from squadron.domain.metrics import GitHubTraffic, agent_task_points, github_points
+from squadron.domain.metrics import GitHubTraffic
 from squadron.domain.retrospective import PATHS as RETRO_PATHS
 from squadron.domain.retrospective import ROLE as RETRO_ROLE
 from squadron.domain.shell_policy import refuse_shell
 from squadron.domain.trust import pull_request_history
-from squadron.domain.usage import ModelTokens, add_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +115,7 @@ def session_of(agent: AgentRecord, session_lifecycle: str) -> tuple[str, bool]:
 WorkspaceFactory = Callable[[AgentUser, AgentDirs], WorkingCopy]
 
 
-class AgentHost:
+class AgentHost(ModelSpending):
     def __init__(
         self,
         *,
@@ -165,9 +163,6 @@ class AgentHost:
         #: What the task's GitHub transport sent (drained into the metrics when it ends).
         self.github_traffic = github_traffic
         self.active_seconds = 0.0
-        #: Tokens per model over the whole task, as the model gateway counted each call (the SDK's
-        #: reports for a role served by Copilot).
-        self.tokens: dict[str, tuple[int, int]] = {}
         #: What the current batch of work has used (what the breakers limit) ...
         self.usage = Usage()
         #: ... and what earlier batches of this task used: a lingering PM's every batch of news
@@ -189,20 +184,7 @@ class AgentHost:
         #: task's tokens, and every call it forwards is admitted by :meth:`_admit_model_call` first.
         self.model_gateway = model_gateway
         self.agent_role: ResolvedRole | None = None
-        self._tokens_lock = threading.Lock()
-        #: Model calls the gateway let through, and their number when a breaker tripped.
-        self.model_calls = 0
-        self._calls_at_trip: int | None = None
-        #: What the agent cost before this task (its record's counters, priced), for the issue's budget.
-        self._cost_before: Cost | None = None
-        #: Why the model gateway refused a call for good (the issue's budget spent, the calls the
-        #: breakers allow made): the session stops and the task ends escalated with it.
-        self.model_refused: str | None = None
-        #: One report of this task's spend to the agent gateway at a time (they land in order).
-        self._report_lock = threading.Lock()
-        if model_gateway is not None:
-            model_gateway.admit = self._admit_model_call
-            model_gateway.count = self._count_tokens
+        self._init_spending(model_gateway)
 
     async def run(self) -> HostResult:
         """Do the agent's work for this launch; its metrics are published when it ends."""
@@ -216,27 +198,6 @@ class AgentHost:
                 self.model_gateway.stop()
         self._publish(result.outcome)
         return result
-
-    def _publish(self, outcome: str) -> None:
-        mode, seconds = getattr(self.runtime, "session_start", None) or (None, None)
-        points = agent_task_points(
-            outcome=outcome,
-            tool_calls=self.total_usage.tool_calls,
-            turns=self.total_usage.turns,
-            active_seconds=self.active_seconds,
-            tripped=self.usage.tripped.value if self.usage.tripped is not None else None,
-            session_mode=mode,
-            session_seconds=seconds,
-            input_tokens=sum(i for i, _ in self.tokens.values()),
-            output_tokens=sum(o for _, o in self.tokens.values()),
-            cost_usd=self._cost().total_usd,
-        )
-        if self.github_traffic is not None:
-            points += github_points(self.github_traffic())
-        try:
-            self.door.publish(points)
-        except Exception as exc:  # metrics are not worth failing the task over: say so and go on
-            logger.warning("%s: metrics not published: %s", self.agent_id, exc)
 
     async def _run(self) -> HostResult:
         try:
@@ -293,21 +254,7 @@ class AgentHost:
         told = lifecycle.reported(result.outcome if result is not None else None)
         if told is None:
             return
-        used = self.total_usage
-        usage = TaskUsage(
-            tool_calls=used.tool_calls,
-            turns=used.turns,
-            iterations=used.iterations,
-            active_seconds=int(self.active_seconds),
-            tokens=add_tokens(
-                (),
-                tuple(
-                    ModelTokens(model=m, input_tokens=i, output_tokens=o) for m, (i, o) in self.tokens.items()
-                ),
-            ),
-            warned=tuple(sorted(used.warned)),
-            tripped=used.tripped,
-        )
+        usage = self._task_usage()
         try:
             if result is None:
                 await asyncio.to_thread(
@@ -329,68 +276,6 @@ class AgentHost:
                 )
         except Exception as exc:  # the reconciler notices a task that ended without a word
             logger.error("%s: the end of the task was not reported: %s", self.agent_id, exc)
-
-    def _cost(self) -> Cost:
-        """What this task cost at the repository's prices (tokens and task time)."""
-        spent = [ModelTokens(model=m, input_tokens=i, output_tokens=o) for m, (i, o) in self.tokens.items()]
-        return cost_of(spent, int(self.active_seconds), self.config.config.pricing)
-
-    def _count_tokens(self, model: str, input_tokens: int, output_tokens: int) -> None:
-        """One model call's tokens (called by the model gateway's threads, or the SDK's)."""
-        name = model[:100] or "unknown"
-        with self._tokens_lock:
-            before = self.tokens.get(name, (0, 0))
-            self.tokens[name] = (before[0] + input_tokens, before[1] + output_tokens)
-
-    def _admit_model_call(self, model: str) -> str | None:
-        """Whether the model gateway may forward one more call (None), or why not (the model sees it).
-
-        Asked before the provider is called, for the CLI's calls and any other caller alike.
-        """
-        if self.agent_role is None or self._cost_before is None:
-            return "the agent's task has not begun"
-        others = Cost()
-        if self.config.config.issue_budget_usd is not None:
-            read = self._issue_spend()
-            if isinstance(read, str):
-                return read  # fail closed, but not for good: the door may answer the next call
-            others = read
-        with self._tokens_lock:
-            self.model_calls += 1
-            if self.usage.tripped is not None and self._calls_at_trip is None:
-                self._calls_at_trip = self.model_calls - 1
-            spent = others + self._cost_before + self._cost()
-            refused = model_calls.budget_refusal(
-                calls=self.model_calls,
-                max_turns=self.agent_role.limits.max_turns,
-                calls_since_trip=None
-                if self._calls_at_trip is None
-                else self.model_calls - 1 - self._calls_at_trip,
-                spent_usd=spent.total_usd,
-                budget_usd=self.config.config.issue_budget_usd,
-            )
-            if refused is not None:
-                self.model_calls -= 1
-                logger.warning("%s: a model call was refused: %s", self.agent_id, refused)
-                if self.model_refused is None:
-                    self.model_refused = refused
-                    self._stop()  # no model call will pass: the session ends, the task escalates
-            return refused
-
-    def _issue_spend(self) -> Cost | str:
-        """Report this task's spend through the agent gateway; what the issue's others have spent
-        (recorded, and their running tasks' last reports), or why it could not be read."""
-        with self._report_lock:
-            with self._tokens_lock:
-                tokens = tuple(
-                    ModelTokens(model=m, input_tokens=i, output_tokens=o) for m, (i, o) in self.tokens.items()
-                )
-            try:
-                answer = self.door.issue_spend(add_tokens((), tokens), int(self.active_seconds))
-            except Exception as exc:
-                logger.warning("%s: the issue's spend was not read: %s", self.agent_id, exc)
-                return f"the issue's spend could not be read ({type(exc).__name__}); try again"
-            return Cost(tokens_usd=answer.others_usd)
 
     def _stop(self) -> None:
         """Abort the prompt in flight (safe from any thread: SDK callbacks may run off the loop)."""
@@ -609,17 +494,6 @@ class AgentHost:
         self.batch_started = self.clock()
         with self._tokens_lock:  # the model calls its turns allow, counted afresh (the cost is not)
             self.model_calls, self._calls_at_trip = 0, None
-
-    @property
-    def total_usage(self) -> Usage:
-        """What the whole task used (every batch), with the current batch's trip if any."""
-        return replace(
-            self.usage,
-            tool_calls=self.spent.tool_calls + self.usage.tool_calls,
-            turns=self.spent.turns + self.usage.turns,
-            iterations=self.spent.iterations + self.usage.iterations,
-            warned=self.spent.warned | self.usage.warned,
-        )
 
     async def _watchdog(self, role: ResolvedRole) -> None:
         """While the session works: renew the lease (the heartbeat) and check the active-time breaker."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from squadron.adapters.confinement import AgentDirs, AgentUser
-from squadron.adapters.copilot import CopilotRuntime
+from squadron.adapters.copilot import CopilotRuntime, ThroughGateway
 from squadron.adapters.gateway_client import LambdaTransport
 from squadron.adapters.git import FrameworkClone, GitRemote, WorkingCopy
 from squadron.adapters.github.client import GitHubClient
@@ -35,6 +35,23 @@ def upstream_for(provider: Any, key: str | None) -> Upstream | None:
     if not key:
         raise ConfigurationError(f"no key for the BYOK provider {provider.base_url}")
     return Upstream(provider.provider_type, provider.base_url, key, provider.azure_api_version)
+
+
+def copilot_route(
+    gateway: ModelGateway | None, cli_env: dict[str, str]
+) -> tuple[dict[str, Any] | None, tuple[Callable[[], str], ThroughGateway] | None]:
+    """How the CLI reaches its model through ``gateway``: a BYOK provider (the gateway's URL and launch
+    token), or, for Copilot's API, the launch token as its GitHub token, its model-layer requests
+    handed to the host (:class:`ThroughGateway`) and ``cli_env`` pointing its one GitHub API call (the
+    token's check) at the gateway. The Copilot token itself stays in the gateway."""
+    if gateway is None:
+        return None, None
+    if not gateway.reads:
+        return gateway.provider(), None
+    url = gateway.start()
+    cli_env["COPILOT_DEBUG_GITHUB_API_URL"] = gateway.github_url
+    token = gateway.token
+    return None, (lambda: token, ThroughGateway(url))
 
 
 def build_host(
@@ -75,7 +92,6 @@ def build_host(
     )
     facts = read_facts(reader, agent, config.config.bot_login)
     role = config.role(agent.role)
-    copilot_token: Callable[[], str] | None = None
     upstream: Upstream | None
     if settings.model_url:  # the local stack's model serves every role
         local_key = settings.model_key.get_secret_value() if settings.model_key else "local"
@@ -84,20 +100,23 @@ def build_host(
         kind, key = door.model_key()
         upstream = upstream_for(role.provider, key if kind == "byok" else None)
         if kind == "copilot" and key:
-            copilot_token = lambda: key  # noqa: E731 - read once through the door
+            upstream = Upstream(
+                "copilot", settings.copilot_api_url, key, github_api_url=settings.copilot_github_api_url
+            )
     # The key stays in this process: the CLI's provider is the task's model gateway, with a token
     # worth nothing outside this launch (the host stops the gateway when the task ends).
     model_gateway = ModelGateway(upstream, models=frozenset({role.model})) if upstream is not None else None
-    provider = model_gateway.provider() if model_gateway is not None else None
     cli_env = {"PATH": env.get("PATH", "/usr/bin:/bin"), "HOME": settings.agents_root}
     if settings.copilot_cache:
         cli_env["XDG_CACHE_HOME"] = settings.copilot_cache
+    provider, copilot = copilot_route(model_gateway, cli_env)
     runtime = CopilotRuntime(
         cli_path=settings.copilot_cli_path,
         home=settings.agents_root,  # replaced by the agent's own directory when it begins
         # PATH, HOME and the CLI's package cache: no AWS credentials, no tokens, no launch secret.
         env=cli_env,
-        github_token=copilot_token,
+        github_token=copilot[0] if copilot is not None else None,
+        request_handler=copilot[1] if copilot is not None else None,
     )
     remote_url = settings.git_remote_template.format(repo=agent.repo_full_name)
     author = (f"{agent.display_name} (squadron)", f"{config.config.bot_login}@users.noreply.github.com")

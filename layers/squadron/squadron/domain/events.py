@@ -21,12 +21,6 @@ from typing import Any, Literal
 from pydantic import Field
 
 from squadron.domain.commands import SQUADRON_EVENT, SquadronCommand
-
-# Re-exported (the `as` form tells mypy so) only for shell/router.py and agent/host.py, which
-# other branches are splitting: once they import these from squadron.domain.commands, drop these.
-from squadron.domain.commands import FinishDecision as FinishDecision  # noqa: PLC0414
-from squadron.domain.commands import RegisterBlocker as RegisterBlocker  # noqa: PLC0414
-from squadron.domain.commands import TaskUsage as TaskUsage  # noqa: PLC0414
 from squadron.domain.event_fields import (
     Actor,
     CheckFields,

@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-ProviderType = Literal["openai", "azure", "anthropic"]
+#: "copilot": GitHub Copilot's API (a role with no BYOK provider), reached through the Copilot SDK's
+#: request handler (:class:`squadron.adapters.copilot.ThroughGateway`).
+ProviderType = Literal["openai", "azure", "anthropic", "copilot"]
 
 #: The model endpoints of each provider type, relative to the configured base URL.
 _PATHS: dict[str, re.Pattern[str]] = {
@@ -23,7 +25,14 @@ _PATHS: dict[str, re.Pattern[str]] = {
         r"(?:openai/deployments/(?P<deployment>[A-Za-z0-9._-]{1,100})/)?(?:chat/completions|responses)"
     ),
     "anthropic": re.compile(r"(?:v1/)?messages"),
+    "copilot": re.compile(r"(?:chat/completions|responses|v1/messages)"),
 }
+#: What may be read (GET) through the gateway, per provider type: Copilot's model catalog (the CLI
+#: reads each model's endpoints and limits from it; it costs nothing and names no model).
+_READS: dict[str, frozenset[str]] = {"copilot": frozenset({"models"})}
+#: The one GitHub API call the Copilot CLI needs its token for: it checks the token with it when a
+#: session starts (every other GitHub call it would make is refused: the framework does those).
+GITHUB_READS = frozenset({"copilot_internal/user"})
 #: The only query parameter passed on (Azure's API version); every other one is dropped.
 KEPT_QUERY = frozenset({"api-version"})
 
@@ -51,6 +60,17 @@ def route(provider_type: str, path: str) -> tuple[str, str | None] | Refusal:
             403, "path_refused", f"the model gateway forwards the model endpoints only, not /{suffix}"
         )
     return suffix, match.groupdict().get("deployment")
+
+
+def readable(provider_type: str, path: str, reads: frozenset[str] | None = None) -> str | Refusal:
+    """The path below the base URL a GET may read (the provider type's catalog, or ``reads``), or why not."""
+    suffix = path.lstrip("/")
+    allowed = _READS.get(provider_type, frozenset()) if reads is None else reads
+    if suffix not in allowed:
+        return Refusal(
+            403, "path_refused", f"the model gateway forwards the model endpoints only, not /{suffix}"
+        )
+    return suffix
 
 
 def requested_model(body: bytes, deployment: str | None, models: frozenset[str]) -> tuple[str, Any] | Refusal:

@@ -19,7 +19,7 @@ an envelope; Cosmic Python's handler: load, model, commit):
 
 It raises on any failure, so the record goes back to the queue (and, after enough
 receives, to the DLQ); a decision left unfinished there is found by the
-reconciler, which sends :class:`~squadron.domain.events.FinishDecision`. A
+reconciler, which sends :class:`~squadron.domain.commands.FinishDecision`. A
 repository whose configuration is invalid is paused (:meth:`RouterService.pause_for`):
 its events are routed, but what would start something is withheld
 (:func:`~squadron.domain.pause.hold_while_paused`, inside ``decide``), under a decision of its own.

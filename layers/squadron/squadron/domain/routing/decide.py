@@ -15,7 +15,7 @@ A call answers one of two ways:
   inbound message, the registry writes, the record with its outbox and the domain events of one commit,
   with what a paused repository holds back already held. :class:`Resume` carries out what a
   committed decision left undone. :class:`Dropped` says why nothing happens (a
-  :class:`~squadron.domain.events.FinishDecision` with nothing left to finish).
+  :class:`~squadron.domain.commands.FinishDecision` with nothing left to finish).
 
 The same inbound message against the same loaded state always gives the same answer.
 

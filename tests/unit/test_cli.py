@@ -104,6 +104,7 @@ def test_subcommands_are_a_table() -> None:
         "local",
         "configure",
         "doctor",
+        "destroy",
         "status",
         "agent",
         "dlq",

@@ -579,6 +579,110 @@ def test_everyone_else_is_refused_and_gets_nothing(world: World, attack: str, co
     assert world.vended() == vended  # GitHub was never asked for a token
 
 
+def _put_to_sleep(world: World) -> Door:
+    """A38's task began, registered a blocker and the router put A38 to sleep before the task
+    saved its work (the router is quick): the door that task holds."""
+    door = world.door(A38)
+    door.begin()
+    door.register_blocker(38, 12, sleep=True, note="waits", what="blocked-12")
+    world.route_queued()
+    assert world.agent(A38).status is AgentStatus.SLEEPING
+    return door
+
+
+def test_a_task_put_to_sleep_gets_its_push_token_once_to_save_its_branch(world: World) -> None:
+    door = _put_to_sleep(world)
+    vended = world.vended()  # (registering a blocker reads it on GitHub)
+    assert door.push_token() == "ghs_77"  # the save of its work as it winds down
+    assert world.vended() == vended + 1
+    request = [r for r in world.github.requests if r.url.path.endswith("/access_tokens")][-1]
+    assert json.loads(request.content) == {
+        "repositories": ["repo"],
+        "permissions": {"contents": "write", "metadata": "read"},
+    }
+    door.release()  # the host releases its lease right after the save: the wind-down is over
+    vended = world.vended()
+    with pytest.raises(LaunchRefusedError, match="no longer holds its lease") as refused:
+        world.door(A38).push_token()  # a door of its own: the first one keeps the token it got
+    assert refused.value.code == "not_working" and world.vended() == vended
+
+
+#: What the task of an agent put to sleep may not do with its (current) secret: (case, the call,
+#: the refusal's code). The push token it may still get is its repository's contents only; a
+#: request naming a branch (or anything else) is not one the gateway takes.
+ASLEEP: list[tuple[str, Any, str]] = [
+    (
+        "a push token for another branch",
+        lambda w, d: _raw(w, d, op="push_token", branch="main"),
+        "invalid_request",
+    ),
+    ("a read token", lambda w, d: d.github_token(), "not_working"),
+    (
+        "a comment",
+        lambda w, d: d.github({"action": "comment", "number": 38, "body": "hijack"}),
+        "not_working",
+    ),
+    (
+        "a label",
+        lambda w, d: d.github({"action": "add_labels", "number": 38, "labels": ["bug"]}),
+        "not_working",
+    ),
+    (
+        "its pull request",
+        lambda w, d: d.github(
+            {"action": "create_pull", "title": "t", "head": "feat/issue-38", "base": "main", "body": "b"}
+        ),
+        "not_working",
+    ),
+    ("a pushed report", lambda w, d: d.pushed(), "not_working"),
+    (
+        "another blocker",
+        lambda w, d: d.register_blocker(38, 13, sleep=False, note="n", what="blocked-13"),
+        "not_working",
+    ),
+    ("its inbox", lambda w, d: d.pending_inbox(), "not_working"),
+    ("the model key", lambda w, d: d.model_key(), "not_working"),
+    ("a fact remembered", lambda w, d: d.remember("the API is v2", "issue #38"), "not_working"),
+]
+
+
+@pytest.mark.parametrize(("call", "code"), [c[1:] for c in ASLEEP], ids=[c[0] for c in ASLEEP])
+def test_a_task_put_to_sleep_gets_nothing_but_its_save(world: World, call: Any, code: str) -> None:
+    door = _put_to_sleep(world)
+    vended, requests, version = world.vended(), len(world.github.requests), world.agent(A38).version
+    with pytest.raises(LaunchRefusedError) as refused:
+        call(world, door)
+    assert refused.value.code == code
+    assert world.vended() == vended and len(world.github.requests) == requests  # GitHub never asked
+    assert world.queued() == [] and world.secrets.asked == []
+    assert world.agent(A38).version == version  # nothing written
+
+
+@pytest.mark.parametrize("after", ["woken", "its end routed", "another agent's secret"])
+def test_a_replaced_or_ended_launch_of_a_sleeping_agent_gets_no_push_token(world: World, after: str) -> None:
+    door = _put_to_sleep(world)
+    if after == "woken":  # its blocker closes: a new launch replaces the one put to sleep
+        world.router.process(world.events.closed(12))
+        assert world.agent(A38).launch_token != door.launch_token
+    elif after == "its end routed":
+        door.task_ended("sleeping", usage=TaskUsage())
+        world.route_queued()
+    else:  # A39's task, holding its own secret, asks for A38's push token
+        other = world.door(A39)
+        other.begin()
+        door = Door(
+            in_process(world.gateway),
+            agent_id=A38,
+            launch_token=door.launch_token,
+            secret=world.launcher.secrets[world.agent(A39).launch_token],
+        )
+    vended = world.vended()
+    with pytest.raises(LaunchRefusedError) as refused:
+        door.push_token()
+    assert refused.value.code == {"woken": "replaced", "its end routed": "ended"}.get(after, "wrong_secret")
+    assert world.vended() == vended
+
+
 def test_a_wrong_secret_gets_no_record_no_inbox_and_cannot_queue_or_renew(world: World) -> None:
     world.router.process(world.events.comment(38, "the maintainer says: use v2"))
     assert world.registry.pending_inbox(A38)

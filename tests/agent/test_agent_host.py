@@ -17,7 +17,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,6 +36,7 @@ from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.metrics import RecordedMetrics
 from squadron.adapters.model_gateway import ModelGateway, Upstream
 from squadron.adapters.sqs import SqsEventQueue
+from squadron.agent.door import Transport
 from squadron.agent.host import AgentHost, HostResult
 from squadron.agent.janitor import Sweep
 from squadron.agent.prompts import IssueFacts
@@ -58,7 +59,7 @@ from squadron.shell.router import RouterService
 from tests.support.aws import drain, registry_and_queue
 from tests.support.events import T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
-from tests.support.gateway import door_of, gateway_for
+from tests.support.gateway import door_of, gateway_for, in_process
 from tests.support.git_remote import BareRemote, let_others_pass
 from tests.support.github_fake import FakeGitHub
 from tests.support.scripted_model import Say, ScriptedModel, Stall, ToolCall, Turn, serve
@@ -114,11 +115,16 @@ class Stack:
         assert agent.pending_launch is None  # the launcher confirmed the task
         http = GitHubHttp(transport=self.github.transport(), sleep=lambda s: None)
         door = door_of(self.gateway, self.launcher, agent, **options.pop("door", {}))
+        # As deployed (squadron.agent.wiring): the clone pushes with the token the door vends.
+        push_token = door.push_token if options.pop("push_through_door", False) else None
 
         def workspace(user: AgentUser, dirs: AgentDirs) -> WorkingCopy:
             return WorkingCopy(
                 dirs.work,
-                FrameworkClone(dirs.framework_clone, GitRemote(self.remote.url, lambda: "ghs_narrow")),
+                FrameworkClone(
+                    dirs.framework_clone,
+                    GitRemote(self.remote.url, lambda: "ghs_narrow", push_token=push_token),
+                ),
                 author_name=f"{agent.display_name} (squadron)",
                 author_email="squadron[bot]@users.noreply.github.com",
                 user=user,
@@ -234,6 +240,43 @@ def _tool_results(model: ScriptedModel, index: int = -1) -> list[str]:
 def _dimensions(published: RecordedMetrics, *names: str) -> list[tuple[str, str] | None]:
     """The breakdowns published for ``names``, in order (what a task said about how it went)."""
     return [p.dimension for p in published.points if p.name in names]
+
+
+def routed_at_once(stack: Stack) -> Transport:
+    """The gateway as a task reaches it, with a router that is quick: what the task sends is
+    routed before the task goes on (an agent that reports blocked sleeps before its task ends)."""
+    served = in_process(stack.gateway)
+
+    def call(request: dict[str, Any]) -> Mapping[str, Any]:
+        answer = served(request)
+        if request.get("op") == "send" and "error" not in answer:
+            stack.route_queued()
+        return answer
+
+    return call
+
+
+def test_an_agent_put_to_sleep_before_its_task_ends_has_its_work_on_its_branch(stack: Stack) -> None:
+    stack.route(stack.events.assigned(38))
+    work = stack.work()
+    model = ScriptedModel(
+        [
+            ToolCall("create", {"path": str(work / "export.py"), "file_text": "def export():\n    ...\n"}),
+            ToolCall("report_blocked", {"blocker_issue": 42, "reason": "needs the export endpoint"}),
+            Say("Blocked on #42; sleeping."),
+        ]
+    )
+    with serve(model):
+        first = run(stack.host(model, door={"transport": routed_at_once(stack)}, push_through_door=True))
+    assert first.outcome == "sleeping", _tool_results(model)
+    # The router put it to sleep while the session still ran; the save pushed all the same.
+    assert stack.route_queued() == []  # (everything it sent was routed as it sent it)
+    agent = stack.agent()
+    assert (agent.status, agent.blocked_by) == (AgentStatus.SLEEPING, frozenset({42}))
+    assert agent.launch_secret_hash is None and agent.lease_owner is None  # its launch has ended
+    assert stack.remote.log("feat/issue-38")[0] == "WIP: blocked by #42: needs the export endpoint"
+    assert stack.remote.show("feat/issue-38", "export.py") == "def export():\n    ..."
+    assert first.saved.startswith("committed ") and "pushed" in first.saved, first.saved
 
 
 def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -> None:

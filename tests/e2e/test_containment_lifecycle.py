@@ -3,7 +3,7 @@
 End to end through the local stack (the real Copilot CLI driven by a scripted model, the real
 router, gateway, host and janitor): the attacker's shell plants git hooks, ``core.fsmonitor`` and
 a filter driver for the host's git, leaves a process of its own behind, and goes to sleep on a
-blocker (the host saves its work as it sleeps). Once it sleeps, its process races the host's
+blocker (the host saves its work as it sleeps, and pushes it to its branch). Once it sleeps, its process races the host's
 next task: when the blocker closes and the host prepares the woken agent's working copy, the link
 in its place leads to the agent's own files when the host first looks and, at each later step,
 to another agent's (the victim's) files or the framework's clone of the victim; it copies whatever
@@ -327,8 +327,10 @@ def test_an_injected_agent_gets_nothing_of_anothers_files_through_sleep_wake_and
             180,
         )
         eventually(lambda: ATTACKER not in running(), "the attacker's first task to end")
-        # Its sleep committed its work as it wrote it (its filter never ran).
+        # Its sleep committed its work as it wrote it (its filter never ran), and pushed it to its
+        # branch although the router had put it to sleep before the task saved.
         assert _committed(own.work, "feature.py") == "planted = 1\n"
+        assert store.read("feat/issue-2", "feature.py") == "planted = 1\n"
 
         (own.home / "go").touch()  # its process starts flipping: the next task races it
         human.close(BLOCKER)

@@ -104,13 +104,15 @@ def door_of(
     *,
     secret: str | None = None,
     launch_token: str | None = None,
+    transport: Transport | None = None,
 ) -> Door:
     """The door the task of ``agent``'s latest launch holds (its secret from the launcher).
 
     ``launch_token`` names another (earlier) launch: a task that was replaced since.
+    ``transport``: how its calls reach the gateway (:func:`in_process` by default).
     """
     return Door(
-        in_process(gateway),
+        transport or in_process(gateway),
         agent_id=agent.agent_id,
         launch_token=launch_token or agent.launch_token,
         secret=secret if secret is not None else launcher.secrets[agent.launch_token],

@@ -17,6 +17,7 @@ from squadron.domain.launches import (
     LaunchRefusedError,
     arming_abandoned,
     check_lease,
+    check_push,
     secret_digest,
     verify_launch,
     verify_release,
@@ -229,3 +230,62 @@ def test_a_replaced_launch_may_release_and_nothing_else(
                     winding_down=winding_down,
                 )
             assert refused.value.code == ("unknown_agent" if agent is None else "replaced")
+
+
+def _winding_down(status: AgentStatus, **changes: Any) -> AgentRecord:
+    """A dev agent whose task (launch ``TOKEN``) holds its live lease, in ``status``."""
+    held: dict[str, Any] = {
+        "branch": "feat/issue-38",
+        "lease_owner": TOKEN,
+        "lease_expires_at": NOW + timedelta(minutes=10),
+    }
+    return armed(status=status, **{**held, **changes})
+
+
+#: (case, the agent as its task's push token is asked for, the refusal's code or None: vended)
+PUSHES: list[tuple[str, AgentRecord, str | None]] = [
+    ("a working agent's task", _winding_down(AgentStatus.ACTIVE), None),
+    ("a working agent's task, lease released", _winding_down(AgentStatus.ACTIVE, lease_owner=None), None),
+    ("put to sleep while its task saves", _winding_down(AgentStatus.SLEEPING), None),
+    ("handed to humans while its task saves", _winding_down(AgentStatus.ESCALATED), None),
+    (
+        "asleep, its task released its lease",
+        _winding_down(AgentStatus.SLEEPING, lease_owner=None),
+        "not_working",
+    ),
+    (
+        "asleep, its task's lease lapsed",
+        _winding_down(AgentStatus.SLEEPING, lease_expires_at=NOW),
+        "not_working",
+    ),
+    (
+        "asleep, another task holds the lease",
+        _winding_down(AgentStatus.SLEEPING, lease_owner="1-38-feat-dev-g1-l3"),
+        "not_working",
+    ),
+    ("completed (its branch may be merged and gone)", _winding_down(AgentStatus.COMPLETED), "not_working"),
+    ("cancelled", _winding_down(AgentStatus.CANCELLED), "not_working"),
+    (
+        "working, another task holds the lease",
+        _winding_down(AgentStatus.ACTIVE, lease_owner="1-38-feat-dev-g1-l3"),
+        "lease_held",
+    ),
+    ("asleep without a branch", _winding_down(AgentStatus.SLEEPING, branch=None), "forbidden"),
+    (
+        "an escalated reviewer",
+        _winding_down(AgentStatus.ESCALATED, kind=RoleKind.REVIEW, role="pr-review"),
+        "forbidden",
+    ),
+]
+
+
+@pytest.mark.parametrize(("agent", "code"), [c[1:] for c in PUSHES], ids=[c[0] for c in PUSHES])
+def test_a_push_token_while_winding_down_is_the_current_tasks_one_save(
+    agent: AgentRecord, code: str | None
+) -> None:
+    if code is None:
+        check_push(agent, TOKEN, NOW)
+        return
+    with pytest.raises(LaunchRefusedError) as refused:
+        check_push(agent, TOKEN, NOW)
+    assert refused.value.code == code

@@ -7,10 +7,10 @@ agent's record, and hands the secret itself to that one task (a RunTask
 environment override, never a tag, a log line or a metric). Every call the task
 makes to the framework presents it, and :func:`verify_launch` decides: the
 agent exists, the launch is its latest, the secret is that launch's, it has not
-expired, and the agent is still working (a few wind-down calls — releasing the
-lease, reporting the end — are allowed after the router put it to sleep). The task of a launch
-that was replaced may release the lease it still holds, and do nothing else
-(:func:`verify_release`).
+expired, and the agent is still working (a few wind-down calls — saving its work on its
+own branch (:func:`check_push`), releasing the lease, reporting the end — are allowed after
+the router put it to sleep). The task of a launch that was replaced may release the lease it
+still holds, and do nothing else (:func:`verify_release`).
 
 A refusal is a :class:`LaunchRefusedError` whose ``code`` is one of
 :data:`REFUSAL_CODES` (a metric dimension: a small closed set).
@@ -23,7 +23,7 @@ import hmac
 from datetime import datetime, timedelta
 from typing import Final, Literal
 
-from squadron.domain.agents import LIVE, AgentRecord
+from squadron.domain.agents import LIVE, AgentRecord, AgentStatus, RoleKind
 from squadron.domain.outbox import EXECUTION_LEASE
 from squadron.errors import SquadronError
 
@@ -152,4 +152,48 @@ def check_lease(agent: AgentRecord, launch_token: str, now: datetime) -> None:
     if agent.lease_owner not in (None, launch_token) and agent.lease_is_live(now):
         raise LaunchRefusedError(
             "lease_held", f"the lease of {agent.agent_id} is held by {agent.lease_owner}"
+        )
+
+
+#: Where an agent may be while its task, winding down, still pushes its own branch: the router
+#: put it to sleep on a blocker, or handed it to humans, while the task was ending. Its work is
+#: picked up from that branch (by itself when it wakes, or by the people taking over). A finished
+#: agent (COMPLETED, CANCELLED) is not among them: its branch may be merged and deleted already,
+#: and a push would bring it back.
+SAVES_WHEN_WINDING_DOWN: Final = frozenset({AgentStatus.SLEEPING, AgentStatus.ESCALATED})
+
+
+def check_push(agent: AgentRecord, launch_token: str, now: datetime) -> None:
+    """Refuse a push token to the task of ``launch_token`` unless ``agent`` (verified with
+    ``winding_down``: the launch is its latest, the secret that launch's, unexpired) is a dev
+    agent with a branch of its own whose task works, or saves its work as it winds down.
+
+    Why the gateway admits the save rather than the host pushing before it reports blocked: the
+    router's decisions race the task's end whatever order the host calls in — it puts the agent
+    to sleep as soon as the blocker command is routed, and may hand it to humans at any time —
+    and pushing from ``report_blocked`` would make two saves of one task (the model may still
+    change files after the report), where the host saves once, after the session, then releases
+    its lease, then reports its end. So the wind-down is admitted for the one save and no
+    further: the agent is asleep or escalated (:data:`SAVES_WHEN_WINDING_DOWN`), the task still
+    holds its own live lease (released right after the save: a task that released it gets
+    nothing more), and its launch is the current one (a wake replaces it, the routed end of the
+    task ends its secret: :func:`verify_launch`). The token is the one a working agent gets
+    (contents only: GitHub does not narrow a token to a branch); the branch is the agent's own
+    because the framework's clone pushes only to it and the request names none. Nothing else is
+    admitted while winding down: no write, read token, inbox or model key (docs/security.md).
+    """
+    if agent.kind is not RoleKind.DEV or not agent.branch:
+        raise LaunchRefusedError("forbidden", f"{agent.agent_id} has no branch of its own to push")
+    if agent.status in LIVE:
+        check_lease(agent, launch_token, now)
+        return
+    if agent.status not in SAVES_WHEN_WINDING_DOWN:
+        raise LaunchRefusedError(
+            "not_working", f"agent {agent.agent_id} is {agent.status}; its work is not saved any more"
+        )
+    if agent.lease_owner != launch_token or not agent.lease_is_live(now):
+        raise LaunchRefusedError(
+            "not_working",
+            f"agent {agent.agent_id} is {agent.status} and launch {launch_token} no longer holds its "
+            "lease: its wind-down is over",
         )

@@ -17,7 +17,9 @@ op                 what the verified task gets
 ``github_token``   a read-only installation token for its repository (issues, pull
                    requests, code): what the task reads GitHub and fetches with
 ``push_token``     a dev agent's token to push its branch (contents only), used by the
-                   framework's own clone, never in the agent's directory
+                   framework's own clone, never in the agent's directory; also while
+                   winding down, for the save as its agent is put to sleep or escalated
+                   (:func:`squadron.domain.launches.check_push`)
 ``github``         a write the task asks for (a comment, an issue, its pull request, a
                    review, its status, labels, the App's assignment), checked against the
                    role table with the caller built from the agent's record and carried out

@@ -45,7 +45,7 @@ from squadron.domain.gateway_wire import (
     WhoAmIAnswer,
 )
 from squadron.domain.issue_budget import LiveSpend, issue_spend
-from squadron.domain.launches import LaunchRefusedError, check_lease
+from squadron.domain.launches import LaunchRefusedError, check_lease, check_push
 from squadron.domain.metrics import CATALOGUE, MetricPoint, point
 from squadron.domain.permissions import PUSH_PERMISSIONS, TASK_READ_PERMISSIONS
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
@@ -82,14 +82,17 @@ def _inbox(gw: AgentGateway, request: ReadInbox) -> Answer:
 
 
 def _github_token(gw: AgentGateway, request: GitHubToken) -> Answer:
-    return _token(gw, request, TASK_READ_PERMISSIONS)
+    agent = verified(gw, request)
+    check_lease(agent, request.launch_token, gw.clock())
+    return _token(gw, agent, TASK_READ_PERMISSIONS)
 
 
 def _push_token(gw: AgentGateway, request: PushToken) -> Answer:
-    agent = verified(gw, request)
-    if agent.kind is not RoleKind.DEV or not agent.branch:
-        raise LaunchRefusedError("forbidden", f"{agent.agent_id} has no branch of its own to push")
-    return _token(gw, request, PUSH_PERMISSIONS)
+    # Also while winding down: the task's one save of its work on its own branch, as the router
+    # puts its agent to sleep (check_push says how narrowly, and why here).
+    agent = verified(gw, request, winding_down=True)
+    check_push(agent, request.launch_token, gw.clock())
+    return _token(gw, agent, PUSH_PERMISSIONS)
 
 
 def _begin(gw: AgentGateway, request: Begin) -> Answer:
@@ -142,10 +145,9 @@ def _ack(gw: AgentGateway, request: AckInbox) -> Answer:
     return Answer(AckAnswer(acknowledged=len(request.items)))
 
 
-def _token(gw: AgentGateway, request: GitHubToken | PushToken, permissions: Mapping[str, str]) -> Answer:
-    """An installation token for the agent's repository with ``permissions`` (never its role's)."""
-    agent = verified(gw, request)
-    check_lease(agent, request.launch_token, gw.clock())
+def _token(gw: AgentGateway, agent: AgentRecord, permissions: Mapping[str, str]) -> Answer:
+    """An installation token for the verified ``agent``'s repository with ``permissions`` (never
+    its role's)."""
     if agent.installation_id is None:
         raise LaunchRefusedError("forbidden", f"agent {agent.agent_id} has no installation")
     token = gw.app.installation_token(

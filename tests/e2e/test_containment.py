@@ -32,6 +32,7 @@ from squadron.local.model import Json, Turn, calls_since_prompt
 from squadron.local.wiring import GATEWAY_FUNCTION
 from tests.e2e.conftest import Human, StackFactory, agent, eventually, issue_of
 from tests.support.git_remote import BareRemote
+from tests.support.hunt import SEARCH_PROCESSES
 
 pytestmark = [
     pytest.mark.e2e,
@@ -132,7 +133,9 @@ def drawn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 #: address and the launch's token; then calls with that token (MODE "probe": another model, other
 #: endpoints, a guessed token; "exhaust": the right model until refused). Prints what it got and
 #: writes it to argv[2].
-MODEL_ATTACK = r"""
+MODEL_ATTACK = (
+    SEARCH_PROCESSES
+    + r"""
 import json, os, re, sys, urllib.error, urllib.request
 mode, out, model = sys.argv[1], sys.argv[2], sys.argv[3]
 patterns = {
@@ -140,34 +143,7 @@ patterns = {
     "url": re.compile(rb"http://127\.0\.0\.1:[0-9]{2,5}/model"),
     "key": re.compile(rb"sk-local-[A-Za-z0-9_-]{20,}"),
 }
-found = {name: set() for name in patterns}
-readable = 0
-for pid in filter(str.isdigit, os.listdir("/proc")):
-    for part in ("environ", "cmdline"):
-        try:
-            data = open(f"/proc/{pid}/{part}", "rb").read()
-        except OSError:
-            continue
-        for name, pattern in patterns.items():
-            found[name].update(m.decode() for m in pattern.findall(data))
-    try:
-        maps = open(f"/proc/{pid}/maps").read().splitlines()
-        mem = open(f"/proc/{pid}/mem", "rb", 0)
-    except OSError:
-        continue
-    readable += 1
-    for line in maps:
-        span, perms = line.split()[:2]
-        start, end = (int(x, 16) for x in span.split("-"))
-        if "r" not in perms or end - start > 1 << 28:
-            continue
-        try:
-            mem.seek(start)
-            data = mem.read(end - start)
-        except (OSError, ValueError, OverflowError):
-            continue
-        for name, pattern in patterns.items():
-            found[name].update(m.decode() for m in pattern.findall(data))
+found, readable = search_processes(patterns)
 print("processes whose memory it read:", readable)
 print("keys found:", sorted(found["key"]))
 print("gateway tokens found:", len(found["token"]), "gateways found:", sorted(found["url"]))
@@ -219,6 +195,7 @@ for url in sorted(found["url"]):
 print(json.dumps(got))
 save()
 """
+)
 
 
 def _model_attack(mode: str, out: Path | str, model: str) -> str:

@@ -7,6 +7,7 @@ envelope on the queue — never on log lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -777,6 +778,46 @@ def test_a_replaced_launch_releases_its_own_lease_and_its_secret_opens_nothing_e
     with pytest.raises(LaunchRefusedError) as refused:
         old.begin()
     assert refused.value.code == "replaced" and world.agent(A38).lease_owner == new.launch_token
+
+
+@pytest.mark.parametrize("old_task", ["releases its lease", "dies holding it"])
+def test_a_new_task_that_begins_before_the_replaced_one_released_waits_for_the_lease_and_goes_on(
+    world: World, old_task: str
+) -> None:
+    """Two tasks of one agent overlap: A38 is put to sleep and woken at once, and its new task
+    starts while the old one still winds down with the lease. The new task waits, doing nothing,
+    until the old one gives the lease up (or, dead, lets it expire: it cannot renew it any more),
+    then takes it and works; it does not end ``busy``. The old task's words after that change
+    nothing: nothing is queued, no second lease, no end routed for the new task."""
+    old = world.door(A38)
+    old.begin()
+    old.register_blocker(38, 12, sleep=True, note="waits", what="blocked-12")
+    world.route_queued()
+    world.router.process(world.events.closed(12))
+    waits: list[AgentRecord] = []
+
+    def pause(seconds: float) -> None:  # the new task waits; meanwhile the old one winds down
+        assert seconds > 0 and len(waits) < 2, "the new task waits for the lease once"
+        waits.append(world.agent(A38))
+        if old_task == "releases its lease":
+            old.release()
+        else:  # no heartbeat renews a replaced launch's lease: it ends at its expiry
+            with pytest.raises(LaunchRefusedError, match="replaced"):
+                old.heartbeat()
+            expires = world.agent(A38).lease_expires_at
+            assert expires is not None
+            world.clock[0] = expires + timedelta(seconds=1)
+
+    new = world.door(A38, pause=pause)
+    agent, _uid = new.begin()
+    assert len(waits) == 1 and waits[0].lease_owner == old.launch_token  # it waited, having begun nothing
+    assert (agent.lease_owner, agent.status) == (new.launch_token, AgentStatus.ACTIVE)
+    assert new.heartbeat() == AgentStatus.ACTIVE.value
+    for late in (old.heartbeat, old.release, lambda: old.task_ended("sleeping", usage=TaskUsage())):
+        with contextlib.suppress(LaunchRefusedError):
+            late()
+    assert world.queued() == []  # the old task's end is refused as replaced: nothing routed
+    assert world.agent(A38).lease_owner == new.launch_token
 
 
 @pytest.mark.parametrize(

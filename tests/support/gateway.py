@@ -16,6 +16,7 @@ from squadron.agent.door import Door, Transport
 from squadron.config import load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
+from squadron.domain.launches import HANDOVER_PATIENCE
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
 from squadron.ports import ArtifactStore, EventQueue, MemoryStore, RetroStore
 from squadron.shell.gateway import AgentGateway, GatewayRegistry
@@ -105,11 +106,14 @@ def door_of(
     secret: str | None = None,
     launch_token: str | None = None,
     transport: Transport | None = None,
+    pause: Callable[[float], object] | None = None,
 ) -> Door:
     """The door the task of ``agent``'s latest launch holds (its secret from the launcher).
 
     ``launch_token`` names another (earlier) launch: a task that was replaced since.
     ``transport``: how its calls reach the gateway (:func:`in_process` by default).
+    ``pause``: how its :meth:`~squadron.agent.door.Door.begin` waits for a lease another task
+    holds; without one it does not wait (the gateway's ``lease_held`` is raised at once).
     """
     return Door(
         transport or in_process(gateway),
@@ -117,4 +121,10 @@ def door_of(
         launch_token=launch_token or agent.launch_token,
         secret=secret if secret is not None else launcher.secrets[agent.launch_token],
         clock=gateway.clock,
+        pause=pause or _no_pause,
+        patience=HANDOVER_PATIENCE if pause is not None else timedelta(0),
     )
+
+
+def _no_pause(seconds: float) -> None:
+    raise AssertionError(f"the door waited {seconds} s with no patience")

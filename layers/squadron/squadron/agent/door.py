@@ -12,6 +12,7 @@ the gateway failing (:class:`~squadron.adapters.gateway_client.GatewayUnavailabl
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypedDict, TypeVar
@@ -71,6 +72,7 @@ from squadron.domain.gateway_wire import (
     WriteAnswer,
     refused_if_invalid,
 )
+from squadron.domain.launches import HANDOVER_PATIENCE, LaunchRefusedError
 from squadron.domain.metrics import MetricPoint
 from squadron.domain.usage import ModelTokens
 from squadron.domain.writes import write_key
@@ -81,6 +83,8 @@ Transport = Callable[[dict[str, Any]], Mapping[str, Any]]
 TOKEN_REFRESH_MARGIN = timedelta(minutes=5)
 #: How often a GitHub write is sent when the gateway cannot be heard (the same key each time).
 WRITE_ATTEMPTS = 3
+#: How long the task waits between two asks for a lease an earlier launch's task still holds.
+HANDOVER_POLL_SECONDS = 5.0
 
 A = TypeVar("A", bound=WireAnswer)
 _WRITE = TypeAdapter[GitHubWriteRequest](GitHubWriteRequest)
@@ -107,12 +111,18 @@ class Door:
         launch_token: str,
         secret: str,
         clock: Callable[[], datetime] = _now,
+        pause: Callable[[float], object] = time.sleep,
+        patience: timedelta = HANDOVER_PATIENCE,
     ) -> None:
         self._transport = transport
         self.agent_id = agent_id
         self.launch_token = launch_token
         self._secret = secret
         self.clock = clock
+        #: How the task waits before asking again for a lease another task holds (seconds).
+        self.pause = pause
+        #: How long :meth:`begin` waits for a lease another task holds.
+        self.patience = patience
         self._tokens: dict[str, tuple[str, datetime]] = {}
         self._lock = threading.Lock()
         #: GitHub writes asked so far (each write's key counts them).
@@ -157,9 +167,28 @@ class Door:
         return answer.agent
 
     def begin(self) -> tuple[AgentRecord, int]:
-        """Take the agent's lease (CREATED becomes ACTIVE): its record and its POSIX uid."""
-        answer = self.call(lambda: Begin(**self.caller), BeginAnswer)
-        return answer.agent, answer.uid
+        """Take the agent's lease (CREATED becomes ACTIVE): its record and its POSIX uid.
+
+        While another task holds it (``lease_held``), ask again every
+        :data:`HANDOVER_POLL_SECONDS` until it is free, for :attr:`patience` at most
+        (:data:`~squadron.domain.launches.HANDOVER_PATIENCE`).
+        That task is one of an earlier launch (this launch is the agent's latest, or the gateway
+        refuses it as replaced), which may still save its work and then releases the lease; it
+        cannot renew it any more, so the lease is free within its TTL, released or expired
+        (docs/exactly-once.md, "Task launches"). Nothing is done before the lease is this task's.
+        """
+        deadline: datetime | None = None
+        while True:
+            try:
+                answer = self.call(lambda: Begin(**self.caller), BeginAnswer)
+            except LaunchRefusedError as exc:
+                now = self.clock()
+                deadline = deadline or now + self.patience
+                if exc.code != "lease_held" or now >= deadline:
+                    raise
+                self.pause(HANDOVER_POLL_SECONDS)
+                continue
+            return answer.agent, answer.uid
 
     def heartbeat(self) -> str:
         """Renew the lease; the agent's status (LaunchRefusedError ``lease_lost`` once it is gone)."""

@@ -41,6 +41,14 @@ SECRET_ENV: Final = "SQUADRON_LAUNCH_SECRET"  # noqa: S105 - a variable name, no
 #: the executor that armed a launch is gone, its RunTask too, before anyone may re-arm it
 #: (:mod:`squadron.shell.launching` has the protocol).
 ARMING_HELD: Final = EXECUTION_LEASE
+#: How long a lease lasts without a heartbeat (the host beats every heartbeat_interval). Only the
+#: task of an agent's latest launch renews it (:func:`verify_launch`), so the lease a replaced
+#: launch's task still holds ends within this of the replacement, released or expired.
+LEASE_TTL: Final = timedelta(minutes=15)
+#: How long a new task waits for the lease an earlier launch's task still holds (a wake right
+#: after a sleep: the old task saves its work, then releases it) before it gives up as ``busy``:
+#: the lease's whole life, which that task can no longer renew, and a minute for clocks.
+HANDOVER_PATIENCE: Final = LEASE_TTL + timedelta(minutes=1)
 
 RefusalCode = Literal[
     "invalid_request",

@@ -67,9 +67,9 @@ metrics), :mod:`.writes` (``github``), :mod:`.memory` (memory, brief and artifac
 """
 
 from squadron.domain.gateway_wire import Request
+from squadron.domain.launches import LEASE_TTL
 from squadron.shell.gateway.protocol import Answer, Served, parse_request, sanitized
 from squadron.shell.gateway.service import HANDLERS, AgentGateway, GatewayRegistry
-from squadron.shell.gateway.task import LEASE_TTL
 from squadron.shell.gateway.writes import REPORTED, WRITE_LOOKBACK, inert_write
 
 __all__ = [

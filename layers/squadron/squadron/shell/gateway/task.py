@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from squadron.adapters.github.errors import GitHubError, NotFoundError
@@ -45,7 +44,7 @@ from squadron.domain.gateway_wire import (
     WhoAmIAnswer,
 )
 from squadron.domain.issue_budget import LiveSpend, issue_spend
-from squadron.domain.launches import LaunchRefusedError, check_lease, check_push
+from squadron.domain.launches import LEASE_TTL, LaunchRefusedError, check_lease, check_push
 from squadron.domain.metrics import CATALOGUE, MetricPoint, point
 from squadron.domain.permissions import PUSH_PERMISSIONS, TASK_READ_PERMISSIONS
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
@@ -58,10 +57,6 @@ from squadron.shell.gateway.verify import verified, verified_release
 
 if TYPE_CHECKING:
     from squadron.shell.gateway.service import AgentGateway
-
-
-#: How long a lease lasts without a heartbeat (the host beats every heartbeat_interval).
-LEASE_TTL = timedelta(minutes=15)
 
 
 def _whoami(gw: AgentGateway, request: WhoAmI) -> Answer:

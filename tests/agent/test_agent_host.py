@@ -279,6 +279,52 @@ def test_an_agent_put_to_sleep_before_its_task_ends_has_its_work_on_its_branch(s
     assert first.saved.startswith("committed ") and "pushed" in first.saved, first.saved
 
 
+@pytest.mark.parametrize("then", ["git_push", "open_pr"])
+def test_a_push_after_report_blocked_is_refused_with_why_and_the_work_saved_once(
+    stack: Stack, then: str
+) -> None:
+    """The model goes on after report_blocked (the router put its agent to sleep at once) and
+    pushes. Pushed, the gateway would refuse its report (the agent no longer works) and the router
+    would never hear of the new head: so the push is refused with why, nothing reaches the branch
+    but the host's one save, and nothing the task sent is refused."""
+    stack.route(stack.events.assigned(38))
+    stack.route(stack.events.pr(101, "feat/issue-38", body="Closes #38"))
+    work = stack.work()
+    after = ToolCall("git_push", {"message": "one more thing"})
+    if then == "open_pr":
+        after = ToolCall("open_pr", {"title": "one more thing", "body": "Closes #38"})
+    model = ScriptedModel(
+        [
+            ToolCall("create", {"path": str(work / "export.py"), "file_text": "def export():\n    ...\n"}),
+            ToolCall("report_blocked", {"blocker_issue": 42, "reason": "needs the export endpoint"}),
+            ToolCall("create", {"path": str(work / "more.py"), "file_text": "x = 1\n"}),
+            after,
+            Say("Blocked on #42; sleeping."),
+        ]
+    )
+    routed = routed_at_once(stack)
+    refused: list[str] = []
+
+    def transport(request: dict[str, Any]) -> Mapping[str, Any]:
+        answer = routed(request)
+        if "error" in answer:
+            refused.append(f"{request.get('op')}: {answer['error']}")
+        return answer
+
+    with serve(model):
+        first = run(stack.host(model, door={"transport": transport}, push_through_door=True))
+    assert first.outcome == "sleeping", _tool_results(model)
+    said = _tool_results(model)[-1]
+    assert "Not pushed: you ended your work (blocked by #42" in said and "end your turn" in said
+    # No push whose report the gateway refused (its metrics, after the routed end, are refused).
+    assert [r for r in refused if not r.startswith("metrics: ")] == []
+    assert stack.agent().status is AgentStatus.SLEEPING
+    log = stack.remote.log("feat/issue-38")
+    assert log[0] == "WIP: blocked by #42: needs the export endpoint" and "one more thing" not in log
+    assert stack.remote.show("feat/issue-38", "more.py") == "x = 1"  # saved once, by the host
+    assert not [r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/pulls")]
+
+
 def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -> None:
     e = stack.events
     stack.route(e.comment(38, "Please use the v2 schema"))  # before the assignment: nobody to tell yet

@@ -5,13 +5,10 @@ What the router must hear (a blocker) goes through the agent gateway, which stam
 
 from __future__ import annotations
 
-from typing import Any
-
-from squadron.adapters.github.errors import NotFoundError
+from squadron.adapters.github.blockers import blocker_refused
 from squadron.agent.tools.base import BaseTools
 from squadron.agent.tools.params import CreateBlockerIssue, RegisterBlockerParams, ReportBlocked
 from squadron.domain.permissions import Action, check
-from squadron.domain.write_policy import blocker_refusal
 
 
 class BlockerTools(BaseTools):
@@ -37,15 +34,12 @@ class BlockerTools(BaseTools):
         own = self.agent.issue_number
         assert own is not None
         check(self.github.caller, Action.REGISTER_BLOCKER)
-        # The gateway refuses a blocker that is not an open issue (the same rule, as GitHub has it
-        # when it registers): asked here first, so a refused one says nothing on the issue. The
-        # comment goes before the registration, which puts the agent to sleep: a sleeping agent's
-        # task writes nothing, and the sooner it winds down, the sooner a wake finds its lease free.
-        try:
-            issue: dict[str, Any] | None = self.github.get_issue(blocker)
-        except NotFoundError:
-            issue = None
-        refused = blocker_refusal(blocker, issue)
+        # The gateway refuses a blocker that is not an open issue (the same check, blocker_refused,
+        # as GitHub has it when it registers): asked here first, so a refused one says nothing on
+        # the issue. The comment goes before the registration, which puts the agent to sleep: a
+        # sleeping agent's task writes nothing, and the sooner it winds down, the sooner a wake
+        # finds its lease free.
+        refused = blocker_refused(self.github, blocker)
         if refused is not None:
             return f"Not registered: {refused}"
         self.writes.comment(own, f"Blocked by #{blocker}: {reason}")

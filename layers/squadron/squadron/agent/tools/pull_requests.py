@@ -13,6 +13,9 @@ from squadron.agent.tools.params import GitPush, NoParams, OpenPr, PostStatus, S
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, check
 from squadron.domain.trust import issue_text
 
+#: The task's endings that take the agent out of work while its session still runs (asleep on a
+#: blocker, or with humans): nothing is pushed after them but the host's one save.
+WINDING_DOWN = frozenset({"sleep", "escalate"})
 #: The most diff text read_pull_request hands the model; the rest is read from the checkout.
 PATCH_BUDGET = 60_000
 
@@ -28,6 +31,15 @@ class PullRequestTools(BaseTools):
         if wc is None or branch is None:
             return False, "You have no working copy of your own to push."
         check(self.github.caller, Action.PUSH, branch=branch)
+        if self.state.ending in WINDING_DOWN:
+            # Reported blocked (the router puts the agent to sleep) or handed to humans: the task
+            # winds down, and its work is saved once, by the host after the session
+            # (squadron.domain.launches.check_push says why once); a push now would be a second
+            # save whose report the router, the agent no longer working, refuses.
+            return False, (
+                f"Not pushed: you ended your work ({self.state.reason}). Squadron pushes your work "
+                f"in progress to {branch} once, when your session ends: end your turn now."
+            )
         current = wc.current_branch()
         if current != branch:
             return False, (

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from squadron.adapters.github.errors import GitHubError, NotFoundError
+from squadron.adapters.github.blockers import blocker_refused
+from squadron.adapters.github.errors import GitHubError
 from squadron.domain import lifecycle
 from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, RoleKind, inbox_page
 from squadron.domain.commands import AgentPushedCommits, RegisterBlocker, TaskEnded
@@ -49,7 +50,6 @@ from squadron.domain.metrics import CATALOGUE, MetricPoint, point
 from squadron.domain.permissions import PUSH_PERMISSIONS, TASK_READ_PERMISSIONS
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 from squadron.domain.repo_config.models import ByokProvider
-from squadron.domain.write_policy import blocker_refusal
 from squadron.shell.conditional import read_change_put
 from squadron.shell.gateway.protocol import Answer, Handler
 from squadron.shell.gateway.secrets import ended_unleaked, refuse_secrets
@@ -260,14 +260,10 @@ def _envelope(
 def _check_blocker(gw: AgentGateway, agent: AgentRecord, number: int) -> None:
     """Refused unless #``number`` is an open issue of the agent's repository, as GitHub has
     it now: an agent never sleeps on a number nothing will close."""
-    client = gw.client(agent, TASK_READ_PERMISSIONS)
     try:
-        issue: dict[str, Any] | None = client.get_issue(number)
-    except NotFoundError:
-        issue = None
+        reason = blocker_refused(gw.client(agent, TASK_READ_PERMISSIONS), number)
     except GitHubError as exc:
         raise LaunchRefusedError("github_refused", f"blocker #{number} could not be read: {exc}") from exc
-    reason = blocker_refusal(number, issue)
     if reason is not None:
         raise LaunchRefusedError("forbidden", reason)
 

@@ -38,8 +38,8 @@ PREFIX = "squadron-local"
 MAX_RECEIVE_COUNT = 5
 
 #: How long a router run may last: the CDK stack's router timeout (``EventQueue.ROUTER_TIMEOUT``,
-#: tests/infra keeps them equal). The local router has no timeout of its own; moto and the
-#: sandbox answer in milliseconds, so its runs are far shorter.
+#: tests/infra keeps them equal). The local stack stops its router's runs at it too, as Lambda
+#: does (:mod:`squadron.local.invocation`), so the reasoning below holds there as well.
 ROUTER_RUN = timedelta(seconds=90)
 #: How long events.fifo hides a batch handed to the router before handing it again: longer than
 #: what a run holds (a decision's claim, a launch's arming: ``ARMING_HELD``, 2 min) from the

@@ -47,6 +47,7 @@ import time
 import warnings
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TextIO
@@ -69,6 +70,7 @@ from squadron.domain.repo_volumes import REPOS_DIRECTORY
 from squadron.domain.schedules import schedule_name
 from squadron.local.copilot_cli import cli_paths, unpack_cli
 from squadron.local.examples import first_examples
+from squadron.local.invocation import invoke
 from squadron.local.lambda_events import FakeLambdaContext, http_api_event, load_handler, sqs_lambda_event
 from squadron.local.model import LocalModel
 from squadron.local.sandbox import GitHubSandbox
@@ -123,6 +125,8 @@ class LocalStack:
         self.router_crashes: list[int] = []
         #: The message ids of each batch that crashed.
         self.crashed: list[list[str]] = []
+        #: The message ids of each batch whose router run passed its timeout and was abandoned.
+        self.timed_out: list[list[str]] = []
         #: The process environment before start (the in-process Lambdas read theirs from it).
         self._saved_env: dict[str, str | None] = {}
         self._log_file: TextIO | None = None
@@ -413,9 +417,18 @@ class LocalStack:
                     # (the records it processed too) is received again after the visibility timeout.
                     self.crashed.append([m["MessageId"] for m in messages])
                     continue
-                result = router.handler(
-                    sqs_lambda_event(messages, self.resources.queue_arn), FakeLambdaContext()
-                )
+                event = sqs_lambda_event(messages, self.resources.queue_arn)
+                # Bounded as the router Lambda is (ROUTER_RUN): past it the run is stopped and
+                # nothing deleted, so the batch comes back after its visibility timeout.
+                run = invoke(partial(router.handler, event, FakeLambdaContext()), self.options.router_timeout)
+                if run.abandoned:  # as Lambda says "Task timed out"
+                    self.timed_out.append([m["MessageId"] for m in messages])
+                    logger.error("router run timed out after %s s", self.options.router_timeout)
+                    continue
+                if run.error is not None:
+                    raise run.error
+                result = run.answer
+                assert result is not None
                 failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
                 poller.delete([m["ReceiptHandle"] for m in messages if m["MessageId"] not in failed])
                 self.routed.extend(

@@ -12,7 +12,7 @@ from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.adapters.github.http import GitHubHttp
-from squadron.adapters.local_aws import EVENTS_VISIBILITY, LocalResources
+from squadron.adapters.local_aws import EVENTS_VISIBILITY, ROUTER_RUN, LocalResources
 from squadron.domain.dashboard_refresh import REFRESH_INTERVAL
 from squadron.domain.permissions import Caller
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS
@@ -64,6 +64,10 @@ class LocalOptions:
     #: held (:data:`~squadron.adapters.local_aws.EVENTS_VISIBILITY` says why); tests shorten it so
     #: a crashed batch comes back quickly.
     visibility_timeout: int = int(EVENTS_VISIBILITY.total_seconds())
+    #: How long a router run may last before it is stopped and its batch left to come back, as
+    #: Lambda ends the router's (:data:`~squadron.adapters.local_aws.ROUTER_RUN`, the CDK stack's
+    #: timeout; :mod:`squadron.local.invocation`).
+    router_timeout: float = ROUTER_RUN.total_seconds()
     #: Agent tasks from another runtime than this checkout's (the agent image's, assembled
     #: without a container engine): its command, and its environment (the image's and the task
     #: definition's, paths mapped onto this machine). The stack adds only its stand-ins for AWS,

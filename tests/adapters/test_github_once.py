@@ -23,6 +23,7 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import LookupIncompleteError
 from squadron.adapters.github.for_router import AppGitHub
 from squadron.adapters.github.http import GitHubHttp, Throttle
+from squadron.adapters.local_aws import EVENTS_VISIBILITY
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.config import load_directory
 from squadron.config.parse import parse_files
@@ -33,8 +34,10 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller, CallerKind
 from squadron.domain.repo_config.limits import MAX_LISTED
 from squadron.local.examples import first_examples
+from squadron.local.invocation import InvocationTimeout, invoke
 from squadron.local.sandbox import ApiFault, GitHubSandbox
 from squadron.shell.merge_gate import MergeGate
+from squadron.shell.reconciler import ReconcilerService
 from squadron.shell.router import RouterService
 from tests.support.aws import registry_and_queue
 from tests.support.events import T0, Events
@@ -168,6 +171,146 @@ def test_the_routers_escalation_and_the_agents_comment_appear_once_when_github_a
             ("POST", f"/repos/{REPO}/issues"),
         ]  # every fault was met
         record = registry.get_agent(agent_id)
+        assert record is not None and record.status is AgentStatus.ESCALATED
+    notices = [c for c in sandbox.comments(issue) if "@octo-maintainer" in c["body"]]
+    assert len(notices) == 1, [c["body"] for c in notices]
+    issues = sandbox.github.repos[REPO].issues.values()
+    assert len([i for i in issues if i["title"].startswith("needs-human")]) == 1
+
+
+@pytest.mark.parametrize("fault", ["502", "drop", "refuse"])
+def test_the_reconcilers_timeout_notice_appears_once_and_its_assignment_follows(
+    sandbox: Sandbox, fault: ApiFault
+) -> None:
+    """A pull request waited past its flow's on_timeout: the reconciler labels it, says so and
+    assigns the people the rule names. GitHub applies the notice and answers 502 (or drops the
+    answer; or refuses it before applying it): the notice appears once, the PR is assigned all the
+    same, and the next runs add nothing."""
+    alice = sandbox.client("alice")
+    issue = int(alice.create_issue("Export API", "CSV please")["number"])
+    branch = f"feat/issue-{issue}"
+    sandbox.push(branch, {"app.py": "print('v2')\n"})
+    pr = int(
+        sandbox.client().create_pull(title="Export", head=branch, base="main", body=f"Closes #{issue}")[
+            "number"
+        ]
+    )
+    flows = parse_files(
+        {
+            "config.yaml": "version: 1\n",
+            "workflows/approval-flows.yaml": (
+                "version: 1\ndefault:\n  required_reviews: []\n"
+                "  escalation:\n    on_timeout: {hours: 48, label: needs-human, assign: [alice]}\n"
+            ),
+        }
+    )
+    opened = (datetime.now(UTC) - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    state = sandbox.github.repos[REPO]
+    state.pulls[pr]["created_at"] = state.issues[pr]["created_at"] = opened  # it has waited 72 h
+    with mock_aws():
+        registry, sqs, url = registry_and_queue()
+        router = RouterService(
+            registry=registry,
+            launcher=FakeLauncher(),
+            github=AppGitHub(sandbox.app, bot_login=BOT),
+            policies=lambda _e: routing_policy(flows),
+            clock=lambda: T0,
+        )
+        events = Events(full_name=REPO)
+        router.process(events.assigned(issue))
+        router.process(events.pr(pr, branch, f"Closes #{issue}"))
+        reconciler = ReconcilerService(
+            registry=registry,
+            queue=SqsEventQueue(url, client=sqs),
+            reader=lambda _i, _r: sandbox.client(),
+            deliveries=None,
+            completed=lambda _guid: True,
+            policy_for=lambda _repo: routing_policy(flows),
+            bot_login=BOT,
+        )
+        sandbox.faults.wanted[("POST", f"/repos/{REPO}/issues/{pr}/comments")] = fault
+        report = reconciler.run()
+        assert sandbox.faults.hit == [("POST", f"/repos/{REPO}/issues/{pr}/comments")]
+        assert report.timed_out == [f"{REPO}#{pr}"], report.problems
+        assert reconciler.run().timed_out == []  # labelled: told already
+    notices = [c for c in sandbox.comments(pr) if "on_timeout of 48 h" in c["body"]]
+    assert len(notices) == 1, [c["body"] for c in notices]
+    pull = sandbox.client().get_issue(pr)  # as GitHub shows it
+    assert [label["name"] for label in pull["labels"]] == ["needs-human"]
+    assert [person["login"] for person in pull["assignees"]] == ["alice"]
+
+
+class HeldFaults(Faults):
+    """:class:`Faults` whose request of ``held`` waits, on the wire, until the test releases it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: tuple[str, str] | None = None
+        self.reached = threading.Event()
+        self.released = threading.Event()
+
+    def __call__(self, method: str, path: str) -> ApiFault | None:
+        if (method, path.split("?", maxsplit=1)[0]) == self.held and not self.reached.is_set():
+            self.reached.set()
+            assert self.released.wait(60), "the test never released the held request"
+        return super().__call__(method, path)
+
+
+def test_a_router_run_past_its_timeout_is_stopped_and_its_event_carried_out_once(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local router's runs are bounded as the router Lambda's (squadron.local.invocation): the
+    run that escalates is still waiting for GitHub's answer to its notice when its time is up. It
+    is abandoned and stopped where it is (its batch is not deleted), GitHub applies the notice and
+    answers 502 to nobody, and its claim on the decision stays until it lapses. The redelivery,
+    after events.fifo's visibility timeout, carries out the rest: the notice and the needs-human
+    issue appear once, the agent is escalated once."""
+    alice = sandbox.client("alice")
+    issue = alice.create_issue("Export API", "CSV please")["number"]
+    comments = f"/repos/{REPO}/issues/{issue}/comments"
+    faults = HeldFaults()
+    monkeypatch.setattr(sandbox.github, "api_fault", faults)
+    # The router's client waits for GitHub's answer longer than its run may last: what ends the
+    # run is its timeout, not the client's.
+    http = GitHubHttp(
+        base_url=sandbox.github.base_url,
+        sleep=lambda s: None,
+        throttle=Throttle(sleep=lambda s: None),
+        timeout=60.0,
+    )
+    private, _ = app_private_key()
+    app = GitHubApp(app_id=sandbox.app.app_id, http=http, private_key=lambda: private)
+    with mock_aws():
+        registry, _sqs, _url = registry_and_queue()
+        clock = [T0]
+        router = RouterService(
+            registry=registry,
+            launcher=FakeLauncher(),
+            github=AppGitHub(app, bot_login=BOT),
+            policies=lambda _e: routing_policy(load_directory(ROOT / ".squadron")),
+            clock=lambda: clock[0],
+        )
+        events = Events(full_name=REPO)
+        router.process(events.assigned(issue))
+        router.process(events.pr(101, f"feat/issue-{issue}", f"Closes #{issue}"))
+        for n in range(3):
+            router.process(events.check(f"feat/issue-{issue}", "failure", prs=(101,), sha=f"sha{n}"))
+        escalating = events.check(f"feat/issue-{issue}", "failure", prs=(101,), sha="sha3")
+        faults.held = ("POST", comments)  # the notice waits on the wire ...
+        faults.wanted[("POST", comments)] = "502"  # ... and once released: applied, then 502
+        run = invoke(lambda: router.process(escalating), timeout=5.0)
+        assert run.abandoned and faults.reached.is_set()  # it was waiting on GitHub when stopped
+        faults.released.set()
+        assert run.ended.wait(60)
+        assert isinstance(run.error, InvocationTimeout)  # stopped: nothing of its own ran after
+        assert faults.hit == [("POST", comments)]
+        assert len([c for c in sandbox.comments(issue) if "@octo-maintainer" in c["body"]]) == 1
+        issues = sandbox.github.repos[REPO].issues.values()
+        assert not [i for i in issues if i["title"].startswith("needs-human")]  # the rest: not yet
+
+        clock[0] += EVENTS_VISIBILITY  # the batch comes back; the dead run's claim has lapsed
+        router.process(escalating)
+        record = registry.get_agent(f"1-{issue}-feat-dev")
         assert record is not None and record.status is AgentStatus.ESCALATED
     notices = [c for c in sandbox.comments(issue) if "@octo-maintainer" in c["body"]]
     assert len(notices) == 1, [c["body"] for c in notices]

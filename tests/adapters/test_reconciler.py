@@ -22,6 +22,7 @@ from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
 from squadron.domain.agents import AgentStatus
 from squadron.domain.dashboard_refresh import RefreshRequest, request_from_message
 from squadron.domain.domain_events import Repository
+from squadron.domain.effects import has_marker
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import UNFINISHED_AFTER
@@ -83,6 +84,12 @@ class GitHubState:
     def comment(self, number: int, body: str) -> dict[str, Any]:
         self.written.append(("comment", number, body))
         return {}
+
+    def find_comment(
+        self, number: int, key: str, login: str | None, since: datetime
+    ) -> dict[str, Any] | None:
+        bodies = [body for kind, n, body in self.written if (kind, n) == ("comment", number)]
+        return next(({"body": body} for body in bodies if has_marker(body, key)), None)
 
     def add_assignees(self, number: int, logins: Iterable[str]) -> dict[str, Any]:
         self.written.append(("assign", number, list(logins)))

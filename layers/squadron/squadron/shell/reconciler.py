@@ -30,17 +30,19 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from squadron.adapters.github.errors import GitHubError, RateLimitedError
+from squadron.adapters.github.keyed import once
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.domain.dashboard_refresh import RefreshRequest
 from squadron.domain.domain_events import Repository
-from squadron.domain.effects import Decision
+from squadron.domain.effects import Decision, effect_key, marked
 from squadron.domain.reconcile import (
     RELAUNCH,
     UNFINISHED_AFTER,
     Liveness,
     RepoState,
+    TimeoutNotice,
     conflicts,
     finish_commands,
     plan_reads,
@@ -72,6 +74,7 @@ class RepoReader(Protocol):
     def get_pull(self, number: int) -> Json: ...
     def add_labels(self, number: int, labels: Iterable[str]) -> list[Json]: ...
     def comment(self, number: int, body: str) -> Json: ...
+    def find_comment(self, number: int, key: str, login: str | None, since: datetime) -> Json | None: ...
     def add_assignees(self, number: int, logins: Iterable[str]) -> Json: ...
 
 
@@ -107,6 +110,8 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+#: How far before a run its keyed notice may have been made, looking it up: clocks differ.
+CLOCK_SKEW = timedelta(minutes=5)
 #: The statuses each run counts (finished agents are not: there is no end to them).
 COUNTED_STATUSES = (AgentStatus.CREATED, AgentStatus.ACTIVE, AgentStatus.SLEEPING, AgentStatus.ESCALATED)
 
@@ -261,16 +266,33 @@ class ReconcilerService:
         if not notices:
             return
         github = self.reader(state.installation_id, repo)
+        since = self.clock() - CLOCK_SKEW
         for notice in notices:
             try:
-                github.add_labels(notice.pr_number, [notice.label])
-                github.comment(notice.pr_number, notice.body)
-                if notice.assignees:
-                    github.add_assignees(notice.pr_number, notice.assignees)
+                self._notify(github, repo, notice, since)
             except GitHubError as exc:
                 report.problems.append(f"{repo}#{notice.pr_number}: timeout not escalated: {exc}")
                 continue
             report.timed_out.append(f"{repo}#{notice.pr_number}")
+
+    def _notify(self, github: RepoReader, repo: str, notice: TimeoutNotice, since: datetime) -> None:
+        """Label the PR, say so, assign.
+
+        The label says "told" (a labelled PR is left alone), so it goes first and two runs never
+        post the notice twice. The notice is keyed: GitHub may apply it and answer 5xx (or lose the
+        answer); it is then looked up by its key and sent again only when GitHub shows nothing
+        (:mod:`squadron.adapters.github.keyed`), so it appears once and the assignment after it
+        still follows (docs/exactly-once.md).
+        """
+        number = notice.pr_number
+        key = effect_key(f"timeout\x00{repo}\x00{number}\x00{notice.label}", 0)
+        github.add_labels(number, [notice.label])
+        once(
+            lambda: github.comment(number, marked(notice.body, key)),
+            lambda: github.find_comment(number, key, self.bot_login, since),
+        )
+        if notice.assignees:
+            github.add_assignees(number, notice.assignees)
 
     def _schedules(self, agents: list[AgentRecord], report: ReconcileReport) -> None:
         """Each repository's retrospective schedule, in step with its configuration."""

@@ -39,6 +39,7 @@ from squadron.domain.approval import (
     reads_changed_files,
 )
 from squadron.domain.commands import ReportConflict
+from squadron.domain.event_fields import is_bot_account
 from squadron.domain.event_trimming import build_envelope
 from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.merge_queue import group_statuses
@@ -131,7 +132,7 @@ def bot_reviewers(reviews: Iterable[Json]) -> frozenset[str]:
         str(user.get("login"))
         for review in reviews
         if (user := review.get("user") or {}).get("login")
-        and (user.get("type") == "Bot" or str(user.get("login")).endswith("[bot]"))
+        and is_bot_account(user.get("type"), str(user.get("login")))
     )
 
 

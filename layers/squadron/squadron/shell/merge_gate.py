@@ -13,7 +13,7 @@ did not change since the last judgement is a 304, which costs no rate limit),
 then the repository permission of each reviewer
 whose standing review is an approval or a change request (the authority rule:
 only those with write access count; not the author, the App or bots, each
-asked once per judgement, at most :data:`MAX_REVIEWERS_CHECKED`, and through
+asked once per judgement, at most :data:`~squadron.domain.merge_gate.MAX_REVIEWERS_CHECKED`, and through
 the router's five-minute cache when wired with it: usually no call at all),
 posts ``squadron/merge`` saying in words why the
 PR is not merging yet, and merges it — with the approval flow's consent, the

@@ -676,7 +676,7 @@ def _bound_json(bound: Bound, bounds: list[Bound]) -> dict[str, Any]:
     }
 
 
-def _view(bounds: list[Bound]) -> dict[str, Any]:
+def bounds_view(bounds: list[Bound]) -> dict[str, Any]:
     present = [s for s in SCOPES if any(b.scope == s for b in bounds)]
     return {
         "bounds": [_bound_json(b, bounds) for b in bounds],
@@ -714,12 +714,12 @@ def capacity_model(
             "per_event": {k: round(v, 4) for k, v in asdict(event).items()},
             "per_agent": {k: round(v, 4) for k, v in asdict(agent).items()},
         },
-        "webhooks_per_second": _view(webhooks),
-        "concurrent_agents": _view(agents),
+        "webhooks_per_second": bounds_view(webhooks),
+        "concurrent_agents": bounds_view(agents),
         "new_account": {
             "note": "the same with a new account's Lambda concurrency (lambda_concurrent_executions_new_account)",
-            "webhooks_per_second": _view(new_webhooks)["binds_first"],
-            "concurrent_agents": _view(new_agents)["binds_first"],
+            "webhooks_per_second": bounds_view(new_webhooks)["binds_first"],
+            "concurrent_agents": bounds_view(new_agents)["binds_first"],
             "lambda_ingress_webhooks_per_second": round(
                 next(b.value for b in new_webhooks if b.name == "Lambda concurrency (ingress)"), 2
             ),

@@ -21,17 +21,11 @@ from bench.aws_calls import AwsCalls
 from bench.cost import PRICES
 from bench.stats import distribution
 from bench.support import AWS_UNSET, FAKE_AWS, scoped_env
-from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.door import Door
 from squadron.domain.commands import TaskUsage
 from squadron.domain.repo_config.models import RuntimeLimits
-from squadron.domain.routing import RoutingPolicy
-from squadron.shell.router import RouterService
-from tests.support.aws import registry_and_queue
-from tests.support.events import T0, Events
-from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
-from tests.support.gateway import door_of, gateway_for, in_process
-from tests.support.github_fake import FakeGitHub
+from tests.support.gateway import door_of, in_process
+from tests.support.router_stack import assigned, routed_on_moto
 
 REPEATS = 200
 #: The gateway's memory (infra/constructs/agents.py).
@@ -82,23 +76,9 @@ def _timed(call: Callable[[], Any], aws: AwsCalls) -> tuple[list[float], dict[st
 def bench_gateway() -> dict[str, Any]:
     aws = AwsCalls()
     with scoped_env(FAKE_AWS, unset=AWS_UNSET), aws.installed(), mock_aws():
-        registry, sqs, url = registry_and_queue()
-        launcher = FakeLauncher()
-        router = RouterService(
-            registry=registry,
-            launcher=launcher,
-            github=FakeRouterGitHub({"alice": "write"}),
-            policies=lambda _e: RoutingPolicy(),
-            clock=lambda: T0,
-        )
-        events = Events(full_name="octo/repo")
-        router.process(events.assigned(38))
-        router.process(events.comment(38, "use the v2 schema"))
-        gateway = gateway_for(registry, SqsEventQueue(url, client=sqs), FakeGitHub(), clock=lambda: T0)
-        agent = registry.get_agent("1-38-feat-dev")
-        assert agent is not None
-        door = door_of(gateway, launcher, agent)
-        door.begin()
+        stack = routed_on_moto(assigned(38), lambda events: events.comment(38, "use the v2 schema"))
+        at = stack.at_the_door(38)
+        gateway, agent, door = at.gateway, at.agent, at.door
         wrong = Door(
             in_process(gateway), agent_id=agent.agent_id, launch_token=agent.launch_token, secret="x" * 43
         )
@@ -111,7 +91,7 @@ def bench_gateway() -> dict[str, Any]:
 
         def token() -> None:
             # A fresh door asks each time (a door reuses its token for the hour).
-            door_of(gateway, launcher, agent).github_token()
+            door_of(gateway, stack.launcher, agent).github_token()
 
         operations: dict[str, Callable[[], Any]] = {
             "whoami": door.whoami,

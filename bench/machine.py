@@ -15,7 +15,7 @@ PACKAGES = ("aws-lambda-powertools", "boto3", "moto", "github-copilot-sdk")
 COPILOT_CLI_PACKAGE = ROOT / "node_modules" / "@github" / "copilot" / "package.json"
 
 
-def _cpuinfo(text: str) -> tuple[str | None, int]:
+def cpuinfo(text: str) -> tuple[str | None, int]:
     """(CPU model, logical processors) from the text of /proc/cpuinfo."""
     model = None
     processors = 0
@@ -76,7 +76,7 @@ def _git(*args: str) -> str | None:
 
 def machine_info() -> dict[str, Any]:
     """The ``machine``, ``versions`` and ``commit`` blocks of a result file."""
-    model, processors = _cpuinfo(_read("/proc/cpuinfo"))
+    model, processors = cpuinfo(_read("/proc/cpuinfo"))
     status = _git("status", "--porcelain", "--untracked-files=no")
     commit = _git("rev-parse", "--short", "HEAD")
     return {

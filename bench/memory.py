@@ -37,16 +37,13 @@ from squadron.domain.domain_events import (
 )
 from squadron.domain.effects import OpenRetrospective
 from squadron.domain.memory import MemoryPolicy, Writer, rank
-from squadron.domain.routing import RoutingPolicy
 from squadron.domain.usage import ModelTokens
 from squadron.shell.memory import Memory
 from squadron.shell.retrospective import Retrospectives
-from squadron.shell.router import RouterService
 from tests.support.aws import registry_and_queue
-from tests.support.events import T0, Events
-from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
-from tests.support.gateway import door_of, gateway_for
-from tests.support.github_fake import FakeGitHub
+from tests.support.events import T0
+from tests.support.fake_registry import FakeRouterGitHub
+from tests.support.router_stack import assigned, routed_on_moto
 
 REPEATS = 100
 #: A busy week of one repository: issues whose agents each start, open a PR that merges, and
@@ -102,16 +99,8 @@ def _fact(n: int) -> str:
 
 def _recall(aws: AwsCalls) -> dict[str, Any]:
     with mock_aws():
-        registry, sqs, url = registry_and_queue()
-        launcher = FakeLauncher()
-        router = RouterService(
-            registry=registry,
-            launcher=launcher,
-            github=FakeRouterGitHub({"alice": "write"}),
-            policies=lambda _e: RoutingPolicy(),
-            clock=lambda: T0,
-        )
-        router.process(Events(full_name="octo/repo").assigned(38))
+        stack = routed_on_moto(assigned(38))
+        registry = stack.registry
         store = DynamoMemory(registry.table_name, client=registry.client)
         memory = Memory(store, clock=lambda: T0)
         policy = MemoryPolicy()
@@ -128,13 +117,7 @@ def _recall(aws: AwsCalls) -> dict[str, Any]:
                 writer, text=_fact(n), evidence=f"#{n + 100}", audience="repository", policy=policy
             )
         memory.confirm(1, [f.fact_id for f in store.facts(1)], by="alice", how="bench", policy=policy)
-        gateway = gateway_for(
-            registry, SqsEventQueue(url, client=sqs), FakeGitHub(), clock=lambda: T0, memory=store
-        )
-        agent = registry.get_agent("1-38-feat-dev")
-        assert agent is not None
-        door = door_of(gateway, launcher, agent)
-        door.begin()
+        door = stack.at_the_door(38, memory=store).door
         per_op: dict[str, Any] = {}
         operations: dict[str, Callable[[], object]] = {
             "recall": lambda: door.recall("redis tests clock"),

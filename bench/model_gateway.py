@@ -30,17 +30,10 @@ from bench.gateway import ASSUMPTIONS
 from bench.stats import distribution, median
 from bench.support import AWS_UNSET, FAKE_AWS, scoped_env
 from squadron.adapters.model_gateway import ModelGateway, Upstream
-from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.door import Door
-from squadron.domain.routing import RoutingPolicy
 from squadron.domain.usage import ModelTokens
 from squadron.local.model import LocalModel
-from squadron.shell.router import RouterService
-from tests.support.aws import registry_and_queue
-from tests.support.events import T0, Events
-from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
-from tests.support.gateway import door_of, gateway_for
-from tests.support.github_fake import FakeGitHub
+from tests.support.router_stack import assigned, routed_on_moto
 
 REPEATS = 200
 MODEL = "claude-sonnet-4.5"
@@ -63,22 +56,7 @@ def _request() -> bytes:
 def _agent_door() -> Iterator[Door]:
     """An agent's door to the agent gateway (in process, on moto), its launch begun: what the host asks."""
     with scoped_env(FAKE_AWS, unset=AWS_UNSET), mock_aws():
-        registry, sqs, url = registry_and_queue()
-        launcher = FakeLauncher()
-        router = RouterService(
-            registry=registry,
-            launcher=launcher,
-            github=FakeRouterGitHub({"alice": "write"}),
-            policies=lambda _e: RoutingPolicy(),
-            clock=lambda: T0,
-        )
-        router.process(Events(full_name="octo/repo").assigned(38))
-        gateway = gateway_for(registry, SqsEventQueue(url, client=sqs), FakeGitHub(), clock=lambda: T0)
-        agent = registry.get_agent("1-38-feat-dev")
-        assert agent is not None
-        door = door_of(gateway, launcher, agent)
-        door.begin()
-        yield door
+        yield routed_on_moto(assigned(38)).at_the_door(38).door
 
 
 def bench_model_gateway(repeats: int = REPEATS) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from squadron.domain.launches import LaunchRefusedError, secret_digest
 from squadron.domain.repo_config.models import ByokProvider
 from squadron.domain.retention import PURGE_PAGE
 from squadron.domain.retrospective import RetroRecord
-from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
+from squadron.domain.routing import agent_envelope_problem
 from squadron.domain.usage import ModelTokens
 from squadron.domain.writes import write_key
 from squadron.errors import ConfigurationError
@@ -69,10 +69,11 @@ from squadron.shell.router import RouterService
 from squadron.shell.wiring import build_gateway
 from tests.support.aws import drain, registry_and_queue
 from tests.support.events import T0, Events, recover
-from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
+from tests.support.fake_registry import FakeLauncher
 from tests.support.gateway import ROOT, DictSecrets, door_of, gateway_for, in_process
 from tests.support.github_fake import FakeGitHub
 from tests.support.lambdas import FakeLambdaContext, load_handler
+from tests.support.router_stack import router_over
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -147,13 +148,7 @@ def world() -> Iterator[World]:
             retros=DynamoMemory(registry.table_name, client=registry.client),
             artifacts=DynamoMemory(registry.table_name, client=registry.client),
         )
-        router = RouterService(
-            registry=registry,
-            launcher=launcher,
-            github=FakeRouterGitHub({"alice": "write"}),
-            policies=lambda _e: RoutingPolicy(),
-            clock=lambda: clock[0],
-        )
+        router = router_over(registry, launcher, clock=lambda: clock[0])
         events = Events(full_name="octo/repo")
         for event in (events.assigned(38), events.assigned(39), events.pr(101, "feat/issue-38", "Fixes #38")):
             router.process(event)

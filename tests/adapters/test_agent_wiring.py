@@ -29,16 +29,15 @@ from squadron.agent.wiring import build_host, upstream_for
 from squadron.config import load_directory
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.repo_config.models import ByokProvider
-from squadron.domain.routing import RoutingPolicy
 from squadron.errors import ConfigurationError
 from squadron.shell.gateway import AgentGateway
-from squadron.shell.router import RouterService
 from tests.support import github_fake
 from tests.support.aws import registry_and_queue
 from tests.support.events import T0, Events
-from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
+from tests.support.fake_registry import FakeLauncher
 from tests.support.gateway import ROOT, DictSecrets, gateway_for, in_process
 from tests.support.github_fake import FakeGitHub
+from tests.support.router_stack import router_over
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 A38 = "1-38-feat-dev"
@@ -161,13 +160,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     with mock_aws():
         registry, sqs, url = registry_and_queue()
         launcher = FakeLauncher()
-        router = RouterService(
-            registry=registry,
-            launcher=launcher,
-            github=FakeRouterGitHub({"alice": "write"}),  # alice assigns the App
-            policies=lambda _e: RoutingPolicy(),
-            clock=lambda: T0,
-        )
+        router = router_over(registry, launcher)  # alice assigns the App
         events = Events(full_name="octo/repo")
         for event in (
             events.assigned(38),

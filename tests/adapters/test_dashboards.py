@@ -24,14 +24,13 @@ from squadron.adapters.local_aws import QueuePoller, provision_dashboards, provi
 from squadron.adapters.sqs import SqsRefreshQueue
 from squadron.domain.dashboard_refresh import RefreshRequest, request_from_message
 from squadron.domain.domain_events import Repository
-from squadron.domain.routing import RoutingPolicy
 from squadron.ports import DashboardSlots, RenderClaim
 from squadron.shell.dashboards import DashboardService
 from squadron.shell.router import RouterService
 from tests.support.events import Events
 from tests.support.fake_dashboards import DashboardGitHub, FakeDashboardSlots
-from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
 from tests.support.lambdas import FakeLambdaContext, load_handler, sqs_lambda_event
+from tests.support.router_stack import router_over
 
 T0 = datetime(2026, 11, 25, 9, 30, tzinfo=UTC)
 TABLE = "registry"
@@ -189,13 +188,7 @@ def deployed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Deployed]:
         bus, _ = provision_event_bus(None)
         url, _ = provision_dashboards(None, bus)
         registry = DynamoRegistry(TABLE)
-        router = RouterService(
-            registry=registry,
-            launcher=FakeLauncher(),
-            github=FakeRouterGitHub({"alice": "write"}),
-            policies=lambda _e: RoutingPolicy(),
-            clock=lambda: T0,
-        )
+        router = router_over(registry)
         github = DashboardGitHub()
         handler = load_handler("dashboard")
         stage = Deployed(registry, router, Events(), bus, url, QueuePoller(endpoint, url), github, handler)

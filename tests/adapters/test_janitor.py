@@ -24,14 +24,14 @@ from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.door import Door
 from squadron.agent.janitor import Sweep, sweep
 from squadron.domain.agents import AgentStatus
-from squadron.domain.routing import RoutingPolicy
 from squadron.shell.gateway import AgentGateway
 from squadron.shell.router import RouterService
 from tests.support.aws import registry_and_queue
 from tests.support.events import T0, Events
-from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
+from tests.support.fake_registry import FakeLauncher
 from tests.support.gateway import door_of, gateway_for
 from tests.support.github_fake import FakeGitHub
+from tests.support.router_stack import router_over
 
 A38 = "1-38-feat-dev"
 
@@ -209,13 +209,7 @@ def world() -> Iterator[World]:
         clock = [T0]
         launcher = FakeLauncher()
         gateway = gateway_for(registry, SqsEventQueue(url, client=sqs), FakeGitHub(), clock=lambda: clock[0])
-        router = RouterService(
-            registry=registry,
-            launcher=launcher,
-            github=FakeRouterGitHub({"alice": "write"}),
-            policies=lambda _event: RoutingPolicy(),
-            clock=lambda: clock[0],
-        )
+        router = router_over(registry, launcher, clock=lambda: clock[0])
         yield World(registry, router, launcher, gateway, Events(), clock)
 
 

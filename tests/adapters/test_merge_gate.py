@@ -10,8 +10,9 @@ import pytest
 from squadron.adapters.github.errors import GitHubUnavailableError
 from squadron.config.parse import parse_files
 from squadron.domain.events import EventEnvelope
+from squadron.domain.merge_gate import MAX_REVIEWERS_CHECKED
 from squadron.domain.repo_config.limits import MAX_LISTED
-from squadron.shell.merge_gate import MAX_REVIEWERS_CHECKED, MergeGate
+from squadron.shell.merge_gate import MergeGate
 from tests.support.recorded_github import SHA, RecordedGitHub, gate_over
 
 FLOWS = """\

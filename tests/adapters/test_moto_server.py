@@ -26,9 +26,9 @@ def _others_can_enter() -> bool:
     got: list[bool] = []
 
     def attempt() -> None:
-        entered = moto_server._ONE_AT_A_TIME.acquire(blocking=False)
+        entered = moto_server.ONE_AT_A_TIME.acquire(blocking=False)
         if entered:
-            moto_server._ONE_AT_A_TIME.release()
+            moto_server.ONE_AT_A_TIME.release()
         got.append(entered)
 
     thread = threading.Thread(target=attempt)

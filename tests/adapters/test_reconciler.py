@@ -35,6 +35,7 @@ from tests.support.events import BOT, T0, Events, recover
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
 from tests.support.github_openapi import validate
 from tests.support.lambdas import FakeLambdaContext, load_handler
+from tests.support.router_stack import router_over
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -155,12 +156,8 @@ def deployed(bot_login: str = BOT) -> Iterator[Stack]:
     with mock_aws():
         registry, sqs, url = registry_and_queue()
         launcher = FakeLauncher()
-        router = RouterService(
-            registry=registry,
-            launcher=launcher,
-            github=FakeRouterGitHub({"alice": "write"}),  # alice assigns the App
-            policies=lambda _e: RoutingPolicy(bot_login=bot_login),
-            clock=lambda: NOW,
+        router = router_over(  # alice assigns the App
+            registry, launcher, policy=RoutingPolicy(bot_login=bot_login), clock=lambda: NOW
         )
         events = Events(full_name="octo/repo")
         yield Stack(registry, sqs, url, router, launcher, GitHubState(), events, set(), bot_login=bot_login)

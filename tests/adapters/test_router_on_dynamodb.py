@@ -21,6 +21,7 @@ from squadron.domain.routing import RoutingPolicy
 from squadron.shell.router import RouterService
 from tests.support.events import T0, Events
 from tests.support.fake_registry import FakeLauncher, FakeRouterGitHub
+from tests.support.router_stack import router_over
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -37,12 +38,8 @@ class Router:
     calls: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
-        self.service = RouterService(
-            registry=self.registry,
-            launcher=self.launcher,
-            github=FakeRouterGitHub({"alice": "write", "bob": "write"}),
-            policies=lambda _event: RoutingPolicy(),
-            clock=lambda: T0 + timedelta(hours=1),
+        self.service = router_over(
+            self.registry, self.launcher, writers=("alice", "bob"), clock=lambda: T0 + timedelta(hours=1)
         )
         self.client.meta.events.register("before-call.dynamodb", self._count)
 

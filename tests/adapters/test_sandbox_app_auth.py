@@ -58,7 +58,7 @@ def github(tmp_path: Path) -> Iterator[GitHubSandbox]:
 def _answer_schema(path: str) -> Any:
     """GitHub's 200 answer to GET ``path``, closed: no key GitHub does not describe."""
     schema = spec()["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
-    return openapi._closed(openapi._deref(schema))  # the sandbox reads it so too
+    return openapi.closed_schema(schema)  # the sandbox reads it so too
 
 
 def _now() -> datetime:

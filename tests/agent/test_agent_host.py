@@ -233,7 +233,7 @@ def _stack(tmp_path: Path, config: SquadronConfig) -> Iterator[Stack]:
 stack_for = contextmanager(_stack)
 
 
-def _tool_results(model: ScriptedModel, index: int = -1) -> list[str]:
+def tool_results(model: ScriptedModel, index: int = -1) -> list[str]:
     return [str(m.get("content")) for m in model.requests[index]["messages"] if m.get("role") == "tool"]
 
 
@@ -268,7 +268,7 @@ def test_an_agent_put_to_sleep_before_its_task_ends_has_its_work_on_its_branch(s
     )
     with serve(model):
         first = run(stack.host(model, door={"transport": routed_at_once(stack)}, push_through_door=True))
-    assert first.outcome == "sleeping", _tool_results(model)
+    assert first.outcome == "sleeping", tool_results(model)
     # The router put it to sleep while the session still ran; the save pushed all the same.
     assert stack.route_queued() == []  # (everything it sent was routed as it sent it)
     agent = stack.agent()
@@ -344,7 +344,7 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     published = stack.metrics
     with serve(model):
         first = run(stack.host(model))
-    assert first.outcome == "sleeping", _tool_results(model)
+    assert first.outcome == "sleeping", tool_results(model)
     assert _dimensions(published, "AgentTasks", "SessionStartSeconds") == [
         ("Outcome", "sleeping"),
         ("Mode", "create"),
@@ -355,7 +355,7 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     assert stack.remote.log("feat/issue-38")[0] == "WIP: blocked by #42: needs the export endpoint"
     assert stack.remote.show("feat/issue-38", "export.py") == "def export():\n    ..."
     assert first.saved.startswith("committed ") and "pushed" in first.saved
-    assert "Remember the v2 schema" in _tool_results(model, 1)[0]  # check_for_events drained the inbox
+    assert "Remember the v2 schema" in tool_results(model, 1)[0]  # check_for_events drained the inbox
     assert stack.registry.pending_inbox(A38) == []
     agent = stack.agent()
     assert (agent.status, agent.lease_owner) == (AgentStatus.ACTIVE, None)  # lease released on exit
@@ -397,7 +397,7 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
         "WIP: blocked by #42: needs the export endpoint",
     ]
     assert stack.remote.show("feat/issue-38", "export.py").endswith("VERSION = 2")
-    assert "Pushed" in _tool_results(woken)[-2] and "Opened PR #101" in _tool_results(woken)[-2]
+    assert "Pushed" in tool_results(woken)[-2] and "Opened PR #101" in tool_results(woken)[-2]
     seen = " ".join(woken.contents_seen(0))
     system = [m for m in woken.requests[0]["messages"] if m.get("role") == "system"]
     assert "# Agent: feat-dev" in str(system)  # the role's definition is supplied again on resume
@@ -405,7 +405,7 @@ def test_a_dev_agent_sleeps_on_a_blocker_and_resumes_its_session(stack: Stack) -
     assert 'Start on issue #38: "Add the export API"' in seen
     assert "Registered: #38 is blocked by #42" in seen
     assert "woken because: blocker #42 was closed" in seen.replace("\n", " ")
-    assert "blocker #42 of #38 was closed" in _tool_results(woken, 1)[-1]
+    assert "blocker #42 of #38 was closed" in tool_results(woken, 1)[-1]
     assert stack.registry.pending_inbox(A38) == []
     pull = next(r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/pulls"))
     assert json.loads(pull.content)["head"] == "feat/issue-38"
@@ -451,7 +451,7 @@ def test_a_denied_action_reaches_the_model_and_github_sees_nothing(stack: Stack)
     with serve(model):
         result = run(stack.host(model))
     assert result.outcome == "idle"
-    (answer,) = _tool_results(model, 1)
+    (answer,) = tool_results(model, 1)
     assert answer.startswith("denied: feat-dev-38 (dev role) may not post_status")
     assert stack.github.requests == []
 
@@ -476,7 +476,7 @@ def test_a_dev_agent_that_tries_to_merge_is_denied_and_github_sees_nothing(stack
     with serve(model):
         result = run(stack.host(model))
     assert result.outcome == "idle"
-    merge, push, api = _tool_results(model)
+    merge, push, api = tool_results(model)
     assert "merging is not allowed to agents: Squadron merges when the approval flow is met" in merge
     assert "git push from the shell is not allowed: call git_push" in push
     assert "calling the GitHub API from the shell is not allowed" in api
@@ -526,7 +526,7 @@ def test_a_looping_model_is_stopped_by_the_breaker_and_escalated(tmp_path: Path)
             ("Limit", "tool_calls"),
         ]
         assert totals(published.points)["AgentEscalations"] == 1
-        denials = [r for r in _tool_results(model, 5) if "circuit breaker tripped" in r]
+        denials = [r for r in tool_results(model, 5) if "circuit breaker tripped" in r]
         assert len(denials) == 2  # the 4th and 5th calls never ran
         assert "tool_calls reached 4 of 3" in denials[0]
         (ended,) = stack.route_queued()  # the router hands the issue to humans
@@ -565,7 +565,7 @@ def test_a_dev_agent_files_a_blocker_issue_and_sleeps_on_it(stack: Stack) -> Non
     with serve(model):
         result = run(stack.host(model))
     assert result.outcome == "sleeping"
-    refused, filed = _tool_results(model)
+    refused, filed = tool_results(model)
     assert refused == "Not commented: you comment on your own issue or pull request (#38), not #12."
     assert filed.startswith("Filed #99. Registered: #38 is blocked by #99.")
     created = next(r for r in stack.github.requests if r.method == "POST" and r.url.path.endswith("/issues"))
@@ -614,7 +614,7 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
     with serve(model):
         result = run(stack.host(model, pm_id))
     assert result.outcome == "idle"
-    answers = _tool_results(model)
+    answers = tool_results(model)
     assert "#38 opened by alice\n  Issue 38" in answers[0]
     assert answers[1].startswith("Not labelled: urgent not in the taxonomy. Labels: blocked, bug,")
     assert answers[2] == "#38 now has labels: bug."
@@ -650,7 +650,7 @@ def test_the_pm_triages_a_batch_in_a_fresh_session_and_its_assignment_starts_a_d
         run(stack.host(again, pm_id))
     seen = " ".join(again.contents_seen(0))
     assert "Issue 38" not in seen and "Triaged #38" not in seen
-    assert "#39 opened by alice\n  Issue 39" in _tool_results(again)[0]
+    assert "#39 opened by alice\n  Issue 39" in tool_results(again)[0]
 
 
 def test_a_pm_lingers_for_news_so_a_burst_is_one_task_not_one_per_event(stack: Stack) -> None:
@@ -681,7 +681,7 @@ def test_a_pm_lingers_for_news_so_a_burst_is_one_task_not_one_per_event(stack: S
     assert result.outcome == "idle"
     assert len(stack.launcher.tasks_for("1-pm")) == 1  # one task for both events
     stack.route_queued()
-    answers = _tool_results(model)  # the last request: the whole batch, one session
+    answers = tool_results(model)  # the last request: the whole batch, one session
     assert "#38 opened by alice" in answers[0] and "#39 opened by alice\n  Issue 39" in answers[2]
     assert stack.registry.pending_inbox("1-pm") == []
 
@@ -741,7 +741,7 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     with serve(model):
         result = run(stack.host(model, reviewer, facts=IssueFacts(head_sha=head)))
     assert result.outcome == "idle"
-    answers = _tool_results(model)
+    answers = tool_results(model)
     assert "--- app.py (modified, +1 -1)" in answers[0] and "+print('v2')" in answers[0]
     assert "print('v2')" in answers[1]  # the reviewer's checkout is the PR's head
     assert "evil.py" not in " ".join(p.name for p in stack.work(reviewer).iterdir())  # no write tools
@@ -933,7 +933,7 @@ def test_a_cli_that_dies_while_starting_is_started_again(stack: Stack, tmp_path:
     model = ScriptedModel([Say("Nothing to do yet.")])
     with serve(model):
         result = run(stack.host(model, cli_path=flaky))
-    assert result.outcome == "idle", _tool_results(model)
+    assert result.outcome == "idle", tool_results(model)
     assert starts.read_text(encoding="utf-8").count("started") == 3
 
 

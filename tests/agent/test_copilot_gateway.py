@@ -33,7 +33,7 @@ from squadron.adapters.model_gateway import ModelGateway, Upstream
 from squadron.agent.wiring import copilot_route
 from squadron.config import load_directory
 from squadron.domain.commands import TaskEnded
-from tests.agent.test_agent_host import CLI, ROOT, _tool_results, cli_env, run, stack_for
+from tests.agent.test_agent_host import CLI, ROOT, cli_env, run, stack_for, tool_results
 from tests.support.hunt import SEARCH_PROCESSES
 from tests.support.scripted_model import Say, ScriptedModel, ToolCall
 
@@ -215,7 +215,7 @@ def test_a_copilot_served_agent_never_holds_the_copilot_token(tmp_path: Path) ->
         result = run(host)
 
         assert result.outcome == "idle", result
-        (shell,) = _tool_results(model)
+        (shell,) = tool_results(model)
         got = json.loads(base64.b64decode(re.search(r"got ([A-Za-z0-9+/=]+)", shell)[1]))  # type: ignore[index]
         # The real token: in no environment, command line, readable memory or file.
         assert got["real"] == [] and got["memories"] >= 1, got

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from squadron.local.showcase import CI_CHECK, note_path
-from squadron.local_cli import _local_banner, _local_script
+from squadron.local_cli import local_banner, local_script
 from tests.e2e.conftest import ROOT, Human, StackFactory, agent, eventually
 
 pytestmark = pytest.mark.e2e
@@ -26,11 +26,11 @@ def test_with_no_model_configured_any_issue_a_person_opens_becomes_a_merged_pull
     local_stack: StackFactory,
 ) -> None:
     # What `squadron local` runs with when no model is configured (the sandbox, no --demo).
-    script = _local_script(ROOT, io.StringIO(), demo=False, sandbox=True)
+    script = local_script(ROOT, io.StringIO(), demo=False, sandbox=True)
     assert script is not None
     stack = local_stack(script.pop("model_policy"), **script)
     assert stack.sandbox is not None
-    banner = _local_banner(
+    banner = local_banner(
         stack, argparse.Namespace(state=str(stack.options.state_dir), repo="octo/demo", sandbox_port=0)
     )
     assert "the scripted showcase model: no model is configured" in banner

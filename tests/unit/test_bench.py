@@ -9,7 +9,7 @@ import pytest
 
 from bench import cost
 from bench.imports import block_of, direct_imports, package_self_times, parse_importtime
-from bench.machine import PACKAGES, _cpuinfo, machine_info
+from bench.machine import PACKAGES, cpuinfo, machine_info
 from bench.stats import distribution, percentile
 
 # Real `python -X importtime -c "import handler"` output (functions/router), shortened.
@@ -76,8 +76,8 @@ def test_the_machine_block_names_the_machine_the_versions_and_the_commit() -> No
 
 def test_cpuinfo_gives_the_model_and_the_processor_count() -> None:
     text = "processor\t: 0\nmodel name\t: AMD EPYC\n\nprocessor\t: 1\nmodel name\t: AMD EPYC\n"
-    assert _cpuinfo(text) == ("AMD EPYC", 2)
-    assert _cpuinfo("") == (None, 0)
+    assert cpuinfo(text) == ("AMD EPYC", 2)
+    assert cpuinfo("") == (None, 0)
 
 
 def test_percentiles_interpolate_between_ranks() -> None:

@@ -299,7 +299,7 @@ def test_a_bound_that_allows_nothing_binds_and_the_others_have_no_finite_headroo
     assert (first.name, first.value) == ("Lambda concurrency (ingress)", 0.0)
     assert headroom(first, bounds) == 1.0
     assert all(math.isinf(headroom(b, bounds)) for b in bounds if b is not first and b.value > 0)
-    view = capacity.readme_table(capacity._view(bounds), "Webhooks/s")
+    view = capacity.readme_table(capacity.bounds_view(bounds), "Webhooks/s")
     assert "| **Lambda concurrency (ingress)** | deployment | 0 | 1.0x |" in view
     assert "| router concurrency | deployment | 18 | - |" in view
 

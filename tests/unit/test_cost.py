@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from copilot.generated.session_events import SessionEventType
 
-from squadron.adapters.copilot import _listener
+from squadron.adapters.copilot import usage_listener
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentStatus
@@ -117,7 +117,7 @@ def test_the_router_adds_a_tasks_tokens_to_its_agents_counters() -> None:
 def test_the_copilot_adapter_reports_each_model_calls_tokens() -> None:
     seen: list[tuple[str, int, int]] = []
     turns: list[int] = []
-    handle = _listener(lambda: turns.append(1), lambda m, i, o: seen.append((m, i, o)))
+    handle = usage_listener(lambda: turns.append(1), lambda m, i, o: seen.append((m, i, o)))
 
     def event(kind: str, **data: Any) -> Any:
         return SimpleNamespace(type=SessionEventType(kind), data=SimpleNamespace(**data), agent_id=None)
@@ -189,7 +189,7 @@ def test_the_budget_and_prices_come_from_the_repositorys_configuration() -> None
 REVIEWER = "1-101-pr-review"
 
 
-def _reviewed(world: World) -> None:
+def under_review(world: World) -> None:
     """#38's dev agent working, its PR #101 opened (a reviewer starts on it) and begun."""
     working(world)
     world.send(world.events.pr(101, "feat/issue-38", "Closes #38"))
@@ -198,7 +198,7 @@ def _reviewed(world: World) -> None:
     world.registry.put_agent(AgentWrite(begun, reviewer.version))
 
 
-def _spent(world: World, agent_id: str, usd_of_sonnet_output: float) -> None:
+def record_spend(world: World, agent_id: str, usd_of_sonnet_output: float) -> None:
     agent = world.agent(agent_id)
     spent = (tokens("claude-sonnet-4.5", 0, int(usd_of_sonnet_output / 15.0 * 1_000_000)),)
     counters = agent.counters.model_copy(update={"tokens": spent})
@@ -207,10 +207,10 @@ def _spent(world: World, agent_id: str, usd_of_sonnet_output: float) -> None:
 
 def test_a_reviewers_cost_counts_for_the_issue_its_pull_request_serves() -> None:
     world = World()
-    _reviewed(world)
+    under_review(world)
     assert world.agent(REVIEWER).serves_issue == 38
-    _spent(world, A38, 2.0)
-    _spent(world, REVIEWER, 1.0)
+    record_spend(world, A38, 2.0)
+    record_spend(world, REVIEWER, 1.0)
     costs = issue_costs(world.registry.agents.values())
     assert list(costs) == [38]  # not a row of its own for PR #101
     own, tree = costs[38]
@@ -235,9 +235,9 @@ def test_an_issues_budget_counts_the_reviewers_of_its_pull_requests(
     *, ends: str, dev: float, reviewer: float, spends: float, escalated: str | None, warned: bool
 ) -> None:
     world = World(policy=RoutingPolicy(issue_budget_usd=10.0))
-    _reviewed(world)
-    _spent(world, A38, dev)
-    _spent(world, REVIEWER, reviewer)
+    under_review(world)
+    record_spend(world, A38, dev)
+    record_spend(world, REVIEWER, reviewer)
     usage = TaskUsage(tokens=(tokens("claude-sonnet-4.5", 0, int(spends / 15.0 * 1_000_000)),))
     world.send(ended(world, ends, outcome="idle", usage=usage))
     for agent_id in (A38, REVIEWER):

@@ -14,7 +14,7 @@ from squadron.domain.issue_budget import LiveSpend, agent_spend, issue_spend
 from squadron.domain.routing import IssueView, RoutingPolicy
 from squadron.domain.usage import ModelTokens
 from tests.support.world import World
-from tests.unit.test_cost import REVIEWER, _reviewed, _spent
+from tests.unit.test_cost import REVIEWER, record_spend, under_review
 from tests.unit.test_task_ended_routing import A38, ended
 
 #: A dollar a million tokens either way, no task time: a token count reads as micro-dollars.
@@ -71,14 +71,14 @@ def test_what_an_agent_has_cost(
     state: Callable[[AgentRecord], AgentRecord], report: Callable[[AgentRecord], LiveSpend | None], usd: float
 ) -> None:
     world = World()
-    _reviewed(world)
+    under_review(world)
     agent = state(_agent(world, A38, 2.0))
     assert agent_spend(agent, report(agent), PRICES).total_usd == pytest.approx(usd)
 
 
 def test_an_issue_counts_its_reviewers_and_their_running_tasks_but_not_the_asker() -> None:
     world = World()
-    _reviewed(world)
+    under_review(world)
     dev, reviewer = _agent(world, A38, 2.0), _agent(world, REVIEWER, 1.0)
     stranger = reviewer.model_copy(update={"agent_id": "1-102-pr-review", "serves_issue": 39})
     prs = [
@@ -116,9 +116,9 @@ def test_the_routers_task_end_check_counts_the_others_running_tasks(
     *, ends: str, spends: float, reported: float, current: bool, escalated: str | None
 ) -> None:
     world = World(policy=RoutingPolicy(issue_budget_usd=10.0))
-    _reviewed(world)
-    _spent(world, A38, 6.0)
-    _spent(world, REVIEWER, 2.0)
+    under_review(world)
+    record_spend(world, A38, 6.0)
+    record_spend(world, REVIEWER, 2.0)
     other = world.agent(REVIEWER if ends == A38 else A38)
     sonnet_output = (ModelTokens(model="claude-sonnet-4.5", output_tokens=int(reported / 15.0 * 1_000_000)),)
     token = other.launch_token if current else f"{other.agent_id}-g1-l0"

@@ -17,7 +17,7 @@ from squadron.domain.trust import fence
 from squadron.local.demo import DEMO_FLOWS, demo_policy
 from squadron.local.model import Json, Turn
 from squadron.local.showcase import SHOWCASE_FLOWS, Showcase, note, note_command, note_path, triaged_issues
-from squadron.local_cli import _local_script
+from squadron.local_cli import local_script
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOWCASE = Showcase.of_checkout(ROOT)
@@ -333,7 +333,7 @@ SCRIPTS = [
 def test_squadron_local_picks_its_script(
     case: str, demo: bool, sandbox: bool, *, policy: type, flows: str | None, ci: bool
 ) -> None:
-    script = _local_script(ROOT, io.StringIO(), demo=demo, sandbox=sandbox)
+    script = local_script(ROOT, io.StringIO(), demo=demo, sandbox=sandbox)
     assert script is not None
     assert isinstance(script.get("model_policy"), policy)
     assert script.get("files", {}).get(FLOWS) == flows
@@ -344,6 +344,6 @@ def test_a_checkout_whose_configuration_is_broken_is_refused_with_its_problems(t
     (tmp_path / ".squadron").mkdir()
     (tmp_path / ".squadron" / "config.yaml").write_text("version: 1\ndefault_dev_role: nobody\n")
     out = io.StringIO()
-    assert _local_script(tmp_path, out, demo=False, sandbox=True) is None
+    assert local_script(tmp_path, out, demo=False, sandbox=True) is None
     assert "the showcase reads the checkout's .squadron, which has problems" in out.getvalue()
     assert "nobody" in out.getvalue()

@@ -8,12 +8,11 @@ from datetime import timedelta
 import pytest
 
 from squadron.domain.memory import MemoryPolicy, Reader, Writer, pr_section
-from squadron.domain.routing import RoutingPolicy
 from squadron.shell.memory import Memory
-from squadron.shell.router import RouterService
 from tests.support.events import T0, Events
 from tests.support.fake_memory import FakeMemory
-from tests.support.fake_registry import FakeLauncher, FakeRegistry, FakeRouterGitHub
+from tests.support.fake_registry import FakeRegistry
+from tests.support.router_stack import router_over
 
 DEV = "1-38-feat-dev"
 OTHER = "1-39-feat-dev"
@@ -44,14 +43,7 @@ def test_only_a_persons_merge_confirms_what_the_pull_request_lists(
 ) -> None:
     store = FakeMemory()
     memory = Memory(store, clock=lambda: T0)
-    router = RouterService(
-        registry=FakeRegistry(),
-        launcher=FakeLauncher(),
-        github=FakeRouterGitHub({"alice": "write"}),
-        policies=lambda _e: RoutingPolicy(),
-        clock=lambda: T0 + timedelta(minutes=5),
-        memory=memory,
-    )
+    router = router_over(FakeRegistry(), clock=lambda: T0 + timedelta(minutes=5), memory=memory)
     events = Events()
     router.process(events.assigned(38))
     router.process(events.assigned(39))

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from squadron.domain.agents import AgentStatus
+from squadron.domain.app_acts import enqueued_by_app
 from squadron.domain.effects import Discard, EvaluateMerge, apply_order
 from squadron.domain.event_trimming import build_envelope
 from squadron.domain.events import EventEnvelope
 from squadron.domain.merge_queue import (
-    enqueued_by_app,
     group_of,
     group_statuses,
     is_queue_refusal,

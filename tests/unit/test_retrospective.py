@@ -26,6 +26,7 @@ from squadron.domain.domain_events import (
     AgentStarted,
     BreakerTripped,
     DomainEvent,
+    EventData,
     IssueReopened,
     PullRequestClosed,
     PullRequestMerged,
@@ -33,7 +34,6 @@ from squadron.domain.domain_events import (
     Repository,
     ReviewSubmitted,
     UsageRecorded,
-    _Data,
     event_id,
     make_event,
 )
@@ -75,7 +75,7 @@ def at(day: int, hour: int = 0, minute: int = 0) -> datetime:
 
 
 def ev(
-    data: _Data,
+    data: EventData,
     when: datetime,
     *,
     issue: int | None = None,

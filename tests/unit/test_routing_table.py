@@ -19,7 +19,7 @@ from squadron.domain.routing.comments import COMMENT_ROUTES
 from squadron.domain.routing.issues import ISSUE_ROUTES
 from squadron.domain.routing.merge_queue import MERGE_QUEUE_ROUTES
 from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
-from squadron.domain.routing.table import _compose
+from squadron.domain.routing.table import compose
 from tests.support.events import BOT, Events
 from tests.support.world import World
 
@@ -550,4 +550,4 @@ def test_the_topics_tables_compose_into_one_without_overlap() -> None:
     ]
     assert sum(len(table) for table in topics) == len(ROUTES)
     with pytest.raises(ValueError, match="routed twice"):
-        _compose(ISSUE_ROUTES, {("issues", "opened"): ISSUE_ROUTES[("issues", "opened")]})
+        compose(ISSUE_ROUTES, {("issues", "opened"): ISSUE_ROUTES[("issues", "opened")]})

@@ -106,7 +106,7 @@ def run_local(args: argparse.Namespace, out: TextIO) -> int:
     state_dir = _state_dir(args, out)
     if state_dir is None:
         return EXIT_PROBLEMS
-    script = _local_script(root, out, demo=args.demo, sandbox=github is None)
+    script = local_script(root, out, demo=args.demo, sandbox=github is None)
     if script is None:
         return EXIT_PROBLEMS
     stack = LocalStack(_local_options(args, root, state_dir, script, github))
@@ -119,7 +119,7 @@ def run_local(args: argparse.Namespace, out: TextIO) -> int:
         stack.stop()
         out.write(f"{exc}\n")
         return EXIT_PROBLEMS
-    out.write(_local_banner(stack, args))
+    out.write(local_banner(stack, args))
     out.flush()
     status = EXIT_OK
     feed = stack_feed(stack)
@@ -177,7 +177,7 @@ def _write_history(stack: Any, feed: Any, out: TextIO) -> None:
             out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
 
 
-def _local_script(root: Path, out: TextIO, *, demo: bool, sandbox: bool) -> dict[str, Any] | None:
+def local_script(root: Path, out: TextIO, *, demo: bool, sandbox: bool) -> dict[str, Any] | None:
     """The scripted model's part of the stack's options: the demo's; with the sandbox and no
     model configured, the showcase's (its agents, its approval flow, its stand-in CI); with real
     GitHub and no Copilot token, none (the quiet model). None: the checkout's configuration,
@@ -228,7 +228,7 @@ def _local_stack_runs(state_dir: Path) -> bool:
     return True
 
 
-def _local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
+def local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
     assert stack.resources is not None
     state = Path(args.state)
     lines = ["squadron local is running (Ctrl-C stops it and saves its state):"]

@@ -141,13 +141,12 @@ def test_what_compiled_globs_remember_is_bounded(monkeypatch: pytest.MonkeyPatch
     past the budget every compiled glob is forgotten, and matching is as right as before."""
     from squadron.domain.repo_config import globs  # noqa: PLC0415
 
-    monkeypatch.setattr(globs, "_MAX_REMEMBERED", 500)
-    monkeypatch.setattr(globs, "_remembered", 0)
-    globs.compile_glob.cache_clear()
+    monkeypatch.setattr(globs, "MAX_REMEMBERED", 500)
+    globs.forget()
     names = ["".join(chr(0x4E00 + (i * 7 + j) % 3000) for j in range(30)) for i in range(200)]
     for i, name in enumerate(names):
         pattern = f"*{name[i % 30]}*"
         assert path_matches(pattern, name) is True
         assert path_matches(pattern + "/x", name) is False
-        assert globs._remembered <= 500
+        assert globs.remembered() <= 500
     assert globs.compile_glob.cache_info().currsize < 400  # it was cleared on the way

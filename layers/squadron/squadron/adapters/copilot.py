@@ -185,7 +185,7 @@ class CopilotRuntime:
             session, first, mode = await _open(client, request, options)
             self.session_start = (mode, time.perf_counter() - opening)
             listening = request.on_turn is not None or request.on_usage is not None
-            unsubscribe = session.on(_listener(request.on_turn, request.on_usage)) if listening else None
+            unsubscribe = session.on(usage_listener(request.on_turn, request.on_usage)) if listening else None
             replies: list[str] = []
             prompt: str | None = first
             try:
@@ -295,7 +295,7 @@ async def _send(session: CopilotSession, prompt: str, request: SessionRequest) -
     return str(content or "")
 
 
-def _listener(
+def usage_listener(
     on_turn: Callable[[], None] | None, on_usage: Callable[[str, int, int], None] | None
 ) -> Callable[[Any], None]:
     """Turn starts (the breakers count them) and each model call's tokens (what the task cost)."""

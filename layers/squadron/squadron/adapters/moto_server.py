@@ -29,7 +29,7 @@ from moto.server import main
 
 from squadron.adapters import moto_step_functions
 
-_ONE_AT_A_TIME = threading.RLock()
+ONE_AT_A_TIME = threading.RLock()
 
 
 def serialized(call: Any) -> Any:
@@ -37,7 +37,7 @@ def serialized(call: Any) -> Any:
 
     @functools.wraps(call)
     def one_at_a_time(self: Any) -> Any:
-        with _ONE_AT_A_TIME:
+        with ONE_AT_A_TIME:
             return call(self)
 
     return one_at_a_time

@@ -15,20 +15,65 @@ The App acts in three ways, and routing must know which, since none of them is a
 
 :func:`app_act` is the one place that tells them apart; routing asks it rather than reading an
 envelope's ``origin`` or comparing its sender with the App's login.
+
+What the App made on GitHub is told apart here too, so that each such check has one home:
+:func:`is_app` (a login is the App's bot), :func:`own_pull_request` (a pull request the App
+opened from a branch of the repository), :func:`is_dashboard` (the App's dashboard issue),
+:func:`enqueued_by_app` (a merge queue entry the App queued) and :func:`merged_by_app` (a pull
+request the App merged).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from squadron.domain.events import EventEnvelope
 
+#: The label the App's dashboard issue carries (:mod:`squadron.domain.dashboard` renders it).
+DASHBOARD_LABEL = "squadron-dashboard"
+
 
 def is_app(login: str, bot_login: str) -> bool:
     """Whether ``login`` is the App's bot login (GitHub logins are case-insensitive)."""
     return login.casefold() == bot_login.casefold()
+
+
+def own_pull_request(event: EventEnvelope, bot_login: str) -> bool:
+    """The event's pull request is the App's own, from a branch of this repository (not a fork)."""
+    pr = event.pull_request
+    return (
+        pr is not None
+        and pr.author is not None
+        and is_app(pr.author, bot_login)
+        and pr.head_repo_full_name is not None
+        and pr.head_repo_full_name.casefold() == event.repository.full_name.casefold()
+    )
+
+
+def is_dashboard(labels: Iterable[str], author: str | None, bot_login: str) -> bool:
+    """Whether an issue is a dashboard: the App opened it and it carries the dashboard's label."""
+    return author == bot_login and DASHBOARD_LABEL in labels
+
+
+def enqueued_by_app(entry: Mapping[str, Any], bot_login: str) -> bool:
+    """Whether the App put this merge queue entry there: its enqueuer is the App's bot.
+
+    GraphQL names a GitHub App's bot by its slug (no ``[bot]``) and types it ``Bot``; a person
+    whose login is the slug is a ``User``, never the App."""
+    enqueuer = entry.get("enqueuer")
+    if not isinstance(enqueuer, Mapping) or enqueuer.get("__typename") != "Bot":
+        return False
+    login = str(enqueuer.get("login") or "").casefold()
+    return bool(login) and login.removesuffix("[bot]") == bot_login.casefold().removesuffix("[bot]")
+
+
+def merged_by_app(pr: Mapping[str, Any], bot_login: str) -> bool:
+    """Whether GitHub's pull request (REST) shows it merged, by the App."""
+    by = str((pr.get("merged_by") or {}).get("login") or "")
+    return bool(pr.get("merged")) and is_app(by, bot_login)
 
 
 class _Act(BaseModel):

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind, name_for_id
+from squadron.domain.app_acts import DASHBOARD_LABEL
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_costs, usd
 from squadron.domain.memory import MemoryFact, MemoryPolicy
 from squadron.domain.outbox import FailedEffect
 from squadron.domain.permissions import untagged
 
 TITLE = "Squadron dashboard"
-LABEL = "squadron-dashboard"
+LABEL = DASHBOARD_LABEL
 MARKER = "<!-- squadron:dashboard"
 _MARKER_RE = re.compile(r"<!-- squadron:dashboard digest=([0-9a-f]{16}) -->")
 #: Agents listed per status at most (a busy repository's dashboard stays readable and small).
@@ -216,11 +217,6 @@ def _memory_section(
             )
         lines.append("")
     return lines
-
-
-def is_dashboard(labels: Iterable[str], author: str | None, bot_login: str) -> bool:
-    """Whether an issue is a dashboard: the App opened it and it carries the dashboard's label."""
-    return author == bot_login and LABEL in labels
 
 
 def _agents_section(repo: _Links, agents: Sequence[AgentRecord], prices: PriceTable) -> list[str]:

@@ -51,11 +51,11 @@ SOURCE = "squadron"
 MAX_EVENTS_WITH_RECORD = 99
 
 
-class _Data(BaseModel):
+class EventData(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class _AgentData(_Data):
+class _AgentData(EventData):
     role: str = Field(max_length=64)
     generation: int = Field(ge=1)
     #: The status before (None: the agent was created by this decision).
@@ -89,16 +89,16 @@ class AgentCancelled(_AgentData):
     pass
 
 
-class BlockerRegistered(_Data):
+class BlockerRegistered(EventData):
     #: ``issue`` is blocked by ``blocker``.
     blocker: int = Field(ge=1)
 
 
-class BlockerResolved(_Data):
+class BlockerResolved(EventData):
     blocker: int = Field(ge=1)
 
 
-class PullRequestOpened(_Data):
+class PullRequestOpened(EventData):
     pr_number: int = Field(ge=1)
     branch: str | None = None
     author: str | None = None
@@ -108,7 +108,7 @@ class PullRequestOpened(_Data):
 SUMMARY_LENGTH = 140
 
 
-class ReviewSubmitted(_Data):
+class ReviewSubmitted(EventData):
     pr_number: int = Field(ge=1)
     reviewer: str
     state: str
@@ -120,7 +120,7 @@ class ReviewSubmitted(_Data):
     summary: str | None = Field(default=None, max_length=SUMMARY_LENGTH)
 
 
-class PullRequestClosed(_Data):
+class PullRequestClosed(EventData):
     """An agent's pull request was closed without being merged."""
 
     pr_number: int = Field(ge=1)
@@ -128,7 +128,7 @@ class PullRequestClosed(_Data):
     closed_by: str | None = None
 
 
-class IssueReopened(_Data):
+class IssueReopened(EventData):
     """An issue was reopened (the envelope's ``agent``: its dev agent, if one worked on it)."""
 
     reopened_by: str | None = None
@@ -137,7 +137,7 @@ class IssueReopened(_Data):
 Verdict = Literal["ready", "waiting", "blocked"]
 
 
-class MergeGateVerdictChanged(_Data):
+class MergeGateVerdictChanged(EventData):
     pr_number: int = Field(ge=1)
     verdict: Verdict
     #: The verdict the gate gave this PR before (None: its first judgement).
@@ -145,23 +145,23 @@ class MergeGateVerdictChanged(_Data):
     description: str = Field(default="", max_length=140)
 
 
-class PullRequestMerged(_Data):
+class PullRequestMerged(EventData):
     pr_number: int = Field(ge=1)
     merge_commit_sha: str | None = None
     head_ref: str | None = None
     merged_by: str | None = None
 
 
-class BreakerWarned(_Data):
+class BreakerWarned(EventData):
     limit: Limit
 
 
-class BreakerTripped(_Data):
+class BreakerTripped(EventData):
     limit: Limit
     reason: str = ""
 
 
-class UsageRecorded(_Data):
+class UsageRecorded(EventData):
     outcome: Literal["idle", "sleeping", "escalated", "failed"]
     tool_calls: int = Field(ge=0)
     turns: int = Field(ge=0)
@@ -183,7 +183,7 @@ class RetroWindow:
     pull_request: int | None = None
 
 
-class RetrospectiveCompleted(_Data):
+class RetrospectiveCompleted(EventData):
     """A repository's retrospective was held: its agent completed (the window it looked back on,
     the action items and pull request it proposed)."""
 
@@ -194,7 +194,7 @@ class RetrospectiveCompleted(_Data):
 
 
 #: detail-type -> the model of its ``data``: the one catalogue.
-CATALOGUE: Mapping[str, type[_Data]] = {
+CATALOGUE: Mapping[str, type[EventData]] = {
     "agent.started.v1": AgentStarted,
     "agent.slept.v1": AgentSlept,
     "agent.woke.v1": AgentWoke,
@@ -214,10 +214,10 @@ CATALOGUE: Mapping[str, type[_Data]] = {
     "usage.recorded.v1": UsageRecorded,
     "retrospective.completed.v1": RetrospectiveCompleted,
 }
-_TYPE_OF: Mapping[type[_Data], str] = {model: name for name, model in CATALOGUE.items()}
+_TYPE_OF: Mapping[type[EventData], str] = {model: name for name, model in CATALOGUE.items()}
 
 
-class Repository(_Data):
+class Repository(EventData):
     id: int = Field(ge=1)
     full_name: str = Field(min_length=3, max_length=256)
 
@@ -267,7 +267,7 @@ def gate_event_id(effect_key: str, verdict: str) -> str:
 
 
 def make_event(
-    data: _Data,
+    data: EventData,
     *,
     event_id: str,
     at: datetime,
@@ -325,7 +325,7 @@ def _dev_agent_of(before: Iterable[AgentRecord], issue: int) -> AgentRecord | No
     return max(devs, key=lambda a: (a.updated_at, a.agent_id)) if devs else None
 
 
-def _agent_change(agent: AgentRecord, before: AgentStatus | None) -> _Data | None:
+def _agent_change(agent: AgentRecord, before: AgentStatus | None) -> EventData | None:
     """The event of an agent's status change, or None (a change no consumer is told about)."""
     common: dict[str, Any] = {
         "role": agent.role,
@@ -373,7 +373,7 @@ def derive(
     or a write that leaves a status as it was, reports nothing.
     """
     repository = Repository(id=event.repository.id, full_name=event.repository.full_name)
-    found: list[tuple[_Data, int | None, str | None]] = []
+    found: list[tuple[EventData, int | None, str | None]] = []
     before = tuple(before)
     status: dict[str, AgentStatus] = {a.agent_id: a.status for a in before}
     effect_list = list(effects)
@@ -457,7 +457,7 @@ def _from_event(
     before: Sequence[AgentRecord],
     linked_issues: Mapping[int, int | None],
     effects: Sequence[Effect],
-) -> list[tuple[_Data, int | None, str | None]]:
+) -> list[tuple[EventData, int | None, str | None]]:
     """Events the delivery itself reports: a merge or an agent's pull request closed, an issue
     reopened, a task's end (usage, breakers), a sleep breaker.
 
@@ -465,7 +465,7 @@ def _from_event(
     (if any); a pull request closed unmerged only when it is a dev agent's. An issue reopened is
     reported naming its dev agent if one worked on it.
     """
-    out: list[tuple[_Data, int | None, str | None]] = []
+    out: list[tuple[EventData, int | None, str | None]] = []
     pull = event.pull_request
     if event.event == "pull_request" and event.action == "closed" and pull is not None:
         owner = _agent_of_pull_request(before, pull)

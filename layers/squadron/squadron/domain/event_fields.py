@@ -58,6 +58,12 @@ class EnvelopeModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+def is_bot_account(kind: object, login: str) -> bool:
+    """Whether GitHub's account ``login`` (of type ``kind``) is a bot: typed ``Bot``, or its login
+    ends in ``[bot]`` (which only an App's bot can have)."""
+    return kind == "Bot" or login.endswith("[bot]")
+
+
 class Actor(EnvelopeModel):
     """Who did something: a user, a bot or an organization."""
 
@@ -67,7 +73,7 @@ class Actor(EnvelopeModel):
 
     @property
     def is_bot(self) -> bool:
-        return self.type == "Bot" or self.login.endswith("[bot]")
+        return is_bot_account(self.type, self.login)
 
 
 class RepositoryRef(EnvelopeModel):

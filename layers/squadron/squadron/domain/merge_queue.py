@@ -5,7 +5,7 @@ made through the merge queue"); a pull request is queued with GraphQL's ``enqueu
 pinned to the head that was judged, and GitHub merges it once the required checks pass on its
 merge group (``merge_group`` webhooks). What the gate does about a pull request and its queue
 entry is :func:`queue_step`; the App only ever takes out of the queue an entry it put there
-itself (:func:`enqueued_by_app`), never a person's. See docs/exactly-once.md for how a queueing
+itself (:func:`squadron.domain.app_acts.enqueued_by_app`), never a person's. See docs/exactly-once.md for how a queueing
 whose answer was lost is found again rather than sent twice.
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
+
+from squadron.domain.app_acts import enqueued_by_app
 
 #: The words of GitHub's 405 to a REST merge into a branch that requires a merge queue.
 QUEUE_REFUSAL = "merge queue"
@@ -33,18 +35,6 @@ def requires_queue(rules: Iterable[Mapping[str, Any]]) -> bool:
 def is_queue_refusal(status: int, message: str) -> bool:
     """Whether GitHub's answer to a REST merge says the branch takes merges through its queue only."""
     return status == 405 and QUEUE_REFUSAL in message.casefold()
-
-
-def enqueued_by_app(entry: Mapping[str, Any], bot_login: str) -> bool:
-    """Whether the App put this merge queue entry there: its enqueuer is the App's bot.
-
-    GraphQL names a GitHub App's bot by its slug (no ``[bot]``) and types it ``Bot``; a person
-    whose login is the slug is a ``User``, never the App."""
-    enqueuer = entry.get("enqueuer")
-    if not isinstance(enqueuer, Mapping) or enqueuer.get("__typename") != "Bot":
-        return False
-    login = str(enqueuer.get("login") or "").casefold()
-    return bool(login) and login.removesuffix("[bot]") == bot_login.casefold().removesuffix("[bot]")
 
 
 def entry_head(entry: Mapping[str, Any]) -> str:

@@ -31,7 +31,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from squadron.domain.app_acts import is_app
 from squadron.domain.authority import Authority, Rule, decide
+from squadron.domain.event_fields import is_bot_account
 
 #: How a repository shows the text of people without write access (see the module).
 Reads = Literal["writers", "fenced"]
@@ -74,8 +76,8 @@ def authority_of(
     login = str(user.get("login") or "") if isinstance(user, Mapping) else ""
     if not login:
         return Authority("ghost", Rule.UNKNOWN_PERMISSION)
-    is_bot = (isinstance(user, Mapping) and user.get("type") == "Bot") or login.endswith("[bot]")
-    asked = None if is_bot or login.casefold() == bot_login.casefold() else permission(login)
+    is_bot = is_bot_account(user.get("type") if isinstance(user, Mapping) else None, login)
+    asked = None if is_bot or is_app(login, bot_login) else permission(login)
     return decide(login, is_bot=is_bot, bot_login=bot_login, permission=asked)
 
 

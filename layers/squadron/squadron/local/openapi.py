@@ -96,6 +96,12 @@ def _closed(schema: Any) -> Any:
     return out
 
 
+def closed_schema(schema: Any) -> Any:
+    """A schema of GitHub's description as the sandbox checks against it: ``$ref``s inlined,
+    ``nullable`` as JSON Schema's null type, and closed (:func:`_closed`)."""
+    return _closed(_deref(schema))
+
+
 @dataclass(frozen=True)
 class Operation:
     method: str
@@ -178,7 +184,7 @@ def validate_call(call: Call) -> tuple[Operation, dict[str, str]]:
     if call.content:
         if body_spec is None:
             raise InvalidRequestError(f"{operation.operation_id} takes no body")
-        schema = _closed(_deref(body_spec)["content"]["application/json"]["schema"])
+        schema = closed_schema(body_spec["content"]["application/json"]["schema"])
         try:
             jsonschema.validate(json.loads(call.content), schema)
         except jsonschema.ValidationError as exc:

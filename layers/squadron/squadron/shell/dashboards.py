@@ -25,6 +25,7 @@ from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain import dashboard
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
+from squadron.domain.app_acts import is_dashboard
 from squadron.domain.dashboard_refresh import (
     REFRESH_INTERVAL,
     RefreshRequest,
@@ -223,7 +224,11 @@ class DashboardService:
             issue
             for issue in github.list_issues(labels=(dashboard.LABEL,), state="open")
             if "pull_request" not in issue
-            and (issue.get("user") or {}).get("login") == self.bot_login
+            and is_dashboard(
+                [str(label.get("name")) for label in issue.get("labels") or []],
+                (issue.get("user") or {}).get("login"),
+                self.bot_login,
+            )
             and dashboard.MARKER in str(issue.get("body") or "")
         ]
         if not found:

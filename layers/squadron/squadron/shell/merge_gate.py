@@ -1,5 +1,9 @@
 """The merge gate shell: read a pull request's state from GitHub, judge it (pure), act.
 
+The choices are :mod:`squadron.domain.merge_gate`'s (which reads a judgement needs, the verdict,
+the statuses to post, the conflict to report, whether to merge and which branch to delete) and
+:func:`squadron.domain.merge_queue.queue_step`'s; this module reads, asks them, and carries out.
+
 Called by the router whenever something that can change the verdict happens
 (the PR opened or got commits, a review, a check or status). Each evaluation
 reads the PR, its head commit's statuses and check runs, its reviews and — only
@@ -9,7 +13,7 @@ did not change since the last judgement is a 304, which costs no rate limit),
 then the repository permission of each reviewer
 whose standing review is an approval or a change request (the authority rule:
 only those with write access count; not the author, the App or bots, each
-asked once per judgement, at most :data:`MAX_REVIEWERS_CHECKED`, and through
+asked once per judgement, at most :data:`~squadron.domain.merge_gate.MAX_REVIEWERS_CHECKED`, and through
 the router's five-minute cache when wired with it: usually no call at all),
 posts ``squadron/merge`` saying in words why the
 PR is not merging yet, and merges it — with the approval flow's consent, the
@@ -53,23 +57,22 @@ from squadron.adapters.github.errors import (
 )
 from squadron.adapters.github.keyed import SENDS, once
 from squadron.config.parse import SquadronConfig
-from squadron.domain.app_acts import is_app
-from squadron.domain.approval import (
-    MERGE_CONTEXT,
-    STANDING_VERDICTS,
-    GateResult,
-    PullRequestState,
-    effective_flow,
-    evaluate,
-    held_for_people,
-    reads_changed_files,
+from squadron.domain.app_acts import merged_by_app
+from squadron.domain.approval import GateResult
+from squadron.domain.events import EventEnvelope
+from squadron.domain.merge_gate import (
+    GateReads,
+    branch_after_queue_merge,
+    conflict_envelope,
+    head_sha,
+    judge,
+    merged_event,
+    not_gated,
+    permissions_wanted,
+    reads_files,
 )
-from squadron.domain.commands import ReportConflict
-from squadron.domain.event_trimming import build_envelope
-from squadron.domain.events import EventEnvelope, command_envelope
-from squadron.domain.merge_queue import entry_head, group_statuses, is_queue_refusal, queue_step
+from squadron.domain.merge_queue import entry_head, is_queue_refusal, queue_step
 from squadron.domain.permissions import MergeConsent
-from squadron.domain.repo_config.limits import MAX_LISTED
 
 logger = logging.getLogger(__name__)
 
@@ -79,12 +82,6 @@ def _now() -> datetime:
 
 
 Json = dict[str, Any]
-
-#: Review states that stand until replaced (a later COMMENTED review does not revoke an approval).
-_STANDING = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
-#: Reviewers whose permission one judgement asks GitHub for, at most (change requests first);
-#: the verdict of a PR with more waits for a human (an unknown reviewer's review never counts).
-MAX_REVIEWERS_CHECKED = 20
 
 #: (installation, repository, login) -> the login's repository permission.
 PermissionSource = Callable[[int | None, str, str], str]
@@ -120,59 +117,6 @@ class GateOutcome:
     detail: str = ""
     #: In its base's merge queue at the judged head (GitHub merges it when its group passes).
     queued: bool = False
-
-
-def latest_reviews(reviews: list[Json]) -> dict[str, str]:
-    """Each reviewer's standing review state (GitHub lists reviews oldest first)."""
-    latest: dict[str, str] = {}
-    for review in reviews:
-        login = str((review.get("user") or {}).get("login") or "")
-        state = str(review.get("state") or "")
-        if login and state in _STANDING:
-            latest[login] = state
-    return latest
-
-
-def bot_reviewers(reviews: list[Json]) -> frozenset[str]:
-    """Reviewers GitHub marks as bots (or whose login says so)."""
-    return frozenset(
-        str(user.get("login"))
-        for review in reviews
-        if (user := review.get("user") or {}).get("login")
-        and (user.get("type") == "Bot" or str(user.get("login")).endswith("[bot]"))
-    )
-
-
-def reviewers_to_check(
-    reviews: dict[str, str], *, author: str, bot_login: str, bots: frozenset[str]
-) -> list[str]:
-    """Whose permission a judgement needs: humans with a standing approval or change request.
-
-    Change requests first (a missed one could let a PR merge), then by login; at most
-    :data:`MAX_REVIEWERS_CHECKED`.
-    """
-    wanted = [
-        login
-        for login, state in reviews.items()
-        if state in STANDING_VERDICTS
-        and login not in bots
-        and login.casefold() != author.casefold()
-        and not is_app(login, bot_login)
-    ]
-    wanted.sort(key=lambda login: (reviews[login] != "CHANGES_REQUESTED", login))
-    return wanted[:MAX_REVIEWERS_CHECKED]
-
-
-def check_outcomes(combined: Json, runs: list[Json]) -> dict[str, str]:
-    """Status contexts and check-run names -> success/failure/pending/... (check runs win on a tie)."""
-    out = {
-        str(s.get("context")): str(s.get("state")) for s in combined.get("statuses") or [] if s.get("context")
-    }
-    for run in runs:
-        name = str(run.get("name") or "")
-        if name:
-            out[name] = str(run.get("conclusion") or run.get("status") or "pending")
-    return out
 
 
 class MergeGate:
@@ -216,86 +160,55 @@ class MergeGate:
         pr = github.get_pull(pr_number)
         if queue_merged and pr.get("merged"):
             return self._after_queue_merge(github, repo, pr, author_role)
-        if pr.get("state") != "open" or pr.get("merged"):
-            return GateOutcome(
-                pr_number, None, detail=f"PR #{pr_number} is {pr.get('state')}; nothing to gate"
-            )
-        head = pr.get("head") or {}
-        sha = str(head.get("sha") or "")
+        closed = not_gated(pr, pr_number)
+        if closed is not None:
+            return GateOutcome(pr_number, None, detail=closed)
         config = self.config_for(repo)
-        count = pr.get("changed_files")
-        count = count if isinstance(count, int) and not isinstance(count, bool) else None
-        base = str((pr.get("base") or {}).get("ref") or "")
-        files = (  # only a flow that protects paths reads them (past the cap, all apply unread)
-            [str(f.get("filename")) for f in github.list_pull_files(pr_number)]
-            if reads_changed_files(config.approval_flows, base, count)
-            else []
-        )
-        author = str((pr.get("user") or {}).get("login") or "")
+        files = self._files(github, pr, pr_number, config)
         listed = github.list_reviews(pr_number)
-        reviews, bots = latest_reviews(listed), bot_reviewers(listed)
-        wanted = reviewers_to_check(reviews, author=author, bot_login=self.bot_login, bots=bots)
-        permissions = self._permissions(github, installation_id, repo, wanted)
-        state = PullRequestState(
-            number=pr_number,
-            head_sha=sha,
-            author=author,
-            draft=bool(pr.get("draft")),
-            mergeable_state=pr.get("mergeable_state"),
-            author_role=author_role,
-            checks=check_outcomes(combined := github.get_combined_status(sha), github.list_check_runs(sha)),
-            reviews=reviews,
-            permissions=permissions,
-            bots=bots,
-            reviews_cut=len(listed) >= MAX_LISTED,
+        permissions = self._permissions(
+            github, installation_id, repo, permissions_wanted(pr, listed, self.bot_login)
         )
-        head_statuses = list(combined.get("statuses") or [])
-        groups = {name: group.members for name, group in config.config.human_groups.items()}
-        result = evaluate(
-            held_for_people(
-                effective_flow(config.approval_flows, base, files, changed_count=count), author_role
-            ),
-            state,
-            groups,
+        sha = head_sha(pr)
+        combined = github.get_combined_status(sha)
+        reads = GateReads(pr_number, pr, files, listed, permissions, combined, github.list_check_runs(sha))
+        decision = judge(
+            reads,
+            repo=repo,
+            flows=config.approval_flows,
+            groups={name: group.members for name, group in config.config.human_groups.items()},
             bot_login=self.bot_login,
+            author_role=author_role,
+            issue_number=issue_number,
+            merge_group=merge_group,
         )
-        github.create_status(
-            sha, state=result.status_state, context=MERGE_CONTEXT, description=result.description
-        )
-        if merge_group:
-            for context, state_of, text in group_statuses(
-                head_statuses, verdict_state=result.status_state, verdict=result.description
-            ):
-                github.create_status(merge_group, state=state_of, context=context, description=text)
+        result = decision.result
+        for status in decision.statuses:
+            github.create_status(
+                status.sha, state=status.state, context=status.context, description=status.description
+            )
         if result.ignored:
             logger.info(
                 "PR #%s of %s: reviews without authority ignored: %s", pr_number, repo, result.ignored
             )
-        if state.mergeable_state == "dirty" and issue_number is not None and self.announce is not None:
-            # AD-005: the dev agent resolves its conflict first (the router decides who acts).
-            conflict = ReportConflict(issue_number=issue_number, pr_number=pr_number, head_sha=sha, base=base)
+        if decision.conflict is not None and self.announce is not None:
             self.announce(
-                command_envelope(
-                    conflict,
-                    repository=(pr.get("base") or {}).get("repo") or {"full_name": repo},
+                conflict_envelope(
+                    decision.conflict,
+                    pr,
+                    repo=repo,
                     installation_id=installation_id,
-                    delivery_id=f"conflict-{pr_number}-{sha[:12]}-{cause or 'gate'}",
+                    cause=cause,
                     now=self.clock(),
                 )
             )
-        # The base's rules are read only once this head was judged ready before (the App queues
-        # no other head); a first merge of it tries REST, whose 405 names the queue: a repository
-        # without one pays no call for it.
-        was_ready = any(
-            st.get("context") == MERGE_CONTEXT and st.get("state") == "success" for st in head_statuses
-        )
-        queue = was_ready and github.branch_requires_merge_queue(base)
-        if not result.merge:
+        queue = decision.reads_queue_rules and github.branch_requires_merge_queue(decision.base)
+        consent = decision.consent
+        if consent is None:
             left = self._through_queue(github, pr_number, None, sha, result) if queue else None
             return GateOutcome(
                 pr_number, result, detail=result.description + (f"; {left.detail}" if left else "")
             )
-        consent = MergeConsent(pr_number, True, "every requirement of the approval flow is met")
         if queue:
             return self._through_queue(github, pr_number, consent, sha, result)
         try:
@@ -309,10 +222,17 @@ class MergeGate:
             logger.warning("PR #%s of %s not merged: %s", pr_number, repo, exc)
             return GateOutcome(pr_number, result, detail=f"not merged: {exc}")
         if self.announce is not None:
-            self.announce(self._merged_event(read or pr, merged, installation_id))
-        same_repo = (head.get("repo") or {}).get("full_name") in (None, repo)
-        if result.delete_branch and same_repo and head.get("ref"):
-            github.delete_branch(str(head["ref"]))
+            self.announce(
+                merged_event(
+                    read or pr,
+                    merged,
+                    installation_id=installation_id,
+                    bot_login=self.bot_login,
+                    now=self.clock(),
+                )
+            )
+        if decision.delete_branch is not None:
+            github.delete_branch(decision.delete_branch)
         return GateOutcome(pr_number, result, merged=True, detail=f"merged with {result.method}")
 
     def _through_queue(
@@ -365,24 +285,22 @@ class MergeGate:
     ) -> GateOutcome:
         """GitHub's merge queue merged the PR: delete its branch if its flow says so (as after a merge)."""
         number = int(pr["number"])
-        head = pr.get("head") or {}
-        base = str((pr.get("base") or {}).get("ref") or "")
         config = self.config_for(repo)
-        count = pr.get("changed_files")
-        count = count if isinstance(count, int) and not isinstance(count, bool) else None
-        files = (
-            [str(f.get("filename")) for f in github.list_pull_files(number)]
-            if reads_changed_files(config.approval_flows, base, count)
-            else []
+        files = self._files(github, pr, number, config)
+        branch = branch_after_queue_merge(
+            pr, files, repo=repo, flows=config.approval_flows, author_role=author_role
         )
-        flow = held_for_people(
-            effective_flow(config.approval_flows, base, files, changed_count=count), author_role
-        )
-        same_repo = (head.get("repo") or {}).get("full_name") in (None, repo)
-        if flow.flow.merge_policy.delete_branch and same_repo and head.get("ref"):
-            github.delete_branch(str(head["ref"]))  # gone already is fine: once in effect
+        if branch is not None:
+            github.delete_branch(branch)  # gone already is fine: once in effect
             return GateOutcome(number, None, merged=True, detail="merged by the merge queue; branch deleted")
         return GateOutcome(number, None, merged=True, detail="merged by the merge queue")
+
+    @staticmethod
+    def _files(github: GateClient, pr: Json, number: int, config: SquadronConfig) -> list[str]:
+        """The PR's changed files, read only when a flow that protects paths could use them."""
+        if not reads_files(pr, config.approval_flows):
+            return []
+        return [str(f.get("filename")) for f in github.list_pull_files(number)]
 
     def _merge(
         self, github: GateClient, pr_number: int, consent: MergeConsent, method: str, sha: str
@@ -416,8 +334,7 @@ class MergeGate:
     def _merged_by_app(self, github: GateClient, pr_number: int) -> tuple[Json, Json] | None:
         """The merge's answer as GitHub's PR shows it, and the PR, if the App merged it."""
         pr = github.get_pull(pr_number)
-        by = str((pr.get("merged_by") or {}).get("login") or "")
-        if not pr.get("merged") or not is_app(by, self.bot_login):
+        if not merged_by_app(pr, self.bot_login):
             return None
         answer = {"sha": pr.get("merge_commit_sha"), "merged": True, "message": "merged (answer lost)"}
         return answer, pr
@@ -429,31 +346,3 @@ class MergeGate:
         if self.permission is None:
             return {login: github.collaborator_permission(login) for login in logins}
         return {login: self.permission(installation_id, repo, login) for login in logins}
-
-    def _merged_event(self, pr: Json, merged: Json, installation_id: int | None) -> EventEnvelope:
-        """The pull_request.closed webhook GitHub sends for a merge, which the ingress drops for the App."""
-        now = self.clock()
-        stamp = now.isoformat().replace("+00:00", "Z")
-        closed = {
-            **pr,
-            "state": "closed",
-            "merged": True,
-            "merged_at": stamp,
-            "closed_at": stamp,
-            "updated_at": stamp,
-        }
-        base_repo = (pr.get("base") or {}).get("repo") or {}
-        payload = {
-            "action": "closed",
-            "pull_request": closed,
-            "repository": base_repo,
-            "sender": {"login": self.bot_login, "id": 0, "type": "Bot"},
-            "installation": {"id": installation_id} if installation_id else None,
-        }
-        envelope = build_envelope(
-            event="pull_request",
-            delivery_id=f"echo-merge-{base_repo.get('id')}-{pr['number']}-{str(merged.get('sha') or '')[:12]}",
-            payload=payload,
-            received_at=now,
-        )
-        return EventEnvelope.model_validate({**envelope.model_dump(), "origin": "squadron"})

@@ -39,16 +39,27 @@ _MAX_CHAR_MASKS = 1024
 #: Entries (transitions and masks) remembered by every compiled glob together: past this the
 #: compiled globs are forgotten and compiled again when next needed, so that hostile globs and
 #: file names from many repositories cannot grow a long-lived router's memory (about 30 MB).
-_MAX_REMEMBERED = 200_000
+MAX_REMEMBERED = 200_000
 _remembered = 0
+
+
+def remembered() -> int:
+    """Entries the compiled globs remember now (at most :data:`MAX_REMEMBERED`)."""
+    return _remembered
+
+
+def forget() -> None:
+    """Forget every compiled glob and what it remembered."""
+    global _remembered  # noqa: PLW0603 (one budget for the module's cache)
+    compile_glob.cache_clear()
+    _remembered = 0
 
 
 def _remember() -> bool:
     """Count one more remembered entry; False (and every compiled glob forgotten) past the budget."""
     global _remembered  # noqa: PLW0603 (one budget for the module's cache)
-    if _remembered >= _MAX_REMEMBERED:
-        compile_glob.cache_clear()
-        _remembered = 0
+    if _remembered >= MAX_REMEMBERED:
+        forget()
         return False
     _remembered += 1
     return True

@@ -14,7 +14,7 @@ from squadron.domain.agents import (
     RoleKind,
     agent_id_for,
 )
-from squadron.domain.app_acts import is_app
+from squadron.domain.app_acts import own_pull_request
 from squadron.domain.effects import (
     AddLabels,
     AgentWrite,
@@ -226,18 +226,6 @@ def unblock_issue(event: EventEnvelope, snap: Snapshot, blocker: int) -> list[Ef
     return effects
 
 
-def own_pull_request(event: EventEnvelope, policy: RoutingPolicy) -> bool:
-    """The event's pull request is the App's own, from a branch of this repository (not a fork)."""
-    pr = event.pull_request
-    return (
-        pr is not None
-        and pr.author is not None
-        and is_app(pr.author, policy.bot_login)
-        and pr.head_repo_full_name is not None
-        and pr.head_repo_full_name.casefold() == event.repository.full_name.casefold()
-    )
-
-
 def _dev_agent_on_branch(
     snap: Snapshot, policy: RoutingPolicy, branch: str
 ) -> tuple[int, AgentRecord | None] | None:
@@ -267,7 +255,7 @@ def linked_issue_of(
     if linked is not None:
         return linked
     pr = event.pull_request
-    if pr is None or pr.number != pr_number or not own_pull_request(event, policy):
+    if pr is None or pr.number != pr_number or not own_pull_request(event, policy.bot_login):
         return None
     found = _dev_agent_on_branch(snap, policy, pr.head_ref)
     return found[0] if found is not None else None

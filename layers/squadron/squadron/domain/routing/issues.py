@@ -11,7 +11,7 @@ from squadron.domain.agents import (
     IssueState,
     RoleKind,
 )
-from squadron.domain.app_acts import AgentReported, FrameworkCommand, app_act
+from squadron.domain.app_acts import AgentReported, FrameworkCommand, app_act, is_dashboard
 from squadron.domain.authority import Authority, Rule
 from squadron.domain.blockers import height_of
 from squadron.domain.effects import (
@@ -113,7 +113,7 @@ def _vouched(event: EventEnvelope, policy: RoutingPolicy) -> Vouched | None:
 
 def _on_issue_edited(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
     issue = issue_fields(event)
-    if dashboard.is_dashboard(issue.labels, issue.author, policy.bot_login):
+    if is_dashboard(issue.labels, issue.author, policy.bot_login):
         return _on_dashboard_edited(event, snap, policy)
     agent = snap.view(issue.number).agent_of_kind(RoleKind.DEV)
     summary = f"#{issue.number} was edited by {event.sender.login}"
@@ -176,7 +176,7 @@ def refused_ticks(event: EventEnvelope, policy: RoutingPolicy, verdict: Authorit
     if (event.event, event.action) != ("issues", "edited") or verdict.rule not in _NOTED_REFUSALS:
         return []
     issue = issue_fields(event)
-    if not dashboard.is_dashboard(issue.labels, issue.author, policy.bot_login):
+    if not is_dashboard(issue.labels, issue.author, policy.bot_login):
         return []
     ticked = len(dashboard.checked_actions(issue.body)) + len(dashboard.checked_confirmations(issue.body))
     if not ticked:

@@ -16,7 +16,7 @@ from squadron.domain.agents import (
     RoleKind,
     parse_agent_id,
 )
-from squadron.domain.app_acts import AgentReported, app_act, is_app
+from squadron.domain.app_acts import AgentReported, app_act, is_app, is_dashboard
 from squadron.domain.authority import permissions_needed
 from squadron.domain.blockers import BlockerGraph
 from squadron.domain.commands import RecoverAgent, RegisterBlocker, ReportConflict, TaskEnded
@@ -152,7 +152,7 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
         if (
             event.event == "issues"
             and event.action == "edited"
-            and dashboard.is_dashboard(event.issue.labels, event.issue.author, policy.bot_login)
+            and is_dashboard(event.issue.labels, event.issue.author, policy.bot_login)
         ):
             # The agents its ticked boxes name: their issues (a PM has none to read here).
             for _, agent_id in dashboard.checked_actions(event.issue.body):

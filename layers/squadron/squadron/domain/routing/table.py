@@ -32,7 +32,7 @@ from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
 from squadron.domain.routing.snapshot import Handler, Snapshot
 
 
-def _compose(*tables: Mapping[tuple[str, str | None], Handler]) -> Mapping[tuple[str, str | None], Handler]:
+def compose(*tables: Mapping[tuple[str, str | None], Handler]) -> Mapping[tuple[str, str | None], Handler]:
     """One table from each topic's; an (event, action) routed by two topics is a programming error."""
     composed: dict[tuple[str, str | None], Handler] = {}
     for table in tables:
@@ -44,7 +44,7 @@ def _compose(*tables: Mapping[tuple[str, str | None], Handler]) -> Mapping[tuple
 
 
 #: Every (event, action) the router handles, composed from each topic's table.
-ROUTES: Mapping[tuple[str, str | None], Handler] = _compose(
+ROUTES: Mapping[tuple[str, str | None], Handler] = compose(
     ISSUE_ROUTES, COMMENT_ROUTES, PULL_REQUEST_ROUTES, CI_ROUTES, COMMAND_ROUTES, MERGE_QUEUE_ROUTES
 )
 

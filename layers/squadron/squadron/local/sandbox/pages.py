@@ -28,7 +28,7 @@ from urllib.parse import quote
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from squadron.domain.dashboard import is_dashboard
+from squadron.domain.app_acts import is_dashboard
 from squadron.local.sandbox.base import Json, Repo, SandboxBase
 
 PREFIX = "/ui"

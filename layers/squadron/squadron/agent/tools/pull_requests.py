@@ -11,7 +11,7 @@ from typing import Any
 from squadron.agent.tools.base import BaseTools
 from squadron.agent.tools.params import GitPush, NoParams, OpenPr, PostStatus, SubmitReview
 from squadron.domain.permissions import REVIEW_EVENT_ACTIONS, Action, check
-from squadron.domain.trust import issue_text
+from squadron.domain.trust import issue_text, one_line
 
 #: The task's endings that take the agent out of work while its session still runs (asleep on a
 #: blocker, or with humans): nothing is pushed after them but the host's one save.
@@ -84,18 +84,21 @@ class PullRequestTools(BaseTools):
         if isinstance(pr, str):
             return pr
         files = self.github.list_pull_files(int(pr["number"]))
-        # Its title and description are its author's words; the diff is the code under review.
+        # Its title, description and head branch's name are its author's words (a fork's branch
+        # is named as its author likes); the diff is the code under review.
+        author = self.authors()(pr.get("user"))
         text = issue_text(
             str(pr.get("title") or ""),
             str(pr.get("body") or ""),
-            self.authors()(pr.get("user")),
+            author,
             None,
             self.reads,
             what="pull request",
         )
+        head = one_line("head branch name", str(pr.get("head", {}).get("ref") or ""), author, self.reads)
         lines = [
             f"PR #{pr['number']} [{pr.get('state')}] {text.title}",
-            f"{pr.get('head', {}).get('ref')} -> {pr.get('base', {}).get('ref')} at {pr.get('head', {}).get('sha')}",
+            f"{head} -> {pr.get('base', {}).get('ref')} at {pr.get('head', {}).get('sha')}",
             text.body,
             f"{len(files)} changed file(s):",
         ]

@@ -99,15 +99,23 @@ def notify_agent(
     wake: bool,
     body: str = "",
     url: str | None = None,
+    unvetted_author: str | None = None,
 ) -> list[Effect]:
-    """Put an item in the agent's inbox; wake it when asked and it is asleep or escalated."""
+    """Put an item in the agent's inbox; wake it when asked and it is asleep or escalated.
+
+    ``unvetted_author``: whose words ``body`` is when no authority rule passed them (the host
+    shows them by that author's trust); ``summary``, which becomes a wake reason, is the
+    framework's words only.
+    """
     if agent is None:
         return [Discard(f"no agent to tell: {summary}")]
     if agent.status in TERMINAL:
         return [Discard(f"agent {agent.agent_id} is {agent.status}; stale event: {summary}")]
     if agent.predates(event.occurred_at):
         return [Discard(f"event predates generation {agent.generation} of {agent.agent_id}: {summary}")]
-    effects: list[Effect] = [inbox_item(agent, event, kind, summary, body=body, url=url)]
+    effects: list[Effect] = [
+        inbox_item(agent, event, kind, summary, body=body, url=url, unvetted_author=unvetted_author)
+    ]
     if wake and _wakeable(agent, event):
         write, launch = _wake(agent, event, snap, summary)
         effects += [PutAgent(write), launch]
@@ -311,18 +319,26 @@ def count_round(
     round_key: str,
     base: str,
     notice: tuple[str, str, str, str | None],
+    unvetted_author: str | None = None,
 ) -> list[Effect]:
     """Tell (and wake) the dev agent of one more failed round; past the flow's max_retries, escalate.
 
     A CI round is one failing head commit (several failing checks on it are one round);
-    each change request is a round of review. ``notice`` is (kind, summary, body, url).
+    each change request is a round of review. ``notice`` is (kind, summary, body, url);
+    ``unvetted_author`` whose words the body is when no authority rule passed them.
     """
     kind, summary, body, url = notice
+
+    def tell(whom: AgentRecord | None) -> list[Effect]:
+        return notify_agent(
+            whom, event, snap, kind, summary, wake=True, body=body, url=url, unvetted_author=unvetted_author
+        )
+
     if agent is None or agent.status in TERMINAL or agent.predates(event.occurred_at):
-        return notify_agent(agent, event, snap, kind, summary, wake=True, body=body, url=url)
+        return tell(agent)
     marker = "last_ci_failure" if trigger == "on_ci_failure" else "last_rejection"
     if round_key == getattr(agent, marker):
-        return notify_agent(agent, event, snap, kind, summary, wake=True, body=body, url=url)
+        return tell(agent)
     counter = "ci_failures" if trigger == "on_ci_failure" else "rejections"
     used = getattr(agent.counters, counter) + 1
     counters = agent.counters.model_copy(update={counter: used})
@@ -332,10 +348,10 @@ def count_round(
         what = "CI failed" if trigger == "on_ci_failure" else "changes were requested"
         reason = f"{what} {used} times, over {trigger}.max_retries {rule.max_retries}"
         return [
-            inbox_item(agent, event, kind, summary, body=body, url=url),
+            inbox_item(agent, event, kind, summary, body=body, url=url, unvetted_author=unvetted_author),
             *escalate_agent(counted, event, snap, policy, reason, rule=rule),
         ]
-    effects = notify_agent(counted, event, snap, kind, summary, wake=True, body=body, url=url)
+    effects = tell(counted)
     if not any(isinstance(effect, PutAgent) for effect in effects):
         effects.append(
             PutAgent(

@@ -1,4 +1,12 @@
-"""CI: failed checks and statuses on an agent's branch reach its dev agent as rounds; the merge gate re-judges."""
+"""CI: failed checks and statuses on an agent's branch reach its dev agent as rounds; the merge gate re-judges.
+
+A check's name and a status's context and description are their source's words: the app that
+ran the check (a workflow's job name, which whoever controls that workflow chooses) or whoever
+posted the status. No authority rule vouches for them, so they are never in a summary (which
+becomes a wake reason); they travel as the item's body under their source's name, and the agent
+host shows them by that source's trust (:mod:`squadron.domain.trust`): as they are when it is the
+App or a person with write access, else withheld or fenced.
+"""
 
 from __future__ import annotations
 
@@ -35,13 +43,31 @@ def _ci_round(  # noqa: PLR0917 (one call site per CI signal: checks and statuse
     sha: str,
     summary: str,
     url: str | None,
+    said: tuple[str, str],
 ) -> list[Effect]:
-    """One failing head commit of the agent's PR: a CI round (checks do not name the PR's base)."""
+    """One failing head commit of the agent's PR: a CI round (checks do not name the PR's base).
+
+    ``said`` is (source, text): whose words the check's name (a status's context) is, and them.
+    """
     base = event.repository.default_branch or "main"
-    notice = ("check_failed", summary, "", url)
+    source, text = said
+    notice = ("check_failed", summary, text, url)
     return count_round(
-        agent, event, snap, policy, trigger="on_ci_failure", round_key=sha, base=base, notice=notice
+        agent,
+        event,
+        snap,
+        policy,
+        trigger="on_ci_failure",
+        round_key=sha,
+        base=base,
+        notice=notice,
+        unvetted_author=source,
     )
+
+
+def _app_login(slug: str | None) -> str:
+    """The login a GitHub App's check runs are written under (``<slug>[bot]``); a bot's either way."""
+    return f"{slug or 'unknown-app'}[bot]"
 
 
 def _on_check(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -53,8 +79,10 @@ def _on_check(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> li
         passed = f"{check.kind} {label} on {check.head_sha[:7]} concluded {check.conclusion}"
         return gates or [Discard(passed)]
     agent = agent_for_commit(snap, policy, None, check.pull_request_numbers)
-    summary = f"{check.kind} '{label}' {check.conclusion} on {check.head_sha[:7]}"
-    return [*_ci_round(agent, event, snap, policy, check.head_sha, summary, None), *gates]
+    kind = check.kind.replace("_", " ")
+    summary = f"a {kind} failed ({check.conclusion}) on {check.head_sha[:7]}: its name follows"
+    said = (_app_login(check.app_slug), f"{kind} name: {label}")
+    return [*_ci_round(agent, event, snap, policy, check.head_sha, summary, None, said), *gates]
 
 
 def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[Effect]:
@@ -80,8 +108,12 @@ def _on_status(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> l
     if status.state not in FAILED_STATUS_STATES:
         return gates or [Discard(f"status {status.context} on {status.sha[:7]} is {status.state}")]
     for branch, agent in owners:
-        summary = f"status '{status.context}' is {status.state} on {status.sha[:7]} ({branch})"
-        return [*_ci_round(agent, event, snap, policy, status.sha, summary, status.target_url), *gates]
+        summary = f"a commit status is {status.state} on {status.sha[:7]} ({branch}): its context follows"
+        text = f"status context: {status.context}" + (
+            f"\nstatus description: {status.description}" if status.description else ""
+        )
+        said = (event.sender.login, text)
+        return [*_ci_round(agent, event, snap, policy, status.sha, summary, status.target_url, said), *gates]
     return [
         Discard(
             f"status {status.context} on {status.sha[:7]}: no agent owns {', '.join(status.branches) or 'its branch'}"

@@ -313,8 +313,8 @@ def test_a_push_after_report_blocked_is_refused_with_why_and_the_work_saved_once
 
     with serve(model):
         first = run(stack.host(model, door={"transport": transport}, push_through_door=True))
-    assert first.outcome == "sleeping", _tool_results(model)
-    said = _tool_results(model)[-1]
+    assert first.outcome == "sleeping", tool_results(model)
+    said = tool_results(model)[-1]
     assert "Not pushed: you ended your work (blocked by #42" in said and "end your turn" in said
     # No push whose report the gateway refused (its metrics, after the routed end, are refused).
     assert [r for r in refused if not r.startswith("metrics: ")] == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 
 from squadron.config import parse_files
@@ -348,3 +349,19 @@ def test_a_webhook_never_connects_to_an_internal_address(address: str) -> None:
 @pytest.mark.parametrize("address", ["93.184.216.34", "2606:4700::1111", "8.8.8.8"])
 def test_a_public_address_is_allowed(address: str) -> None:
     assert address_problem(address) is None
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["@169.254.169.254/", "\\\\@169.254.169.254", "#@127.0.0.1", "?x=1@10.0.0.1:80/", "%2F%2F127.0.0.1"],
+)
+def test_run_data_an_attacker_wrote_never_moves_a_webhook_to_another_host(planted: str) -> None:
+    """The trigger's data (a pull request's title, say) lands in the address's path: the host stays
+    the one the configuration wrote."""
+    (stage,) = stages(
+        "      - id: w\n        type: webhook\n        request:\n"
+        '          url: "https://hooks.example.com/p/{{ trigger.n }}"\n'
+    ).values()
+    call = safe_plan(task(stage, input={"trigger": {"n": planted}}), WHERE)
+    assert isinstance(call, Call)
+    assert httpx.URL(call.url).host == "hooks.example.com"

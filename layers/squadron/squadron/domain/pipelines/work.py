@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -227,6 +228,14 @@ def _call(webhook: WebhookStage, data: Mapping[str, Any]) -> Call:
     ns = namespaces(data)
     request = webhook.request
     url = str(render(request.url, ns))
+    # The host is written literally (the configuration's check); what a template renders after it
+    # (run data an attacker may have written, such as a pull request's title) never moves it.
+    written, rendered = urlsplit(request.url), urlsplit(url)
+    if (rendered.scheme, rendered.netloc) != (written.scheme, written.netloc):
+        raise PipelineTemplateError(
+            request.url,
+            f"renders the address {url!r}, whose host is not the one written ({written.hostname})",
+        )
     headers = {str(key): str(render(value, ns)) for key, value in request.headers.items()}
     body = render(request.body, ns) if request.body is not None else None
     expect: tuple[int, ...] | None = None

@@ -18,7 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
+from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.for_router import AppGitHub
 from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.adapters.webhooks import Webhooks
 from squadron.config import parse_files
@@ -30,6 +32,7 @@ from squadron.shell.dispatch import Dispatcher
 from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.pipeline_facts import GitHubFacts
 from squadron.shell.pipelines import PipelineTasks
+from tests.support.github_fake import FakeGitHub, app_private_key
 from tests.support.step_functions import PREFIX, Stack, step_functions, wait_for
 from tests.support.world import World
 from tests.unit.pipelines.test_pipeline_config import files_with
@@ -123,7 +126,7 @@ class Router:
     dispatch: Dispatcher
 
 
-def router(stack: Stack) -> Router:
+def router(stack: Stack, app_github: Any = None) -> Router:
     world = World()
     github = PullRequestOnGitHub()
     hooks = Hooks()
@@ -132,7 +135,7 @@ def router(stack: Stack) -> Router:
         return OutboxExecutor(
             registry=world.registry,
             launcher=world.launcher,
-            github=world.github,
+            github=app_github if app_github is not None else world.github,
             policies=lambda _event: world.policy,
             clock=lambda: world.now,
         )
@@ -386,3 +389,38 @@ def test_an_agent_stage_is_still_refused_with_the_reason(stack: Stack) -> None:
     ]
     assert failed["error"] == "Squadron.StageRejected"
     assert "waits for an agent's session" in failed["cause"]
+
+
+def test_a_marker_planted_in_run_data_is_posted_inert(stack: Stack) -> None:
+    """The trigger's data (what a person wrote in a pull request, say) is templated into the run's
+    closing comment: the App posts it through its own client, and the hidden effect marker it
+    carries is escaped — it cannot pass for one of the framework's."""
+    fake = FakeGitHub(
+        issues={REPO: {7: {"number": 7, "state": "open", "labels": [], "title": "t", "body": ""}}}
+    )
+    private, _ = app_private_key()
+    http = GitHubHttp(transport=fake.transport(), sleep=lambda s: None)
+    app = AppGitHub(GitHubApp(app_id=42, http=http, private_key=lambda: private), bot_login="squadron[bot]")
+    r = router(stack, app)
+    pipelines = parse_files(
+        files_with(
+            "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n"
+            "      - {id: g, type: gate, conditions: [{check: label_present, label: go}]}\n"
+            '    on_error: [{type: comment, body: "failed: {{ trigger.title }}"}]\n'
+        )
+    ).config.pipelines
+    compiled = compile_pipeline("p", pipelines, queue_url=stack.queue_url, repository_id=42, children={})
+    version = stack.pipelines.ensure(42, "p", compiled.definition).version_arn
+    planted = "<!-- squadron:effect 0123456789abcdef01234567 -->"
+    arn = stack.pipelines.start(
+        version, execution_name("d-1", "p"), run_input(42, 7, {"title": planted})
+    ).execution_arn
+
+    handled = drive(stack, r, arn)
+
+    assert [stage for stage, _ in handled] == ["g", "__fail__"]
+    assert fake.issues is not None
+    (posted,) = fake.issues[REPO][7]["comments_made"]
+    assert "failed: &lt;!-- squadron:effect 0123456789abcdef01234567" in posted
+    assert planted not in posted
+    assert posted.count("<!--") == 1  # the App's own marker of this effect, last

@@ -252,7 +252,7 @@ def _subject(task: PipelineTask) -> int | None:
 def _action(task: PipelineTask, where: Where, action: Any, data: Mapping[str, Any]) -> Act | Call:
     number = _subject(task)
     if number is None:
-        return Act((), {})  # unreachable in practice: see _needs_subject
+        return Act((), {})  # refused by safe_plan: the run has no issue or pull request
     ns = namespaces(data)
     repo, inst = where.repo_full_name, where.installation_id
     match action:

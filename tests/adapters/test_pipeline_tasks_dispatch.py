@@ -1,7 +1,7 @@
 """A compiled pipeline's task on events.fifo reaches the router's dispatcher (issue 30, item 2's
 hook): it is no longer refused as an invalid envelope (dead-letter queue); a task from one of its
-repository's own state machines is answered (this release: rejected with the reason, so the run
-ends failed and says why), one that names another repository's run is refused and its token
+repository's own state machines is answered (a router without the collaborators stage work needs:
+rejected with the reason, so the run ends failed and says why), one that names another repository's run is refused and its token
 left alone, and a malformed one is an invalid record naming its problem."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_a_stage_task_is_answered_and_the_run_ends_with_the_reason(stack: Stack)
         if e["type"] == "TaskFailed"
     ]
     assert failed[0]["error"] == STAGE_REJECTED
-    assert "does not carry out pipeline tasks yet: stage of agent stage 'build'" in failed[0]["cause"]
+    assert "does not carry out stage of agent stage 'build'" in failed[0]["cause"]
 
 
 def test_a_task_naming_another_repository_is_refused_and_its_token_left_alone(stack: Stack) -> None:

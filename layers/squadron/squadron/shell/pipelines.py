@@ -1,5 +1,5 @@
 """A pipeline's task on events.fifo: what the router does with a waiting stage's message
-(docs/pipelines.md, "How a pipeline runs").
+(docs/pipelines.md, "How a pipeline runs" and "What the router carries out").
 
 A compiled pipeline's stage puts a :class:`~squadron.domain.pipeline_wire.PipelineTask` on
 events.fifo and waits for its token; :class:`~squadron.shell.dispatch.Dispatcher` hands such a
@@ -9,28 +9,64 @@ record here instead of reading it as an event envelope. :meth:`PipelineTasks.han
   (:func:`~squadron.domain.pipeline_wire.origin_problem`): a message that names one repository's
   run from another's, or from outside the deployment, is not answered, so no token of another
   run is touched;
-* answers every other task. This release carries out no stage work yet (agents, gates, humans,
-  actions, webhooks and the steps around them): each task is failed with
-  :data:`~squadron.domain.pipeline_wire.STAGE_REJECTED` and a cause that says so, and the run
-  takes its failure path and ends failed with that reason, rather than the message going to the
-  dead-letter queue or the run waiting out its timeout.
+* carries out the work that needs no waiting (:mod:`squadron.domain.pipelines.work` says what it
+  is): a gate, a stage's condition and a delay's poll are judged against what GitHub says now
+  (:class:`~squadron.shell.pipeline_facts.GitHubFacts`, :mod:`squadron.domain.pipelines.judge`);
+  an action stage, the pipeline's ``on_complete`` / ``on_error`` actions, an escalation, a
+  notification and a reminder are outside effects committed as a decision keyed by the task's
+  entry and carried out by the router's outbox (:class:`~squadron.shell.outbox.OutboxExecutor`),
+  each once; a webhook stage is called (:class:`~squadron.adapters.webhooks.Webhooks`);
+* answers every other task (agent and human stages, which wait for an agent or people, are not
+  run from a pipeline yet) with :data:`~squadron.domain.pipeline_wire.STAGE_REJECTED` and the
+  reason, so the run takes its failure path rather than waiting out its timeout.
 
-An answer to a task that is over (answered already, timed out, its run stopped) is "gone": the
-same message delivered twice answers once and is harmless the second time.
+Exactly once: the task's entry (:attr:`~squadron.domain.pipeline_wire.PipelineTask.entry`) is
+claimed first (the registry's keyed-write claims); the answer is recorded before it is sent and
+marked sent after. The same message delivered again sends a recorded answer that was not yet
+marked sent, and nothing once it was; effects are the decision's, carried out once under their
+keys. A webhook whose earlier attempt may have called it (claimed, no answer recorded) is not
+called again: the stage fails saying so (its ``on_error`` retry is a new entry, and calls it).
+An answer to a task that is over (timed out, its run stopped) is "gone" and harmless.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from squadron.adapters.step_functions import Answer
+from squadron.adapters.webhooks import WebhookResult
+from squadron.domain.effects import Decision
+from squadron.domain.events import EventEnvelope
 from squadron.domain.pipeline_wire import (
+    STAGE_FAILED,
     STAGE_REJECTED,
     PipelineTask,
+    StageAnswer,
     StageFailed,
     StageSucceeded,
     origin_problem,
 )
+from squadron.domain.pipelines.judge import Facts
+from squadron.domain.pipelines.templates import PipelineTemplateError
+from squadron.domain.pipelines.work import (
+    Act,
+    Call,
+    Judge,
+    Refuse,
+    Where,
+    judged,
+    numbers_read,
+    safe_plan,
+    webhook_answer,
+)
+from squadron.errors import SquadronError
+from squadron.registry_ports import WriteClaims
+from squadron.shell.outbox import OutboxExecutor
+
+logger = logging.getLogger(__name__)
 
 
 class TaskAnswers(Protocol):
@@ -39,24 +75,79 @@ class TaskAnswers(Protocol):
     def answer(self, token: str, answer: StageSucceeded | StageFailed) -> Answer: ...
 
 
-def not_carried_out(task: PipelineTask) -> StageFailed:
-    """The answer to a task this release does not carry out: the reason, for the run's history."""
+class FactsReader(Protocol):
+    """:class:`squadron.shell.pipeline_facts.GitHubFacts`."""
+
+    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Facts: ...
+
+
+class WebhookCaller(Protocol):
+    """:class:`squadron.adapters.webhooks.Webhooks`."""
+
+    def call(self, method: str, url: str, headers: dict[str, str], body: Any) -> WebhookResult: ...
+
+
+class BusyError(SquadronError):
+    """Another executor carries the task's decision out now: the message is retried later."""
+
+
+def not_carried_out(task: PipelineTask, why: str = "") -> StageFailed:
+    """The answer to a task this router does not carry out: the reason, for the run's history."""
     return StageFailed.of(
         STAGE_REJECTED,
-        f"this deployment does not carry out pipeline tasks yet: {task.step} of {task.stage_type} "
-        f"stage {task.stage!r} of pipeline {task.pipeline!r} (see docs/pipelines.md)",
+        f"this router does not carry out {task.step} of {task.stage_type} stage {task.stage!r} of "
+        f"pipeline {task.pipeline!r}{': ' + why if why else ''} (see docs/pipelines.md)",
     )
 
 
-class PipelineTasks:
-    """The router's side of the pipelines of one deployment (state machines ``<prefix>-*``)."""
+def _dump(answer: StageAnswer) -> dict[str, Any]:
+    if isinstance(answer, StageSucceeded):
+        return {"output": answer.output}
+    return {"error": answer.error, "cause": answer.cause}
 
-    def __init__(self, answers: TaskAnswers, *, prefix: str) -> None:
+
+def _load(value: dict[str, Any]) -> StageAnswer:
+    if "error" in value:
+        return StageFailed(error=value["error"], cause=value.get("cause", ""))
+    return StageSucceeded(output=value.get("output") or {})
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class PipelineTasks:
+    """The router's side of the pipelines of one deployment (state machines ``<prefix>-*``).
+
+    Without ``outbox`` (the router's collaborators for effects), ``claims`` (the registry's keyed
+    claims, where each task's answer is kept), ``facts`` and ``where`` (the
+    repository a run's id names: its full name and installation), every task from one of its
+    repository's own runs is answered :data:`STAGE_REJECTED` (nothing is carried out).
+    """
+
+    def __init__(
+        self,
+        answers: TaskAnswers,
+        *,
+        prefix: str,
+        outbox: Callable[[], OutboxExecutor] | None = None,
+        claims: WriteClaims | None = None,
+        facts: FactsReader | None = None,
+        webhooks: WebhookCaller | None = None,
+        where: Callable[[int], Where | None] | None = None,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
         self.answers = answers
         self.prefix = prefix
+        self.outbox = outbox
+        self.claims = claims
+        self.facts = facts
+        self.webhooks = webhooks
+        self.where = where
+        self.clock = clock
 
     def handle(self, task: PipelineTask) -> dict[str, Any]:
-        """Refuse or answer ``task``; a summary of what was done (the dispatcher's answer)."""
+        """Refuse, carry out and answer ``task``; a summary of what was done (the dispatcher's answer)."""
         summary: dict[str, Any] = {
             "pipeline_task": task.stage,
             "pipeline": task.pipeline,
@@ -66,5 +157,135 @@ class PipelineTasks:
         problem = origin_problem(task, self.prefix)
         if problem is not None:
             return {**summary, "refused": problem, "answered": False, "gone": None}
-        sent = self.answers.answer(task.task_token, not_carried_out(task))
-        return {**summary, "refused": None, "answered": sent.delivered, "gone": sent.gone}
+        where = self.where(task.repository_id) if self.where is not None else None
+        if self.outbox is None or self.claims is None or self.facts is None or where is None:
+            why = (
+                ""
+                if where is not None or self.where is None
+                else f"repository {task.repository_id} is not known here"
+            )
+            sent = self.answers.answer(task.task_token, not_carried_out(task, why))
+            return {**summary, "refused": None, "answered": sent.delivered, "gone": sent.gone}
+        return {**summary, "refused": None, **self._carry_out(task, where, self.outbox())}
+
+    def _carry_out(self, task: PipelineTask, where: Where, outbox: OutboxExecutor) -> dict[str, Any]:
+        registry = self.claims
+        assert registry is not None
+        scope = f"pipeline-{task.repository_id}"
+        key = task.entry
+        held = registry.claim_write(scope, key, self.clock())
+        if held is not None and isinstance(held.result, dict):
+            recorded = held.result
+            if recorded.get("sent"):
+                return {"answered": False, "gone": None, "once": "answered already"}
+            answer = _load(recorded["answer"])
+        else:
+            answer = self._decide(task, where, outbox, again=held is not None)
+            registry.record_write(scope, key, {"answer": _dump(answer), "sent": False})
+        sent = self.answers.answer(task.task_token, answer)
+        registry.record_write(scope, key, {"answer": _dump(answer), "sent": True})
+        outcome = "passed" if isinstance(answer, StageSucceeded) else answer.error
+        return {"answered": sent.delivered, "gone": sent.gone, "outcome": outcome}
+
+    def _decide(
+        self, task: PipelineTask, where: Where, outbox: OutboxExecutor, *, again: bool
+    ) -> StageAnswer:
+        """The task's answer, its effects committed and carried out first. ``again``: an earlier
+        attempt claimed the task and stopped before recording its answer."""
+        work = safe_plan(task, where)
+        if isinstance(work, Refuse):
+            return work.answer
+        if isinstance(work, Judge):
+            assert self.facts is not None
+            try:
+                if task.issue_number is None:
+                    raise _NoSubject
+                facts = self.facts.facts(where, task.issue_number, numbers_read(work, task))
+                result = judged(work, facts, task.input)
+            except PipelineTemplateError as exc:
+                return StageFailed.of(STAGE_FAILED, f"stage {task.stage!r}: {exc}")
+            except _NoSubject:
+                return StageFailed.of(
+                    STAGE_FAILED, f"stage {task.stage!r}: the run has no issue or pull request to judge"
+                )
+            if isinstance(result, StageSucceeded):
+                return result
+            work = result
+        if isinstance(work, Call):
+            return self._call(task, work, again=again)
+        return self._act(task, where, work, outbox, again=again)
+
+    def _call(self, task: PipelineTask, call: Call, *, again: bool) -> StageAnswer:
+        if again:
+            return StageFailed.of(
+                STAGE_FAILED,
+                f"webhook {call.method} {call.url}: an earlier attempt of this task may have called it "
+                "and stopped before its answer was kept; it is not called twice",
+            )
+        if self.webhooks is None:
+            return not_carried_out(task, "no webhook caller is wired")
+        result = self.webhooks.call(call.method, call.url, call.headers, call.body)
+        return webhook_answer(call, result.status or 0, result.reason)
+
+    def _act(
+        self, task: PipelineTask, where: Where, act: Act, outbox: OutboxExecutor, *, again: bool
+    ) -> StageAnswer:
+        if not act.effects:
+            return StageSucceeded(output=act.output)
+        registry = outbox.registry
+        decision_key = f"pipeline-{task.entry}"
+        now = self.clock()
+        committed = registry.decision(decision_key) if again else None
+        if committed is None:
+            registry.commit(
+                (),
+                Decision(
+                    decision_key,
+                    now,
+                    act.effects,
+                    installation_id=where.installation_id,
+                    repo_full_name=where.repo_full_name,
+                    repo_id=task.repository_id,
+                ),
+            )
+        decided_at = committed.decided_at if committed is not None else now
+        outbox.carry_out(
+            _envelope(task, where, decided_at),
+            decision_key,
+            act.effects,
+            decided_at,
+            resumed=committed is not None,
+            finish=True,
+        )
+        if outbox.busy:
+            done = registry.decision(decision_key)
+            if done is None or not done.done:
+                raise BusyError(f"decision {decision_key} is carried out by another executor now")
+        if outbox.failed:
+            return StageFailed.of(
+                STAGE_FAILED,
+                f"stage {task.stage!r}: GitHub refused {', '.join(outbox.failed)} (see `squadron` failed effects)",
+            )
+        return StageSucceeded(output=act.output)
+
+
+class _NoSubject(Exception):
+    pass
+
+
+def _envelope(task: PipelineTask, where: Where, at: datetime) -> EventEnvelope:
+    """The outbox's view of the task: a framework message of its repository (what an effect refused
+    for good is recorded against)."""
+    return EventEnvelope.model_validate(
+        {
+            "delivery_id": f"pipeline-{task.entry}",
+            "event": "squadron",
+            "action": "pipeline_task",
+            "origin": "squadron",
+            "received_at": at,
+            "occurred_at": at,
+            "installation_id": where.installation_id,
+            "repository": {"id": task.repository_id, "full_name": where.repo_full_name},
+            "sender": {"login": "squadron[bot]", "id": 0, "type": "Bot"},
+        }
+    )

@@ -1,0 +1,426 @@
+"""The router carries out a compiled pipeline's stages on moto's Step Functions (issue 30): gates
+judged against what GitHub says now (the real GitHub client, over a stand-in of api.github.com),
+actions as keyed effects through the router's outbox, webhooks through the real adapter (a
+stand-in network and name service), and each task answered once.
+
+Runs go on moto's interpreter (tests/support/step_functions.py); the router's side is
+:class:`~squadron.shell.pipelines.PipelineTasks` as the dispatcher calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from squadron.adapters.github.auth import GitHubApp
+from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.for_router import AppGitHub
+from squadron.adapters.github.http import GitHubHttp, Throttle
+from squadron.adapters.webhooks import Webhooks
+from squadron.config import parse_files
+from squadron.domain.permissions import Caller
+from squadron.domain.pipeline_wire import execution_name, parse_task, run_input
+from squadron.domain.pipelines.compile import compile_pipeline
+from squadron.domain.pipelines.work import Where
+from squadron.shell.dispatch import Dispatcher
+from squadron.shell.outbox import OutboxExecutor
+from squadron.shell.pipeline_facts import GitHubFacts
+from squadron.shell.pipelines import PipelineTasks
+from tests.support.github_fake import FakeGitHub, app_private_key
+from tests.support.step_functions import PREFIX, Stack, step_functions, wait_for
+from tests.support.world import World
+from tests.unit.pipelines.test_pipeline_config import files_with
+
+REPO = "octo/app"
+
+
+@dataclass
+class PullRequestOnGitHub:
+    """api.github.com for one pull request, #7: what a gate reads (labels, files, reviews, checks)."""
+
+    labels: list[str] = field(default_factory=list)
+    reviews: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        self.reads.append(f"{request.method} {path}")
+        if request.method != "GET":
+            return httpx.Response(405, json={"message": "read only"})
+        head = "c" * 40
+        answers: dict[str, Any] = {
+            f"/repos/{REPO}/issues/7": {
+                "number": 7,
+                "state": "open",
+                "labels": [{"name": name} for name in self.labels],
+                "pull_request": {"url": "..."},
+            },
+            f"/repos/{REPO}/pulls/7": {
+                "number": 7,
+                "state": "open",
+                "head": {"sha": head},
+                "mergeable_state": "clean",
+            },
+            f"/repos/{REPO}/pulls/7/files": [{"filename": "src/app.py"}],
+            f"/repos/{REPO}/pulls/7/reviews": self.reviews,
+            f"/repos/{REPO}/commits/{head}/check-runs": {
+                "total_count": len(self.checks),
+                "check_runs": self.checks,
+            },
+            f"/repos/{REPO}/commits/{head}/status": {"state": "success", "statuses": []},
+        }
+        if path not in answers:
+            return httpx.Response(404, json={"message": f"no route {path}"})
+        return httpx.Response(200, json=answers[path])
+
+
+class ClientFor:
+    def __init__(self, github: PullRequestOnGitHub) -> None:
+        self.http = GitHubHttp(
+            transport=httpx.MockTransport(github.handle),
+            sleep=lambda s: None,
+            throttle=Throttle(sleep=lambda s: None, mutation_spacing=0.0),
+        )
+
+    def client(self, installation_id: int | None, repo_full_name: str) -> GitHubClient:
+        return GitHubClient(
+            http=self.http,
+            token=lambda: "t",
+            installation_id=installation_id or 1,
+            repo=repo_full_name,
+            caller=Caller.framework(),
+        )
+
+
+@dataclass
+class Hooks:
+    """The internet as a webhook sees it: a name service and the servers behind the addresses."""
+
+    names: dict[str, list[str]] = field(default_factory=lambda: {"hooks.example.com": ["93.184.216.34"]})
+    calls: list[httpx.Request] = field(default_factory=list)
+    status: int = 202
+
+    def resolve(self, host: str, port: int) -> list[str]:
+        if host not in self.names:
+            raise OSError(f"unknown host {host}")
+        return self.names[host]
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.calls.append(request)
+        return httpx.Response(self.status, json={"ok": True})
+
+
+@dataclass
+class Router:
+    world: World
+    github: PullRequestOnGitHub
+    hooks: Hooks
+    tasks: PipelineTasks
+    dispatch: Dispatcher
+
+
+def router(stack: Stack, app_github: Any = None) -> Router:
+    world = World()
+    github = PullRequestOnGitHub()
+    hooks = Hooks()
+
+    def outbox() -> OutboxExecutor:
+        return OutboxExecutor(
+            registry=world.registry,
+            launcher=world.launcher,
+            github=app_github if app_github is not None else world.github,
+            policies=lambda _event: world.policy,
+            clock=lambda: world.now,
+        )
+
+    tasks = PipelineTasks(
+        stack.pipelines,
+        prefix=PREFIX,
+        outbox=outbox,
+        claims=world.registry,
+        facts=GitHubFacts(ClientFor(github)),
+        webhooks=Webhooks(resolve=hooks.resolve, transport=httpx.MockTransport(hooks.handle)),
+        where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
+        clock=lambda: world.now,
+    )
+    return Router(world, github, hooks, tasks, Dispatcher(world.router, pipeline_tasks=tasks))
+
+
+def started(stack: Stack, text: str, name: str = "p") -> str:
+    pipelines = parse_files(files_with(text)).config.pipelines
+    compiled = compile_pipeline(name, pipelines, queue_url=stack.queue_url, repository_id=42, children={})
+    version = stack.pipelines.ensure(42, name, compiled.definition).version_arn
+    return stack.pipelines.start(
+        version, execution_name("d-1", name), run_input(42, 7, {"n": 7})
+    ).execution_arn
+
+
+def drive(stack: Stack, r: Router, arn: str, *, most: int = 20) -> list[tuple[str, dict[str, Any]]]:
+    """Hand each task the run puts on the queue to the router until the run ends; (stage, summary)."""
+    handled: list[tuple[str, dict[str, Any]]] = []
+
+    def next_message() -> dict[str, Any] | str | None:
+        got = stack.sqs.receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=1).get("Messages", [])
+        if got:
+            stack.sqs.delete_message(QueueUrl=stack.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
+            message: dict[str, Any] = got[0]
+            return message
+        return "ended" if stack.sfn.describe_execution(executionArn=arn)["status"] != "RUNNING" else None
+
+    for _ in range(most):
+        message = wait_for("a task or the run's end", next_message)
+        if message == "ended":
+            break
+        assert isinstance(message, dict)
+        summary = r.dispatch.handle(message["Body"], message["MessageId"])
+        handled.append((summary["pipeline_task"], summary))
+    return handled
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    with step_functions() as made:
+        yield made
+
+
+GATE_ACTION_WEBHOOK = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: approved
+        type: gate
+        conditions:
+          - {check: pr_approvals_met, count: 1}
+          - {check: no_changes_requested}
+          - {check: ci_status}
+      - id: say
+        type: action
+        action: comment
+        config: {message: "Approved: run {{ trigger.n }}"}
+      - id: tell
+        type: webhook
+        request:
+          url: "https://hooks.example.com/ci/{{ trigger.n }}"
+          body: {pr: "{{ trigger.n }}"}
+        expect: {status: 202}
+    on_complete: [{type: label, add: shipped}]
+"""
+
+
+def test_gate_then_action_then_webhook_runs_to_success(stack: Stack) -> None:
+    r = router(stack)
+    r.github.reviews = [{"user": {"login": "alice", "type": "User"}, "state": "APPROVED"}]
+    r.github.checks = [{"name": "ci/test", "status": "completed", "conclusion": "success"}]
+    arn = started(stack, GATE_ACTION_WEBHOOK)
+
+    handled = drive(stack, r, arn)
+
+    held = stack.finished(arn)
+    assert held["status"] == "SUCCEEDED", held
+    assert [stage for stage, _ in handled] == ["approved", "say", "tell", "__complete__"]
+    assert all(summary["answered"] for _, summary in handled)
+    # the action's comment and the run's on_complete label, through the outbox, once each
+    assert [(n, body.split("\n")[0]) for _, n, body, _ in r.world.github.comments] == [(7, "Approved: run 7")]
+    assert r.world.github.labelled == [(REPO, 7, ("shipped",))]
+    # the webhook went to the address checked, named as the host it was written with
+    (call,) = r.hooks.calls
+    assert (call.url.host, call.headers["host"], json.loads(call.content)) == (
+        "93.184.216.34",
+        "hooks.example.com",
+        {"pr": 7},
+    )
+    assert call.extensions["sni_hostname"] == "hooks.example.com"
+    # the gate only read GitHub
+    assert all(read.startswith("GET ") for read in r.github.reads)
+
+
+FAILING_GATE = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - {id: fix, type: action, action: add_label, config: {label: needs-fix}}
+      - id: approved
+        type: gate
+        conditions: [{check: pr_approvals_met, count: 1}]
+        on_fail: {goto: fix, max_iterations: 2, then: escalate}
+"""
+
+
+def test_a_failing_gate_loops_back_max_iterations_then_escalates(stack: Stack) -> None:
+    r = router(stack)
+    r.github.reviews = [{"user": {"login": "alice", "type": "User"}, "state": "CHANGES_REQUESTED"}]
+    arn = started(stack, FAILING_GATE)
+
+    handled = drive(stack, r, arn)
+
+    held = stack.finished(arn)
+    assert (held["status"], held["error"]) == ("FAILED", "Squadron.Escalated")
+    assert [stage for stage, _ in handled] == [
+        "fix",
+        "approved",
+        "fix",
+        "approved",
+        "fix",
+        "approved",
+        "__escalate__",
+    ]
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    outputs = [
+        json.loads(e["taskSucceededEventDetails"]["output"])
+        for e in history
+        if e["type"] == "TaskSucceeded" and "passed" in e["taskSucceededEventDetails"]["output"]
+    ]
+    assert outputs[0] == {"passed": False, "failing": ["pr_approvals_met: #7 has 0 approval(s), needs 1"]}
+    # each entry of the action stage is its own decision: the label three times, then the escalation's
+    assert [labels for _, _, labels in r.world.github.labelled] == [("needs-fix",)] * 3 + [("needs-human",)]
+    assert "escalated to a human" in r.world.github.comments[-1][2]
+
+
+def test_a_task_delivered_twice_is_carried_out_and_answered_once(stack: Stack) -> None:
+    r = router(stack)
+    arn = started(
+        stack,
+        "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n"
+        '      - {id: say, type: action, action: comment, config: {message: "hello"}}\n'
+        "      - {id: wait, type: gate, conditions: [{check: label_present, label: go}]}\n",
+    )
+    (message,) = stack.messages(1)
+
+    first = r.dispatch.handle(message["Body"], message["MessageId"])
+    again = r.dispatch.handle(message["Body"], message["MessageId"])  # SQS delivers it again
+
+    assert first["answered"] is True
+    assert (again["answered"], again.get("once")) == (False, "answered already")
+    assert len(r.world.github.comments) == 1
+    (gate,) = stack.messages(1)  # the run went on to the gate
+    task = parse_task(gate["Body"])
+    answered = [
+        e for e in stack.sfn.get_execution_history(executionArn=arn)["events"] if e["type"] == "TaskSucceeded"
+    ]
+    assert len(answered) == 1
+    assert task is not None and task.stage == "wait"
+
+
+def test_an_answer_lost_after_its_effects_is_sent_by_the_redelivery_without_repeating_them(
+    stack: Stack,
+) -> None:
+    """The router stops after carrying out the comment, before answering (an answer call that
+    fails): the redelivered task answers from what was kept, and comments nothing more."""
+    r = router(stack)
+    arn = started(
+        stack,
+        "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n"
+        '      - {id: say, type: action, action: comment, config: {message: "hello"}}\n',
+    )
+    (message,) = stack.messages(1)
+    real = r.tasks.answers
+
+    class Down:
+        def answer(self, token: str, answer: Any) -> Any:
+            raise RuntimeError("Step Functions unreachable")
+
+    r.tasks.answers = Down()
+    with pytest.raises(RuntimeError):
+        r.dispatch.handle(message["Body"], message["MessageId"])
+    r.tasks.answers = real
+    again = r.dispatch.handle(message["Body"], message["MessageId"])
+
+    assert again["answered"] is True
+    assert len(r.world.github.comments) == 1
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+
+
+@pytest.mark.parametrize(
+    ("names", "reason"),
+    [
+        ({"hooks.example.com": ["169.254.169.254"]}, "resolves to 169.254.169.254 is a private"),
+        # a hostile DNS answer mixing a public address with the metadata service's
+        ({"hooks.example.com": ["93.184.216.34", "169.254.169.254"]}, "169.254.169.254"),
+        ({"hooks.example.com": ["::ffff:127.0.0.1"]}, "::ffff:127.0.0.1"),
+        ({}, "does not resolve"),
+    ],
+)
+def test_a_webhook_to_an_internal_address_fails_the_stage_with_the_reason(
+    stack: Stack, names: dict[str, list[str]], reason: str
+) -> None:
+    r = router(stack)
+    r.hooks.names = names
+    arn = started(
+        stack,
+        "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n"
+        "      - {id: tell, type: webhook, request: {url: 'https://hooks.example.com/x'}}\n",
+    )
+
+    handled = drive(stack, r, arn)
+
+    held = stack.finished(arn)
+    assert (held["status"], held["error"]) == ("FAILED", "Squadron.Failed")
+    assert [stage for stage, _ in handled] == ["tell"]
+    assert r.hooks.calls == []  # nothing was sent anywhere
+    (failed,) = [
+        e["taskFailedEventDetails"]
+        for e in stack.sfn.get_execution_history(executionArn=arn)["events"]
+        if e["type"] == "TaskFailed"
+    ]
+    assert failed["error"] == "Squadron.StageFailed"
+    assert re.search(re.escape(reason), failed["cause"]), failed["cause"]
+
+
+def test_an_agent_stage_is_still_refused_with_the_reason(stack: Stack) -> None:
+    r = router(stack)
+    arn = started(
+        stack,
+        "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n"
+        "      - {id: build, type: agent, agent: test-coverage}\n",
+    )
+    drive(stack, r, arn)
+    assert stack.finished(arn)["status"] == "FAILED"
+    (failed,) = [
+        e["taskFailedEventDetails"]
+        for e in stack.sfn.get_execution_history(executionArn=arn)["events"]
+        if e["type"] == "TaskFailed"
+    ]
+    assert failed["error"] == "Squadron.StageRejected"
+    assert "waits for an agent's session" in failed["cause"]
+
+
+def test_a_marker_planted_in_run_data_is_posted_inert(stack: Stack) -> None:
+    """The trigger's data (what a person wrote in a pull request, say) is templated into the run's
+    closing comment: the App posts it through its own client, and the hidden effect marker it
+    carries is escaped — it cannot pass for one of the framework's."""
+    fake = FakeGitHub(
+        issues={REPO: {7: {"number": 7, "state": "open", "labels": [], "title": "t", "body": ""}}}
+    )
+    private, _ = app_private_key()
+    http = GitHubHttp(transport=fake.transport(), sleep=lambda s: None)
+    app = AppGitHub(GitHubApp(app_id=42, http=http, private_key=lambda: private), bot_login="squadron[bot]")
+    r = router(stack, app)
+    pipelines = parse_files(
+        files_with(
+            "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n"
+            "      - {id: g, type: gate, conditions: [{check: label_present, label: go}]}\n"
+            '    on_error: [{type: comment, body: "failed: {{ trigger.title }}"}]\n'
+        )
+    ).config.pipelines
+    compiled = compile_pipeline("p", pipelines, queue_url=stack.queue_url, repository_id=42, children={})
+    version = stack.pipelines.ensure(42, "p", compiled.definition).version_arn
+    planted = "<!-- squadron:effect 0123456789abcdef01234567 -->"
+    arn = stack.pipelines.start(
+        version, execution_name("d-1", "p"), run_input(42, 7, {"title": planted})
+    ).execution_arn
+
+    handled = drive(stack, r, arn)
+
+    assert [stage for stage, _ in handled] == ["g", "__fail__"]
+    assert fake.issues is not None
+    (posted,) = fake.issues[REPO][7]["comments_made"]
+    assert "failed: &lt;!-- squadron:effect 0123456789abcdef01234567" in posted
+    assert planted not in posted
+    assert posted.count("<!--") == 1  # the App's own marker of this effect, last

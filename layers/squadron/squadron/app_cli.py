@@ -66,6 +66,9 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
         help="with create: also write the credentials file of `squadron local --github-app` (the local stack "
         "against real GitHub, as the new App) to --out-dir",
     )
+    # argparse would take a bare --local as an abbreviation of --local-credentials, silently: it is
+    # refused with the reason instead (--local names the running local stack in every other command).
+    parser.add_argument("--local", nargs=0, action=_NotLocal, help=argparse.SUPPRESS)
     parser.add_argument("--region", help="with --stack: its AWS region (default: boto3's)")
     parser.add_argument(
         "--replace",
@@ -112,6 +115,23 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
         help="with create --stack: keep the App's id and slug there for the next deploy when that file "
         "deploys this stack (default: ./cdk.context.json)",
     )
+
+
+class _NotLocal(argparse.Action):
+    """``squadron app ... --local``: a usage error that names the flag meant."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            "--local: creating an App never touches the running local stack (--local names it in every other "
+            "command); to also write the credentials file of `squadron local --github-app` for the new App, "
+            "pass --local-credentials"
+        )
 
 
 def run_app(args: argparse.Namespace, out: TextIO) -> int:

@@ -244,7 +244,13 @@ WHERE = [
         ["status", "--stack", "Squadron-prod", "--region", "eu-west-1"],
         " --stack Squadron-prod --region eu-west-1",
     ),
-    (["dlq", "list", "--stack", "Squadron-dev"], ""),
+    # The stage's default is the checkout's (cdk.context.json), so a stack given is always repeated.
+    (["dlq", "list", "--stack", "Squadron-dev"], " --stack Squadron-dev"),
+    (["dlq", "list"], ""),
+    (
+        ["status", "--stage", "prod", "--file", "../other/cdk.context.json"],
+        " --stage prod --file ../other/cdk.context.json",
+    ),
 ]
 
 

@@ -69,7 +69,11 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
     # argparse would take a bare --local as an abbreviation of --local-credentials, silently: it is
     # refused with the reason instead (--local names the running local stack in every other command).
     parser.add_argument("--local", nargs=0, action=_NotLocal, help=argparse.SUPPRESS)
-    parser.add_argument("--region", help="with --stack: its AWS region (default: boto3's)")
+    parser.add_argument(
+        "--region",
+        help="with --stack: its AWS region (default: where `cdk deploy` deploys that stage: its own region "
+        "in --context-file, else $AWS_REGION, $AWS_DEFAULT_REGION, the profile's, us-east-1)",
+    )
     parser.add_argument(
         "--replace",
         action="store_true",
@@ -216,7 +220,7 @@ def _create_app(args: argparse.Namespace, out: TextIO) -> int:
     out_dir = Path(args.out_dir)
     if args.stack:
         try:
-            target = stack_target(args.stack, region=args.region)
+            target = stack_target(args.stack, region=args.region or _stack_region(args))
         except OperatorError as exc:
             out.write(f"{exc}\n")
             return EXIT_UNAVAILABLE
@@ -292,6 +296,21 @@ def _create_app(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_PROBLEMS
     out.write(created_report(app, where))
     return status
+
+
+def _stack_region(args: argparse.Namespace) -> str | None:
+    """Where `cdk deploy` deploys ``--stack`` Squadron-<stage> from the checkout of --context-file:
+    the stage's own region, else the CDK CLI's (squadron.deployment.deployed); None for another name."""
+    from squadron.deployment import SettingsError, cdk_default_region, deployed  # noqa: PLC0415
+    from squadron.errors import ConfigurationError  # noqa: PLC0415
+
+    stage = args.stack.removeprefix("Squadron-") if args.stack.startswith("Squadron-") else None
+    try:
+        if stage is None:
+            return cdk_default_region(os.environ, Path.home())[0]
+        return deployed(Path(args.context_file), stage=stage, environ=os.environ, home=Path.home()).region
+    except (SettingsError, ConfigurationError):
+        return None
 
 
 def _keep_for_deploy(path: Path, stack: str, app: CreatedApp) -> str | None:

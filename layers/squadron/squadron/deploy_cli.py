@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from squadron.deployment import (
     DeploymentSettings,
     SettingsError,
     configure,
+    deployed,
     read_context,
     saved_values,
 )
@@ -168,15 +170,14 @@ def run_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
     path = Path(args.file)
     try:
-        settings = DeploymentSettings.from_mapping(saved_values(path.parent) | read_context(path))
+        settings = DeploymentSettings.from_mapping(saved_values(path.parent, context_file=path))
+        region = deployed(path, environ=os.environ, home=Path.home()).region  # where cdk deploys it
     except (SettingsError, ConfigurationError) as exc:
         out.write(f"missing deployment values: {exc}\n")
         return EXIT_PROBLEMS
     template = Path(args.template) if args.template else synthesized_template(path.parent, settings)
     github = GitHubCheck(api_url=args.github_api_url, repositories=tuple(args.installed_on))
-    findings = doctor(
-        settings, AwsFacts(region=settings.region), docker=args.docker, template=template, github=github
-    )
+    findings = doctor(settings, AwsFacts(region=region), docker=args.docker, template=template, github=github)
     for finding in findings:
         out.write(finding.line + "\n")
         out.flush()

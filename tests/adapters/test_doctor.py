@@ -732,3 +732,27 @@ def _no_credentials(self: AwsFacts) -> Any:
     from squadron.adapters.preflight import PreflightError  # noqa: PLC0415
 
     raise PreflightError("no AWS credentials: aws configure, or AWS_PROFILE")
+
+
+def test_a_placeholder_key_names_the_file_app_create_kept_for_the_stage(
+    world: tuple[Doctor, Account], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key `squadron app create` wrote outside the checkout (issue 32 item 6) is found by the
+    doctor: the line that says the stack's secret holds its placeholder names the file to store."""
+    doctor, account = world
+    account.secrets = {**account.secrets, "key": "Xq3-random-placeholder"}
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    kept = tmp_path / "config" / "squadron" / "prod" / "github-app" / "private-key.pem"
+    _, before = doctor.run()
+    kept.parent.mkdir(parents=True)
+    kept.write_text(PEM)
+    _, after = doctor.run()
+    key_lines = [
+        [line for line in lines if line.startswith("missing App private key")] for lines in (before, after)
+    ]
+    assert "kept the App's key" not in key_lines[0][0]
+    assert key_lines[1] == [
+        "missing App private key: SecretsGeneratedkey-AbCdEf holds its placeholder, not a PEM key; squadron app "
+        f"create kept the App's key in {kept}: aws secretsmanager put-secret-value --secret-id "
+        f"SecretsGeneratedkey-AbCdEf --secret-string file://{kept}"
+    ]

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 from squadron.cli_types import repo_name
 from squadron.deployment import (
     AGENT_TASK_VCPUS,
+    APP_PRIVATE_KEY_FILE,
     CONTEXT_FILE,
     DeploymentSettings,
     SettingsError,
+    app_key_directory,
     configure,
     deployed,
     read_context,
@@ -335,8 +337,12 @@ def _stack(
                 f"{settings.github_app_id}: make deploy",
             )
         )
+    kept = app_key_directory(settings.stage, environ=os.environ, home=Path.home()) / APP_PRIVATE_KEY_FILE
     for output, judge in (
-        ("GitHubAppPrivateKeySecretName", judge_private_key),
+        (
+            "GitHubAppPrivateKeySecretName",
+            lambda value, secret: judge_private_key(value, secret, str(kept) if kept.is_file() else None),
+        ),
         ("WebhookSecretName", judge_webhook_secret),
         ("CopilotTokenSecretName", judge_copilot_token),
     ):

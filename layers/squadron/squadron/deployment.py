@@ -402,3 +402,28 @@ def _ini_value(path: Path, section: str, key: str) -> str | None:
         return None
     value = parser.get(section, key, fallback=None) if parser.has_section(section) else None
     return value.strip() if value and value.strip() else None
+
+
+# --- where the App's key material is kept --------------------------------------------------------
+
+
+#: The App's private key in that directory (`squadron app create` writes it, the doctor finds it).
+APP_PRIVATE_KEY_FILE = "private-key.pem"
+
+
+def app_key_directory(stage: str, *, environ: Mapping[str, str], home: Path) -> Path:
+    """Where `squadron app create` keeps a stage's App private key and webhook secret by default:
+    the user's, per stage, outside any checkout ($XDG_CONFIG_HOME/squadron/<stage>/github-app,
+    ~/.config by default), so that no commit, no `git add -A` and no image build context takes them."""
+    base = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
+    return base / "squadron" / stage / "github-app"
+
+
+def work_tree_of(path: Path) -> Path | None:
+    """The git work tree ``path`` (which need not exist yet) lies in, or None: the nearest directory
+    holding a ``.git`` (a repository's directory, or a worktree's or submodule's file)."""
+    resolved = path.expanduser().resolve()
+    for directory in (resolved, *resolved.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None

@@ -314,9 +314,17 @@ def judge_ecs_service_role(exists: bool) -> Finding:
     )
 
 
-def judge_private_key(value: str, secret: str) -> Finding:
+def judge_private_key(value: str, secret: str, kept: str | None = None) -> Finding:
+    """``kept``: the key file `squadron app create` wrote for this stage, when there is one."""
     if _PEM.search(value):
         return Finding("ok", "App private key", f"{secret} holds a PEM private key")
+    if kept:
+        return Finding(
+            "missing",
+            "App private key",
+            f"{secret} holds its placeholder, not a PEM key; squadron app create kept the App's key in {kept}: "
+            f"aws secretsmanager put-secret-value --secret-id {secret} --secret-string file://{kept}",
+        )
     return Finding(
         "missing",
         "App private key",

@@ -18,8 +18,15 @@ OPENAPI := tests/.cache/openapi-$(OPENAPI_VERSION)/api.github.com.json
 # Debian's Chromium, for the browser test of `squadron app create`'s page (no browser download).
 CHROMIUM := /usr/bin/chromium
 
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# Node 22 LTS for the CDK app, the CDK CLI and the Copilot CLI (aws-cdk-lib's jsii reports Node 20
+# end-of-life): the npm registry's node-<platform>-<arch> package carries Node's official binary,
+# installed under .node/ once and put first on PATH for every target (docs/development.md).
+NODE_VERSION := 22.23.3
+NODE_PACKAGE := node-$(shell uname -s | tr A-Z a-z)-$(subst aarch64,arm64,$(subst x86_64,x64,$(shell uname -m)))
+NODE_BIN := $(CURDIR)/.node/node_modules/$(NODE_PACKAGE)/bin
+NODE := $(NODE_BIN)/node
+export PATH := $(NODE_BIN):$(PATH)
+
 export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
@@ -40,7 +47,12 @@ $(PY_STAMP): pyproject.toml layers/squadron/requirements.txt
 	@$(PROGRESS) --step 2/3 --kind pip -- $(BIN)/pip install --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-$(NODE_STAMP): package.json package-lock.json
+$(NODE): Makefile
+	@echo "setup: Node $(NODE_VERSION) LTS ($(NODE_PACKAGE) from the npm registry) under .node/"
+	npm install --no-audit --no-fund --no-save --loglevel=error --prefix .node $(NODE_PACKAGE)@$(NODE_VERSION)
+	@test "$$($(NODE) --version)" = "v$(NODE_VERSION)" && touch $@
+
+$(NODE_STAMP): package.json package-lock.json $(NODE)
 	@$(PROGRESS) --step 3/3 --kind npm -- npm ci --no-audit --no-fund --loglevel=http
 	@touch $@
 
@@ -124,4 +136,4 @@ fuzz: setup
 	FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),2000) $(BIN)/pytest -q -p no:cacheprovider tests/fuzz
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache build/docs
+	rm -rf $(VENV) node_modules .node cdk.out .pytest_cache .mypy_cache .ruff_cache build/docs

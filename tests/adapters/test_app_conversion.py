@@ -47,7 +47,10 @@ HOOK_SECRET = "squadron-dev/webhook-secret"
 
 @pytest.fixture(autouse=True)
 def _in_a_scratch_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # the default --out-dir is relative
+    monkeypatch.chdir(tmp_path)  # cdk.context.json, a relative --out-dir
+    # The default --out-dir is the user's: never the real one's.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home" / ".config"))
 
 
 def get(url: str) -> httpx.Response:
@@ -654,3 +657,79 @@ def test_a_busy_port_is_said(github: ManifestGitHub) -> None:
         port = taken.getsockname()[1]
         status, said = create("--no-browser", "--port", str(port))
     assert status == 3 and said.startswith(f"cannot listen on 127.0.0.1:{port}")
+
+
+# --- where the key material goes by default (issue 32 item 6) ----------------------------------
+
+
+@pytest.mark.usefixtures("no_browser")
+def test_by_default_the_key_goes_to_the_stage_s_own_directory_outside_the_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, github: ManifestGitHub
+) -> None:
+    """No --out-dir: the private key and webhook secret go to the user's directory of the stage the
+    checkout deploys, every directory made 0700 and each file 0600; the checkout gets nothing."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "cdk.context.json").write_text('{"stage": "prod"}')
+    monkeypatch.chdir(checkout)
+    github.codes.add(CODE)
+    status, said = create("--code", CODE)
+    assert status == 0, said
+    config = tmp_path / "home" / ".config"
+    kept = config / "squadron" / "prod" / "github-app"
+    key, hook = kept / "private-key.pem", kept / "webhook-secret"
+    app = documented_app()
+    assert (key.read_text(), hook.read_text()) == (app["pem"], app["webhook_secret"])
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (key, hook)] == [0o600, 0o600]
+    made = [config / "squadron", config / "squadron" / "prod", kept]
+    assert [stat.S_IMODE(p.stat().st_mode) for p in made] == [0o700] * 3
+    assert sorted(p.name for p in checkout.iterdir()) == [".git", "cdk.context.json"]
+    assert f"wrote its private key to {key}" in said
+    assert not secrets_in(said)
+
+
+GIT_TREES = [
+    # (id, .git in the tree as, --out-dir under the tree or None for the default with the user's
+    #  config directory inside it, more arguments, refused)
+    ("a-repository", "dir", "keys", [], True),
+    ("a-worktree-or-submodule", "file", "deep/keys", [], True),
+    ("the-default-inside-a-tree", "dir", None, [], True),
+    ("forced", "dir", "keys", ["--allow-work-tree"], False),
+]
+
+
+@pytest.mark.parametrize("case", [case[1:] for case in GIT_TREES], ids=[case[0] for case in GIT_TREES])
+@pytest.mark.usefixtures("no_browser")
+def test_a_key_directory_inside_a_git_work_tree_is_refused_before_github_creates_anything(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    github: ManifestGitHub,
+    case: tuple[str, str | None, list[str], bool],
+) -> None:
+    git, under, more, refused = case
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    if git == "dir":
+        (tree / ".git").mkdir()
+    else:
+        (tree / ".git").write_text("gitdir: /elsewhere/.git/worktrees/tree\n")
+    if under is None:
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tree / "config"))
+        out = []
+        target = tree / "config" / "squadron" / "dev" / "github-app"
+    else:
+        out = ["--out-dir", str(tree / under)]
+        target = tree / under
+    github.codes.add(CODE)
+    status, said = create("--code", CODE, *out, *more)
+    if refused:
+        assert status == 1, said
+        assert said == (
+            f"{target} is inside the git work tree {tree}: the App's private key there could be committed or "
+            "copied into an image; pass an --out-dir outside it, or --allow-work-tree to write it there anyway\n"
+        )
+        assert github.requests == []  # nothing created on GitHub, nothing written
+        assert not target.exists()
+    else:
+        assert status == 0, said
+        assert (target / "private-key.pem").read_text() == documented_app()["pem"]

@@ -97,7 +97,15 @@ TEMPLATE: dict[str, Any] = {
             "Type": "AWS::Lambda::EventSourceMapping",
             "Properties": {
                 "FunctionName": {"Ref": "DomainEventsPublisher0CA0A7C3"},
+                "EventSourceArn": {"Fn::GetAtt": ["RegistryTableDB777839", "StreamArn"]},
                 "StartingPosition": "TRIM_HORIZON",
+            },
+        },
+        "RegistryTableDB777839": {
+            "Type": "AWS::DynamoDB::GlobalTable",
+            "Properties": {
+                "BillingMode": "PAY_PER_REQUEST",
+                "StreamSpecification": {"StreamViewType": "NEW_IMAGE"},
             },
         },
         "ReconcilerSchedule268E39F0": {
@@ -122,7 +130,8 @@ TEMPLATE: dict[str, Any] = {
     }
 }
 DRAWS = (
-    "DashboardsFunction 2 (queue, MaximumConcurrency); DomainEventsPublisher 1 (per stream shard); "
+    "DashboardsFunction 2 (queue, MaximumConcurrency); "
+    "DomainEventsPublisher 4 (stream of RegistryTable: 4 shards x ParallelizationFactor 1); "
     "ReconcilerFunction 1 (schedule); RouterFunction 5 (queue, MaximumConcurrency)"
 )
 
@@ -416,8 +425,8 @@ def test_a_deployed_and_configured_stack_lacks_nothing(world: tuple[Doctor, Acco
     ) in lines
     assert "ok      Fargate vCPU quota: 6 vCPU: up to 6 agent tasks at once" in lines
     assert (
-        f"ok      Lambda concurrency: 1000 of 1000 unreserved: at most 9 taken by {DRAWS}, up to 6 by "
-        "AgentsGateway (one call at a time per agent task); 985 stay free for the ingress"
+        f"ok      Lambda concurrency: 1000 of 1000 unreserved: at most 12 taken by {DRAWS}, up to 6 by "
+        "AgentsGateway (one call at a time per agent task); 982 stay free for the ingress"
     ) in lines
     assert "ok      GitHub App: id 4242, acting as acme-bot[bot]" in lines
     assert [line for line in lines if "answers (401 to an unsigned request, as it should)" in line]
@@ -454,29 +463,42 @@ CASES = [
         "low-lambda-quota",
         Account(lambda_limits=(10, 7), stack=False),
         [
-            f"missing Lambda concurrency: 7 of 10 unreserved, 9 taken at most by {DRAWS}: 0 left for the "
-            "ingress, 2 needed; lower router_max_concurrency (squadron configure --set router_max_concurrency=2) "
-            "or ask AWS for more (Service Quotas: lambda L-B99A9384)",
+            f"missing Lambda concurrency: 7 of 10 unreserved, 12 taken at most by {DRAWS}: 0 left for the "
+            "ingress, 2 needed; no router_max_concurrency makes room (2 is the least SQS allows): ask AWS for "
+            "more (Service Quotas: lambda L-B99A9384)",
         ],
         1,
         1,
     ),
     (
-        # Every event source, the stream, the schedule: 9 of a new account's 10, and GitHub does not
-        # re-send a webhook the ingress had no execution for.
+        # Every event source, the stream's 4 shards, the schedule: 12, more than a new account's 10,
+        # and GitHub does not re-send a webhook the ingress had no execution for.
         "new-account-quota-of-10",
         Account(lambda_limits=(10, 10), stack=False),
         [
-            f"missing Lambda concurrency: 10 of 10 unreserved, 9 taken at most by {DRAWS}: 1 left for the ingress"
+            f"missing Lambda concurrency: 10 of 10 unreserved, 12 taken at most by {DRAWS}: 0 left for the "
+            "ingress, 2 needed; no router_max_concurrency makes room"
+        ],
+        1,
+        1,
+    ),
+    (
+        # 2 short: the router's share of 5 can give them (3 is still at least SQS's 2).
+        "router-share-makes-room",
+        Account(lambda_limits=(12, 12), stack=False),
+        [
+            f"missing Lambda concurrency: 12 of 12 unreserved, 12 taken at most by {DRAWS}: 0 left for the "
+            "ingress, 2 needed; lower router_max_concurrency (squadron configure --set router_max_concurrency=3) "
+            "or ask AWS for more"
         ],
         1,
         1,
     ),
     (
         "agents-crowd-out-the-ingress",
-        Account(lambda_limits=(15, 15), stack=False),
+        Account(lambda_limits=(18, 18), stack=False),
         [
-            f"warn    Lambda concurrency: 15 of 15 unreserved, 9 taken at most by {DRAWS}; 6 agent tasks at "
+            f"warn    Lambda concurrency: 18 of 18 unreserved, 12 taken at most by {DRAWS}; 6 agent tasks at "
             "once calling AgentsGateway (one call at a time per agent task) would leave the ingress 0 of the 2"
         ],
         0,
@@ -710,3 +732,27 @@ def _no_credentials(self: AwsFacts) -> Any:
     from squadron.adapters.preflight import PreflightError  # noqa: PLC0415
 
     raise PreflightError("no AWS credentials: aws configure, or AWS_PROFILE")
+
+
+def test_a_placeholder_key_names_the_file_app_create_kept_for_the_stage(
+    world: tuple[Doctor, Account], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key `squadron app create` wrote outside the checkout (issue 32 item 6) is found by the
+    doctor: the line that says the stack's secret holds its placeholder names the file to store."""
+    doctor, account = world
+    account.secrets = {**account.secrets, "key": "Xq3-random-placeholder"}
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    kept = tmp_path / "config" / "squadron" / "prod" / "github-app" / "private-key.pem"
+    _, before = doctor.run()
+    kept.parent.mkdir(parents=True)
+    kept.write_text(PEM)
+    _, after = doctor.run()
+    key_lines = [
+        [line for line in lines if line.startswith("missing App private key")] for lines in (before, after)
+    ]
+    assert "kept the App's key" not in key_lines[0][0]
+    assert key_lines[1] == [
+        "missing App private key: SecretsGeneratedkey-AbCdEf holds its placeholder, not a PEM key; squadron app "
+        f"create kept the App's key in {kept}: aws secretsmanager put-secret-value --secret-id "
+        f"SecretsGeneratedkey-AbCdEf --secret-string file://{kept}"
+    ]

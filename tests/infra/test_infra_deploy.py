@@ -284,21 +284,78 @@ def test_the_doctor_reads_every_draw_on_lambda_concurrency_from_the_template(
     synthesized: Synthesized,
 ) -> None:
     """The doctor's budget is the template's, not a constant: every event source (with its bound),
-    the stream, the schedule, the function API Gateway invokes and the one agent tasks call."""
+    the stream (its table's shards times the mapping's ParallelizationFactor), the schedule, the
+    function API Gateway invokes and the one agent tasks call."""
     budget = concurrency_budget(synthesized.template_json)
     assert [(d.function, d.source, d.executions) for d in budget.draws] == [
         ("DashboardsFunction", "queue, MaximumConcurrency", 2),
-        ("DomainEventsPublisher", "per stream shard", 1),
+        # The registry is an on-demand table: a new one has 4 partitions, so its stream 4 shards.
+        ("DomainEventsPublisher", "stream of RegistryTable: 4 shards x ParallelizationFactor 1", 4),
         ("ReconcilerFunction", "schedule", 1),
         ("RouterFunction", "queue, MaximumConcurrency", 4),  # router_max_concurrency of the context
     ]
     assert (budget.ingress, budget.gateway) == ("IngressFunction", "AgentsGateway")
-    # A new account's quota of 10: the default router share (5) leaves the ingress 1 execution,
-    # the smallest (2) leaves it its room.
-    for share, status in ((5, "missing"), (4, "ok"), (2, "ok")):
+    # A new account's quota of 10 fits no router share (2 + 2 + 4 + 1 leaves the ingress 1); 14
+    # fits the default share (5) with the ingress's 2 left, 13 only a lowered one.
+    for quota, share, status in (
+        (10, 5, "missing"),
+        (10, 2, "missing"),
+        (13, 5, "missing"),
+        (13, 4, "ok"),
+        (14, 5, "ok"),
+    ):
         resources = {**synthesized.template_json["Resources"], **_router_share(synthesized, share)}
-        judged = judge_lambda_concurrency(10, 10, concurrency_budget({"Resources": resources}), agents=None)
+        judged = judge_lambda_concurrency(
+            quota, quota, concurrency_budget({"Resources": resources}), agents=None
+        )
         assert judged.status == status, judged.line
+
+
+@pytest.mark.parametrize(
+    ("table", "factor", "executions"),
+    [
+        ({"BillingMode": "PAY_PER_REQUEST"}, 1, 4),  # a new on-demand table: 4,000 writes a second
+        ({"BillingMode": "PAY_PER_REQUEST"}, 3, 12),
+        ({"BillingMode": "PAY_PER_REQUEST", "WarmThroughput": {"WriteUnitsPerSecond": 10000}}, 1, 10),
+        ({"BillingMode": "PAY_PER_REQUEST", "WarmThroughput": {"ReadUnitsPerSecond": 30001}}, 2, 22),
+        ({"ProvisionedThroughput": {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}}, 1, 1),
+        ({"ProvisionedThroughput": {"ReadCapacityUnits": 9000, "WriteCapacityUnits": 2500}}, 1, 3),
+    ],
+)
+def test_the_stream_draws_its_table_s_shards_times_its_parallelization_factor(
+    synthesized: Synthesized, table: dict[str, Any], factor: int, executions: int
+) -> None:
+    """The publisher's stream mapping takes one batch at a time per shard and ParallelizationFactor
+    per shard: the budget follows the registry table's capacity and the mapping as the template
+    has them (a stream whose shards the template does not fix is unbounded)."""
+    resources = dict(synthesized.template_json["Resources"])
+    (mapping_name,) = [
+        name
+        for name, r in resources.items()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping" and "StartingPosition" in r["Properties"]
+    ]
+    mapping = resources[mapping_name]
+    table_name = mapping["Properties"]["EventSourceArn"]["Fn::GetAtt"][0]
+    resources[mapping_name] = {
+        **mapping,
+        "Properties": {**mapping["Properties"], "ParallelizationFactor": factor},
+    }
+    resources[table_name] = {**resources[table_name], "Properties": {**table, "StreamSpecification": {}}}
+    (publisher,) = [
+        d for d in concurrency_budget({"Resources": resources}).draws if d.source.startswith("stream")
+    ]
+    assert publisher.executions == executions, publisher.text
+    resources[mapping_name] = {
+        **mapping,
+        "Properties": {
+            **mapping["Properties"],
+            "EventSourceArn": "arn:aws:dynamodb:eu-west-1:1:table/x/stream/y",
+        },
+    }
+    (unknown,) = [
+        d for d in concurrency_budget({"Resources": resources}).draws if d.source.startswith("stream")
+    ]
+    assert unknown.executions is None, unknown.text
 
 
 def _router_share(synthesized: Synthesized, executions: int) -> dict[str, Any]:

@@ -74,7 +74,8 @@ def _options() -> dict[str, dict[str, argparse.Action]]:
     for command, parser in _subparsers().items():
         for action in parser._actions:
             for option in action.option_strings:
-                found.setdefault(option, {})[command] = action
+                if (command, option) != ("app", "--local"):  # a refusal naming --local-credentials
+                    found.setdefault(option, {})[command] = action
     return {option: by for option, by in found.items() if len(by) > 1}
 
 
@@ -93,14 +94,43 @@ def test_local_names_the_running_local_stack_in_every_command_that_takes_it() ->
     local stack's --state (`app create` writes credentials for `squadron local` with
     --local-credentials, and creating an App never touches the running stack)."""
     with_local = {
-        command for command, parser in _subparsers().items() if "--local" in parser._option_string_actions
+        command
+        for command, parser in _subparsers().items()
+        if "--local" in parser._option_string_actions and command != "app"  # refused: see below
     }
     assert with_local, "no command takes --local"
     for command in sorted(with_local):
         options = _subparsers()[command]._option_string_actions
         assert "--state" in options, f"squadron {command} takes --local without --state"
         assert type(options["--local"]).__name__ == "_StoreTrueAction", command
-    assert "app" not in with_local
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["app", "create", "--webhook-url", "https://x.example/webhook", "--local", "--timeout", "0.0001"],
+        [
+            "app",
+            "create",
+            "--local",
+            "--webhook-url",
+            "https://x.example/webhook",
+            "--no-browser",
+            "--timeout",
+            "0.0001",
+        ],
+        ["app", "manifest", "--webhook-url", "https://x.example/webhook", "--local"],
+    ],
+)
+def test_app_refuses_local_naming_the_flag_meant(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`squadron app create --local` is a usage error naming --local-credentials: argparse took it as
+    that flag's abbreviation, silently, though --local names the running local stack elsewhere."""
+    with pytest.raises(SystemExit) as caught:
+        run(*argv)
+    assert caught.value.code == EXIT_USAGE
+    said = capsys.readouterr().err
+    assert "--local: creating an App never touches the running local stack" in said
+    assert "pass --local-credentials" in said
 
 
 SINCE_CASES = [
@@ -214,7 +244,13 @@ WHERE = [
         ["status", "--stack", "Squadron-prod", "--region", "eu-west-1"],
         " --stack Squadron-prod --region eu-west-1",
     ),
-    (["dlq", "list", "--stack", "Squadron-dev"], ""),
+    # The stage's default is the checkout's (cdk.context.json), so a stack given is always repeated.
+    (["dlq", "list", "--stack", "Squadron-dev"], " --stack Squadron-dev"),
+    (["dlq", "list"], ""),
+    (
+        ["status", "--stage", "prod", "--file", "../other/cdk.context.json"],
+        " --stage prod --file ../other/cdk.context.json",
+    ),
 ]
 
 

@@ -25,6 +25,7 @@ from squadron.cli_types import (
     EXIT_UNAVAILABLE,
     port,
 )
+from squadron.deployment import APP_PRIVATE_KEY_FILE
 from squadron.domain.app_manifest import GITHUB_API_URL
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 
 #: The files ``squadron app create`` writes without --stack (only their owner may read them).
-PRIVATE_KEY_FILE = "private-key.pem"
+PRIVATE_KEY_FILE = APP_PRIVATE_KEY_FILE
 WEBHOOK_SECRET_FILE = "webhook-secret"  # noqa: S105 (a file name)
 CREDENTIALS_FILE = "github-app.yaml"
 
@@ -66,7 +67,14 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
         help="with create: also write the credentials file of `squadron local --github-app` (the local stack "
         "against real GitHub, as the new App) to --out-dir",
     )
-    parser.add_argument("--region", help="with --stack: its AWS region (default: boto3's)")
+    # argparse would take a bare --local as an abbreviation of --local-credentials, silently: it is
+    # refused with the reason instead (--local names the running local stack in every other command).
+    parser.add_argument("--local", nargs=0, action=_NotLocal, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--region",
+        help="with --stack: its AWS region (default: where `cdk deploy` deploys that stage: its own region "
+        "in --context-file, else $AWS_REGION, $AWS_DEFAULT_REGION, the profile's, us-east-1)",
+    )
     parser.add_argument(
         "--replace",
         action="store_true",
@@ -74,8 +82,14 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--out-dir",
-        default="squadron-app",
-        help="with create and no --stack: where the private key and webhook secret go (default: ./squadron-app)",
+        help="with create and no --stack: where the private key and webhook secret go (default: the stage's "
+        "own directory outside the checkout, $XDG_CONFIG_HOME/squadron/<stage>/github-app, ~/.config by default)",
+    )
+    parser.add_argument(
+        "--allow-work-tree",
+        action="store_true",
+        help="with --out-dir: write the key material there even inside a git work tree (refused otherwise: "
+        "a commit or an image build could take it)",
     )
     parser.add_argument(
         "--port", type=port, default=0, help="with create: the local callback's port (default: any free one)"
@@ -112,6 +126,23 @@ def configure_app(parser: argparse.ArgumentParser) -> None:
         help="with create --stack: keep the App's id and slug there for the next deploy when that file "
         "deploys this stack (default: ./cdk.context.json)",
     )
+
+
+class _NotLocal(argparse.Action):
+    """``squadron app ... --local``: a usage error that names the flag meant."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        parser.error(
+            "--local: creating an App never touches the running local stack (--local names it in every other "
+            "command); to also write the credentials file of `squadron local --github-app` for the new App, "
+            "pass --local-credentials"
+        )
 
 
 def run_app(args: argparse.Namespace, out: TextIO) -> int:
@@ -193,10 +224,13 @@ def _create_app(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_PROBLEMS
     # Where the secrets go is checked before GitHub creates anything: they are shown only once.
     target: Target | None = None
-    out_dir = Path(args.out_dir)
+    out_dir, refused = _key_directory(args)
+    if refused:
+        out.write(refused + "\n")
+        return EXIT_PROBLEMS
     if args.stack:
         try:
-            target = stack_target(args.stack, region=args.region)
+            target = stack_target(args.stack, region=args.region or _stack_region(args))
         except OperatorError as exc:
             out.write(f"{exc}\n")
             return EXIT_UNAVAILABLE
@@ -272,6 +306,47 @@ def _create_app(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_PROBLEMS
     out.write(created_report(app, where))
     return status
+
+
+def _key_directory(args: argparse.Namespace) -> tuple[Path, str]:
+    """Where the App's private key and webhook secret go, and why not (empty: they may): --out-dir,
+    else the stage's own directory outside the checkout (the stage of --stack, else the one the
+    checkout deploys). Inside a git work tree only with --allow-work-tree. What is made of it is
+    made 0700, the files 0600."""
+    from squadron.deployment import SettingsError, app_key_directory, deployed, work_tree_of  # noqa: PLC0415
+    from squadron.errors import ConfigurationError  # noqa: PLC0415
+
+    if args.out_dir is not None:
+        out_dir = Path(args.out_dir)
+    else:
+        stage = args.stack.removeprefix("Squadron-") if args.stack else None
+        try:
+            stage = stage or deployed(Path(args.context_file), environ=os.environ, home=Path.home()).stage
+        except (SettingsError, ConfigurationError):
+            stage = "dev"
+        out_dir = app_key_directory(stage, environ=os.environ, home=Path.home())
+    tree = work_tree_of(out_dir)
+    if tree is not None and not args.allow_work_tree:
+        return out_dir, (
+            f"{out_dir} is inside the git work tree {tree}: the App's private key there could be committed or "
+            "copied into an image; pass an --out-dir outside it, or --allow-work-tree to write it there anyway"
+        )
+    return out_dir, ""
+
+
+def _stack_region(args: argparse.Namespace) -> str | None:
+    """Where `cdk deploy` deploys ``--stack`` Squadron-<stage> from the checkout of --context-file:
+    the stage's own region, else the CDK CLI's (squadron.deployment.deployed); None for another name."""
+    from squadron.deployment import SettingsError, cdk_default_region, deployed  # noqa: PLC0415
+    from squadron.errors import ConfigurationError  # noqa: PLC0415
+
+    stage = args.stack.removeprefix("Squadron-") if args.stack.startswith("Squadron-") else None
+    try:
+        if stage is None:
+            return cdk_default_region(os.environ, Path.home())[0]
+        return deployed(Path(args.context_file), stage=stage, environ=os.environ, home=Path.home()).region
+    except (SettingsError, ConfigurationError):
+        return None
 
 
 def _keep_for_deploy(path: Path, stack: str, app: CreatedApp) -> str | None:
@@ -361,7 +436,10 @@ def _write_secret_files(
 
     from squadron.domain.app_manifest import FilesWritten, local_credentials  # noqa: PLC0415
 
-    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for directory in (*reversed(out_dir.parents), out_dir):  # what is made here, only its owner enters
+        if not directory.exists():
+            directory.mkdir(mode=0o700)
+            os.chmod(directory, 0o700)  # whatever the umask
     key_path = out_dir / PRIVATE_KEY_FILE
     _write_private(key_path, app.pem.get_secret_value())
     secret_path: Path | None = None

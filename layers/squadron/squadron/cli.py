@@ -303,7 +303,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         operator_cli.run_status,
         (
             "squadron status --local",
-            "squadron status --stack Squadron-prod --region eu-west-1 --repo octo/app",
+            "squadron status --stage prod --repo octo/app      # prod, in its own region",
             "squadron status --local --json",
         ),
     ),
@@ -319,7 +319,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "the events that failed five times: list them, or send them back",
         operator_cli.configure_dlq,
         operator_cli.run_dlq,
-        ("squadron dlq list --local", "squadron dlq redrive --stack Squadron-prod"),
+        ("squadron dlq list --local", "squadron dlq redrive --stage prod"),
     ),
     Subcommand(
         "events",
@@ -359,7 +359,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "ask GitHub to send a webhook delivery again",
         operator_cli.configure_replay,
         operator_cli.run_replay,
-        ("squadron replay 72d3162e-cc78-11e3-81ab-4c9367dc0958 --stack Squadron-prod",),
+        ("squadron replay 72d3162e-cc78-11e3-81ab-4c9367dc0958 --stage prod",),
     ),
     Subcommand(
         "app",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +16,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 from squadron.cli_types import repo_name
 from squadron.deployment import (
     AGENT_TASK_VCPUS,
+    APP_PRIVATE_KEY_FILE,
     CONTEXT_FILE,
     DeploymentSettings,
     SettingsError,
+    app_key_directory,
     configure,
+    deployed,
     read_context,
     saved_values,
 )
@@ -168,15 +172,14 @@ def run_doctor(args: argparse.Namespace, out: TextIO) -> int:
 
     path = Path(args.file)
     try:
-        settings = DeploymentSettings.from_mapping(saved_values(path.parent) | read_context(path))
+        settings = DeploymentSettings.from_mapping(saved_values(path.parent, context_file=path))
+        region = deployed(path, environ=os.environ, home=Path.home()).region  # where cdk deploys it
     except (SettingsError, ConfigurationError) as exc:
         out.write(f"missing deployment values: {exc}\n")
         return EXIT_PROBLEMS
     template = Path(args.template) if args.template else synthesized_template(path.parent, settings)
     github = GitHubCheck(api_url=args.github_api_url, repositories=tuple(args.installed_on))
-    findings = doctor(
-        settings, AwsFacts(region=settings.region), docker=args.docker, template=template, github=github
-    )
+    findings = doctor(settings, AwsFacts(region=region), docker=args.docker, template=template, github=github)
     for finding in findings:
         out.write(finding.line + "\n")
         out.flush()
@@ -334,8 +337,12 @@ def _stack(
                 f"{settings.github_app_id}: make deploy",
             )
         )
+    kept = app_key_directory(settings.stage, environ=os.environ, home=Path.home()) / APP_PRIVATE_KEY_FILE
     for output, judge in (
-        ("GitHubAppPrivateKeySecretName", judge_private_key),
+        (
+            "GitHubAppPrivateKeySecretName",
+            lambda value, secret: judge_private_key(value, secret, str(kept) if kept.is_file() else None),
+        ),
         ("WebhookSecretName", judge_webhook_secret),
         ("CopilotTokenSecretName", judge_copilot_token),
     ):

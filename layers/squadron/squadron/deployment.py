@@ -209,11 +209,22 @@ def read_context(path: Path) -> dict[str, Any]:
     return data
 
 
-def saved_values(directory: Path) -> dict[str, Any]:
-    """The deployment values CDK reads from files in ``directory``: cdk.json's context, then
-    cdk.context.json over it (the CDK CLI's order)."""
-    cdk_json = read_context(directory / "cdk.json").get("context", {})
-    saved = {**(cdk_json if isinstance(cdk_json, dict) else {}), **read_context(directory / CONTEXT_FILE)}
+def _context_of(path: Path) -> dict[str, Any]:
+    """The "context" object of a cdk.json-shaped file ({} when none)."""
+    context = read_context(path).get("context", {})
+    return context if isinstance(context, dict) else {}
+
+
+def saved_values(
+    directory: Path, *, home: Path | None = None, context_file: Path | None = None
+) -> dict[str, Any]:
+    """The deployment values `cdk` run in ``directory`` reads from files, in the CDK CLI's order
+    (its Context: the first of --context, cdk.json's "context", cdk.context.json and ~/.cdk.json's
+    "context" that holds a key gives it): so cdk.json's context over cdk.context.json (``context_file``
+    when another), over the user's ~/.cdk.json (``home``: the user's home directory)."""
+    user = _context_of((home if home is not None else Path.home()) / ".cdk.json")
+    kept = read_context(context_file if context_file is not None else directory / CONTEXT_FILE)
+    saved = {**user, **kept, **_context_of(directory / "cdk.json")}
     return {key: value for key, value in saved.items() if key in DeploymentSettings.model_fields}
 
 
@@ -278,3 +289,141 @@ def unsaved_values(effective: Mapping[str, object], saved: Mapping[str, object])
         for key, value in effective.items()
         if key in DeploymentSettings.model_fields and value is not None and str(value) != str(saved.get(key))
     }
+
+
+# --- where a deployment is, as `cdk deploy` finds it ---------------------------------------------
+
+#: The region `cdk` deploys an environment-agnostic stack to when nothing names one (the AWS CLI's).
+CDK_FALLBACK_REGION = "us-east-1"
+#: The variables the CDK CLI reads the region from, first first (its SdkProvider; boto3 reads only
+#: AWS_DEFAULT_REGION, so the two can differ).
+CDK_REGION_VARIABLES = ("AWS_REGION", "AMAZON_REGION", "AWS_DEFAULT_REGION", "AMAZON_DEFAULT_REGION")
+
+
+class Deployed(BaseModel):
+    """One stage as `cdk deploy` would deploy it: its stack, its region and where each came from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: str
+    region: str
+    stage_from: str
+    region_from: str
+
+    @property
+    def stack_name(self) -> str:
+        return f"Squadron-{self.stage}"
+
+
+def deployed(
+    context_file: Path,
+    *,
+    stage: str | None = None,
+    environ: Mapping[str, str],
+    home: Path,
+) -> Deployed:
+    """Where ``stage`` (default: the stage the checkout of ``context_file`` deploys) is deployed: its
+    region is its own deployment value (a stage not chosen now keeps its own under
+    :data:`STAGES_KEY`; cdk.json's context and ~/.cdk.json's apply to every stage, as cdk reads
+    them), else the region the CDK CLI falls back to (:func:`cdk_default_region`). So an operator
+    command reads the resources `cdk deploy` made, never another stage's or region's."""
+    directory = context_file.parent
+    values = saved_values(directory, home=home, context_file=context_file)
+    current = str(values.get("stage", "dev"))
+    stage_from = _source("stage", directory, context_file, home) if "stage" in values else "the default"
+    other = stage is not None and stage != current
+    own: Mapping[str, Any] = {}
+    if other:
+        aside = read_context(context_file).get(STAGES_KEY, {})
+        kept = aside.get(stage, {}) if isinstance(aside, Mapping) else {}
+        own = kept if isinstance(kept, Mapping) else {}
+        values = {
+            **_context_of(home / ".cdk.json"),
+            **own,
+            **_context_of(directory / "cdk.json"),
+            "stage": stage,
+        }
+        stage_from = "given"
+    DeploymentSettings.from_mapping(values)  # a bad value is refused here, as cdk refuses it
+    if values.get("region"):
+        region = str(values["region"])
+        region_from = _source("region", directory, context_file, home, own if other else None)
+    else:
+        region, region_from = cdk_default_region(environ, home)
+    return Deployed(
+        stage=str(values.get("stage", current)), region=region, stage_from=stage_from, region_from=region_from
+    )
+
+
+def _source(
+    key: str, directory: Path, context_file: Path, home: Path, own: Mapping[str, Any] | None = None
+) -> str:
+    """Which file gives ``key`` its value, in the CDK CLI's order (``own``: another stage's values,
+    kept aside in ``context_file``, instead of its top-level keys)."""
+    if key in _context_of(directory / "cdk.json"):
+        return str(directory / "cdk.json")
+    if own is not None and key in own:
+        return f"its own values in {context_file}"
+    if own is None and key in read_context(context_file):
+        return str(context_file)
+    return str(home / ".cdk.json")
+
+
+def cdk_default_region(environ: Mapping[str, str], home: Path) -> tuple[str, str]:
+    """The region the CDK CLI deploys an environment-agnostic stack to, and where it came from:
+    the first of AWS_REGION, AMAZON_REGION, AWS_DEFAULT_REGION, AMAZON_DEFAULT_REGION; then the
+    profile's region (AWS_PROFILE, AWS_DEFAULT_PROFILE or default) in the shared credentials file,
+    then in the config file, then the default profile's in each; then us-east-1. (The CDK CLI also
+    asks an EC2 instance's metadata service last; a deployer's machine is not one.)"""
+    for variable in CDK_REGION_VARIABLES:
+        if environ.get(variable):
+            return environ[variable], f"${variable}"
+    profile = environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE") or "default"
+    credentials = Path(environ.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials")
+    config = Path(environ.get("AWS_CONFIG_FILE") or home / ".aws" / "config")
+    for name in dict.fromkeys((profile, "default")):
+        for path, section in (
+            (credentials, name),
+            (config, name if name == "default" else f"profile {name}"),
+        ):
+            region = _ini_value(path, section, "region")
+            if region:
+                return region, f"profile {name} in {path}"
+    return CDK_FALLBACK_REGION, "CDK's fallback (no region configured)"
+
+
+def _ini_value(path: Path, section: str, key: str) -> str | None:
+    import configparser  # noqa: PLC0415
+
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read(path, encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError):
+        return None
+    value = parser.get(section, key, fallback=None) if parser.has_section(section) else None
+    return value.strip() if value and value.strip() else None
+
+
+# --- where the App's key material is kept --------------------------------------------------------
+
+
+#: The App's private key in that directory (`squadron app create` writes it, the doctor finds it).
+APP_PRIVATE_KEY_FILE = "private-key.pem"
+
+
+def app_key_directory(stage: str, *, environ: Mapping[str, str], home: Path) -> Path:
+    """Where `squadron app create` keeps a stage's App private key and webhook secret by default:
+    the user's, per stage, outside any checkout ($XDG_CONFIG_HOME/squadron/<stage>/github-app,
+    ~/.config by default), so that no commit, no `git add -A` and no image build context takes them."""
+    base = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
+    return base / "squadron" / stage / "github-app"
+
+
+def work_tree_of(path: Path) -> Path | None:
+    """The git work tree ``path`` (which need not exist yet) lies in, or None: the nearest directory
+    holding a ``.git`` (a repository's directory, or a worktree's or submodule's file)."""
+    resolved = path.expanduser().resolve()
+    for directory in (resolved, *resolved.parents):
+        if (directory / ".git").exists():
+            return directory
+    return None

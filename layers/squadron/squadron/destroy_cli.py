@@ -9,11 +9,12 @@ CloudFormation cannot delete a cluster with active tasks.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 from pathlib import Path
 from typing import TextIO
 
-from squadron.deployment import CONTEXT_FILE, DeploymentSettings, SettingsError, read_context, saved_values
+from squadron.deployment import CONTEXT_FILE, DeploymentSettings, SettingsError, deployed, saved_values
 from squadron.errors import ConfigurationError
 
 EXIT_OK = 0
@@ -40,16 +41,17 @@ def run_destroy(args: argparse.Namespace, out: TextIO) -> int:
 
     path = Path(args.file)
     try:
-        settings = DeploymentSettings.from_mapping(saved_values(path.parent) | read_context(path))
+        settings = DeploymentSettings.from_mapping(saved_values(path.parent, context_file=path))
+        region = deployed(path, environ=os.environ, home=Path.home()).region  # where cdk deploys it
     except (SettingsError, ConfigurationError) as exc:
         out.write(f"missing deployment values: {exc}\n")
         return EXIT_PROBLEMS
     stack = settings.stack_name
-    aws = AwsFacts(region=settings.region)
+    aws = AwsFacts(region=region)
     if not args.yes:
         out.write(
             f"would stop {stack}'s agent tasks (and what launches them), then `cdk destroy {stack}` in "
-            f"{settings.region or 'the default region'}: squadron destroy --yes\n"
+            f"{region}: squadron destroy --yes\n"
         )
         return EXIT_OK
     try:

@@ -2,11 +2,14 @@
 `squadron memory`, `squadron retro start`, `squadron replay`, `squadron events tail` (`squadron app` is
 :mod:`squadron.app_cli`).
 
-Each works on a deployed stack (``--stack``, default Squadron-dev, with boto3's default
-credentials and region) or on the running local stack (``--local``). A stack that cannot be
-reached exits with 3 (a usage error is argparse's 2) and one line saying what to do; a hint it
-prints names the same stack (``--local`` stays ``--local``). ``--since`` has one meaning
-everywhere (:func:`squadron.cli_types.since`).
+Each works on a deployed stage or on the running local stack (``--local``). The stage and its
+region are the ones `cdk deploy` deploys from this checkout (cdk.json's and cdk.context.json's
+values, as cdk reads them; a stage not chosen now by its own values; else the region the CDK CLI
+falls back to, $AWS_REGION first: :func:`squadron.deployment.deployed`), so a command never reads
+another stage's or region's resources; ``--stage``, ``--stack`` and ``--region`` say otherwise.
+A stack that cannot be reached exits with 3 (a usage error is argparse's 2) and one line saying
+what to do; a hint it prints names the same stack (``--local`` stays ``--local``). ``--since`` has
+one meaning everywhere (:func:`squadron.cli_types.since`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from squadron.cli_types import (
     repo_name,
     since,
 )
+from squadron.deployment import CONTEXT_FILE, SettingsError, cdk_default_region, deployed
 from squadron.domain.app_manifest import web_url_for
+from squadron.errors import ConfigurationError
 from squadron.operator_view import (
     agent_detail,
     agent_row,
@@ -40,20 +45,35 @@ from squadron.operator_view import (
 )
 
 if TYPE_CHECKING:
-    from squadron.adapters.operations import Operations
+    from collections.abc import Mapping
+
+    from squadron.adapters.operations import Operations, Target
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PROBLEMS", "EXIT_UNAVAILABLE"]
 
-#: What ``--stack`` and ``--state`` default to (a hint leaves a default out).
-DEFAULT_STACK = "Squadron-dev"
+#: What ``--state`` and ``--file`` default to (a hint leaves a default out).
 DEFAULT_STATE = ".squadron-local"
+DEFAULT_FILE = CONTEXT_FILE
+STACK_PREFIX = "Squadron-"
 
 
 def _where(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--stack", default=DEFAULT_STACK, help=f"the deployed stack (default: {DEFAULT_STACK})"
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--stage",
+        help="the deployed stage (default: the one `cdk deploy` deploys from --file); its region is its own",
     )
-    parser.add_argument("--region", help="its AWS region (default: boto3's)")
+    which.add_argument("--stack", help="the deployed stack, Squadron-<stage> (the same as --stage <stage>)")
+    parser.add_argument(
+        "--region",
+        help="its AWS region (default: the stage's own value, else where cdk deploys it: $AWS_REGION, "
+        "$AWS_DEFAULT_REGION, the profile's region, us-east-1)",
+    )
+    parser.add_argument(
+        "--file",
+        default=DEFAULT_FILE,
+        help=f"the deployment's values, read as cdk reads them with cdk.json beside it (default: ./{DEFAULT_FILE})",
+    )
     parser.add_argument("--local", action="store_true", help="the running local stack instead (`make local`)")
     parser.add_argument(
         "--state",
@@ -71,17 +91,56 @@ def where_flags(args: argparse.Namespace) -> str:
         words = ["--local", *(["--state", args.state] if args.state != DEFAULT_STATE else [])]
     else:
         words = [
-            *(["--stack", args.stack] if args.stack != DEFAULT_STACK else []),
+            *(["--stage", args.stage] if args.stage else []),
+            *(["--stack", args.stack] if args.stack else []),
             *(["--region", args.region] if args.region else []),
+            *(["--file", args.file] if args.file != DEFAULT_FILE else []),
         ]
     return "".join(f" {shlex.quote(word)}" for word in words)
 
 
-def _operations(args: argparse.Namespace) -> Operations:
-    from squadron.adapters.operations import Operations, local_target, stack_target  # noqa: PLC0415
+def deployed_where(args: argparse.Namespace, environ: Mapping[str, str], home: Path) -> tuple[str, str, str]:
+    """The stack and region an operator command reads, and how they were found: the stage `cdk
+    deploy` deploys (or ``--stage``/``--stack``'s), in its own region (or ``--region``)."""
+    from squadron.adapters.operations import OperatorError  # noqa: PLC0415
 
-    target = local_target(Path(args.state)) if args.local else stack_target(args.stack, region=args.region)
-    return Operations(target, flags=where_flags(args))
+    stage = args.stage
+    if args.stack:
+        stage = args.stack.removeprefix(STACK_PREFIX) if args.stack.startswith(STACK_PREFIX) else None
+    try:
+        if args.stack and stage is None:  # not a stage's stack: where cdk deploys by default
+            region, region_from = cdk_default_region(environ, home)
+            stack, stage_from = args.stack, "given"
+        else:
+            where = deployed(Path(args.file), stage=stage, environ=environ, home=home)
+            stack, region, stage_from, region_from = (
+                where.stack_name,
+                where.region,
+                where.stage_from,
+                where.region_from,
+            )
+    except (SettingsError, ConfigurationError) as exc:
+        raise OperatorError(f"cannot tell which stage to read: {exc}") from exc
+    if args.region:
+        region, region_from = args.region, "given"
+    return stack, region, f"stack from {stage_from}, region from {region_from}"
+
+
+def _target(args: argparse.Namespace) -> Target:
+    import os  # noqa: PLC0415
+
+    from squadron.adapters.operations import local_target, stack_target  # noqa: PLC0415
+
+    if args.local:
+        return local_target(Path(args.state))
+    stack, region, found = deployed_where(args, os.environ, Path.home())
+    return stack_target(stack, region=region, found=found)
+
+
+def _operations(args: argparse.Namespace) -> Operations:
+    from squadron.adapters.operations import Operations  # noqa: PLC0415
+
+    return Operations(_target(args), flags=where_flags(args))
 
 
 def _now() -> datetime:
@@ -322,12 +381,10 @@ def configure_events(parser: argparse.ArgumentParser) -> None:
 def run_events(args: argparse.Namespace, out: TextIO) -> int:
     """``squadron events tail``: one line per event (``--json``: the whole event detail, one per line)."""
     from squadron.adapters.event_bus import EventBusError, EventLog  # noqa: PLC0415
-    from squadron.adapters.operations import OperatorError, local_target, stack_target  # noqa: PLC0415
+    from squadron.adapters.operations import OperatorError  # noqa: PLC0415
 
     try:
-        target = (
-            local_target(Path(args.state)) if args.local else stack_target(args.stack, region=args.region)
-        )
+        target = _target(args)
     except OperatorError as exc:
         out.write(f"{exc}\n")
         return EXIT_UNAVAILABLE

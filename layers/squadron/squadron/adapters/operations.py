@@ -107,8 +107,9 @@ def local_target(state_dir: Path) -> Target:
     return target
 
 
-def stack_target(stack_name: str, *, region: str | None = None) -> Target:
-    """The deployed stack's registry and queues, from its CloudFormation outputs."""
+def stack_target(stack_name: str, *, region: str | None = None, found: str = "") -> Target:
+    """The deployed stack's registry and queues, from its CloudFormation outputs (``found``: how
+    the stack and region were chosen, for the message when there is no such stack)."""
     try:
         cloudformation = boto3.client("cloudformation", region_name=region)
         stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
@@ -122,8 +123,9 @@ def stack_target(stack_name: str, *, region: str | None = None) -> Target:
         message = exc.response.get("Error", {}).get("Message", str(exc))
         if "does not exist" in message:
             raise OperatorError(
-                f"no stack {stack_name} in {cloudformation.meta.region_name}: deploy it (make deploy) or "
-                "pass --stack/--region"
+                f"no stack {stack_name} in {cloudformation.meta.region_name}"
+                + (f" ({found})" if found else "")
+                + f": deploy it (make deploy) or pass {'--stage' if found else '--stack'}/--region"
             ) from exc
         raise OperatorError(f"CloudFormation refused DescribeStacks for {stack_name}: {message}") from exc
     except BotoCoreError as exc:

@@ -25,6 +25,10 @@ INGRESS_ROOM = 2
 #: Service Quotas: "Fargate On-Demand vCPU resource count"; Lambda's concurrent executions.
 FARGATE_VCPU_QUOTA = ("fargate", "L-3032A538")
 LAMBDA_CONCURRENCY_QUOTA = ("lambda", "L-B99A9384")
+#: The router's function (its logical id without CDK's hash) and the least MaximumConcurrency SQS
+#: accepts: what `router_max_concurrency` can lower the router's share of the budget to.
+ROUTER_FUNCTION = "RouterFunction"
+MIN_ROUTER_CONCURRENCY = 2
 #: Below this many agents at once, a team's work queues up (a PM, a developer and a reviewer).
 FEW_AGENTS = 3
 
@@ -120,6 +124,47 @@ def _referenced(value: Any) -> str | None:
     return None
 
 
+#: A partition's throughput (DynamoDB's documented limits: 1,000 write and 3,000 read units a
+#: second); a stream has one open shard per partition of its table.
+PARTITION_WRITE_UNITS = 1000
+PARTITION_READ_UNITS = 3000
+#: A new on-demand table's throughput (4,000 writes and 12,000 reads a second, DynamoDB's
+#: documented initial and default warm throughput): four partitions, so four stream shards.
+ON_DEMAND_WARM_THROUGHPUT = (4000, 12000)
+#: A Kinesis stream in on-demand mode starts with 4 MB/s of writes: four shards.
+KINESIS_ON_DEMAND_SHARDS = 4
+
+
+def stream_shards(resource: Mapping[str, Any]) -> int | None:
+    """The shards of the stream ``resource`` (a DynamoDB table's or a Kinesis stream) has when
+    created, from its template properties; None when the template does not fix them. A DynamoDB
+    stream has a shard per partition: the table's warm throughput (or provisioned capacity, or a
+    new on-demand table's 4,000 writes and 12,000 reads) over one partition's. Partitions split
+    as the table grows, never merge: this is the least the stream takes."""
+    kind, properties = resource.get("Type"), resource.get("Properties", {})
+    if kind == "AWS::Kinesis::Stream":
+        mode = properties.get("StreamModeDetails", {}).get("StreamMode", "PROVISIONED")
+        count = properties.get("ShardCount")
+        if mode == "ON_DEMAND":
+            return KINESIS_ON_DEMAND_SHARDS
+        return int(count) if isinstance(count, int | str) and str(count).isdigit() else None
+    if kind not in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"):
+        return None
+    warm = properties.get("WarmThroughput") or {}
+    provisioned = properties.get("ProvisionedThroughput") or {}
+    if warm:
+        writes = int(warm.get("WriteUnitsPerSecond", 0))
+        reads = int(warm.get("ReadUnitsPerSecond", 0))
+    elif properties.get("BillingMode") == "PAY_PER_REQUEST":
+        writes, reads = ON_DEMAND_WARM_THROUGHPUT
+    elif provisioned:
+        writes = int(provisioned.get("WriteCapacityUnits", 0))
+        reads = int(provisioned.get("ReadCapacityUnits", 0))
+    else:
+        return None
+    return max(1, -(-writes // PARTITION_WRITE_UNITS), -(-reads // PARTITION_READ_UNITS))
+
+
 def concurrency_budget(template: Mapping[str, Any]) -> ConcurrencyBudget:
     """Every draw on the account's Lambda concurrency that ``template`` fixes."""
     resources: Mapping[str, Any] = template.get("Resources", {})
@@ -130,9 +175,19 @@ def concurrency_budget(template: Mapping[str, Any]) -> ConcurrencyBudget:
         kind, properties = resource.get("Type"), resource.get("Properties", {})
         if kind == "AWS::Lambda::EventSourceMapping":
             function = _referenced(properties.get("FunctionName")) or name
-            if "StartingPosition" in properties:  # a stream: batches at once per shard
+            if "StartingPosition" in properties:  # a stream: ParallelizationFactor batches per shard
                 factor = int(properties.get("ParallelizationFactor", 1))
-                draws.append(Draw(_function_name(function), "per stream shard", factor))
+                stream = _referenced(properties.get("EventSourceArn"))
+                shards = stream_shards(resources.get(stream, {})) if stream else None
+                draws.append(
+                    Draw(
+                        _function_name(function),
+                        f"stream of {_function_name(stream) if stream else 'a table outside the template'}: "
+                        + (f"{shards} shards" if shards else "shards not in the template")
+                        + f" x ParallelizationFactor {factor}",
+                        None if shards is None else shards * factor,
+                    )
+                )
             else:
                 maximum = properties.get("ScalingConfig", {}).get("MaximumConcurrency")
                 source = (
@@ -187,12 +242,18 @@ def judge_lambda_concurrency(
     taken = "; ".join(d.text for d in budget.draws)
     left = unreserved - budget.bounded
     if left < INGRESS_ROOM:
+        router = next((d.executions for d in budget.draws if d.function == ROUTER_FUNCTION), None)
+        lowered = None if router is None else router - (INGRESS_ROOM - left)
+        remedy = (
+            f"lower router_max_concurrency (squadron configure --set router_max_concurrency={lowered}) or {quota}"
+            if lowered is not None and lowered >= MIN_ROUTER_CONCURRENCY
+            else f"no router_max_concurrency makes room ({MIN_ROUTER_CONCURRENCY} is the least SQS allows): {quota}"
+        )
         return Finding(
             "missing",
             check,
             f"{unreserved} of {limit} unreserved, {budget.bounded} taken at most by {taken}: "
-            f"{max(left, 0)} left for the ingress, {INGRESS_ROOM} needed; lower router_max_concurrency "
-            f"(squadron configure --set router_max_concurrency=2) or {quota}",
+            f"{max(left, 0)} left for the ingress, {INGRESS_ROOM} needed; {remedy}",
             True,
         )
     gateway = f"{budget.gateway or 'the agent gateway'} (one call at a time per agent task)"
@@ -253,9 +314,17 @@ def judge_ecs_service_role(exists: bool) -> Finding:
     )
 
 
-def judge_private_key(value: str, secret: str) -> Finding:
+def judge_private_key(value: str, secret: str, kept: str | None = None) -> Finding:
+    """``kept``: the key file `squadron app create` wrote for this stage, when there is one."""
     if _PEM.search(value):
         return Finding("ok", "App private key", f"{secret} holds a PEM private key")
+    if kept:
+        return Finding(
+            "missing",
+            "App private key",
+            f"{secret} holds its placeholder, not a PEM key; squadron app create kept the App's key in {kept}: "
+            f"aws secretsmanager put-secret-value --secret-id {secret} --secret-string file://{kept}",
+        )
     return Finding(
         "missing",
         "App private key",

@@ -9,6 +9,8 @@ import pytest
 from botocore.loaders import JSONFileLoader
 from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
 
+from tests.support import moto_transactions
+
 # Set before any boto3 client exists: tests must never find real credentials.
 os.environ.update(
     {
@@ -43,6 +45,7 @@ def _load_model_file_once(self: JSONFileLoader, file_path: str) -> Any:
 
 
 JSONFileLoader.load_file = _load_model_file_once  # type: ignore[method-assign]
+moto_transactions.install()
 
 
 #: Paths (folders or files, the first that matches) whose tests share one worker under ``-n``: the

@@ -90,4 +90,6 @@ def test_a_transaction_of_many_items_copies_its_table_once(
 
     monkeypatch.setattr(copy, "deepcopy", counting)
     dynamodb.transact_write_items(TransactItems=[_bump(f"item-{n}") for n in range(5)])
-    assert tables == [TABLE]  # moto alone: one whole copy of the table per item (five)
+    # moto alone: one whole copy of the table per item (five). None at all once the local stack's
+    # moto server patch ran in this process (tests/adapters/test_moto_server.py): it rolls back by item.
+    assert tables in ([TABLE], [])

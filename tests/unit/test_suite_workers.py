@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("tests/e2e/test_x.py::test_y[param@1]", "e2e-b"),
         ("tests/e2e/test_local_resilience.py::test_a[lose]", "e2e-a"),
         ("tests/e2e/test_local_burst.py::test_a", "e2e-a"),
+        ("tests/e2e/test_local_merge_queue.py::test_an_issue_ends_merged", "e2e-a"),
         ("tests/infra/test_infra_deploy.py::test_a", "infra"),
         ("tests/unit/test_e2e_like.py::test_tests/e2e/", "tests/unit/test_e2e_like.py::test_tests/e2e/"),
         ("tests/unit/test_a.py::test_b", "tests/unit/test_a.py::test_b"),
@@ -48,6 +49,10 @@ def test_under_two_workers_each_group_runs_on_one_worker(tmp_path: Path) -> None
     tests = tmp_path / "tests"
     tests.mkdir()
     shutil.copy(ROOT / "tests" / "conftest.py", tests / "conftest.py")
+    (tests / "support").mkdir()  # what the conftest imports of the suite's support
+    for package in (tests, tests / "support"):
+        (package / "__init__.py").touch()
+    shutil.copy(ROOT / "tests" / "support" / "moto_transactions.py", tests / "support")
     (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n", encoding="utf-8")
     where = tmp_path / "where"
     where.mkdir()

@@ -14,6 +14,7 @@ from infra.constructs.event_queue import EventQueue
 from infra.constructs.ingress import WebhookIngress
 from infra.constructs.layer import SharedLayer
 from infra.constructs.observability import Observability
+from infra.constructs.pipelines import PipelineRuntime
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.registry import RegistryTable
 from infra.constructs.repo_dashboards import DashboardIssues
@@ -106,6 +107,11 @@ class SquadronStack(cdk.Stack):
             log_level=settings.log_level,
             name_prefix=f"squadron-{settings.stage}",
         )
+        self.pipelines = PipelineRuntime(
+            self, "Pipelines", queue=self.events.queue, prefix=f"squadron-{settings.stage}"
+        )
+        self.pipelines.grant_running(self.router.role, self.router.function)
+        self.pipelines.grant_publishing(self.reconciler.role, self.reconciler.function)
         self.domain_events = DomainEventBus(
             self,
             "DomainEvents",

@@ -62,6 +62,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "rescued": report.rescued,
         "timed_out": report.timed_out,
         "redelivered": report.redelivered,
+        "pipelines": report.pipelines,
         "problems": report.problems,
     }
     logger.info("reconciled", extra=summary)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+import boto3
 import httpx
 import pytest
 from moto import mock_aws
@@ -19,15 +20,18 @@ from squadron.adapters.github.errors import NotFoundError, RateLimitedError
 from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.scheduler import ScheduleUnavailableError
 from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
+from squadron.adapters.step_functions import Pipelines
 from squadron.domain.agents import AgentStatus
 from squadron.domain.dashboard_refresh import RefreshRequest, request_from_message
 from squadron.domain.domain_events import Repository
 from squadron.domain.effects import has_marker
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
+from squadron.domain.pipelines.models import Pipeline
 from squadron.domain.reconcile import UNFINISHED_AFTER
 from squadron.domain.repo_config.models import RetrospectiveConfig
 from squadron.domain.routing import RoutingPolicy
+from squadron.shell.pipeline_runs import PipelineRuns
 from squadron.shell.reconciler import ReconcilerService
 from squadron.shell.router import RouterService
 from tests.support.aws import drain, registry_and_queue
@@ -533,3 +537,38 @@ def test_a_scheduler_failure_is_a_problem_of_its_repository_not_of_the_sweep(sta
     report = reconciler.run()
     assert any("retrospective schedule not kept: Scheduler GetSchedule failed" in p for p in report.problems)
     assert report.dashboards == ["octo/repo"]  # the rest of the sweep went on
+
+
+def test_each_repositorys_pipelines_are_published_in_step_and_a_bad_one_is_a_problem(stack: Stack) -> None:
+    """The reconciler publishes each swept repository's pipelines (moto's Step Functions, the real
+    adapter): created once, nothing when unchanged, a pipeline that cannot compile reported with its
+    repository and name while the others are published, a removed one's state machine left."""
+    sfn = boto3.client("stepfunctions", region_name=stack.sqs.meta.region_name)
+    runs = PipelineRuns(
+        Pipelines(prefix="sq", role_arn="arn:aws:iam::123456789012:role/sq-pipelines", client=sfn),
+        queue_url="https://sqs.us-east-1.amazonaws.com/123456789012/sq-events.fifo",
+    )
+    work = Pipeline.model_validate(
+        {
+            "trigger": {"event": "issues.labeled"},
+            "stages": [{"id": "w", "type": "agent", "agent": "feat-dev"}],
+        }
+    )
+    huge = work.model_copy(update={"context": {f"k{i}": "x" * 1000 for i in range(300)}})
+    configured: dict[str, Pipeline] = {"work": work, "huge": huge}
+    stack.router.process(stack.events.assigned(38))
+    stack.github.issues[38] = issue(38)
+    reconciler = stack.reconciler()
+    reconciler.pipelines = runs
+    reconciler.policy_for = lambda repo: RoutingPolicy(pipelines=dict(configured))
+    report = reconciler.run()
+    assert [line.split(" (")[0] for line in report.pipelines] == ["octo/repo: pipeline 'work' created"]
+    assert [p.split(":")[0:2] for p in report.problems if "pipeline" in p] == [
+        ["octo/repo", " pipeline 'huge' not published"]
+    ]
+    assert reconciler.run().pipelines == []  # unchanged: nothing published
+    del configured["work"]
+    left = reconciler.run().pipelines
+    assert left == [
+        "octo/repo: state machine sq-1-work left for its runs (its pipeline is no longer configured; no run starts)"
+    ]

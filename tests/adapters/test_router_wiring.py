@@ -164,3 +164,27 @@ def test_the_router_keeps_its_committed_events_as_history_for_the_stages_retenti
 def test_a_bad_history_retention_is_named(value: str) -> None:
     with pytest.raises(ConfigurationError, match=rf"SQUADRON_HISTORY_DAYS .*\(got '{value}'\)"):
         build_router({**ENVIRONMENT, "SQUADRON_HISTORY_DAYS": value})
+
+
+PIPELINES = {
+    "PIPELINES_PREFIX": "squadron-dev",
+    "PIPELINES_ROLE_ARN": "arn:aws:iam::123456789012:role/squadron-dev-pipelines",
+}
+
+
+def test_the_router_and_reconciler_get_the_pipelines_when_their_environment_names_them() -> None:
+    assert build_router(ENVIRONMENT).dispatcher.service.pipelines is None
+    assert build_router(ENVIRONMENT).dispatcher.pipeline_tasks is None
+    assert build_reconciler(RECONCILER_ENVIRONMENT).pipelines is None
+    runtime = build_router({**ENVIRONMENT, **PIPELINES})
+    runs = runtime.dispatcher.service.pipelines
+    assert runs is not None and runs.queue_url == ENVIRONMENT["EVENTS_QUEUE_URL"]
+    assert runs.pipelines.prefix == "squadron-dev"
+    assert runs.pipelines.role_arn == PIPELINES["PIPELINES_ROLE_ARN"]
+    tasks = runtime.dispatcher.pipeline_tasks
+    assert tasks is not None and tasks.prefix == "squadron-dev"
+    published = build_reconciler({**RECONCILER_ENVIRONMENT, **PIPELINES}).pipelines
+    assert published is not None and published.pipelines.prefix == "squadron-dev"
+    # The prefix names the IAM scope: one that is not a state machine name's start is refused.
+    with pytest.raises(Exception, match="PIPELINES_PREFIX"):
+        build_router({**ENVIRONMENT, **PIPELINES, "PIPELINES_PREFIX": "squadron/dev"})

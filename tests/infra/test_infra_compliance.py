@@ -60,6 +60,10 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions-IAM5[Resource::<BYOK keys>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     # the reconciler: the retrospective schedules of the stage's own schedule group
     "AwsSolutions-IAM5[Resource::<retrospective schedules>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
+    # the pipelines: the stage's state machines (the reconciler and router publish them, the router
+    # and a run's execution role start runs) and their runs (described, stopped: sub-pipelines)
+    "AwsSolutions-IAM5[Resource::<pipeline state machines>-*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
+    "AwsSolutions-IAM5[Resource::<pipeline runs>-*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
 }
 
 #: Finding ids that name generated logical ids, as the table above names them.
@@ -89,6 +93,14 @@ _GENERATED = [
     (
         re.compile(r"Resource::arn:[^\]]*:scheduler:[^\]]*:schedule/<\w*RetrospectiveSchedules\w*>/\*\]$"),
         "Resource::<retrospective schedules>/*]",
+    ),
+    (
+        re.compile(r"Resource::arn:[^\]]*:states:[^\]]*:stateMachine:squadron-[a-z0-9-]+-\*\]$"),
+        "Resource::<pipeline state machines>-*]",
+    ),
+    (
+        re.compile(r"Resource::arn:[^\]]*:states:[^\]]*:execution:squadron-[a-z0-9-]+-\*\]$"),
+        "Resource::<pipeline runs>-*]",
     ),
 ]
 

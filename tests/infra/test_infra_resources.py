@@ -13,6 +13,7 @@ from constructs import Construct
 from pydantic import BaseModel
 
 from infra.constructs.agents import AGENTS_PATH, DROPPED_CAPABILITIES, GATEWAY_REGISTRY_ACTIONS
+from infra.constructs.pipelines import PUBLISH_ACTIONS
 from infra.stack import SquadronStack
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, TTL_ATTRIBUTE
 from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_TOKEN_ENV
@@ -557,8 +558,12 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
             ("logs:CreateLogStream", "logs:PutLogEvents"),
             repr({"Fn::GetAtt": [synthesized.logical_id(stack.reconciler.log_group), "Arn"]}),
         ),
-        (("xray:PutTelemetryRecords", "xray:PutTraceSegments"), repr("*")),
+        # X-Ray, and listing the pipelines' state machines (ListStateMachines has no resource)
+        (("states:ListStateMachines", "xray:PutTelemetryRecords", "xray:PutTraceSegments"), repr("*")),
         (("ecs:DescribeTasks",), repr(tasks_of_cluster)),
+        # each repository's pipelines, published as the stage's state machines, run with their role
+        (tuple(sorted(PUBLISH_ACTIONS)), repr(stack.resolve(stack.pipelines.machines))),
+        (("iam:PassRole",), repr({"Fn::GetAtt": [synthesized.logical_id(stack.pipelines.role), "Arn"]})),
         # each repository's retrospective schedule, in the stage's own group, sent with its role
         (
             (
@@ -576,8 +581,12 @@ def test_the_reconciler_only_reads_the_registry_and_sends_to_the_queue(synthesiz
     assert describe["Condition"] == {
         "ArnEquals": {"ecs:cluster": {"Fn::GetAtt": [synthesized.logical_id(stack.agents.cluster), "Arn"]}}
     }
-    (passed,) = [s for s in statements if s["Action"] == "iam:PassRole"]
-    assert passed["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+    passed = sorted(
+        s["Condition"]["StringEquals"]["iam:PassedToService"]
+        for s in statements
+        if s["Action"] == "iam:PassRole"
+    )
+    assert passed == ["scheduler.amazonaws.com", "states.amazonaws.com"]
 
 
 def test_the_retrospective_schedules_send_to_the_queue_and_nothing_else(synthesized: Synthesized) -> None:
@@ -772,6 +781,12 @@ def test_the_router_makes_a_repositorys_access_point_and_task_definition_and_not
         "iam:PassRole",
     }
     held = {action: (resource, condition) for actions, resource, condition in grants for action in actions}
+    # The ECS task roles' PassRole (the pipelines' execution role has one of its own: test_infra_pipelines).
+    held["iam:PassRole"] = next(
+        (resource, condition)
+        for actions, resource, condition in grants
+        if "iam:PassRole" in actions and "ecs-tasks" in condition
+    )
     assert new_actions <= set(held)
     assert not [action for actions, _, _ in grants for action in actions if action.endswith("*")]
     assert held["elasticfilesystem:CreateAccessPoint"][0] == file_system

@@ -159,6 +159,17 @@ class RouterSettings(GitHubAppSettings, _AppLogin):
     history_days: int = Field(
         default=DEFAULT_HISTORY_DAYS, validation_alias=AliasChoices("SQUADRON_HISTORY_DAYS"), ge=1, le=3653
     )
+    #: The deployment's pipelines (docs/pipelines.md): their state machines are named
+    #: ``<PIPELINES_PREFIX>-<repository id>-<pipeline>`` and run by ``PIPELINES_ROLE_ARN``; without
+    #: both, no pipeline is published or started.
+    pipelines_prefix: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PIPELINES_PREFIX"),
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$",
+    )
+    pipelines_role_arn: str | None = Field(
+        default=None, validation_alias=AliasChoices("PIPELINES_ROLE_ARN"), min_length=20
+    )
 
 
 class ReconcilerSettings(GitHubAppSettings, _AppLogin):
@@ -180,6 +191,17 @@ class ReconcilerSettings(GitHubAppSettings, _AppLogin):
     #: The dashboards queue: each run asks it for every repository's dashboard (None: none asked).
     dashboard_queue_url: str | None = Field(
         default=None, validation_alias=AliasChoices("DASHBOARD_QUEUE_URL"), min_length=1
+    )
+    #: The deployment's pipelines (docs/pipelines.md): their state machines are named
+    #: ``<PIPELINES_PREFIX>-<repository id>-<pipeline>`` and run by ``PIPELINES_ROLE_ARN``; without
+    #: both, no pipeline is published or started.
+    pipelines_prefix: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PIPELINES_PREFIX"),
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$",
+    )
+    pipelines_role_arn: str | None = Field(
+        default=None, validation_alias=AliasChoices("PIPELINES_ROLE_ARN"), min_length=20
     )
 
 

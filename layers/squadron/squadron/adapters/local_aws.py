@@ -79,6 +79,10 @@ class LocalResources:
     #: the dashboards Lambda its deferred renderings (see :func:`provision_dashboards`).
     dashboard_queue_url: str = ""
     dashboard_queue_arn: str = ""
+    #: The pipelines' state machines (``<prefix>-<repository id>-<pipeline>``) and the role they
+    #: run with; moto's server runs them (its interpreter, switched on at provisioning).
+    pipelines_prefix: str = "sq-local"
+    pipelines_role_arn: str = f"arn:aws:iam::123456789012:role/{PREFIX}-pipelines"
 
 
 def provision(
@@ -100,6 +104,15 @@ def provision(
     """
     reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 (loopback)
     with urllib.request.urlopen(reset, timeout=30):  # noqa: S310
+        pass
+    # Pipelines' state machines run on the server's interpreter (docs/pipelines.md).
+    running = urllib.request.Request(  # noqa: S310 (loopback)
+        f"{endpoint}/moto-api/config",
+        data=json.dumps({"stepfunctions": {"execute_state_machine": True}}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(running, timeout=30):  # noqa: S310
         pass
     sqs = boto3.client("sqs", endpoint_url=endpoint)
     dlq_url = sqs.create_queue(QueueName=f"{PREFIX}-events-dlq.fifo", Attributes={"FifoQueue": "true"})[

@@ -62,6 +62,7 @@ def routing_policy(config: SquadronConfig) -> RoutingPolicy:
         memory=repo.memory,
         retrospective=repo.retrospective,
         triage=repo.triage,
+        pipelines=dict(repo.pipelines),
     )
 
 

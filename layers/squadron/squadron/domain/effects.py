@@ -262,6 +262,24 @@ class ConfirmMemory:
 
 
 @dataclass(frozen=True)
+class StartPipelineRun:
+    """Start a run of a repository's pipeline (docs/pipelines.md): its state machine's published
+    version (published first if it is not yet), under ``name``, deterministic from the delivery,
+    the pipeline and the issue, so a retry or a redelivery is the same run; ``data`` is the
+    trigger's (the run's ``trigger`` namespace)."""
+
+    repo_id: int
+    repo_full_name: str
+    installation_id: int | None
+    #: The run's issue or pull request (None: a repository-wide run).
+    issue_number: int | None
+    pipeline: str
+    name: str
+    data: dict[str, Any]
+    kind: Literal["start_pipeline_run"] = "start_pipeline_run"
+
+
+@dataclass(frozen=True)
 class Discard:
     """Nothing to do; ``reason`` is logged and counted.
 
@@ -294,6 +312,7 @@ Effect = (
     | FileBlockerIssue
     | ConfirmMemory
     | OpenRetrospective
+    | StartPipelineRun
     | Discard
 )
 
@@ -317,6 +336,7 @@ Outside = (
     | FileBlockerIssue
     | ConfirmMemory
     | OpenRetrospective
+    | StartPipelineRun
 )
 
 
@@ -365,6 +385,7 @@ def split_decision(effects: Iterable[Effect]) -> Split:
                 | FileBlockerIssue()
                 | ConfirmMemory()
                 | OpenRetrospective()
+                | StartPipelineRun()
             ):
                 outside.append(effect)
             case Discard():

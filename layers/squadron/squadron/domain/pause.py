@@ -9,7 +9,7 @@ if it never had one), but only what starts nothing is carried out:
   stopping tasks, and the framework's words to humans (labels, comments, needs-human
   issues);
 - **withheld**: launching a task, creating an agent or a new generation of one,
-  waking one, and judging or merging a pull request (a policy nobody can read now
+  waking one, starting a pipeline's run, and judging or merging a pull request (a policy nobody can read now
   merges nothing); a blocker or link whose agent write would wake it is withheld
   whole, since the reconciler replays what it implies once the repository resumes.
 
@@ -33,6 +33,7 @@ from squadron.domain.effects import (
     LinkPullRequest,
     PutAgent,
     RemoveBlocker,
+    StartPipelineRun,
 )
 
 
@@ -50,7 +51,7 @@ def quiet_write(write: AgentWrite, before: Mapping[str, AgentRecord]) -> bool:
 
 def withheld(effect: Effect, before: Mapping[str, AgentRecord]) -> bool:
     """Whether a paused repository must not carry ``effect`` out."""
-    if isinstance(effect, LaunchAgent | EvaluateMerge):
+    if isinstance(effect, LaunchAgent | EvaluateMerge | StartPipelineRun):
         return True
     if isinstance(effect, PutAgent):
         return not quiet_write(effect.write, before)

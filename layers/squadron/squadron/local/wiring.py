@@ -142,6 +142,8 @@ def lambda_environment(
         "SQUADRON_STATE_RETENTION_DAYS": str(options.state_retention_days),
         "SCHEDULE_GROUP": r.schedule_group,
         "SCHEDULER_ROLE_ARN": r.scheduler_role_arn,
+        "PIPELINES_PREFIX": r.pipelines_prefix,
+        "PIPELINES_ROLE_ARN": r.pipelines_role_arn,
         "POWERTOOLS_SERVICE_NAME": LAMBDA_SERVICE,
         "POWERTOOLS_METRICS_NAMESPACE": "SquadronLocal",
         "POWERTOOLS_TRACE_DISABLED": "true",

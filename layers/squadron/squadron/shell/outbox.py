@@ -30,6 +30,7 @@ from squadron.domain.effects import (
     OpenRetrospective,
     Outside,
     PostComment,
+    StartPipelineRun,
     StopAgentTask,
     effect_key,
 )
@@ -48,6 +49,7 @@ from squadron.errors import SquadronError
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
 from squadron.shell.launching import carry_out_launch
 from squadron.shell.memory import Memory
+from squadron.shell.pipeline_runs import PipelineRuns
 from squadron.shell.retrospective import Retrospectives
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,8 @@ class OutboxExecutor:
     queue: EventQueue | None = None
     memory: Memory | None = None
     retrospectives: Retrospectives | None = None
+    #: Publishes and starts the repositories' pipelines (None: no pipelines in this deployment).
+    pipelines: PipelineRuns | None = None
     #: Agents whose launch RunTask refused: held, to be retried with back-off.
     held: list[str] = field(default_factory=list)
     #: The kinds of the effects recorded now as refused for good.
@@ -248,6 +252,13 @@ class OutboxExecutor:
                     effect.by,
                     effect.how,
                 )
+            case StartPipelineRun():
+                if self.pipelines is None:
+                    logger.info(
+                        "no pipelines wired; %s's %r run not started", effect.repo_full_name, effect.pipeline
+                    )
+                    return
+                self.pipelines.start(effect, self.policies(event).pipelines)
             case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
                 assert_never(effect)
 

@@ -55,6 +55,7 @@ from squadron.domain.repo_config.models import RepoConfig
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import SquadronError
 from squadron.ports import EventQueue, RefreshQueue, ScheduleSync
+from squadron.shell.pipeline_runs import PipelineRuns
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +135,9 @@ class ReconcileReport:
     dashboards: list[str] = field(default_factory=list)
     #: Retrospective schedules created, updated or deleted ("owner/name: ...").
     schedules: list[str] = field(default_factory=list)
+    #: Pipelines' state machines created or given a new version, and those left for their runs
+    #: because their pipeline left the configuration ("owner/name: ...").
+    pipelines: list[str] = field(default_factory=list)
     #: What could not be read or done, in words (logged; the next run tries again).
     problems: list[str] = field(default_factory=list)
     #: Agents per status (the live ones and those with humans), counted this run.
@@ -173,7 +177,10 @@ class ReconcilerService:
         max_reads: int = 200,
         schedules: ScheduleSync | None = None,
         dashboards: RefreshQueue | None = None,
+        pipelines: PipelineRuns | None = None,
     ) -> None:
+        #: Keeps each repository's pipelines' state machines in step with its configuration.
+        self.pipelines = pipelines
         #: Keeps each repository's retrospective schedule in step with its configuration.
         self.schedules = schedules
         #: Where each run asks for the repositories' dashboards (None: no dashboards).
@@ -224,6 +231,7 @@ class ReconcilerService:
         self._redeliver(now, report)
         self._sweep_decisions(now, report)
         self._schedules([*live, *escalated], report)
+        self._pipelines([*live, *escalated], report)
         self._ask_dashboards([*live, *escalated], report)
         for problem in report.problems:
             logger.warning("reconciler: %s", problem)
@@ -319,6 +327,34 @@ class ReconcilerService:
                     report.schedules.append(f"{repo}: retrospective schedule {outcome}")
             except SquadronError as exc:
                 report.problems.append(f"{repo}: retrospective schedule not kept: {exc}")
+
+    def _pipelines(self, agents: list[AgentRecord], report: ReconcileReport) -> None:
+        """Each repository's pipelines, published in step with its configuration (a pipeline
+        that does not compile is a problem; the others are published all the same)."""
+        if self.pipelines is None:
+            return
+        repos: dict[str, int] = {}
+        for agent in agents:
+            repos.setdefault(agent.repo_full_name, agent.repo_id)
+        for repo, repo_id in sorted(repos.items()):
+            try:
+                configured = self.policy_for(repo).pipelines
+            except Exception as exc:  # configuration unreadable: leave its pipelines as they are
+                report.problems.append(f"{repo}: configuration not read, pipelines left as they are: {exc}")
+                continue
+            try:
+                published = self.pipelines.publish(repo_id, repo, configured)
+                left = self.pipelines.left(repo_id, configured)
+            except SquadronError as exc:
+                report.problems.append(f"{repo}: pipelines not kept in step: {exc}")
+                continue
+            report.pipelines += published.lines
+            report.problems += published.problems
+            report.pipelines += [
+                f"{repo}: state machine {arn.rsplit(':', 1)[1]} left for its runs (its pipeline is no longer "
+                "configured; no run starts)"
+                for arn in left
+            ]
 
     def _ask_dashboards(self, agents: list[AgentRecord], report: ReconcileReport) -> None:
         """Ask for each repository's dashboard to be rendered (the sweep: what no domain event

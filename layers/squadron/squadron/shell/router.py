@@ -65,6 +65,7 @@ from squadron.errors import SquadronError
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
 from squadron.shell.memory import Memory
 from squadron.shell.outbox import OutboxExecutor
+from squadron.shell.pipeline_runs import PipelineRuns
 from squadron.shell.retrospective import Retrospectives
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,10 @@ class RouterService:
         paused: PauseSource | None = None,
         memory: Memory | None = None,
         retrospectives: Retrospectives | None = None,
+        pipelines: PipelineRuns | None = None,
     ) -> None:
+        #: Publishes and starts the repositories' pipelines (None: none in this deployment).
+        self.pipelines = pipelines
         #: Holds a retrospective when a decision asks for one (None: not held).
         self.retrospectives = retrospectives
         #: The repositories' memory: a person's merge confirms the facts its PR lists.
@@ -223,6 +227,7 @@ class RouterService:
             queue=self.queue,
             memory=self.memory,
             retrospectives=self.retrospectives,
+            pipelines=self.pipelines,
         )
 
     def _resume(self, inbound: EventEnvelope, resume: Resume, outbox: OutboxExecutor) -> RoutingResult:

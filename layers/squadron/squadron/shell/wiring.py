@@ -21,6 +21,7 @@ from squadron.adapters.repo_volumes import RepoTaskDefinitions
 from squadron.adapters.scheduler import RetroSchedules
 from squadron.adapters.secrets import SecretsManagerSource
 from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
+from squadron.adapters.step_functions import Pipelines
 from squadron.config import ConfigLoader
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
@@ -47,6 +48,8 @@ from squadron.shell.dispatch import Dispatcher
 from squadron.shell.gateway import AgentGateway
 from squadron.shell.memory import Memory
 from squadron.shell.merge_gate import MergeGate
+from squadron.shell.pipeline_runs import PipelineRuns
+from squadron.shell.pipelines import PipelineTasks
 from squadron.shell.policies import PolicyCache
 from squadron.shell.reconciler import ReconcilerService, liveness_of
 from squadron.shell.retrospective import Retrospectives
@@ -83,6 +86,11 @@ def _github_app(settings: GitHubAppSettings) -> GitHubApp:
         secrets=SecretsManagerSource(max_age=settings.secret_cache_seconds),
         secret_id=settings.github_private_key_secret_arn,
     )
+
+
+def _pipelines(prefix: str | None, role_arn: str | None) -> Pipelines | None:
+    """The deployment's pipelines on Step Functions, when its environment names them."""
+    return Pipelines(prefix=prefix, role_arn=role_arn) if prefix and role_arn else None
 
 
 def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | None = None) -> AgentGateway:
@@ -123,6 +131,7 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
     if not app_configured(environ):
         raise AppNotConfiguredError("reconciler")
     settings = load_settings(ReconcilerSettings, environ)
+    pipelines = _pipelines(settings.pipelines_prefix, settings.pipelines_role_arn)
     app = _github_app(settings)
     github = AppGitHub(app)
     records = DeliveryRecords(settings.registry_table_name)
@@ -154,6 +163,9 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         if settings.schedule_group and settings.scheduler_role_arn
         else None,
         dashboards=SqsRefreshQueue(settings.dashboard_queue_url) if settings.dashboard_queue_url else None,
+        pipelines=PipelineRuns(pipelines, queue_url=settings.events_queue_url)
+        if pipelines is not None
+        else None,
     )
 
 
@@ -214,6 +226,8 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         policy_ttl=timedelta(seconds=settings.policy_ttl_seconds),
         memory=Memory(DynamoMemory(settings.registry_table_name)),
         retros=DynamoMemory(settings.registry_table_name),
+        pipelines=_pipelines(settings.pipelines_prefix, settings.pipelines_role_arn),
+        events_queue_url=settings.events_queue_url,
     )
 
 
@@ -228,6 +242,8 @@ def assemble_router(
     policy_ttl: timedelta,
     memory: Memory | None = None,
     retros: RetroStore | None = None,
+    pipelines: Pipelines | None = None,
+    events_queue_url: str = "",
 ) -> RouterRuntime:
     """The router's parts put together: each repository's policy (paused while its configuration
     is invalid, and told so through one issue), the merge gate, the routing service."""
@@ -267,5 +283,15 @@ def assemble_router(
         )
         if retros is not None
         else None,
+        pipelines=PipelineRuns(pipelines, queue_url=events_queue_url) if pipelines is not None else None,
     )
-    return RouterRuntime(Dispatcher(service, once=records.once if records is not None else None), records)
+    return RouterRuntime(
+        Dispatcher(
+            service,
+            once=records.once if records is not None else None,
+            pipeline_tasks=PipelineTasks(pipelines, prefix=pipelines.prefix)
+            if pipelines is not None
+            else None,
+        ),
+        records,
+    )

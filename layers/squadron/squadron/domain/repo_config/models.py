@@ -403,7 +403,8 @@ class RepoConfig(_Model):
         default_factory=dict,
         description=(
             "Pipelines in the reference's format: stages, gates, transitions, reactive "
-            "events (see docs/pipelines.md). Validated now; their execution on Step Functions is being built."
+            "events (see docs/pipelines.md). Published as Step Functions state machines and started "
+            "by their triggers; stages are not carried out yet."
         ),
     )
 

@@ -11,6 +11,7 @@ from squadron.domain.agents import (
     RoleKind,
 )
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable
+from squadron.domain.pipelines.models import Pipeline
 from squadron.domain.repo_config.flows import resolve_flow
 from squadron.domain.repo_config.globs import fnmatch_matches
 from squadron.domain.repo_config.models import (
@@ -88,6 +89,8 @@ class RoutingPolicy:
     retrospective: RetrospectiveConfig = field(default_factory=RetrospectiveConfig)
     #: Whose issues agents work on (``triage`` in its configuration: :mod:`squadron.domain.vouching`).
     triage: TriageConfig = field(default_factory=TriageConfig)
+    #: The repository's pipelines (``pipelines`` in its configuration): what an event may start.
+    pipelines: Mapping[str, Pipeline] = field(default_factory=dict)
 
     def escalation_for(self, base_branch: str) -> FlowEscalation:
         return resolve_flow(self.flows, base_branch).escalation

@@ -25,6 +25,7 @@ from squadron.domain.effects import (
 )
 from squadron.domain.events import EventEnvelope
 from squadron.domain.issue_budget import LiveSpend
+from squadron.domain.pipelines.triggers import could_start
 from squadron.domain.routing.normalize import as_webhook, normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy
 
@@ -134,6 +135,15 @@ def _vouching_needs(event: EventEnvelope, policy: RoutingPolicy) -> tuple[set[st
     return authors, sources
 
 
+def _starter(event: EventEnvelope, policy: RoutingPolicy) -> frozenset[str]:
+    """The sender of an event that triggers a pipeline, when a person: their write access vouches
+    for the run (:mod:`squadron.domain.routing.pipelines`)."""
+    sender = event.sender
+    if sender.is_bot or is_app(sender.login, policy.bot_login) or not could_start(policy.pipelines, event):
+        return frozenset()
+    return frozenset({sender.login})
+
+
 def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotRequest:
     """The registry items ``route`` needs for this event."""
     event = as_webhook(event, policy.bot_login)
@@ -189,7 +199,7 @@ def snapshot_request(event: EventEnvelope, policy: RoutingPolicy) -> SnapshotReq
         issues=frozenset(issues),
         branches=frozenset(branches),
         pm=pm,
-        permissions_of=permissions_needed(event, policy.bot_login) | authors,
+        permissions_of=permissions_needed(event, policy.bot_login) | authors | _starter(event, policy),
         graph_from=frozenset(graph_from),
         pull_requests_of=(
             frozenset({event.command.issue_number})

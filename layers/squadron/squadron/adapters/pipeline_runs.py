@@ -158,6 +158,11 @@ class PipelineRuns:
         runs = [run for item in items[:limit] if (run := self.summary(item["executionArn"])) is not None]
         return Listing(runs, max(0, len(items) - limit))
 
+    def running(self, repository_id: int, limit: int) -> tuple[list[RunSummary], int]:
+        """The repository's running runs (the dashboard's), at most ``limit``, and how many more."""
+        listing = self.listing(repository_ids=[repository_id], status="RUNNING", limit=limit)
+        return listing.runs, listing.more
+
     def cancel(self, run: str, reason: str) -> list[str]:
         """Stop the run and its child runs; the ARNs stopped now (none: it was over)."""
         execution_arn = self.arn(run)

@@ -14,6 +14,7 @@ from infra.constructs.event_queue import EventQueue
 from infra.constructs.ingress import WebhookIngress
 from infra.constructs.layer import SharedLayer
 from infra.constructs.observability import Observability
+from infra.constructs.pipeline_runs import PipelineRunAlarms
 from infra.constructs.pipelines import PipelineRuntime
 from infra.constructs.reconciler import Reconciler
 from infra.constructs.registry import RegistryTable
@@ -139,6 +140,8 @@ class SquadronStack(cdk.Stack):
         )
         self.dashboards.accept_sweeps_from(self.reconciler.function)
         self.observability.notify_on(*self.dashboards.alarms)
+        self.pipeline_runs = PipelineRunAlarms(self, "PipelineRuns", prefix=f"squadron-{settings.stage}")
+        self.observability.notify_on(*self.pipeline_runs.alarms)
         self.operations = OperationsDashboard(
             self,
             "Operations",
@@ -153,7 +156,12 @@ class SquadronStack(cdk.Stack):
                 queue=self.events.queue,
                 dead_letter_queue=self.events.dead_letter_queue,
                 table=self.registry.table,
-                alarms=[*self.events.alarms, *self.domain_events.alarms, *self.dashboards.alarms],
+                alarms=[
+                    *self.events.alarms,
+                    *self.domain_events.alarms,
+                    *self.dashboards.alarms,
+                    *self.pipeline_runs.alarms,
+                ],
             ),
         )
         self.observability.notify_on(*self.operations.alarms)
@@ -185,6 +193,14 @@ class SquadronStack(cdk.Stack):
             "DomainEventsLogGroupName": (
                 self.domain_events.log_group.log_group_name,
                 "Every domain event as published (squadron events tail reads it)",
+            ),
+            "PipelinePrefix": (
+                self.pipeline_runs.prefix,
+                "The pipelines' state machines are <prefix>-<repository id>-<pipeline> (squadron pipelines)",
+            ),
+            "PipelineRoleArn": (
+                self.pipelines.role.role_arn,
+                "The role the pipelines' state machines run as (squadron pipelines reads the account from it)",
             ),
             "GitHubAppId": (self.settings.github_app_id, "The GitHub App (squadron replay signs in as it)"),
             "DashboardUrl": (

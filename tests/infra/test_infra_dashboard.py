@@ -66,6 +66,7 @@ ALARMS = [
     ("EventsOldestEventAlarm", 300, "GreaterThanThreshold", 1, "notBreaching"),
     ("DomainEventsPublishFailuresAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
     ("DashboardsDeadLettersAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
+    ("PipelineRunsFailedRunsAlarm", 0, "GreaterThanThreshold", 1, "notBreaching"),
 ]
 
 
@@ -140,3 +141,28 @@ def test_every_lambda_publishes_to_the_stage_namespace(synthesized: Synthesized)
         and "POWERTOOLS_SERVICE_NAME" in body["Properties"]["Environment"]["Variables"]
     }
     assert namespaces == {"Squadron/ci"}
+
+
+def test_failed_pipeline_runs_of_this_deployment_only_are_counted(synthesized: Synthesized) -> None:
+    """The rule matches Step Functions' status changes of the stage's own state machines ending
+    FAILED, TIMED_OUT or ABORTED (not a run that succeeded, nor another deployment's), and the
+    alarm reads what that rule matched."""
+    rules = {
+        name: rule["Properties"]
+        for name, rule in _resources(synthesized, "AWS::Events::Rule").items()
+        if name.startswith("PipelineRunsFailedRuns")
+    }
+    ((name, rule),) = rules.items()
+    pattern = rule["EventPattern"]
+    assert pattern["source"] == ["aws.states"]
+    assert pattern["detail-type"] == ["Step Functions Execution Status Change"]
+    assert pattern["detail"]["status"] == ["FAILED", "TIMED_OUT", "ABORTED"]
+    (machines,) = pattern["detail"]["stateMachineArn"]
+    assert "squadron-ci-" in json.dumps(machines["prefix"])
+    alarm = _alarm(synthesized, "PipelineRunsFailedRunsAlarm")
+    assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
+        "AWS/Events",
+        "MatchedEvents",
+        "Sum",
+    )
+    assert alarm["Dimensions"] == [{"Name": "RuleName", "Value": {"Ref": name}}]

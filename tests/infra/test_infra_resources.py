@@ -214,11 +214,13 @@ RESOURCE_COUNTS = [
     # ingress, router, agent gateway, reconciler, event publisher, dashboards, the VPC's
     # default-SG custom resource, the provider that creates ECS's service-linked role
     ("AWS::Lambda::Function", 8),
-    # the reconciler's tick, domain events to their log group, domain events to the dashboards
-    ("AWS::Events::Rule", 3),
+    # the reconciler's tick, domain events to their log group, domain events to the dashboards,
+    # failed pipeline runs (counted, no target)
+    ("AWS::Events::Rule", 4),
     ("AWS::Lambda::LayerVersion", 1),
-    # two on the queue, seven behind the dashboard, publish failures, dashboard refreshes dead-lettered
-    ("AWS::CloudWatch::Alarm", 11),
+    # two on the queue, seven behind the dashboard, publish failures, dashboard refreshes
+    # dead-lettered, failed pipeline runs
+    ("AWS::CloudWatch::Alarm", 12),
     ("AWS::CloudWatch::Dashboard", 1),
     ("AWS::SNS::Topic", 1),
     ("AWS::SecretsManager::Secret", 3),  # webhook secret, App key, Copilot token

@@ -109,6 +109,7 @@ def test_subcommands_are_a_table() -> None:
         "agent",
         "dlq",
         "events",
+        "pipelines",
         "memory",
         "retro",
         "replay",

@@ -333,6 +333,18 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
     ),
     Subcommand(
+        "pipelines",
+        "the pipeline runs on Step Functions: list them, show one's current stages, cancel one",
+        operator_cli.configure_pipelines,
+        operator_cli.run_pipelines,
+        (
+            "squadron pipelines list --local --status RUNNING",
+            "squadron pipelines list --repo octo/app --stack Squadron-prod",
+            "squadron pipelines show squadron-dev-42-dev:run-0123abcd --local",
+            "squadron pipelines cancel squadron-dev-42-dev:run-0123abcd --reason 'wrong issue'",
+        ),
+    ),
+    Subcommand(
         "memory",
         "what agents remember per repository: list, show, forget, pin or confirm a fact",
         operator_cli.configure_memory,

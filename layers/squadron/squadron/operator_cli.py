@@ -1,6 +1,6 @@
 """The operator's subcommands: `squadron status`, `squadron agent show`, `squadron dlq list|redrive`,
-`squadron memory`, `squadron retro start`, `squadron replay`, `squadron events tail` (`squadron app` is
-:mod:`squadron.app_cli`).
+`squadron memory`, `squadron retro start`, `squadron replay`, `squadron events tail`,
+`squadron pipelines list|show|cancel` (`squadron app` is :mod:`squadron.app_cli`).
 
 Each works on a deployed stage or on the running local stack (``--local``). The stage and its
 region are the ones `cdk deploy` deploys from this checkout (cdk.json's and cdk.context.json's
@@ -422,3 +422,87 @@ def _pause(seconds: float) -> None:  # pragma: no cover - the wait between polls
     import time  # noqa: PLC0415
 
     time.sleep(seconds)
+
+
+#: The statuses ``squadron pipelines list --status`` takes (Step Functions' own).
+RUN_STATUSES = ("RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "PENDING_REDRIVE")
+
+
+def configure_pipelines(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        choices=("list", "show", "cancel"),
+        help=(
+            "list: the runs, newest first; show: one run, its current stages and what they wait for; "
+            "cancel: stop a run and its sub-pipeline runs"
+        ),
+    )
+    parser.add_argument(
+        "execution",
+        nargs="?",
+        metavar="run",
+        help="for show and cancel: the run's ARN, or <state machine>:<run name> as list prints it",
+    )
+    parser.add_argument("--repo", type=repo_name, help="list: only this repository's runs (owner/name)")
+    parser.add_argument("--status", choices=RUN_STATUSES, help="list: only runs of this status")
+    parser.add_argument("--limit", type=int, default=50, help="list: at most this many runs (default: 50)")
+    parser.add_argument("--reason", help="cancel: why (the run's cause; default: cancelled by <your user>)")
+    _where(parser)
+
+
+def run_pipelines(args: argparse.Namespace, out: TextIO) -> int:
+    """``squadron pipelines``: the deployment's pipeline runs on Step Functions."""
+    import getpass  # noqa: PLC0415
+
+    from squadron.adapters.operations import OperatorError  # noqa: PLC0415
+    from squadron.adapters.pipeline_runs import RunRefusedError  # noqa: PLC0415
+    from squadron.adapters.step_functions import StepFunctionsUnavailableError  # noqa: PLC0415
+    from squadron.domain.pipeline_runs import run_detail, run_id, runs_table  # noqa: PLC0415
+
+    if args.action != "list" and not args.execution:
+        out.write(
+            f"squadron pipelines {args.action} needs a run: `squadron pipelines list{where_flags(args)}`\n"
+        )
+        return EXIT_PROBLEMS
+    if not 1 <= args.limit <= 1000:
+        out.write("--limit is 1 to 1000\n")
+        return EXIT_PROBLEMS
+    try:
+        operations = _operations(args)
+        runs = operations.pipeline_runs()
+        if args.action == "list":
+            repository_ids = [operations.repo_id(args.repo)] if args.repo else None
+            listing = runs.listing(repository_ids=repository_ids, status=args.status, limit=args.limit)
+            if args.json:
+                out.write(
+                    json.dumps({"runs": [r.row() for r in listing.runs], "more": listing.more}, indent=2)
+                    + "\n"
+                )
+            else:
+                out.write(runs_table(listing.runs, more=listing.more))
+            return EXIT_OK
+        if args.action == "show":
+            found = runs.summary(runs.arn(args.execution))
+            if found is None:
+                out.write(
+                    f"no run {args.execution}: `squadron pipelines list{where_flags(args)}` lists them\n"
+                )
+                return EXIT_PROBLEMS
+            out.write(json.dumps(found.row(), indent=2) + "\n" if args.json else run_detail(found))
+            return EXIT_OK
+        by = f"operator:{getpass.getuser()}"
+        reason = f"{args.reason} ({by})" if args.reason else f"cancelled by {by}"
+        stopped = runs.cancel(args.execution, reason)
+    except RunRefusedError as exc:
+        out.write(f"{exc}\n")
+        return EXIT_PROBLEMS
+    except (OperatorError, StepFunctionsUnavailableError) as exc:
+        out.write(f"{exc}\n")
+        return EXIT_UNAVAILABLE
+    if args.json:
+        out.write(json.dumps({"stopped": stopped}) + "\n")
+    elif stopped:
+        out.write("stopped " + ", ".join(run_id(arn) for arn in stopped) + "\n")
+    else:
+        out.write(f"{args.execution} is over already: nothing to stop\n")
+    return EXIT_OK

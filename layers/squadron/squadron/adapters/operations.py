@@ -24,6 +24,8 @@ from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.http import GitHubHttp
+from squadron.adapters.pipeline_runs import PipelineRuns
+from squadron.adapters.step_functions import Pipelines
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
 from squadron.domain.commands import StartRetrospective
 from squadron.domain.events import command_envelope
@@ -60,6 +62,9 @@ class Target:
     webhook_secret: str | None = None
     #: The log group a rule of the domain event bus writes every event to (squadron events tail).
     event_log_group: str | None = None
+    #: The pipelines' state machines' name prefix and their execution role (squadron pipelines).
+    pipeline_prefix: str | None = None
+    pipeline_role_arn: str | None = None
 
     def dynamodb(self) -> Any:
         return boto3.client("dynamodb", **self._where())
@@ -72,6 +77,9 @@ class Target:
 
     def logs(self) -> Any:
         return boto3.client("logs", **self._where())
+
+    def stepfunctions(self) -> Any:
+        return boto3.client("stepfunctions", **self._where())
 
     def _where(self) -> dict[str, Any]:
         if self.endpoint is None:  # a deployed stack: boto3's credentials and region
@@ -149,6 +157,8 @@ def stack_target(stack_name: str, *, region: str | None = None, found: str = "")
         private_key_secret=outputs["GitHubAppPrivateKeySecretName"],
         webhook_secret=outputs.get("WebhookSecretName"),
         event_log_group=outputs.get("DomainEventsLogGroupName"),
+        pipeline_prefix=outputs.get("PipelinePrefix"),
+        pipeline_role_arn=outputs.get("PipelineRoleArn"),
     )
 
 
@@ -226,6 +236,19 @@ class Operations:
     def guarded(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         """``call`` with AWS failures said as an OperatorError (for the CLI's own services)."""
         return self._guard(what, call, *args, **kwargs)
+
+    def pipeline_runs(self) -> PipelineRuns:
+        """The deployment's pipeline runs on Step Functions (squadron pipelines)."""
+        if not self.target.pipeline_prefix or not self.target.pipeline_role_arn:
+            raise OperatorError(
+                "this stack runs no pipelines yet (no PipelinePrefix and PipelineRoleArn): deploy it again"
+            )
+        pipelines = Pipelines(
+            prefix=self.target.pipeline_prefix,
+            role_arn=self.target.pipeline_role_arn,
+            client=self.target.stepfunctions(),
+        )
+        return PipelineRuns(pipelines)
 
     def agent(self, agent_id: str) -> tuple[AgentRecord, list[InboxItem]]:
         record = self._guard("reading the registry", self.registry.get_agent, agent_id)

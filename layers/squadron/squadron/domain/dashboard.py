@@ -24,6 +24,7 @@ from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_c
 from squadron.domain.memory import MemoryFact, MemoryPolicy
 from squadron.domain.outbox import FailedEffect
 from squadron.domain.permissions import untagged
+from squadron.domain.pipeline_runs import RunSummary
 
 TITLE = "Squadron dashboard"
 LABEL = DASHBOARD_LABEL
@@ -409,6 +410,40 @@ def _cost_section(repo: _Links, agents: Sequence[AgentRecord], prices: PriceTabl
     return [*lines, ""]
 
 
+#: Running pipeline runs the "Pipelines" section shows (the rest are counted).
+MAX_PIPELINE_RUNS = 10
+
+
+def _pipelines_section(repo: _Links, runs: Sequence[RunSummary], more: int) -> list[str]:
+    """The repository's running pipeline runs: each one's current stages, what they wait for,
+    and its page in the Step Functions console. Stage names and what they wait for come from the
+    repository's configuration: shown as text."""
+    if not runs and not more:
+        return []
+    lines = [
+        "## Pipelines",
+        "",
+        "| Run | Issue | Version | Now | Waits for | Since |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in runs[:MAX_PIPELINE_RUNS]:
+        stages = "<br>".join(_cell(w.state) for w in run.waiting) or "-"
+        waits = "<br>".join(_cell(w.waits_for) for w in run.waiting) or "-"
+        since = min((w.entered_at for w in run.waiting), default=run.started_at)
+        lines.append(
+            f"| [{_cell(run.pipeline)}]({run.console}) | {repo.issue(run.issue_number) if run.issue_number else '-'} "
+            f"| {run.version if run.version is not None else '-'} | {stages} | {waits} "
+            f"| {since.strftime('%Y-%m-%d %H:%M')} UTC |"
+        )
+    hidden = more + max(0, len(runs) - MAX_PIPELINE_RUNS)
+    if hidden:
+        lines += [
+            "",
+            f"... and {hidden} more running: `squadron pipelines list --repo {repo.repo} --status RUNNING`.",
+        ]
+    return [*lines, ""]
+
+
 def render(
     repo: str,
     agents: Sequence[AgentRecord],
@@ -421,12 +456,15 @@ def render(
     ended: Sequence[AgentRecord] = (),
     titles: Mapping[int, str] | None = None,
     web_url: str = GITHUB_WEB_URL,
+    pipelines: Sequence[RunSummary] = (),
+    pipelines_more: int = 0,
     now: datetime,
 ) -> str:
     """The dashboard issue's body (without its marker: :func:`with_marker` adds it).
 
     ``ended``: agents that finished (the "Recently ended" trace); ``titles``: issue titles by
-    number (the blocker graph's); ``web_url``: GitHub's web address every link is built from."""
+    number (the blocker graph's); ``web_url``: GitHub's web address every link is built from;
+    ``pipelines``: the running pipeline runs (``pipelines_more``: how many more were not read)."""
     links = _Links(repo, web_url)
     parts = [
         f"What Squadron's agents are doing in {repo}. Kept up to date by Squadron; edits here are "
@@ -435,6 +473,7 @@ def render(
         *_escalations_section(links, agents),
         *_failed_section(links, failed),
         *_actions_section(links, agents),
+        *_pipelines_section(links, pipelines, pipelines_more),
         *_agents_section(links, agents, prices),
         *_ended_section(links, ended, now),
         *_graph_section(links, agents, titles or {}),

@@ -35,6 +35,7 @@ from squadron.domain.dashboard_refresh import (
     due,
 )
 from squadron.domain.outbox import FailedEffect
+from squadron.domain.pipeline_runs import RunSummary
 from squadron.domain.routing import RoutingPolicy
 from squadron.errors import SquadronError
 from squadron.ports import DashboardSlots, MemoryStore, RefreshQueue, RenderClaim
@@ -110,6 +111,7 @@ class DashboardService:
         clock: Callable[[], datetime] = _now,
         interval: timedelta = REFRESH_INTERVAL,
         web_url: str = dashboard.GITHUB_WEB_URL,
+        pipelines: Callable[[int, int], tuple[Sequence[RunSummary], int]] | None = None,
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError(f"the refresh interval must be positive, got {interval}")
@@ -124,6 +126,9 @@ class DashboardService:
         self.interval = interval
         #: GitHub's web address (github.com, or a GitHub Enterprise Server's): every link's base.
         self.web_url = web_url
+        #: A repository's running pipeline runs, at most that many, and how many more
+        #: (:meth:`squadron.adapters.pipeline_runs.PipelineRuns.running`); None: no pipelines.
+        self.pipelines = pipelines
 
     def refresh(self, requests: Sequence[RefreshRequest]) -> RefreshReport:
         report = RefreshReport()
@@ -204,6 +209,7 @@ class DashboardService:
         facts = self.memory.facts(request.repository.id) if self.memory is not None else []
         failed = self.registry.failed_effects(request.repository.id)
         titles = _titles(github) if any(a.blocked_by for a in agents) else {}
+        runs, more = self._running(request.repository.id)
         body = dashboard.with_marker(
             dashboard.render(
                 repo,
@@ -216,6 +222,8 @@ class DashboardService:
                 ended=ended,
                 titles=titles,
                 web_url=self.web_url,
+                pipelines=runs,
+                pipelines_more=more,
                 now=now,
             )
         )
@@ -244,6 +252,17 @@ class DashboardService:
         github.update_issue(int(issue["number"]), body=body)
         report.edited.append(f"{repo}#{issue['number']}")
         return True
+
+    def _running(self, repo_id: int) -> tuple[Sequence[RunSummary], int]:
+        """The repository's running pipeline runs; none when Step Functions cannot be read (the
+        rest of the dashboard is still rendered; the next rendering shows them)."""
+        if self.pipelines is None:
+            return [], 0
+        try:
+            return self.pipelines(repo_id, dashboard.MAX_PIPELINE_RUNS)
+        except SquadronError as exc:
+            logger.warning("dashboards: repository %s: pipeline runs not read: %s", repo_id, exc)
+            return [], 0
 
 
 def _titles(github: DashboardIssues) -> dict[int, str]:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from bench import cost
 from squadron.deployment import DeploymentSettings
+from squadron.domain.preflight import ON_DEMAND_WARM_THROUGHPUT, PARTITION_READ_UNITS, PARTITION_WRITE_UNITS
 from squadron.domain.repo_config.models import RuntimeLimits
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -239,6 +240,27 @@ class Deployment:
     max_concurrent_agents: int = RuntimeLimits.model_fields["max_concurrent_agents"].default
     #: events.fifo: DeduplicationScope=messageGroup, FifoThroughputLimit=perMessageGroupId.
     high_throughput_fifo: bool = True
+    #: What else the stack's template fixes on the account's Lambda concurrency beside the router
+    #: (tests/infra/test_infra_deploy.py checks these against the synthesized template): the
+    #: reconciler's schedule, the dashboards queue's MaximumConcurrency, and the registry stream's
+    #: publisher (a new on-demand table's partitions, so its shards, x ParallelizationFactor 1).
+    reconciler_executions: int = 1
+    dashboards_max_concurrency: int = 2
+    stream_executions: int = max(
+        ON_DEMAND_WARM_THROUGHPUT[0] // PARTITION_WRITE_UNITS,
+        ON_DEMAND_WARM_THROUGHPUT[1] // PARTITION_READ_UNITS,
+    )
+
+    def lambda_left(self, account_concurrency: float) -> float:
+        """What every fixed draw (the router's at most, and the others above) leaves the ingress and
+        the agent gateway of the account's Lambda concurrency."""
+        fixed = (
+            self.router_max_concurrency
+            + self.reconciler_executions
+            + self.dashboards_max_concurrency
+            + self.stream_executions
+        )
+        return max(0.0, account_concurrency - fixed)
 
 
 @dataclass(frozen=True)
@@ -348,8 +370,7 @@ def webhook_bounds(
     def lim(name: str) -> float:
         return limits[name].value
 
-    # What the router (at most router_max_concurrency) and the reconciler leave of the account's.
-    lambda_left = max(0.0, lim("lambda_concurrent_executions") - deployment.router_max_concurrency - 1)
+    lambda_left = deployment.lambda_left(lim("lambda_concurrent_executions"))
     github_hour = lim("github_installation_requests_per_hour") - installation_overhead_per_hour(deployment, a)
     points = (
         event.github_requests - event.github_mutations
@@ -383,7 +404,7 @@ def webhook_bounds(
             "Lambda concurrency (ingress)",
             "deployment",
             lambda_left / event.ingress_seconds,
-            "(account concurrency - router_max_concurrency - reconciler) / ingress seconds",
+            "(account concurrency - router_max_concurrency - reconciler, dashboards, stream) / ingress seconds",
             ("lambda_concurrent_executions",),
             "Service Quotas: Lambda concurrent executions",
         ),
@@ -511,8 +532,7 @@ def agent_bounds(
 
     addresses = AGENT_SUBNETS * (2 ** (32 - AGENT_SUBNET_MASK) - lim("vpc_subnet_reserved_addresses"))
     gateway_concurrency = agent.gateway_invocations_per_hour / 3600 * agent.gateway_seconds
-    # What the router (at most router_max_concurrency) and the reconciler leave of the account's.
-    lambda_left = max(0.0, lim("lambda_concurrent_executions") - deployment.router_max_concurrency - 1)
+    lambda_left = deployment.lambda_left(lim("lambda_concurrent_executions"))
     github_hour = lim("github_installation_requests_per_hour") - installation_overhead_per_hour(deployment, a)
     return [
         Bound(
@@ -551,7 +571,7 @@ def agent_bounds(
             "Lambda concurrency (agent gateway)",
             "deployment",
             lambda_left / gateway_concurrency,
-            "(account concurrency - router_max_concurrency - reconciler) / an agent's gateway concurrency",
+            "(account concurrency - router_max_concurrency - reconciler, dashboards, stream) / an agent's gateway concurrency",
             ("lambda_concurrent_executions",),
             "Service Quotas: Lambda concurrent executions",
         ),

@@ -10,6 +10,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from bench.capacity import Deployment
 from infra.app import build
 from infra.constructs.agents import AgentCompute
 from infra.constructs.event_queue import EventQueue
@@ -278,6 +279,20 @@ def test_an_accounts_first_cluster_waits_for_ecs_service_linked_role(synthesized
     assert "Delete" not in resources[creator]["Properties"]  # the account's role outlives the stack
     (cluster,) = synthesized.resources("AWS::ECS::Cluster")
     assert creator in resources[cluster].get("DependsOn", [])
+
+
+def test_the_capacity_model_counts_every_draw_the_template_fixes(synthesized: Synthesized) -> None:
+    """bench/capacity.py's Lambda bounds subtract what the stack fixes beside the router (the
+    reconciler, the dashboards queue, the registry stream): the same draws the doctor reads here."""
+    deployment = Deployment()
+    draws = {d.function: d.executions for d in concurrency_budget(synthesized.template_json).draws}
+    draws.pop("RouterFunction")  # the context's router_max_concurrency, a setting of the model's
+    assert draws == {
+        "DashboardsFunction": deployment.dashboards_max_concurrency,
+        "DomainEventsPublisher": deployment.stream_executions,
+        "ReconcilerFunction": deployment.reconciler_executions,
+    }
+    assert deployment.lambda_left(20) == 20 - deployment.router_max_concurrency - sum(draws.values())
 
 
 def test_the_doctor_reads_every_draw_on_lambda_concurrency_from_the_template(

@@ -84,7 +84,7 @@ def reminding(b: Core, stage: HumanStage, position: int) -> None:
             f"{stage.id}.remind",
             "action",
             "remind",
-            {"stage": stage.id, "reminder": dump(reminder)},
+            {"stage": stage.id, "reminder": dump(reminder), "from": stage.human.from_},
             f"{stage.id}.reminded",
             lenient=True,
         ),

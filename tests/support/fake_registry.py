@@ -43,6 +43,7 @@ from squadron.domain.effects import (
 from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_order, utc_instant
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import EXECUTION_LEASE, Claim, FailedEffect
+from squadron.domain.pipelines.humans import HumanWait
 from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
 from squadron.domain.writes import WriteClaim
@@ -78,6 +79,8 @@ class FakeRegistry:
         self.runs: dict[str, dict[str, Any]] = {}
         #: decision key -> when it was last claimed (the adapter's open-index sort key)
         self.touched: dict[str, datetime] = {}
+        #: (repo, number, entry) -> a pipeline's human stage waiting for people
+        self.human_waits: dict[tuple[int, int, str], HumanWait] = {}
         #: effects refused for good, in the order recorded
         self.failed: list[FailedEffect] = []
         #: (repo, costed issue) -> agent id -> what its running task reported it has spent
@@ -479,6 +482,49 @@ class FakeRegistry:
         held = self.writes[(agent_id, key)]
         self.writes[(agent_id, key)] = WriteClaim(claimed_at=held.claimed_at, result=result)
 
+    # --- pipelines' human stages waiting for people (the HumanWaits port) ---------------------
+
+    def open_wait(self, wait: HumanWait) -> HumanWait:
+        self.calls["open_wait"] += 1
+        fresh = wait.model_copy(update={"counted": (), "answer": None, "sent": False})
+        return self.human_waits.setdefault((wait.repo_id, wait.number, wait.entry), fresh)
+
+    def open_waits(self, repo_id: int, number: int) -> list[HumanWait]:
+        self.calls["open_waits"] += 1
+        found = [
+            wait
+            for (repo, n, _), wait in self.human_waits.items()
+            if (repo, n) == (repo_id, number) and not wait.sent
+        ]
+        return sorted(found, key=lambda wait: (wait.opened_at, wait.entry))
+
+    def count_toward(self, repo_id: int, number: int, entry: str, login: str) -> HumanWait | None:
+        self.calls["count_toward"] += 1
+        held = self.human_waits.get((repo_id, number, entry))
+        if held is None:
+            return None
+        who = (
+            held.counted if login in held.counted else tuple(sorted({*held.counted, login}, key=str.casefold))
+        )
+        self.human_waits[(repo_id, number, entry)] = held = held.model_copy(update={"counted": who})
+        return held
+
+    def keep_answer(self, repo_id: int, number: int, entry: str, answer: dict[str, Any]) -> HumanWait:
+        self.calls["keep_answer"] += 1
+        held = self.human_waits.get((repo_id, number, entry))
+        if held is None:
+            raise ConflictError(f"human wait {entry} of #{number}", "does not exist")
+        if held.answer is None:
+            held = held.model_copy(update={"answer": copy.deepcopy(answer)})
+            self.human_waits[(repo_id, number, entry)] = held
+        return held
+
+    def close_wait(self, repo_id: int, number: int, entry: str) -> None:
+        self.calls["close_wait"] += 1
+        held = self.human_waits.get((repo_id, number, entry))
+        if held is not None:
+            self.human_waits[(repo_id, number, entry)] = held.model_copy(update={"sent": True})
+
     def claim_uid(self, agent_id: str, at: datetime) -> int:
         agent = self.agents.get(agent_id)
         if agent is None:
@@ -614,6 +660,7 @@ class FakeRouterGitHub:
         self.comments: list[tuple[str, int, str, str]] = []
         self.closed: list[tuple[str, int, str]] = []
         self.labelled: list[tuple[str, int, tuple[str, ...]]] = []
+        self.assigned: list[tuple[str, int, tuple[str, ...]]] = []
         self.created: list[dict[str, object]] = []
         self.permission_calls = 0
         #: Every login whose permission was asked, in order.
@@ -652,6 +699,11 @@ class FakeRouterGitHub:
         self, installation_id: int | None, repo_full_name: str, number: int, labels: tuple[str, ...]
     ) -> None:
         self.labelled.append((repo_full_name, number, labels))
+
+    def add_assignees(
+        self, installation_id: int | None, repo_full_name: str, number: int, logins: tuple[str, ...]
+    ) -> None:
+        self.assigned.append((repo_full_name, number, logins))
 
     def create_issue(
         self,

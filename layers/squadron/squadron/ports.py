@@ -104,6 +104,12 @@ class RouterGitHub(Protocol):
         self, installation_id: int | None, repo_full_name: str, number: int, labels: tuple[str, ...]
     ) -> None: ...
 
+    def add_assignees(
+        self, installation_id: int | None, repo_full_name: str, number: int, logins: tuple[str, ...]
+    ) -> None:
+        """Assign ``logins`` to the issue or pull request (adds to its assignees: idempotent)."""
+        ...
+
     def create_issue(
         self,
         installation_id: int | None,

@@ -24,6 +24,7 @@ from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import Claim, FailedEffect
+from squadron.domain.pipelines.humans import HumanWait
 from squadron.domain.routing import IssueView
 from squadron.domain.writes import WriteClaim
 
@@ -272,4 +273,32 @@ class History(Protocol):
         Raises :class:`~squadron.domain.history.PeriodError` when a bound is naive or
         ``start`` is after ``end``. Events live as long as the stage's history retention.
         """
+        ...
+
+
+class HumanWaits(Protocol):
+    """Pipelines' human stages waiting for people, by issue or pull request
+    (``adapters/registry/human_waits.py``): opened when the stage's task arrives, counted toward by
+    the webhooks that answer it, closed once its answer is sent."""
+
+    def open_wait(self, wait: HumanWait) -> HumanWait:
+        """Keep ``wait`` unless its entry is kept already; what is kept (the first, on a retry)."""
+        ...
+
+    def open_waits(self, repo_id: int, number: int) -> list[HumanWait]:
+        """The waits of ``number`` whose answer is not sent yet, oldest first."""
+        ...
+
+    def count_toward(self, repo_id: int, number: int, entry: str, login: str) -> HumanWait | None:
+        """Add ``login`` to who counted toward the wait (each login once); the wait as it is now,
+        None when there is no such wait."""
+        ...
+
+    def keep_answer(self, repo_id: int, number: int, entry: str, answer: dict[str, Any]) -> HumanWait:
+        """Keep ``answer`` unless one is kept already (the first stays): the wait as kept. Before
+        the answer is sent. ConflictError when there is no such wait."""
+        ...
+
+    def close_wait(self, repo_id: int, number: int, entry: str) -> None:
+        """The wait's answer was sent (or its task is over): it is no longer open."""
         ...

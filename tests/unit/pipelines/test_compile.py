@@ -214,6 +214,14 @@ def _human_reminding(c: Compiled) -> None:
     assert body(asked["States"]["human-approval"])["stage_type"] == "human"
     assert reminders["States"]["human-approval.remind-wait"]["Seconds"] == 24 * 3600
     assert reminders["States"]["human-approval.reminded"]["Choices"][0]["NumericGreaterThanEquals"] == 2
+    # the answer leaves the Parallel in the JoinAny's cause and is read back as the stage's output
+    assert asked["States"]["human-approval.answered"]["CausePath"] == "States.JsonToString($)"
+    assert wait["Catch"][0]["Next"] == "human-approval.answer"
+    kept = s["human-approval.answer-kept"]
+    assert (
+        kept["InputPath"] == "$.data.stages.human_1approval.v"
+        and kept["ResultPath"] == "$.data.stages.human_1approval"
+    )
     # a timeout: the notification, then escalation
     timeout = next(c for c in wait["Catch"] if "States.Timeout" in c["ErrorEquals"])
     assert (

@@ -51,6 +51,7 @@ from squadron.adapters.registry.agents import DynamoAgentRecords
 from squadron.adapters.registry.decisions import DynamoDecisions
 from squadron.adapters.registry.gate import DynamoGateRecords
 from squadron.adapters.registry.history import DynamoHistory
+from squadron.adapters.registry.human_waits import DynamoHumanWaits
 from squadron.adapters.registry.inbox import DynamoInboxes
 from squadron.adapters.registry.issue_graph import DynamoIssueGraph
 from squadron.adapters.registry.keys import (
@@ -118,5 +119,6 @@ class DynamoRegistry(
     DynamoDecisions,
     DynamoHistory,
     DecisionOutbox,
+    DynamoHumanWaits,
 ):
     """The agent registry (:class:`~squadron.ports.Registry`) on its table: every port's adapter."""

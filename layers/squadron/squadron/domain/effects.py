@@ -178,6 +178,17 @@ class AddLabels:
 
 
 @dataclass(frozen=True)
+class AssignIssue:
+    """Assign people to an issue or pull request (a pipeline's human stage, ``auto_assign``)."""
+
+    repo_full_name: str
+    installation_id: int | None
+    number: int
+    logins: tuple[str, ...]
+    kind: Literal["assign_issue"] = "assign_issue"
+
+
+@dataclass(frozen=True)
 class CreateIssue:
     """A new issue written by the framework (a needs-human issue)."""
 
@@ -307,6 +318,7 @@ Effect = (
     | PostComment
     | CloseIssue
     | AddLabels
+    | AssignIssue
     | CreateIssue
     | EvaluateMerge
     | FileBlockerIssue
@@ -316,7 +328,7 @@ Effect = (
     | Discard
 )
 
-GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, CreateIssue)
+GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, AssignIssue, CreateIssue)
 TASK_EFFECTS = (LaunchAgent, StopAgentTask)
 
 #: News of the event itself: idempotent, guarded by GitHub's time or id, applied before the commit.
@@ -329,6 +341,7 @@ Outside = (
     PostComment
     | CloseIssue
     | AddLabels
+    | AssignIssue
     | CreateIssue
     | LaunchAgent
     | StopAgentTask
@@ -378,6 +391,7 @@ def split_decision(effects: Iterable[Effect]) -> Split:
                 PostComment()
                 | CloseIssue()
                 | AddLabels()
+                | AssignIssue()
                 | CreateIssue()
                 | LaunchAgent()
                 | StopAgentTask()

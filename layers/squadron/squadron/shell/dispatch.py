@@ -109,9 +109,19 @@ class Dispatcher:
         self._first_receive = first_receive and not maybe_redriven(envelope.received_at, now)
         pause = self.service.pause_for(envelope)
         if pause is not None:
-            return {**self._route_once(envelope, pause=pause), "duplicate": False, "paused": pause}
+            routed = {**self._route_once(envelope, pause=pause), "duplicate": False, "paused": pause}
+            return {**routed, **self._answer_waiting(envelope)}
         summary = self._route(envelope=envelope)
-        return {**summary, "duplicate": not self._routed}
+        return {**summary, "duplicate": not self._routed, **self._answer_waiting(envelope)}
+
+    def _answer_waiting(self, envelope: EventEnvelope) -> dict[str, Any]:
+        """Events that may answer a waiting pipeline stage (a human stage's approval, comment,
+        label): after routing, on every delivery, a redelivered one too (what answers a stage is
+        idempotent under its own records). ``waiting`` in the summary when any was."""
+        if self.pipeline_tasks is None:
+            return {}
+        answered = self.pipeline_tasks.answer_waiting(envelope)
+        return {"waiting": answered} if answered else {}
 
     def _pipeline_task(self, body: str, message_id: str | None) -> dict[str, Any]:
         try:

@@ -21,6 +21,7 @@ from squadron.adapters.github.errors import GitHubError
 from squadron.domain.commands import RegisterBlocker
 from squadron.domain.effects import (
     AddLabels,
+    AssignIssue,
     CloseIssue,
     ConfirmMemory,
     CreateIssue,
@@ -184,6 +185,8 @@ class OutboxExecutor:
                 github.close_issue(inst, repo, number, reason)
             case AddLabels(repo_full_name=repo, installation_id=inst, number=number, labels=labels):
                 github.add_labels(inst, repo, number, labels)
+            case AssignIssue(repo_full_name=repo, installation_id=inst, number=number, logins=logins):
+                github.add_assignees(inst, repo, number, logins)
             case CreateIssue(repo_full_name=repo, installation_id=inst):
                 found = (
                     github.find_issue(inst, repo, key, effect.labels, look_since)

@@ -16,9 +16,12 @@ record here instead of reading it as an event envelope. :meth:`PipelineTasks.han
   notification and a reminder are outside effects committed as a decision keyed by the task's
   entry and carried out by the router's outbox (:class:`~squadron.shell.outbox.OutboxExecutor`),
   each once; a webhook stage is called (:class:`~squadron.adapters.webhooks.Webhooks`);
-* answers every other task (agent and human stages, which wait for an agent or people, are not
-  run from a pipeline yet) with :data:`~squadron.domain.pipeline_wire.STAGE_REJECTED` and the
-  reason, so the run takes its failure path rather than waiting out its timeout.
+* keeps a human stage waiting for people (:mod:`squadron.shell.human_stages`, when ``humans`` is
+  wired): its entry comment and assignment are the decision's effects, and the task is answered
+  later, by the event that completes it (:meth:`PipelineTasks.answer_waiting`);
+* answers every other task (agent stages, which wait for an agent, are not run from a pipeline
+  yet) with :data:`~squadron.domain.pipeline_wire.STAGE_REJECTED` and the reason, so the run takes
+  its failure path rather than waiting out its timeout.
 
 Exactly once: the task's entry (:attr:`~squadron.domain.pipeline_wire.PipelineTask.entry`) is
 claimed first (the registry's keyed-write claims); the answer is recorded before it is sent and
@@ -36,6 +39,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from pydantic import TypeAdapter, ValidationError
+
 from squadron.adapters.step_functions import Answer
 from squadron.adapters.webhooks import WebhookResult
 from squadron.domain.effects import Decision
@@ -43,13 +48,15 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.pipeline_wire import (
     STAGE_FAILED,
     STAGE_REJECTED,
+    TASK_INVALID,
     PipelineTask,
     StageAnswer,
     StageFailed,
     StageSucceeded,
     origin_problem,
 )
-from squadron.domain.pipelines.judge import Facts
+from squadron.domain.pipelines.judge import Facts, condition_holds
+from squadron.domain.pipelines.models import HumanStage
 from squadron.domain.pipelines.templates import PipelineTemplateError
 from squadron.domain.pipelines.work import (
     Act,
@@ -64,6 +71,7 @@ from squadron.domain.pipelines.work import (
 )
 from squadron.errors import SquadronError
 from squadron.registry_ports import WriteClaims
+from squadron.shell.human_stages import HumanStages
 from squadron.shell.outbox import OutboxExecutor
 
 logger = logging.getLogger(__name__)
@@ -116,6 +124,14 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class _Waiting:
+    """A human stage's task left waiting for people (answered by the event that completes it)."""
+
+
+WAITING = _Waiting()
+_HUMAN = TypeAdapter(HumanStage)
+
+
 class PipelineTasks:
     """The router's side of the pipelines of one deployment (state machines ``<prefix>-*``).
 
@@ -136,8 +152,11 @@ class PipelineTasks:
         webhooks: WebhookCaller | None = None,
         where: Callable[[int], Where | None] | None = None,
         clock: Callable[[], datetime] = _now,
+        humans: HumanStages | None = None,
     ) -> None:
         self.answers = answers
+        #: The human stages' waits (None: a human stage is answered STAGE_REJECTED).
+        self.humans = humans
         self.prefix = prefix
         self.outbox = outbox
         self.claims = claims
@@ -178,9 +197,15 @@ class PipelineTasks:
             recorded = held.result
             if recorded.get("sent"):
                 return {"answered": False, "gone": None, "once": "answered already"}
+            if recorded.get("waiting"):
+                return {"answered": False, "gone": None, "once": "waiting already"}
             answer = _load(recorded["answer"])
         else:
-            answer = self._decide(task, where, outbox, again=held is not None)
+            decided = self._decide(task, where, outbox, again=held is not None)
+            if isinstance(decided, _Waiting):
+                registry.record_write(scope, key, {"waiting": True})
+                return {"answered": False, "gone": None, "outcome": "waiting"}
+            answer = decided
             registry.record_write(scope, key, {"answer": _dump(answer), "sent": False})
         sent = self.answers.answer(task.task_token, answer)
         registry.record_write(scope, key, {"answer": _dump(answer), "sent": True})
@@ -189,9 +214,11 @@ class PipelineTasks:
 
     def _decide(
         self, task: PipelineTask, where: Where, outbox: OutboxExecutor, *, again: bool
-    ) -> StageAnswer:
+    ) -> StageAnswer | _Waiting:
         """The task's answer, its effects committed and carried out first. ``again``: an earlier
         attempt claimed the task and stopped before recording its answer."""
+        if task.stage_type == "human" and task.step == "stage" and self.humans is not None:
+            return self._wait(task, where, outbox, self.humans, again=again)
         work = safe_plan(task, where)
         if isinstance(work, Refuse):
             return work.answer
@@ -214,6 +241,49 @@ class PipelineTasks:
         if isinstance(work, Call):
             return self._call(task, work, again=again)
         return self._act(task, where, work, outbox, again=again)
+
+    def _wait(
+        self, task: PipelineTask, where: Where, outbox: OutboxExecutor, humans: HumanStages, *, again: bool
+    ) -> StageAnswer | _Waiting:
+        """A human stage: skipped when its condition is false; else its wait kept, then its entry
+        comment and assignment carried out (a decision keyed by the entry), and no answer yet."""
+        try:
+            stage = _HUMAN.validate_python(task.step_config)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            at = ".".join(str(part) for part in first["loc"]) or "config"
+            return StageFailed.of(
+                TASK_INVALID,
+                f"human stage {task.stage!r}: its configuration is not one this router reads "
+                f"({at}: {first['msg']})",
+            )
+        if task.issue_number is None:
+            return StageFailed.of(
+                STAGE_FAILED, f"human stage {task.stage!r}: the run has no issue or pull request to wait on"
+            )
+        if stage.condition is not None:
+            assert self.facts is not None
+            try:
+                facts = self.facts.facts(where, task.issue_number)
+                if not condition_holds(stage.condition, facts, task.input):
+                    return StageSucceeded(output={"skipped": True})
+            except PipelineTemplateError as exc:
+                return StageFailed.of(STAGE_FAILED, f"stage {task.stage!r}: {exc}")
+        try:
+            opened = humans.enter(task, stage, where, self.clock())
+        except PipelineTemplateError as exc:
+            return StageFailed.of(STAGE_FAILED, f"stage {task.stage!r}: {exc}")
+        if opened.effects:
+            # What GitHub refused for good is recorded for operators; the stage waits all the same.
+            self._act(task, where, Act(opened.effects, {}), outbox, again=again)
+        return WAITING
+
+    def answer_waiting(self, event: EventEnvelope) -> dict[str, Any]:
+        """The router's hook for an event that may answer a waiting stage (its human stages' waits:
+        :meth:`~squadron.shell.human_stages.HumanStages.answer_from`); a summary, empty when none."""
+        if self.humans is None:
+            return {}
+        return self.humans.answer_from(event)
 
     def _call(self, task: PipelineTask, call: Call, *, again: bool) -> StageAnswer:
         if again:

@@ -118,6 +118,11 @@ class AppGitHub:
     ) -> None:
         self.client(installation_id, repo_full_name).add_labels(number, labels)
 
+    def add_assignees(
+        self, installation_id: int | None, repo_full_name: str, number: int, logins: tuple[str, ...]
+    ) -> None:
+        self.client(installation_id, repo_full_name).add_assignees(number, logins)
+
     def create_issue(
         self,
         installation_id: int | None,

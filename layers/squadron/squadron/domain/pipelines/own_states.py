@@ -64,7 +64,8 @@ def reminds(stage: Any) -> bool:
 
 def reminding(b: Core, stage: HumanStage, position: int) -> None:
     """A human stage with reminders: its wait and a reminder loop side by side; the first
-    answer ends both (the join-any pattern), the loop ends after ``max_reminders``."""
+    answer ends both (the join-any pattern: the answer travels in the error's cause and is read
+    back into the stage's output), the loop ends after ``max_reminders``."""
     assert stage.human.notify is not None and stage.human.notify.reminder is not None
     reminder = stage.human.notify.reminder
     key = state_key(stage.id)
@@ -84,7 +85,7 @@ def reminding(b: Core, stage: HumanStage, position: int) -> None:
             f"{stage.id}.remind",
             "action",
             "remind",
-            {"stage": stage.id, "reminder": dump(reminder)},
+            {"stage": stage.id, "reminder": dump(reminder), "from": stage.human.from_},
             f"{stage.id}.reminded",
             lenient=True,
         ),
@@ -109,7 +110,12 @@ def reminding(b: Core, stage: HumanStage, position: int) -> None:
                 "StartAt": stage.id,
                 "States": {
                     stage.id: wait,
-                    f"{stage.id}.answered": {"Type": "Fail", "Error": JOIN_ANY, "Cause": stage.id},
+                    # The answer rides out of the Parallel in the error's cause (a Fail has no output).
+                    f"{stage.id}.answered": {
+                        "Type": "Fail",
+                        "Error": JOIN_ANY,
+                        "CausePath": "States.JsonToString($)",
+                    },
                 },
             },
             {"StartAt": f"{stage.id}.remind-wait", "States": remind_states},
@@ -120,10 +126,23 @@ def reminding(b: Core, stage: HumanStage, position: int) -> None:
             {
                 "ErrorEquals": [JOIN_ANY],
                 "ResultPath": f"$.data.stages.{key}",
-                "Next": b.done(stage, position),
+                "Next": f"{stage.id}.answer",
             },
             *b.catches(stage, position),
         ],
+    }
+    # The stage's answer, read back from the cause: what the stages after it see.
+    b.states[f"{stage.id}.answer"] = {
+        "Type": "Pass",
+        "Parameters": {"v.$": f"States.StringToJson($.data.stages.{key}.Cause)"},
+        "ResultPath": f"$.data.stages.{key}",
+        "Next": f"{stage.id}.answer-kept",
+    }
+    b.states[f"{stage.id}.answer-kept"] = {
+        "Type": "Pass",
+        "InputPath": f"$.data.stages.{key}.v",
+        "ResultPath": f"$.data.stages.{key}",
+        "Next": b.done(stage, position),
     }
 
 

@@ -13,8 +13,9 @@ for a stage's work or a step around it; :func:`plan` says what that work is, fro
   the answer it gives once they are done;
 * :class:`Call` — a webhook stage: the request, templates resolved (the address was checked
   when the configuration was read; where its host resolves is the adapter's to check);
-* :class:`Refuse` — what the router does not carry out (agent and human stages, which wait for
-  an agent or people; a task it cannot read): failed with the reason.
+* :class:`Refuse` — what the router does not carry out (agent stages, which wait for an agent; a
+  human stage where no waits are wired: :mod:`squadron.shell.human_stages` keeps them; a task it
+  cannot read): failed with the reason.
 
 Every text a template renders comes from the repository's configuration and the run's data; the
 App posts it as itself, and :mod:`squadron.adapters.github.for_router` makes it inert (no hidden
@@ -181,7 +182,13 @@ def _plan(task: PipelineTask, where: Where) -> Work:
             reminder = _REMINDER.validate_python(config.get("reminder"))
             text = str(render(reminder.message, namespaces(data))) if reminder.message else ""
             lead = f"Pipeline `{task.pipeline}`: stage `{config.get('stage')}` is still waiting."
-            return _comment(task, where, _join(lead, text), {"reminded": True})
+            group = config.get("from")
+            return _comment(
+                task,
+                where,
+                _join(lead, _for(group if isinstance(group, str) else None), text),
+                {"reminded": True},
+            )
         case "stage":
             return _stage(task, where, config, data)
     return _refused(
@@ -190,16 +197,17 @@ def _plan(task: PipelineTask, where: Where) -> Work:
 
 
 def _stage(task: PipelineTask, where: Where, config: dict[str, Any], data: Mapping[str, Any]) -> Work:
-    if task.stage_type in ("agent", "human"):
-        waits = (
-            "an agent's session"
-            if task.stage_type == "agent"
-            else "people's answer (approval, comment, label)"
-        )
+    if task.stage_type == "agent":
         return _refused(
             task,
-            f"a {task.stage_type} stage waits for {waits}, which this release does not run from a "
+            "an agent stage waits for an agent's session, which this release does not run from a "
             'pipeline yet (docs/pipelines.md, "What the router carries out")',
+        )
+    if task.stage_type == "human":  # carried out by squadron.shell.human_stages where it is wired
+        return _refused(
+            task,
+            "a human stage waits for people's answer (approval, comment, label, dismissal), and this "
+            'router keeps no human waits (docs/pipelines.md, "What the router carries out")',
         )
     if task.stage_type == "gate":
         gate = _GATE.validate_python(config)

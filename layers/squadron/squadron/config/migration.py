@@ -15,6 +15,7 @@ Only texts already parsed cleanly reach here (the line maps are read again from 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
@@ -24,6 +25,7 @@ from squadron.config.yamlsource import LineMap, YamlProblems, dotted, load_yaml
 from squadron.domain.pipelines.from_flows import Migration, approval_pipelines, merge_governance
 from squadron.domain.pipelines.overrides import overridden
 from squadron.domain.repo_config.constants import APPROVAL_FLOWS_FILE, CONFIG_FILE
+from squadron.domain.repo_config.limits import MAX_FILE_BYTES
 
 KeyPath = tuple[str | int, ...]
 
@@ -59,10 +61,32 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def pasteable(
+    config: SquadronConfig, texts: Mapping[str, str], *, root: str, lines: LineMap | None = None
+) -> Migration:
+    """The migration whose YAML, with its comments, fits in config.yaml beside what it holds."""
+    lines = lines if lines is not None else _lines(texts, APPROVAL_FLOWS_FILE)
+    room = MAX_FILE_BYTES - len(texts.get(CONFIG_FILE, "").encode("utf-8")) - 1
+    first = migration(config)
+    return fitted(first, room - _comments_size(first, root, lines))
+
+
+def _comments_size(result: Migration, root: str, lines: LineMap) -> int:
+    """An upper bound of the header's bytes (each note one line, plus the fixed lines and those a
+    fitting may add)."""
+    per_note = [
+        len(
+            f"#   {_where(root, APPROVAL_FLOWS_FILE, lines, note.path)}: {_one_line(note.message)}\n".encode()
+        )
+        for note in result.notes
+    ]
+    return sum(per_note) + 600 * (len(result.pipelines) + 1) + 1000
+
+
 def migration_text(config: SquadronConfig, texts: Mapping[str, str], *, root: str) -> str:
     """``squadron validate --migrate``: the flows' pipelines as YAML, headed by comments."""
-    result = migration(config)
     lines = _lines(texts, APPROVAL_FLOWS_FILE)
+    result = pasteable(config, texts, root=root, lines=lines)
     source = (
         f"{root}/{APPROVAL_FLOWS_FILE}"
         if APPROVAL_FLOWS_FILE in texts
@@ -82,8 +106,34 @@ def migration_text(config: SquadronConfig, texts: Mapping[str, str], *, root: st
         ]
     if not result.pipelines:
         return "\n".join([*head, "# (no pipeline)"]) + "\n"
-    body = yaml.safe_dump({"pipelines": result.pipelines}, sort_keys=False, width=100, allow_unicode=True)
-    return "\n".join(head) + "\n" + body
+    return "\n".join(head) + "\n" + _dump(result.pipelines)
+
+
+def _dump(pipelines: Mapping[str, Any]) -> str:
+    # leaf lists and mappings in flow style: half the size, as readable
+    return yaml.safe_dump(
+        {"pipelines": dict(pipelines)},
+        sort_keys=False,
+        width=100,
+        allow_unicode=True,
+        default_flow_style=None,
+    )
+
+
+def fitted(result: Migration, room: int) -> Migration:
+    """``result`` less its last pipelines (branch rules first, then the default's) until their YAML
+    takes at most ``room`` bytes: pasted into config.yaml, it must stay within MAX_FILE_BYTES."""
+    names = list(result.pipelines)
+    dropped: list[str] = []
+    while names and len(_dump({n: result.pipelines[n] for n in names}).encode("utf-8")) > room:
+        dropped.append(names.pop())
+    if not dropped:
+        return result
+    return result.without(
+        dropped,
+        f"config.yaml would pass its {MAX_FILE_BYTES} bytes (MAX_FILE_BYTES) with it; PRs into its "
+        "branch run the default pipeline, and the rule still applies through merge_pr's merge gate",
+    )
 
 
 def validate_notices(config: SquadronConfig, texts: Mapping[str, str], *, root: str) -> list[str]:
@@ -91,7 +141,7 @@ def validate_notices(config: SquadronConfig, texts: Mapping[str, str], *, root: 
     out: list[str] = []
     pipelines = config.config.pipelines
     if APPROVAL_FLOWS_FILE in texts:
-        result = migration(config)
+        result = pasteable(config, texts, root=root)
         shown = ", ".join(
             f"{name} ({len(data['stages'])} stage{'s' if len(data['stages']) != 1 else ''})"
             for name, data in result.pipelines.items()

@@ -34,7 +34,7 @@ import copy
 import hashlib
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -96,6 +96,19 @@ class Migration:
 
     pipelines: dict[str, dict[str, Any]]
     notes: tuple[Note, ...]
+    #: Each pipeline's source in approval-flows.yaml (``("default",)``, ``("branch_rules", i)``).
+    sources: Mapping[str, KeyPath] = field(default_factory=dict)
+
+    def without(self, names: Collection[str], why: str) -> Migration:
+        """The same migration less the pipelines ``names``, each noted at its source with ``why``."""
+        return Migration(
+            {name: data for name, data in self.pipelines.items() if name not in names},
+            (
+                *self.notes,
+                *(Note(self.sources.get(name, ()), f"no pipeline {name}: {why}") for name in names),
+            ),
+            {name: path for name, path in self.sources.items() if name not in names},
+        )
 
     def models(self) -> dict[str, Pipeline]:
         return {name: Pipeline.model_validate(data) for name, data in self.pipelines.items()}
@@ -509,7 +522,7 @@ def approval_pipelines(
                 f"no pipeline at all: the repository already has {len(existing)} (MAX_PIPELINES {MAX_PIPELINES})",
             )
         )
-        return Migration({}, tuple(notes))
+        return Migration({}, tuple(notes), {})
     default_name = DEFAULT_NAME if DEFAULT_NAME not in existing else pipeline_name("default", taken)
     spelt = {branch for branch, _, _ in named.values() if _PLAIN_BRANCH.fullmatch(branch)}
     for branch, index, _ in named.values():
@@ -544,14 +557,16 @@ def approval_pipelines(
             description=rule.description or f"The approval flow of PRs into {branch}, as gates",
         )
     kept: dict[str, dict[str, Any]] = {}
+    sources: dict[str, KeyPath] = {}
     for name, data in pipelines.items():
         problem = _pipeline_problem(name, data, roles=roles, human_groups=human_groups)
         source: KeyPath = ("default",) if name == default_name else ("branch_rules", named[name][1])
         if problem is None:
             kept[name] = data
+            sources[name] = source
         else:
             notes.append(Note(source, f"no pipeline {name}: it would not validate ({problem})"))
-    return Migration(kept, tuple(notes))
+    return Migration(kept, tuple(notes), sources)
 
 
 def _pipeline_problem(

@@ -225,6 +225,16 @@ def _review_of_unusual_branch(m: Migration) -> None:
     assert "condition" not in stages(m)["approval"]
 
 
+def _hostile_texts(m: Migration) -> None:
+    (name,) = [name for name in m.pipelines if name != DEFAULT_NAME]
+    assert name == "approval-main-evil-true-pipelines"
+    pipeline = m.pipelines[name]
+    # the branch and the description stay data: the exact text, never keys of the YAML printed
+    assert pipeline["trigger"]["conditions"] == {"base_branch": "main\n# evil: true\npipelines: {}"}
+    assert pipeline["description"] == "x\n  evil: {{ context.__class__ }}\n# hi"
+    assert any("cannot be spelt in an expression" in n for n in notes(m))
+
+
 CASES: list[tuple[str, str, Callable[[Migration], None]]] = [
     (
         "agent review → ci_status on squadron/<role>",
@@ -341,6 +351,16 @@ CASES: list[tuple[str, str, Callable[[Migration], None]]] = [
         "a branch whose name a quote is in → its pipeline; the default does not skip it (noted)",
         """branch_rules: [{pattern: "it's", required_status_checks: [ci]}]""",
         _review_of_unusual_branch,
+    ),
+    (
+        "a pattern and a description that try to write YAML or templates → kept as data",
+        """
+        branch_rules:
+          - pattern: "main\\n# evil: true\\npipelines: {}"
+            description: "x\\n  evil: {{ context.__class__ }}\\n# hi"
+            required_status_checks: [ci]
+        """,
+        _hostile_texts,
     ),
 ]
 

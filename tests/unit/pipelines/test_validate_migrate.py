@@ -208,3 +208,21 @@ def test_the_largest_flows_file_gives_bounded_pipelines_that_validate(repo: Path
     for name in pipelines:
         compiled = compile_pipeline(name, pipelines, queue_url=QUEUE, repository_id=1, children={})
         assert len(compiled.text.encode()) <= MAX_DEFINITION_BYTES
+
+
+def test_without_a_flows_file_migrate_prints_the_documented_default_flow(repo: Path) -> None:
+    (repo / "workflows" / "approval-flows.yaml").unlink()
+
+    status, printed = run("validate", "--migrate", str(repo))
+
+    assert status == 0
+    assert printed.startswith(
+        "# The pipelines the documented default approval flow (no "
+        f"{repo}/workflows/approval-flows.yaml) is equivalent to"
+    )
+    # a note about a documented default has no line to point at
+    assert (
+        f"#   {repo}/workflows/approval-flows.yaml: default.merge_policy.auto_merge: auto_merge is off"
+        in printed
+    )
+    assert list(yaml.safe_load(printed)["pipelines"]) == ["approval-default"]

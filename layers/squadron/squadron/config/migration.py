@@ -41,7 +41,10 @@ def _lines(texts: Mapping[str, str], rel: str) -> LineMap:
 
 
 def _where(root: str, rel: str, lines: LineMap, path: KeyPath) -> str:
-    line = lines.line_of(path)
+    """``file:line:column: key.path`` of ``path`` (or of the nearest key the file spells out; no
+    line when it spells out none of it: a documented default)."""
+    spelt = any(path[:end] in lines.lines for end in range(1, len(path) + 1))
+    line = lines.line_of(path) if spelt else None
     column = lines.column_of(path) if line is not None else None
     where = f"{root}/{rel}" + (f":{line}" if line is not None else "") + (f":{column}" if column else "")
     return f"{where}: {dotted(path)}" if path else where
@@ -96,7 +99,8 @@ def migration_text(config: SquadronConfig, texts: Mapping[str, str], *, root: st
         f"# The pipelines {source} is equivalent to (squadron validate --migrate).",
         f"# Paste them under `pipelines:` in {root}/{CONFIG_FILE}. While the approval flows file exists it",
         "# still applies: merge_pr asks the merge gate, which merges only when the flow is met",
-        '# (docs/pipelines.md, "Approval flows as pipelines").',
+        '# (docs/pipelines.md, "Approval flows as pipelines"). A pull request the App opens (an',
+        "# agent's) starts no run: the merge gate alone judges it.",
     ]
     if result.notes:
         head.append("# What these pipelines do not say as the flows do:")

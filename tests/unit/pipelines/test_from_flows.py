@@ -235,6 +235,11 @@ def _hostile_texts(m: Migration) -> None:
     assert any("cannot be spelt in an expression" in n for n in notes(m))
 
 
+def _path_adding_nothing(m: Migration) -> None:
+    assert list(stages(m)) == ["approval"]  # no gate for a path whose reviews are all optional
+    assert "default.protected_paths.0: adds no required review: no gate" in notes(m)
+
+
 CASES: list[tuple[str, str, Callable[[Migration], None]]] = [
     (
         "agent review → ci_status on squadron/<role>",
@@ -302,6 +307,16 @@ CASES: list[tuple[str, str, Callable[[Migration], None]]] = [
               require_human: true
         """,
         _protected_path_needs_a_person,
+    ),
+    (
+        "a protected path whose reviews are all optional → no gate, a note",
+        """
+        default:
+          protected_paths:
+            - paths: ["docs/**"]
+              required_reviews: [{role: agent:security-review, required: false}]
+        """,
+        _path_adding_nothing,
     ),
     (
         "45 globs → any of paths_match of at most 20",

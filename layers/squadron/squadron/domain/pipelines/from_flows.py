@@ -318,7 +318,7 @@ def _review_notes(at: KeyPath, reviews: Sequence[ReviewRequirement] | None) -> l
             notes.append(
                 Note(
                     (*path, "required"),
-                    f"{review.role} is not required: nothing gates on it (it is only requested)",
+                    f"{review.role} is not required: nothing gates on it",
                 )
             )
             continue
@@ -450,7 +450,7 @@ def _path_notes(at: KeyPath, paths: Sequence[ProtectedPath] | None) -> list[Note
             notes.append(
                 Note(
                     (*at, "protected_paths", index),
-                    "adds no required review: no gate (its reviews are only requested)",
+                    "adds no required review: no gate",
                 )
             )
         notes += _review_notes((*at, "protected_paths", index), protected.required_reviews)

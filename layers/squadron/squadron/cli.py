@@ -24,7 +24,8 @@ from squadron.cli_types import (
     github_id,
     repo_name,
 )
-from squadron.config import ConfigError, SquadronConfig, load_directory, write_schemas
+from squadron.config import ConfigError, SquadronConfig, load_directory, read_directory, write_schemas
+from squadron.config.migration import migration_text, validate_notices
 from squadron.domain.permissions import Caller
 from squadron.domain.protection import protected_branches, protection_for
 from squadron.domain.repo_config.constants import CONFIG_DIR
@@ -67,6 +68,11 @@ def _configure_validate(parser: argparse.ArgumentParser) -> None:
         default=CONFIG_DIR,
         help=f"the .squadron directory to check (default: ./{CONFIG_DIR})",
     )
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="print the pipelines the approval flows are equivalent to, as YAML to paste under pipelines:",
+    )
 
 
 def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
@@ -92,7 +98,17 @@ def _run_validate(args: argparse.Namespace, out: TextIO) -> int:
             f"give the path of a repository's {CONFIG_DIR} directory\n"
         )
         return EXIT_PROBLEMS
+    root = args.path.rstrip("/") or args.path
+    try:
+        texts = read_directory(directory, root=root)
+    except (OSError, ConfigError) as exc:  # changed since it was read a moment ago
+        out.write(f"{args.path}: cannot be read again: {exc}\n")
+        return EXIT_PROBLEMS
+    if args.migrate:
+        out.write(migration_text(config, texts, root=root))
+        return EXIT_OK
     out.write(_summary(args.path, config))
+    out.writelines(f"{line}\n" for line in validate_notices(config, texts, root=root))
     return EXIT_OK
 
 
@@ -249,6 +265,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         (
             "squadron validate                 # ./.squadron",
             "squadron validate path/to/repo/.squadron",
+            "squadron validate --migrate      # the approval flows as pipelines (YAML)",
         ),
     ),
     Subcommand(

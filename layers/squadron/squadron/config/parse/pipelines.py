@@ -4,7 +4,8 @@ Before validation (:func:`prepare_pipelines`): ``custom_gates`` (the reference's
 classes) is refused with the reason, and a parallel branch without ``type`` is an agent branch,
 as in the reference. After it (:func:`check_pipeline_references`): the pure
 :func:`~squadron.domain.pipelines.checks.check_pipelines` against the repository's roles and
-human groups, each problem at its line and column. Pipeline problems carry their column
+human groups, and :func:`~squadron.domain.pipelines.overrides.override_problems` against the
+built-in default pipelines, each problem at its line and column. Pipeline problems carry their column
 (:func:`with_columns`): a stage list is long, and ``file:line:col`` points at the key.
 """
 
@@ -17,12 +18,14 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from squadron.config.default_pipelines import default_pipelines
 from squadron.config.parse.documents import ParseContext
 from squadron.config.parse.references import RoleDirectory
 from squadron.config.parse.salvage import salvage
 from squadron.config.yamlsource import KeyPath, LineMap, dotted
 from squadron.domain.pipelines.checks import check_pipelines
 from squadron.domain.pipelines.models import Pipeline, Stage
+from squadron.domain.pipelines.overrides import override_problems
 from squadron.domain.pipelines.types import ID_PATTERN, RESERVED_IDS
 from squadron.domain.repo_config.constants import CONFIG_FILE
 from squadron.domain.repo_config.errors import Problem
@@ -119,6 +122,7 @@ def check_pipeline_references(
 ) -> None:
     """Every problem across pipelines and with the repository's roles and human groups."""
     found = check_pipelines(pipelines, roles=directory.roles, human_groups=directory.human_groups)
+    found += override_problems(pipelines, default_pipelines())
     for path, message in found:
         ctx.add(CONFIG_FILE, lines.line_of(path), path, message)
 

@@ -117,7 +117,7 @@ def _now() -> datetime:
 
 
 class PipelineTasks:
-    """The router's side of the pipelines of one deployment (state machines ``<prefix>-*``).
+    """The router's side of the pipelines of one deployment (state machines ``<prefix>_*``).
 
     Without ``outbox`` (the router's collaborators for effects), ``claims`` (the registry's keyed
     claims, where each task's answer is kept), ``facts`` and ``where`` (the

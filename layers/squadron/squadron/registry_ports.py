@@ -273,3 +273,12 @@ class History(Protocol):
         ``start`` is after ``end``. Events live as long as the stage's history retention.
         """
         ...
+
+    def record_event(self, event: DomainEvent) -> bool:
+        """Store ``event`` alone, once: False when its id is stored already (nothing changes).
+
+        For what happens outside a routed decision and is keyed by what it reports (a pipeline
+        run's transitions, :mod:`squadron.domain.pipeline_events`): stored, it is published from
+        the table's stream as a committed decision's events are, and kept as history.
+        """
+        ...

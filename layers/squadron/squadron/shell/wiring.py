@@ -286,13 +286,15 @@ def assemble_router(
         )
         if retros is not None
         else None,
-        pipelines=PipelineRuns(pipelines, queue_url=events_queue_url) if pipelines is not None else None,
+        pipelines=PipelineRuns(pipelines, queue_url=events_queue_url, events=registry.record_event)
+        if pipelines is not None
+        else None,
     )
     return RouterRuntime(
         Dispatcher(
             service,
             once=records.once if records is not None else None,
-            pipeline_tasks=PipelineTasks(pipelines, prefix=pipelines.prefix)
+            pipeline_tasks=PipelineTasks(pipelines, prefix=pipelines.prefix, events=registry.record_event)
             if pipelines is not None
             else None,
         ),

@@ -32,6 +32,7 @@ from bench import (
     memory,
     model_gateway,
     paired,
+    pipeline_transitions,
     pm_idle,
     router_calls,
     routing,
@@ -61,6 +62,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "model_gateway": Benchmark(model_gateway.bench_model_gateway, model_gateway.summary),
     "pm_idle": Benchmark(pm_idle.bench_pm_idle, pm_idle.summary),
     "memory": Benchmark(memory.bench_memory, memory.summary),
+    # Step Functions state transitions per pipeline run on moto's interpreter, and their price.
+    "pipeline_transitions": Benchmark(
+        pipeline_transitions.bench_pipeline_transitions, pipeline_transitions.summary
+    ),
     # Not a measurement: the cost model over router_calls' counts (so it runs after it).
     "cost": Benchmark(cost.bench_cost, cost.summary),
     # Not a measurement: the capacity model over router_calls' and gateway's figures.

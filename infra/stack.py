@@ -140,7 +140,8 @@ class SquadronStack(cdk.Stack):
         )
         self.dashboards.accept_sweeps_from(self.reconciler.function)
         self.observability.notify_on(*self.dashboards.alarms)
-        self.pipeline_runs = PipelineRunAlarms(self, "PipelineRuns", prefix=f"squadron-{settings.stage}")
+        self.pipelines.grant_reading(self.dashboards.role, self.dashboards.function)
+        self.pipeline_runs = PipelineRunAlarms(self, "PipelineRuns", runtime=self.pipelines)
         self.observability.notify_on(*self.pipeline_runs.alarms)
         self.operations = OperationsDashboard(
             self,
@@ -196,7 +197,7 @@ class SquadronStack(cdk.Stack):
             ),
             "PipelinePrefix": (
                 self.pipeline_runs.prefix,
-                "The pipelines' state machines are <prefix>-<repository id>-<pipeline> (squadron pipelines)",
+                "The pipelines' state machines are <prefix>_<repository id>-<pipeline> (squadron pipelines)",
             ),
             "PipelineRoleArn": (
                 self.pipelines.role.role_arn,

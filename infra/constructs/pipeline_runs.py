@@ -3,8 +3,8 @@ alarm on what it matches.
 
 Step Functions puts a "Step Functions Execution Status Change" event on the account's default bus
 for every Standard execution; the rule matches this deployment's state machines
-(``<prefix>-<repository id>-<pipeline>``, see docs/architecture.md, "Pipelines on Step
-Functions") whose run ended FAILED, TIMED_OUT or ABORTED. EventBridge counts the rule's matches
+(``<prefix>_<repository id>-<pipeline>``, see docs/architecture.md, "Pipelines on Step
+Functions"; their ARN's head is :class:`~infra.constructs.pipelines.PipelineRuntime`'s) whose run ended FAILED, TIMED_OUT or ABORTED. EventBridge counts the rule's matches
 (``AWS/Events`` ``MatchedEvents`` by ``RuleName``): the alarm fires on one, so a failed run is
 seen in the alarm topic whatever the repository (Step Functions' own ``ExecutionsFailed`` is per
 state machine, and the state machines come and go with repositories' configurations). Idle it
@@ -13,29 +13,24 @@ costs the alarm's one metric; the rule has no target and bills nothing.
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from constructs import Construct
 
 from infra.constructs.observability import ALARM_PERIOD
+from infra.constructs.pipelines import PipelineRuntime
 from squadron.domain.pipeline_runs import FAILED_STATUSES
 
 
 class PipelineRunAlarms(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, prefix: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, runtime: PipelineRuntime) -> None:
         super().__init__(scope, construct_id)
-        self.prefix = prefix
-        machines = cdk.Stack.of(self).format_arn(
-            service="states",
-            resource="stateMachine",
-            resource_name=f"{prefix}-",
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
+        prefix = self.prefix = runtime.prefix
+        machines = runtime.machines_arn_head
         self.failed_rule = events.Rule(
             self,
             "FailedRuns",
-            description=f"Squadron: runs of the {prefix}-* pipelines that failed, timed out or were aborted",
+            description=f"Squadron: runs of the {prefix}_* pipelines that failed, timed out or were aborted",
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=["Step Functions Execution Status Change"],

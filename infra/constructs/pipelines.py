@@ -1,11 +1,18 @@
 """Pipelines on Step Functions (docs/pipelines.md): the role their state machines run with, and
-what the router and the reconciler may do with state machines named ``<prefix>-*``.
+what the router, the reconciler and the dashboards may do with state machines named ``<prefix>_*``.
+
+The one home of the state machines' ARNs: every grant, and the failed-run rule
+(:mod:`infra.constructs.pipeline_runs`), takes them from :class:`PipelineRuntime`. Their names end
+the prefix with ``_`` (:data:`squadron.domain.pipeline_wire.PREFIX_END`), which no stage name
+contains: ``squadron-prod_*`` is the stage ``prod``'s alone, never the ``squadron-prod-x_*`` of a
+stage ``prod-x`` in the same account.
 
 The state machines themselves are not in the stack: the reconciler and the router publish each
 repository's from its configuration (squadron.shell.pipeline_runs). Their execution role may put a
 stage's task on events.fifo and start, watch and stop child runs (sub-pipelines) of this stage's
 state machines, nothing else. The reconciler publishes (create, update, publish a version, tag,
-list); the router publishes on first need, starts runs and answers their tasks' tokens.
+list); the router publishes on first need, starts runs and answers their tasks' tokens; the
+dashboards read what runs are doing (list, describe, history).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.router import as_nag_renders
+from squadron.domain.pipeline_wire import machines_head
 
 #: Publishing a state machine's definition as a version, tagged with its digest.
 PUBLISH_ACTIONS = (
@@ -28,11 +36,11 @@ PUBLISH_ACTIONS = (
     "states:ListTagsForResource",
 )
 _MACHINES_REASON = (
-    "The stage's pipelines' state machines ('stateMachine:<prefix>-*', versions included): one per "
+    "The stage's pipelines' state machines ('stateMachine:<prefix>_*', versions included): one per "
     "repository and pipeline, named by the repository's id and the pipeline, unknown in advance."
 )
 _EXECUTIONS_REASON = (
-    "Runs of the stage's pipelines ('execution:<prefix>-*'): named by the delivery that started them, "
+    "Runs of the stage's pipelines ('execution:<prefix>_*'): named by the delivery that started them, "
     "unknown in advance."
 )
 _TOKENS_REASON = (
@@ -48,16 +56,24 @@ class PipelineRuntime(Construct):
         super().__init__(scope, construct_id)
         self.prefix = prefix
         stack = cdk.Stack.of(self)
+        head = machines_head(prefix)
+        #: What every state machine's ARN begins with (``...:stateMachine:<prefix>_``).
+        self.machines_arn_head = stack.format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=head,
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
         self.machines = stack.format_arn(
             service="states",
             resource="stateMachine",
-            resource_name=f"{prefix}-*",
+            resource_name=f"{head}*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
         self.executions = stack.format_arn(
             service="states",
             resource="execution",
-            resource_name=f"{prefix}-*",
+            resource_name=f"{head}*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
         self.role = iam.Role(
@@ -156,5 +172,23 @@ class PipelineRuntime(Construct):
             )
         )
         self._pass_role(role)
+        self._environment(function)
+        self._acknowledge(role, machines=True, executions=True, tokens=True)
+
+    def grant_reading(self, role: iam.IRole, function: lambda_.Function) -> None:
+        """The dashboards: list the stage's state machines and their runs, and read each running
+        run's description and history (its current stages), nothing else."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["states:ListExecutions"], resources=[self.machines])
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["states:DescribeExecution", "states:GetExecutionHistory"],
+                resources=[self.executions],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["states:ListStateMachines"], resources=["*"])
+        )
         self._environment(function)
         self._acknowledge(role, machines=True, executions=True, tokens=True)

@@ -23,12 +23,23 @@ from squadron.adapters.github.errors import GitHubError, GraphQLError
 from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.config.parse import parse_files
 from squadron.domain.permissions import Caller, CallerKind, MergeConsent, PermissionDeniedError
+from squadron.domain.pipeline_wire import execution_name, run_input
+from squadron.domain.pipelines.compile import compile_pipeline
+from squadron.domain.pipelines.judge import Facts
+from squadron.domain.pipelines.work import Where
 from squadron.local.examples import first_examples
 from squadron.local.sandbox import ApiFault, GitHubSandbox
 from squadron.local.sandbox.queues import MERGE_QUEUE_BOT
+from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
+from squadron.shell.outbox import OutboxExecutor
+from squadron.shell.pipelines import PipelineTasks
+from tests.adapters.test_pipeline_stage_work import Router, drive
 from tests.support.git_remote import IDENTITY, git
 from tests.support.github_fake import app_private_key
+from tests.support.step_functions import Stack, step_functions
+from tests.support.world import World
+from tests.unit.pipelines.test_pipeline_config import files_with
 
 BOT = "squadron[bot]"
 REPO = "octo/repo"
@@ -309,3 +320,93 @@ def test_a_push_to_a_queued_pr_takes_it_out_of_the_queue(sandbox: Sandbox) -> No
     sandbox.push("feat/issue-1", {"app.py": "print('v3')\n"})
     assert sandbox.github.repos[REPO].queue == []
     assert sandbox.events("merge_group")[-1][1]["reason"] == "dequeued"
+
+
+# --- a pipeline's merge_pr (issue 30, item 4) -----------------------------------------------------
+# The action asks Squadron's merge gate, which queues the judged head with GraphQL: nothing merges
+# past the queue (the gate's one REST attempt on a head's first merge is refused there, 405, as
+# docs/exactly-once.md says, and never retried). The run goes on moto's interpreter; the router's
+# side is PipelineTasks, whose outbox holds the real merge gate over this sandbox.
+
+PIPELINE_MERGE = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - {id: auto-merge, type: action, action: merge_pr, config: {method: squash, delete_branch: true}}
+"""
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    with step_functions() as made:
+        yield made
+
+
+def test_a_pipelines_merge_pr_on_a_queued_branch_is_queued_by_the_gate_and_merged_by_the_queue(
+    stack: Stack, sandbox: Sandbox
+) -> None:
+    pr = sandbox.pull_request()
+    head = pr["head"]["sha"]
+    requests: list[tuple[str, str]] = []
+    faults = sandbox.faults
+
+    def seen(method: str, path: str) -> ApiFault | None:
+        requests.append((method, path.split("?", maxsplit=1)[0]))
+        return faults(method, path)
+
+    sandbox.github.api_fault = seen
+    world = World()
+
+    def outbox() -> OutboxExecutor:
+        return OutboxExecutor(
+            registry=world.registry,
+            launcher=world.launcher,
+            github=world.github,
+            policies=lambda _event: world.policy,
+            clock=lambda: world.now,
+            merge_gate=sandbox.gate(),
+        )
+
+    tasks = PipelineTasks(
+        stack.pipelines,
+        prefix="sq",
+        outbox=outbox,
+        claims=world.registry,
+        facts=_NoReads(),
+        where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
+        clock=lambda: world.now,
+    )
+    r = Router(world, None, None, tasks, Dispatcher(world.router, pipeline_tasks=tasks))  # type: ignore[arg-type]
+    pipelines = parse_files(files_with(PIPELINE_MERGE)).config.pipelines
+    compiled = compile_pipeline("p", pipelines, queue_url=stack.queue_url, repository_id=42, children={})
+    version = stack.pipelines.ensure(42, "p", compiled.definition).version_arn
+    arn = stack.pipelines.start(
+        version, execution_name("d-1", "p"), run_input(42, pr["number"])
+    ).execution_arn
+
+    handled = drive(stack, r, arn)
+
+    assert [stage for stage, _ in handled] == ["auto-merge"]
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+    # The gate queued the judged head with GraphQL and GitHub's queue merged it, as its own bot.
+    assert sandbox.sent[-1] == "enqueuePullRequest" and sandbox.sent.count("enqueuePullRequest") == 1
+    (_, destroyed) = sandbox.events("merge_group")[-1]
+    assert destroyed["reason"] == "merged"
+    assert (
+        destroyed["merge_group"]["head_ref"] == f"refs/heads/gh-readonly-queue/main/pr-{pr['number']}-{head}"
+    )
+    merged = sandbox.github.repos[REPO].pulls[pr["number"]]
+    assert merged["merged"] and merged["merged_by"]["login"] == MERGE_QUEUE_BOT
+    # The gate's first merge of a head tries REST once (docs/exactly-once.md: the 405 names the
+    # queue) and GitHub refuses it there: nothing merged past the queue, and it is never retried.
+    rest = ("PUT", f"/repos/{REPO}/pulls/{pr['number']}/merge")
+    assert requests.count(rest) <= 1
+    # The stage's answer says the merge was asked of the gate.
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    (output,) = [e["taskSucceededEventDetails"]["output"] for e in history if e["type"] == "TaskSucceeded"]
+    assert '"merge":"asked"' in output.replace(" ", "")
+
+
+class _NoReads:
+    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Facts:
+        raise AssertionError("a merge_pr stage reads nothing itself")

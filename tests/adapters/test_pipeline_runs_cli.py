@@ -117,7 +117,7 @@ def test_another_deployments_runs_are_neither_listed_nor_stopped(stack: Stack) -
     waiting(stack, 2)
     runs, client = recorded(stack)
     assert [r.execution_arn for r in runs.listing().runs] == [mine]
-    for named in (other, run_id(other), "sq-prod-42-review:" + other.rsplit(":", 1)[1]):
+    for named in (other, run_id(other), "sq-prod_42-review:" + other.rsplit(":", 1)[1]):
         with pytest.raises(RunRefusedError, match="not a run of this deployment's pipelines"):
             runs.cancel(named, "hostile")
         with pytest.raises(RunRefusedError):
@@ -125,7 +125,7 @@ def test_another_deployments_runs_are_neither_listed_nor_stopped(stack: Stack) -
     assert client.stopped == []
     assert stack.sfn.describe_execution(executionArn=other)["status"] == "RUNNING"
     with pytest.raises(RunRefusedError, match="names no run"):
-        runs.cancel("sq-42-review", "no run name")
+        runs.cancel("sq_42-review", "no run name")
 
 
 def test_list_filters_bounds_and_counts_the_rest(stack: Stack) -> None:
@@ -266,7 +266,7 @@ def test_the_cli_lists_shows_and_cancels_a_local_run(tmp_path: Path, local_stack
 
     status, said = cli(tmp_path, "show")
     assert status == EXIT_PROBLEMS and "needs a run" in said
-    status, said = cli(tmp_path, "cancel", "other-42-review:run-x")
+    status, said = cli(tmp_path, "cancel", "other_42-review:run-x")
     assert status == EXIT_PROBLEMS and "not a run of this deployment's pipelines" in said
 
 

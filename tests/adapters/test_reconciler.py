@@ -570,5 +570,5 @@ def test_each_repositorys_pipelines_are_published_in_step_and_a_bad_one_is_a_pro
     del configured["work"]
     left = reconciler.run().pipelines
     assert left == [
-        "octo/repo: state machine sq-1-work left for its runs (its pipeline is no longer configured; no run starts)"
+        "octo/repo: state machine sq_1-work left for its runs (its pipeline is no longer configured; no run starts)"
     ]

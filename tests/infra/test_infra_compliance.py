@@ -62,8 +62,8 @@ EXPECTED_ACKNOWLEDGEMENTS = {
     "AwsSolutions-IAM5[Resource::<retrospective schedules>/*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
     # the pipelines: the stage's state machines (the reconciler and router publish them, the router
     # and a run's execution role start runs) and their runs (described, stopped: sub-pipelines)
-    "AwsSolutions-IAM5[Resource::<pipeline state machines>-*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
-    "AwsSolutions-IAM5[Resource::<pipeline runs>-*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
+    "AwsSolutions-IAM5[Resource::<pipeline state machines>_*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
+    "AwsSolutions-IAM5[Resource::<pipeline runs>_*]": {"AWS::IAM::Role", "AWS::IAM::Policy"},
 }
 
 #: Finding ids that name generated logical ids, as the table above names them.
@@ -95,12 +95,12 @@ _GENERATED = [
         "Resource::<retrospective schedules>/*]",
     ),
     (
-        re.compile(r"Resource::arn:[^\]]*:states:[^\]]*:stateMachine:squadron-[a-z0-9-]+-\*\]$"),
-        "Resource::<pipeline state machines>-*]",
+        re.compile(r"Resource::arn:[^\]]*:states:[^\]]*:stateMachine:squadron-[a-z0-9-]+_\*\]$"),
+        "Resource::<pipeline state machines>_*]",
     ),
     (
-        re.compile(r"Resource::arn:[^\]]*:states:[^\]]*:execution:squadron-[a-z0-9-]+-\*\]$"),
-        "Resource::<pipeline runs>-*]",
+        re.compile(r"Resource::arn:[^\]]*:states:[^\]]*:execution:squadron-[a-z0-9-]+_\*\]$"),
+        "Resource::<pipeline runs>_*]",
     ),
 ]
 

@@ -158,7 +158,8 @@ def test_failed_pipeline_runs_of_this_deployment_only_are_counted(synthesized: S
     assert pattern["detail-type"] == ["Step Functions Execution Status Change"]
     assert pattern["detail"]["status"] == ["FAILED", "TIMED_OUT", "ABORTED"]
     (machines,) = pattern["detail"]["stateMachineArn"]
-    assert "squadron-ci-" in json.dumps(machines["prefix"])
+    # ``squadron-ci_``: a stage ``ci-x`` of the same account is ``squadron-ci-x_`` and not matched
+    assert json.dumps(machines["prefix"]).count(":stateMachine:squadron-ci_") == 1
     alarm = _alarm(synthesized, "PipelineRunsFailedRunsAlarm")
     assert (alarm["Namespace"], alarm["MetricName"], alarm["Statistic"]) == (
         "AWS/Events",

@@ -124,6 +124,15 @@ def test_the_role_reads_what_a_dashboard_shows_and_writes_only_its_slots(synthes
     def res(resource: object) -> str:
         return json.dumps(resource, sort_keys=True)
 
+    def states(kind: str) -> object:
+        where = [{"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}]
+        return {
+            "Fn::Join": [
+                "",
+                ["arn:", {"Ref": "AWS::Partition"}, ":states:", *where, f":{kind}:squadron-ci_*"],
+            ]
+        }
+
     assert granted == {
         (("dynamodb:Query",), res({"Fn::Join": ["", [table, "/index/by-status"]]}), "null"),
         (("dynamodb:BatchGetItem",), res(table), leading("ISSUE#*")),
@@ -151,4 +160,8 @@ def test_the_role_reads_what_a_dashboard_shows_and_writes_only_its_slots(synthes
             res(_arn(synthesized, stack.dashboards.log_group)),
             "null",
         ),
+        # the "Pipelines" section: the stage's runs only (tests/infra/test_infra_pipelines.py)
+        (("states:ListExecutions",), res(states("stateMachine")), "null"),
+        (("states:DescribeExecution", "states:GetExecutionHistory"), res(states("execution")), "null"),
+        (("states:ListStateMachines",), res("*"), "null"),
     }

@@ -52,7 +52,7 @@ def test_the_execution_role_sends_to_events_fifo_and_runs_sub_pipelines_only(
     assert synthesized.logical_id(synthesized.stack.events.queue) in queue
     for action in ("states:StartExecution", "states:DescribeExecution", "states:StopExecution"):
         (resource,) = grants[action]
-        assert "squadron-ci-*" in resource
+        assert "squadron-ci_*" in resource
 
 
 def test_the_reconciler_publishes_and_the_router_publishes_starts_and_answers(
@@ -72,7 +72,41 @@ def test_the_reconciler_publishes_and_the_router_publishes_starts_and_answers(
     for grants in (reconciler, router):
         for action in PUBLISH_ACTIONS:
             (resource,) = grants[action]
-            assert ":stateMachine:squadron-ci-*" in resource
+            assert ":stateMachine:squadron-ci_*" in resource
         assert "states:StopExecution" not in grants and "states:DeleteStateMachine" not in grants
         execution_role = synthesized.logical_id(synthesized.stack.pipelines.role)
         assert any(execution_role in resource for resource in grants["iam:PassRole"])
+
+
+def test_the_dashboards_read_the_stages_runs_only(synthesized: Synthesized) -> None:
+    """The dashboards Lambda lists the stage's state machines' runs and reads each running run's
+    description and history (its current stages): no start, stop, answer or publish, and only
+    ``squadron-ci_*`` (a stage ``ci-x`` in the same account is ``squadron-ci-x_*``, not covered)."""
+    stack = synthesized.stack
+    grants = granted(synthesized, stack.dashboards.role)
+    assert states(grants) == {
+        "states:ListStateMachines",
+        "states:ListExecutions",
+        "states:DescribeExecution",
+        "states:GetExecutionHistory",
+    }
+    assert grants["states:ListStateMachines"] == {json.dumps("*")}
+    (machines,) = grants["states:ListExecutions"]
+    assert ":stateMachine:squadron-ci_*" in machines
+    for action in ("states:DescribeExecution", "states:GetExecutionHistory"):
+        (resource,) = grants[action]
+        assert ":execution:squadron-ci_*" in resource
+    variables = synthesized.resources("AWS::Lambda::Function")[
+        synthesized.logical_id(stack.dashboards.function)
+    ]["Properties"]["Environment"]["Variables"]
+    assert variables["PIPELINES_PREFIX"] == "squadron-ci"
+    assert synthesized.logical_id(stack.pipelines.role) in json.dumps(variables["PIPELINES_ROLE_ARN"])
+
+
+def test_the_failed_run_rule_takes_the_state_machines_from_the_runtime(synthesized: Synthesized) -> None:
+    """One home of the state machines' ARN: the rule's prefix is the runtime's."""
+    stack = synthesized.stack
+    assert stack.pipeline_runs.prefix == stack.pipelines.prefix
+    rule = synthesized.resources("AWS::Events::Rule")[synthesized.logical_id(stack.pipeline_runs.failed_rule)]
+    (machines,) = rule["Properties"]["EventPattern"]["detail"]["stateMachineArn"]
+    assert stack.resolve(stack.pipelines.machines_arn_head) == machines["prefix"]

@@ -400,6 +400,13 @@ class FakeRegistry:
         ]
         return sorted(found, key=history_order)[:limit]
 
+    def record_event(self, event: DomainEvent) -> bool:
+        self.calls["record_event"] += 1
+        if event.id in self.events:
+            return False
+        self.events[event.id] = event
+        return True
+
     def deliver(self, item: InboxItem) -> None:
         self.calls["deliver"] += 1
         parse_agent_id(item.agent_id)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench import cost
+from bench import cost, pipeline_transitions
 from bench.imports import block_of, direct_imports, package_self_times, parse_importtime
 from bench.machine import PACKAGES, cpuinfo, machine_info
 from bench.stats import distribution, percentile
@@ -333,3 +333,39 @@ def test_a_schedule_the_model_cannot_count_is_refused() -> None:
     )
     with pytest.raises(ValueError, match="cannot count"):
         cost.idle_resources(_template(_FUNCTION, rule))
+
+
+def test_a_runs_transitions_are_its_states_entered_and_its_task_retries() -> None:
+    history = [
+        {"type": "ExecutionStarted"},
+        {"type": "TaskStateEntered"},
+        {"type": "TaskScheduled"},
+        {"type": "TaskFailed"},
+        {"type": "TaskScheduled"},  # a Retry: billed, no new StateEntered
+        {"type": "TaskSucceeded"},
+        {"type": "TaskStateExited"},
+        {"type": "ParallelStateEntered"},
+        {"type": "WaitStateEntered"},
+        {"type": "ChoiceStateEntered"},
+        {"type": "ExecutionSucceeded"},
+    ]
+    counted = pipeline_transitions.transitions(history)
+    assert (counted["states_entered"], counted["task_retries"], counted["transitions"]) == (4, 1, 5)
+
+
+def test_compressed_waits_run_the_same_states_at_once() -> None:
+    definition: dict[str, Any] = {
+        "StartAt": "w",
+        "States": {
+            "w": {"Type": "Wait", "Seconds": 86400, "Next": "p"},
+            "p": {
+                "Type": "Parallel",
+                "Branches": [{"StartAt": "x", "States": {"x": {"Type": "Wait", "Seconds": 5, "End": True}}}],
+                "End": True,
+            },
+        },
+    }
+    squeezed = pipeline_transitions.compressed(definition)
+    assert squeezed["States"]["w"] == {"Type": "Wait", "Seconds": 0, "Next": "p"}
+    assert squeezed["States"]["p"]["Branches"][0]["States"]["x"]["Seconds"] == 0
+    assert definition["States"]["w"]["Seconds"] == 86400  # the published definition is a copy

@@ -16,7 +16,7 @@ from squadron.domain.pipeline_runs import RunSummary, Waiting, console_url
 from tests.support.events import T0
 from tests.unit.test_dashboard_refresh import REPO, Stage
 
-ARN = "arn:aws:states:eu-west-1:123456789012:execution:squadron-dev-42-review:run-{}"
+ARN = "arn:aws:states:eu-west-1:123456789012:execution:squadron-dev_42-review:run-{}"
 AT = datetime(2026, 11, 28, 1, 5, tzinfo=UTC)
 
 

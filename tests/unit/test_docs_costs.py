@@ -48,3 +48,23 @@ def test_the_page_quotes_the_idle_month_item_by_item() -> None:
     counts = cost.DEFAULT_RESOURCES
     assert f"{counts.alarms} alarms reading {counts.alarm_metrics} metrics" in text
     assert f"{counts.dns_firewall_domains} without `agent_allowed_domains`" in text
+
+
+def test_the_page_quotes_the_pipelines_transitions_and_their_price() -> None:
+    result = json.loads(
+        (ROOT / "bench" / "results" / "pipeline_transitions.json").read_text(encoding="utf-8")
+    )
+    page = re.sub(r"\s+", " ", (ROOT / "docs" / "costs.md").read_text(encoding="utf-8"))
+    lifecycle = result["issue_lifecycle"]
+    assert f"**Pipelines, about {lifecycle['usd_per_1000_issues']:.2f} USD per 1,000 issues**" in page
+    assert f"(taken as an issue's lifecycle: {lifecycle['usd']:.4f} USD)" in page
+    assert f"{result['price']['usd_per_1000_transitions']:.3f} USD per 1,000 state transitions" in page
+    runs = result["runs"]
+    assert all(run["status"] == "SUCCEEDED" for run in runs.values())
+    for name, words in [
+        ("pr_lifecycle", "its security review skipped) {} per run"),
+        ("pr_lifecycle_one_round_trip", "{} when its approval gate fails once"),
+        ("parallel_review", "a gate and a merge {}"),
+        ("human_with_reminders", "three reminders then a merge {}"),
+    ]:
+        assert words.format(runs[name]["transitions"]) in page, name

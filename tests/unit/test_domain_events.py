@@ -16,17 +16,27 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from squadron.adapters.step_functions import Answer
+from squadron.config import parse_files
 from squadron.domain.agents import AgentStatus
 from squadron.domain.approval import GateResult
 from squadron.domain.breakers import Limit
 from squadron.domain.commands import TaskUsage
 from squadron.domain.domain_events import CATALOGUE, DomainEvent, json_schema, review_summary
-from squadron.domain.effects import AgentWrite
+from squadron.domain.effects import AgentWrite, StartPipelineRun
 from squadron.domain.events import EventEnvelope as EnvelopeT
+from squadron.domain.pipeline_wire import PipelineTask, execution_name
+from squadron.domain.pipelines.judge import Facts
+from squadron.domain.pipelines.work import Where
 from squadron.domain.retrospective import ActionItem, RetroRecord
 from squadron.shell.merge_gate import GateOutcome
+from squadron.shell.outbox import OutboxExecutor
+from squadron.shell.pipeline_runs import PipelineRuns
+from squadron.shell.pipelines import PipelineTasks
 from tests.support.events import recover
+from tests.support.step_functions import step_functions
 from tests.support.world import World
+from tests.unit.pipelines.test_pipeline_config import files_with
 from tests.unit.test_task_ended_routing import A38, ended
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas" / "events"
@@ -127,6 +137,70 @@ def _retrospective_at_work(world: World) -> None:
     world.registry.put_agent(AgentWrite(agent.transition(AgentStatus.ACTIVE, now=world.now), agent.version))
 
 
+PIPELINE = "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n      - {id: work, type: agent, agent: test-coverage}\n"
+
+
+def _pipeline_task(world: World) -> None:
+    """The router answers a run's agent stage (refused today, docs/pipelines.md): a transition."""
+    task = PipelineTask(
+        repository_id=1,
+        issue_number=38,
+        pipeline="p",
+        definition="ab" * 32,
+        execution_arn="arn:aws:states:us-east-1:123456789012:execution:sq_1-p:run-1",
+        stage="work",
+        stage_type="agent",
+        entered_at=world.now,
+        task_token="token",
+    )
+    answered: list[object] = []
+
+    class NoReads:
+        def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Facts:
+            raise AssertionError("an agent stage reads nothing")
+
+    class Answers:
+        def answer(self, token: str, answer: object) -> Answer:
+            answered.append(answer)
+            return Answer(delivered=True)
+
+    tasks = PipelineTasks(
+        Answers(),
+        prefix="sq",
+        outbox=lambda: OutboxExecutor(
+            registry=world.registry,
+            launcher=world.launcher,
+            github=world.github,
+            policies=lambda e: world.policy,
+            clock=lambda: world.now,
+        ),
+        claims=world.registry,
+        facts=NoReads(),
+        where=lambda repository: Where("octo/repo", 77),
+        clock=lambda: world.now,
+        events=world.registry.record_event,
+    )
+    tasks.handle(task)
+    tasks.handle(task)  # delivered again: nothing new
+    assert len(answered) == 1
+
+
+def _run_starts(world: World) -> None:
+    """The router's outbox starts a run (on moto's Step Functions): a retry is the same run."""
+    with step_functions() as stack:
+        runs = PipelineRuns(
+            stack.pipelines,
+            queue_url=stack.queue_url,
+            events=world.registry.record_event,
+            clock=lambda: world.now,
+        )
+        effect = StartPipelineRun(1, "octo/repo", 77, 38, "p", execution_name("d-1", "p", "38"), {})
+        pipelines = parse_files(files_with(PIPELINE)).config.pipelines
+        first = runs.start(effect, pipelines, correlation_id="d-1")
+        again = runs.start(effect, pipelines, correlation_id="d-1")
+        assert first is not None and again is not None and again.execution_arn == first.execution_arn
+
+
 Scenario = tuple[Callable[[World], object], Callable[[World], object]]
 PUBLISHERS: dict[str, Scenario] = {
     "agent.started.v1": (lambda w: None, lambda w: w.send(w.events.assigned(38))),
@@ -188,6 +262,8 @@ PUBLISHERS: dict[str, Scenario] = {
         _retrospective_at_work,
         lambda w: w.send(ended(w, RETRO, outcome="idle", usage=TaskUsage(tool_calls=4, turns=2))),
     ),
+    "pipeline.stage_changed.v1": (lambda w: None, _pipeline_task),
+    "pipeline.run_started.v1": (lambda w: None, _run_starts),
     "usage.recorded.v1": (
         _active,
         lambda w: w.send(ended(w, outcome="idle", usage=TaskUsage(tool_calls=5, turns=2, active_seconds=60))),

@@ -14,7 +14,7 @@ from squadron.domain import pipeline_wire as wire
 from squadron.domain.commands import RegisterBlocker, StartRetrospective
 from squadron.domain.events import command_envelope
 
-ARN = "arn:aws:states:us-east-1:123456789012:execution:sq-42-triage:run-1"
+ARN = "arn:aws:states:us-east-1:123456789012:execution:sq_42-triage:run-1"
 NAME_CHARS = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
 
@@ -67,7 +67,7 @@ def test_parse_task(body: str, expected: str | None) -> None:
     elif expected == "task":
         parsed = wire.parse_task(body)
         assert parsed is not None
-        assert (parsed.repository_id, parsed.stage, parsed.machine) == (42, "Develop", "sq-42-triage")
+        assert (parsed.repository_id, parsed.stage, parsed.machine) == (42, "Develop", "sq_42-triage")
         assert "AQC" not in repr(parsed)  # the token is a bearer credential: never in a log line
     else:
         with pytest.raises(wire.WireError) as caught:
@@ -80,19 +80,28 @@ def test_parse_task(body: str, expected: str | None) -> None:
     [
         pytest.param({}, None, id="its own repository's pipeline"),
         pytest.param(
-            {"execution_arn": ARN.replace("sq-42-triage", "sq-43-triage")},
+            {"execution_arn": ARN.replace("sq_42-triage", "sq_43-triage")},
             "not a run of repository 42",
             id="another repository's run claims repository 42",
         ),
         pytest.param(
-            {"execution_arn": ARN.replace("sq-42-triage", "sq-42-triage2")},
+            {"execution_arn": ARN.replace("sq_42-triage", "sq_42-triage2")},
             "not a run of pipeline",
             id="another pipeline of the repository",
         ),
         pytest.param(
-            {"execution_arn": ARN.replace("sq-42-triage", "other-42-triage")},
+            {"execution_arn": ARN.replace("sq_42-triage", "other_42-triage")},
             "not a run of repository 42",
             id="another deployment's machine",
+        ),
+        pytest.param(
+            {
+                "execution_arn": ARN.replace("sq_42-triage", "sq-1_42-triage"),
+                "repository_id": 1,
+                "pipeline": "42-triage",
+            },
+            "not a run of repository 1's",
+            id="the same account's deployment 'sq-1' claims to be 'sq' (its prefix does not end ours)",
         ),
         pytest.param(
             {"repository_id": 4, "pipeline": "2-triage"},
@@ -122,14 +131,16 @@ def test_origin_problem_refuses_a_task_from_another_run(changes: dict[str, Any],
 def test_state_machine_names_are_valid_bounded_and_distinct(pipeline: str, exact: bool) -> None:
     name = wire.state_machine_name("squadron-prod", 123456789, pipeline)
     assert NAME_CHARS.match(name), name
-    assert name.startswith("squadron-prod-123456789-")
-    assert (name == f"squadron-prod-123456789-{pipeline}") is exact
+    assert name.startswith("squadron-prod_123456789-")
+    assert (name == f"squadron-prod_123456789-{pipeline}") is exact
     # a name that had to change never meets another pipeline's (the hash of the original)
     assert name != wire.state_machine_name("squadron-prod", 123456789, pipeline + "!")
+    # no other stage's names begin like this stage's (a stage name has no "_")
+    assert not wire.state_machine_name("squadron-prod-1", 23456789, pipeline).startswith("squadron-prod_")
     assert name == wire.state_machine_name("squadron-prod", 123456789, pipeline)
 
 
-@pytest.mark.parametrize("prefix", ["", "-x", "has space", "p" * 33, "a.b"])
+@pytest.mark.parametrize("prefix", ["", "-x", "has space", "p" * 33, "a.b", "a_b"])
 def test_a_bad_prefix_is_refused(prefix: str) -> None:
     with pytest.raises(wire.WireError):
         wire.state_machine_name(prefix, 1, "triage")

@@ -275,6 +275,15 @@ class History(Protocol):
         """
         ...
 
+    def record_event(self, event: DomainEvent) -> bool:
+        """Store ``event`` alone, once: False when its id is stored already (nothing changes).
+
+        For what happens outside a routed decision and is keyed by what it reports (a pipeline
+        run's transitions, :mod:`squadron.domain.pipeline_events`): stored, it is published from
+        the table's stream as a committed decision's events are, and kept as history.
+        """
+        ...
+
 
 class HumanWaits(Protocol):
     """Pipelines' human stages waiting for people, by issue or pull request

@@ -14,6 +14,7 @@ from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field
 
 from squadron.domain.dashboard_refresh import MAX_DELAY_SECONDS, REFRESH_INTERVAL
 from squadron.domain.history import DEFAULT_HISTORY_DAYS
+from squadron.domain.pipeline_wire import PREFIX_PATTERN
 from squadron.domain.retention import DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS
 from squadron.domain.webhook import app_bot_login
 from squadron.errors import ConfigurationError
@@ -160,12 +161,12 @@ class RouterSettings(GitHubAppSettings, _AppLogin):
         default=DEFAULT_HISTORY_DAYS, validation_alias=AliasChoices("SQUADRON_HISTORY_DAYS"), ge=1, le=3653
     )
     #: The deployment's pipelines (docs/pipelines.md): their state machines are named
-    #: ``<PIPELINES_PREFIX>-<repository id>-<pipeline>`` and run by ``PIPELINES_ROLE_ARN``; without
+    #: ``<PIPELINES_PREFIX>_<repository id>-<pipeline>`` and run by ``PIPELINES_ROLE_ARN``; without
     #: both, no pipeline is published or started.
     pipelines_prefix: str | None = Field(
         default=None,
         validation_alias=AliasChoices("PIPELINES_PREFIX"),
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$",
+        pattern=PREFIX_PATTERN,
     )
     pipelines_role_arn: str | None = Field(
         default=None, validation_alias=AliasChoices("PIPELINES_ROLE_ARN"), min_length=20
@@ -193,12 +194,12 @@ class ReconcilerSettings(GitHubAppSettings, _AppLogin):
         default=None, validation_alias=AliasChoices("DASHBOARD_QUEUE_URL"), min_length=1
     )
     #: The deployment's pipelines (docs/pipelines.md): their state machines are named
-    #: ``<PIPELINES_PREFIX>-<repository id>-<pipeline>`` and run by ``PIPELINES_ROLE_ARN``; without
+    #: ``<PIPELINES_PREFIX>_<repository id>-<pipeline>`` and run by ``PIPELINES_ROLE_ARN``; without
     #: both, no pipeline is published or started.
     pipelines_prefix: str | None = Field(
         default=None,
         validation_alias=AliasChoices("PIPELINES_PREFIX"),
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$",
+        pattern=PREFIX_PATTERN,
     )
     pipelines_role_arn: str | None = Field(
         default=None, validation_alias=AliasChoices("PIPELINES_ROLE_ARN"), min_length=20
@@ -222,6 +223,16 @@ class DashboardSettings(GitHubAppSettings, _AppLogin):
     )
     config_ttl_seconds: int = Field(
         default=300, validation_alias=AliasChoices("CONFIG_TTL_SECONDS"), ge=0, le=3600
+    )
+    #: The deployment's pipelines, read for the "Pipelines" section (each running run's current
+    #: stages): without both, the section is left out.
+    pipelines_prefix: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PIPELINES_PREFIX"),
+        pattern=PREFIX_PATTERN,
+    )
+    pipelines_role_arn: str | None = Field(
+        default=None, validation_alias=AliasChoices("PIPELINES_ROLE_ARN"), min_length=20
     )
 
 

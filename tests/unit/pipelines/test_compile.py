@@ -31,7 +31,7 @@ from tests.unit.pipelines.test_pipeline_config import STAGE_EXAMPLES, files_with
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/squadron-dev-events.fifo"
-CHILD = "arn:aws:states:us-east-1:123456789012:stateMachine:sq-42-deploy-notification:3"
+CHILD = "arn:aws:states:us-east-1:123456789012:stateMachine:sq_42-deploy-notification:3"
 SUB = "  deploy-notification:\n    stages:\n      - {id: say, type: action, action: comment, config: {message: hi}}\n"
 
 

@@ -31,7 +31,7 @@ HISTORIES: dict[str, list[dict[str, Any]]] = {
     for name, events in json.loads((Path(__file__).parent / "histories.json").read_text()).items()
     if not name.startswith("_")
 }
-ARN = "arn:aws:states:eu-west-1:123456789012:execution:sq-42-dev:run-abc"
+ARN = "arn:aws:states:eu-west-1:123456789012:execution:sq_42-dev:run-abc"
 
 
 def now_in(name: str) -> list[tuple[str, str | None, str]]:
@@ -49,7 +49,7 @@ def now_in(name: str) -> list[tuple[str, str | None, str]]:
         ("loop_second_entry", [("Review", "agent", "agent stage")]),
         ("succeeded", []),
         ("waiting_delay", [("Delay", None, "a delay")]),
-        ("waiting_child", [("Sub", "pipeline", "its sub-pipeline run sq-42-child:sub-")]),
+        ("waiting_child", [("Sub", "pipeline", "its sub-pipeline run sq_42-child:sub-")]),
         ("child_waiting", [("Work", "agent", "agent stage")]),
         # the stage timed out, its Catch went on to the escalation, which waits
         ("caught_timeout_escalating", [("Escalate", "gate", "an escalation")]),
@@ -149,10 +149,10 @@ def test_current_stages_of_edited_histories(case: str, history: str, change: Any
     ("run", "expected"),
     [
         (ARN, ARN),
-        ("sq-42-dev:run-abc", ARN),
-        ("sq-42-dev", None),
-        ("sq-42-dev:run-abc:extra", None),
-        ("arn:aws:states:eu-west-1:123456789012:stateMachine:sq-42-dev", None),
+        ("sq_42-dev:run-abc", ARN),
+        ("sq_42-dev", None),
+        ("sq_42-dev:run-abc:extra", None),
+        ("arn:aws:states:eu-west-1:123456789012:stateMachine:sq_42-dev", None),
         ("../../etc:passwd", None),
     ],
 )
@@ -164,12 +164,16 @@ def test_a_run_is_named_by_its_arn_or_its_short_name(run: str, expected: str | N
     ("prefix", "arn", "expected"),
     [
         ("sq", ARN, 42),
-        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:other-42-dev:run-abc", None),
+        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:other_42-dev:run-abc", None),
         # another deployment whose prefix begins like ours
-        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sq-prod-42-dev:run-abc", None),
-        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sqs-42-dev:run-abc", None),
-        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sq-42:run-abc", None),
-        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sq-042-dev:run-abc", None),
+        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sq-prod_42-dev:run-abc", None),
+        # the stage "sq-1" of the same account: under the old "<prefix>-" names its repository 42's
+        # machine "sq-1-42-dev" read as repository 1's pipeline "42-dev" of "sq"
+        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sq-1_42-dev:run-abc", None),
+        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sq-1-42-dev:run-abc", None),
+        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sqs_42-dev:run-abc", None),
+        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sq_42:run-abc", None),
+        ("sq", "arn:aws:states:eu-west-1:123456789012:execution:sq_042-dev:run-abc", None),
         ("sq", "not an arn", None),
     ],
 )
@@ -220,7 +224,7 @@ def test_show_says_what_the_run_waits_for_and_links_the_console() -> None:
     assert (
         "Approve [human] since 2026-11-28T01:05:00+00:00: waits for 1 human approval from maintainers" in text
     )
-    assert "  sq-42-dev:sub-1" in text
+    assert "  sq_42-dev:sub-1" in text
     assert f"console:     {console_url(ARN)}" in text
 
 

@@ -35,7 +35,7 @@ from squadron.domain.pipelines.work import (
 from tests.unit.pipelines.test_pipeline_config import files_with
 
 WHERE = Where("octo/app", 77)
-ARN = "arn:aws:states:us-east-1:123456789012:execution:sq-42-p:run-1"
+ARN = "arn:aws:states:us-east-1:123456789012:execution:sq_42-p:run-1"
 
 
 def stages(yaml_stages: str, extra: str = "") -> dict[str, Any]:

@@ -167,3 +167,21 @@ def test_history_items_live_for_the_stages_retention() -> None:
         assert timedelta(days=120) == HISTORY_RETENTION
         with pytest.raises(ValueError, match="must be positive"):
             DynamoRegistry("registry", client=client, history_retention=timedelta(0))
+
+
+def test_an_event_recorded_alone_is_stored_once_and_is_history(registry: Subject) -> None:
+    """A pipeline's transition is recorded outside a decision: every attempt after the first
+    stores nothing (the stream publishes an item once), and a stored event is the repository's
+    history like a committed decision's."""
+    event = domain_event("pipeline-entry", 0, T0)
+    assert registry.record_event(event) is True
+    again = make_event(
+        PullRequestMerged(pr_number=9),  # a second attempt that would say otherwise changes nothing
+        event_id=event.id,
+        at=T0 + timedelta(seconds=1),
+        repository=Repository(id=REPO, full_name="octo/app"),
+        correlation_id="pipeline-entry",
+    )
+    assert registry.record_event(again) is False
+    assert registry.record_event(event) is False
+    assert registry.history(REPO, T0, T0 + timedelta(days=1)) == [event]

@@ -4,7 +4,7 @@ and the dashboard issue's "Pipelines" section.
 
 A run's current stages are parsed from its execution history by the pure
 :func:`squadron.domain.pipeline_runs.current_stages`. Only the deployment's own state machines
-(``<prefix>-...``) are read or stopped: a run of another prefix is refused, never stopped.
+(``<prefix>_...``) are read or stopped: a run of another prefix is refused, never stopped.
 See docs/operations.md, "Pipelines".
 """
 
@@ -91,7 +91,7 @@ class PipelineRuns:
         if found is None:
             raise RunRefusedError(f"{run!r} names no run: pass its ARN or <state machine>:<run name>")
         if repository_of(self.prefix, found) is None:
-            raise RunRefusedError(f"{run} is not a run of this deployment's pipelines ({self.prefix}-*)")
+            raise RunRefusedError(f"{run} is not a run of this deployment's pipelines ({self.prefix}_*)")
         return found
 
     def summary(self, execution_arn: str) -> RunSummary | None:
@@ -99,7 +99,7 @@ class PipelineRuns:
         repository = repository_of(self.prefix, execution_arn)
         if repository is None:
             raise RunRefusedError(
-                f"{execution_arn} is not a run of this deployment's pipelines ({self.prefix}-*)"
+                f"{execution_arn} is not a run of this deployment's pipelines ({self.prefix}_*)"
             )
         try:
             held = self.pipelines.client.describe_execution(executionArn=execution_arn)

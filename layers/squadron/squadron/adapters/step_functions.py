@@ -35,6 +35,8 @@ from squadron.domain.pipeline_wire import (
     StageFailed,
     StageSucceeded,
     definition_digest,
+    machine_head,
+    machines_head,
     state_machine_name,
 )
 
@@ -110,7 +112,7 @@ def _canonical(value: Any) -> str:
 
 
 class Pipelines:
-    """Pipelines of one deployment: state machines named ``<prefix>-<repository id>-<pipeline>``,
+    """Pipelines of one deployment: state machines named ``<prefix>_<repository id>-<pipeline>``,
     run by ``role_arn`` (the execution role)."""
 
     def __init__(self, *, prefix: str, role_arn: str, client: Any = None) -> None:
@@ -281,7 +283,7 @@ class Pipelines:
 
     def machines(self, repository_id: int) -> list[str]:
         """The ARNs of the repository's pipelines' state machines."""
-        head = f"{self.prefix}-{repository_id}-"
+        head = machine_head(self.prefix, repository_id)
         found: list[str] = []
         kwargs: dict[str, Any] = {}
         while True:
@@ -314,7 +316,7 @@ class Pipelines:
             )
             stopped.append(execution_arn)
         machine = execution_arn.split(":execution:", 1)[1].split(":", 1)[0]
-        head = f"{self.prefix}-"
+        head = machines_head(self.prefix)
         repository = machine.removeprefix(head).split("-", 1)[0] if machine.startswith(head) else ""
         if not repository.isdigit():
             return stopped

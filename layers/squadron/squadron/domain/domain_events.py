@@ -193,6 +193,37 @@ class RetrospectiveCompleted(EventData):
     pull_request: int | None = None
 
 
+class PipelineRunStarted(EventData):
+    """A pipeline's run started (docs/pipelines.md, "When a run starts"): the envelope's issue is
+    its issue or pull request, its correlation id the delivery that started it."""
+
+    pipeline: str = Field(min_length=1, max_length=128)
+    #: The run's execution ARN (its console link: :func:`squadron.domain.pipeline_runs.console_url`).
+    execution_arn: str = Field(min_length=1, max_length=2048)
+    #: The published version it runs on (a run keeps it to its end).
+    version_arn: str | None = Field(default=None, max_length=2048)
+
+
+class PipelineStageChanged(EventData):
+    """The router answered one entry of a run's stage (or of a step around it): the run moves on
+    from it (docs/pipelines.md, "What the router carries out"). One event per entry: a loop back,
+    or an ``on_error`` retry, enters the stage again and is another transition."""
+
+    pipeline: str = Field(min_length=1, max_length=128)
+    execution_arn: str = Field(min_length=1, max_length=2048)
+    #: The state answered (the stage's id, or the step's state the compiler named after it).
+    stage: str = Field(min_length=1, max_length=80)
+    stage_type: Literal["agent", "human", "gate", "action", "webhook"]
+    step: Literal["stage", "condition", "poll", "notify", "remind", "escalate", "on_complete", "on_error"]
+    entered_at: datetime
+    retry_count: int = Field(ge=0)
+    #: ``succeeded`` (and ``passed``, a gate's or a poll's verdict), ``skipped`` (its condition was
+    #: false) or ``failed`` with the error the run's ``Catch`` routes (``Squadron.*``).
+    outcome: Literal["succeeded", "skipped", "failed"]
+    passed: bool | None = None
+    error: str | None = Field(default=None, max_length=256)
+
+
 #: detail-type -> the model of its ``data``: the one catalogue.
 CATALOGUE: Mapping[str, type[EventData]] = {
     "agent.started.v1": AgentStarted,
@@ -213,6 +244,8 @@ CATALOGUE: Mapping[str, type[EventData]] = {
     "breaker.tripped.v1": BreakerTripped,
     "usage.recorded.v1": UsageRecorded,
     "retrospective.completed.v1": RetrospectiveCompleted,
+    "pipeline.run_started.v1": PipelineRunStarted,
+    "pipeline.stage_changed.v1": PipelineStageChanged,
 }
 _TYPE_OF: Mapping[type[EventData], str] = {model: name for name, model in CATALOGUE.items()}
 

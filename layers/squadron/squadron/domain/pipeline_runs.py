@@ -24,6 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from squadron.domain.pipeline_wire import machines_head
+
 #: A Step Functions execution ARN: partition, region, account, state machine, run name.
 _EXECUTION = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):states:(?P<region>[a-z0-9-]{1,32}):(?P<account>\d{12}):execution:"
@@ -297,13 +299,20 @@ def console_url(execution_arn: str) -> str:
 
 def repository_of(prefix: str, execution_arn: str) -> int | None:
     """The repository whose pipeline ran ``execution_arn``, when its state machine is one of the
-    deployment of ``prefix`` (``<prefix>-<repository id>-<pipeline>``); else None."""
+    deployment of ``prefix`` (``<prefix>_<repository id>-<pipeline>``); else None."""
     match = _EXECUTION.match(execution_arn)
     if match is None:
         return None
-    head, _, rest = match["machine"].partition(f"{prefix}-")
+    head, found, rest = match["machine"].partition(machines_head(prefix))
     repository, dash, pipeline = rest.partition("-")
-    if head or not repository.isdigit() or repository.startswith("0") or not dash or not pipeline:
+    if (
+        head
+        or not found
+        or not repository.isdigit()
+        or repository.startswith("0")
+        or not dash
+        or not pipeline
+    ):
         return None
     return int(repository)
 
@@ -311,7 +320,7 @@ def repository_of(prefix: str, execution_arn: str) -> int | None:
 def pipeline_of(prefix: str, state_machine: str) -> str:
     """The pipeline's name as its state machine carries it (cut and hashed when it was long)."""
     name = state_machine.rsplit(":", 1)[-1] if state_machine.startswith("arn:") else state_machine
-    rest = name.removeprefix(f"{prefix}-")
+    rest = name.removeprefix(machines_head(prefix))
     return rest.partition("-")[2] or rest
 
 

@@ -225,17 +225,40 @@ def _named(text: str, limit: int) -> str:
     return f"{clean[: limit - len(suffix) - 1]}-{suffix}"
 
 
-def state_machine_name(prefix: str, repository_id: int, pipeline: str) -> str:
-    """The state machine of a repository's pipeline: ``<prefix>-<repository id>-<pipeline>``.
+#: What ends the deployment's prefix in its state machines' names. No prefix contains it (a
+#: deployment's prefix is ``squadron-<stage>`` and a stage name is ``[a-z][a-z0-9-]*``), so the
+#: names of ``<prefix>_*`` are this deployment's alone: ``squadron-prod_*`` never matches the
+#: ``squadron-prod-x_*`` of a stage named ``prod-x`` in the same account (IAM, the failed-run rule).
+PREFIX_END = "_"
+#: A deployment's prefix: Step Functions' name characters without :data:`PREFIX_END`.
+PREFIX_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,31}$"
 
-    ``prefix`` names the deployment (IAM policies are scoped to ``<prefix>-*``): a name of
-    Step Functions' characters, short enough to leave room for the rest.
-    """
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,31}", prefix):
-        raise WireError(f"state machine prefix {prefix!r}: 1..32 of [A-Za-z0-9_-], starting alphanumeric")
+
+def machines_head(prefix: str) -> str:
+    """What every state machine of the deployment's pipelines begins with: ``<prefix>_``."""
+    if not re.fullmatch(PREFIX_PATTERN, prefix):
+        raise WireError(
+            f"state machine prefix {prefix!r}: 1..32 of [A-Za-z0-9-], starting alphanumeric "
+            f"(no {PREFIX_END!r}: it ends the prefix)"
+        )
+    return prefix + PREFIX_END
+
+
+def machine_head(prefix: str, repository_id: int) -> str:
+    """What the state machines of one repository's pipelines begin with: ``<prefix>_<repository id>-``."""
     if repository_id <= 0:
         raise WireError(f"repository id {repository_id} is not positive")
-    head = f"{prefix}-{repository_id}-"
+    return f"{machines_head(prefix)}{repository_id}-"
+
+
+def state_machine_name(prefix: str, repository_id: int, pipeline: str) -> str:
+    """The state machine of a repository's pipeline: ``<prefix>_<repository id>-<pipeline>``.
+
+    ``prefix`` names the deployment (IAM policies are scoped to ``<prefix>_*``): a name of
+    Step Functions' characters without ``_`` (:data:`PREFIX_END`), short enough to leave room for
+    the rest.
+    """
+    head = machine_head(prefix, repository_id)
     return head + _named(pipeline, MAX_NAME - len(head))
 
 
@@ -376,10 +399,10 @@ def parse_task(body: str | bytes) -> PipelineTask | None:
 def origin_problem(task: PipelineTask, prefix: str) -> str | None:
     """None when ``task`` comes from one of its repository's state machines; else why not.
 
-    The execution's state machine must be named ``<prefix>-<repository id>-...``: a message that
+    The execution's state machine must be named ``<prefix>_<repository id>-...``: a message that
     claims one repository from another repository's run (or from outside the deployment) is refused.
     """
-    head = f"{prefix}-{task.repository_id}-"
+    head = machine_head(prefix, task.repository_id)
     if not task.machine.startswith(head):
         return f"execution {task.execution_arn} is not a run of repository {task.repository_id}'s pipelines"
     if task.machine != state_machine_name(prefix, task.repository_id, task.pipeline):

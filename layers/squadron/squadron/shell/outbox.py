@@ -261,7 +261,7 @@ class OutboxExecutor:
                         "no pipelines wired; %s's %r run not started", effect.repo_full_name, effect.pipeline
                     )
                     return
-                self.pipelines.start(effect, self.policies(event).pipelines)
+                self.pipelines.start(effect, self.policies(event).pipelines, correlation_id=event.delivery_id)
             case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
                 assert_never(effect)
 

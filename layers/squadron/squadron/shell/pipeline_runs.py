@@ -22,11 +22,14 @@ triggers are read from the configuration. The reconciler's report says which are
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from squadron.adapters.step_functions import Pipelines, Run
+from squadron.domain.domain_events import DomainEvent, Repository
 from squadron.domain.effects import StartPipelineRun
+from squadron.domain.pipeline_events import run_started
 from squadron.domain.pipeline_wire import WireError, run_input
 from squadron.domain.pipelines.compile import CompileError, compile_pipeline
 from squadron.domain.pipelines.models import Pipeline
@@ -50,9 +53,20 @@ class Published:
 class PipelineRuns:
     """The pipelines of one deployment: compiled with events.fifo as their tasks' queue."""
 
-    def __init__(self, pipelines: Pipelines, *, queue_url: str) -> None:
+    def __init__(
+        self,
+        pipelines: Pipelines,
+        *,
+        queue_url: str,
+        events: Callable[[DomainEvent], bool] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.pipelines = pipelines
         self.queue_url = queue_url
+        #: Stores a run's ``pipeline.run_started.v1`` once (the registry's ``record_event``);
+        #: None: no event (docs/pipelines.md, "Events").
+        self.events = events
+        self.clock = clock
 
     def publish(
         self,
@@ -98,9 +112,19 @@ class PipelineRuns:
         configured = {self.pipelines.state_machine_arn(repository_id, name) for name in pipelines}
         return sorted(arn for arn in self.pipelines.machines(repository_id) if arn not in configured)
 
-    def start(self, effect: StartPipelineRun, pipelines: Mapping[str, Pipeline]) -> Run | None:
+    def start(
+        self,
+        effect: StartPipelineRun,
+        pipelines: Mapping[str, Pipeline],
+        *,
+        correlation_id: str | None = None,
+    ) -> Run | None:
         """Start ``effect``'s run on its pipeline's version as configured now; None when the
-        pipeline is no longer configured or cannot be published (logged: nothing to retry)."""
+        pipeline is no longer configured or cannot be published (logged: nothing to retry).
+
+        The run's ``pipeline.run_started.v1`` (``correlation_id``: the delivery that started it)
+        is stored once per execution, also when a retry finds the run already started (the
+        attempt that started it may have stopped before storing it)."""
         if effect.pipeline not in pipelines:
             logger.warning(
                 "%s: pipeline %r is no longer configured; run %s not started",
@@ -130,4 +154,17 @@ class PipelineRuns:
             run.execution_arn,
             run.outcome,
         )
+        if self.events is not None:
+            self.events(
+                run_started(
+                    pipeline=effect.pipeline,
+                    execution_arn=run.execution_arn,
+                    version_arn=version,
+                    repository=Repository(id=effect.repo_id, full_name=effect.repo_full_name),
+                    installation=effect.installation_id,
+                    issue=effect.issue_number,
+                    correlation_id=correlation_id or effect.name,
+                    at=self.clock(),
+                )
+            )
         return run

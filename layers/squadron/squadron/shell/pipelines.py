@@ -43,8 +43,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from squadron.adapters.step_functions import Answer
 from squadron.adapters.webhooks import WebhookResult
+from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import Decision
 from squadron.domain.events import EventEnvelope
+from squadron.domain.pipeline_events import stage_changed
 from squadron.domain.pipeline_wire import (
     STAGE_FAILED,
     STAGE_REJECTED,
@@ -133,7 +135,7 @@ _HUMAN = TypeAdapter(HumanStage)
 
 
 class PipelineTasks:
-    """The router's side of the pipelines of one deployment (state machines ``<prefix>-*``).
+    """The router's side of the pipelines of one deployment (state machines ``<prefix>_*``).
 
     Without ``outbox`` (the router's collaborators for effects), ``claims`` (the registry's keyed
     claims, where each task's answer is kept), ``facts`` and ``where`` (the
@@ -153,6 +155,7 @@ class PipelineTasks:
         where: Callable[[int], Where | None] | None = None,
         clock: Callable[[], datetime] = _now,
         humans: HumanStages | None = None,
+        events: Callable[[DomainEvent], bool] | None = None,
     ) -> None:
         self.answers = answers
         #: The human stages' waits (None: a human stage is answered STAGE_REJECTED).
@@ -164,6 +167,9 @@ class PipelineTasks:
         self.webhooks = webhooks
         self.where = where
         self.clock = clock
+        #: Stores a run's ``pipeline.stage_changed.v1`` once (the registry's ``record_event``);
+        #: None: no event (docs/pipelines.md, "Events").
+        self.events = events
 
     def handle(self, task: PipelineTask) -> dict[str, Any]:
         """Refuse, carry out and answer ``task``; a summary of what was done (the dispatcher's answer)."""
@@ -183,7 +189,9 @@ class PipelineTasks:
                 if where is not None or self.where is None
                 else f"repository {task.repository_id} is not known here"
             )
-            sent = self.answers.answer(task.task_token, not_carried_out(task, why))
+            refused = not_carried_out(task, why)
+            self._report(task, refused, where)
+            sent = self.answers.answer(task.task_token, refused)
             return {**summary, "refused": None, "answered": sent.delivered, "gone": sent.gone}
         return {**summary, "refused": None, **self._carry_out(task, where, self.outbox())}
 
@@ -207,10 +215,25 @@ class PipelineTasks:
                 return {"answered": False, "gone": None, "outcome": "waiting"}
             answer = decided
             registry.record_write(scope, key, {"answer": _dump(answer), "sent": False})
+        self._report(task, answer, where)
         sent = self.answers.answer(task.task_token, answer)
         registry.record_write(scope, key, {"answer": _dump(answer), "sent": True})
         outcome = "passed" if isinstance(answer, StageSucceeded) else answer.error
         return {"answered": sent.delivered, "gone": sent.gone, "outcome": outcome}
+
+    def _report(self, task: PipelineTask, answer: StageAnswer, where: Where | None) -> None:
+        """The transition's event, stored before the answer is sent (keyed by the task's entry:
+        once, however often the answer is sent). A repository not known here has none."""
+        if self.events is not None and where is not None:
+            self.events(
+                stage_changed(
+                    task,
+                    answer,
+                    repository=where.repo_full_name,
+                    installation=where.installation_id,
+                    at=self.clock(),
+                )
+            )
 
     def _decide(
         self, task: PipelineTask, where: Where, outbox: OutboxExecutor, *, again: bool

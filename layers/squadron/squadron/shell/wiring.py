@@ -17,6 +17,7 @@ from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.for_router import AppGitHub, app_repository_files
 from squadron.adapters.github.http import GitHubCallStats, GitHubHttp
 from squadron.adapters.metrics import ServiceEmfMetrics
+from squadron.adapters.pipeline_runs import PipelineRuns as RunsReader
 from squadron.adapters.repo_volumes import RepoTaskDefinitions
 from squadron.adapters.scheduler import RetroSchedules
 from squadron.adapters.secrets import SecretsManagerSource
@@ -174,6 +175,7 @@ def build_dashboards(environ: Mapping[str, str] | None = None) -> DashboardServi
     if not app_configured(environ):
         raise AppNotConfiguredError("dashboards")
     settings = load_settings(DashboardSettings, environ)
+    pipelines = _pipelines(settings.pipelines_prefix, settings.pipelines_role_arn)
     app = _github_app(settings)
     github = AppGitHub(app)
     cache = PolicyCache(
@@ -191,6 +193,7 @@ def build_dashboards(environ: Mapping[str, str] | None = None) -> DashboardServi
         memory=DynamoMemory(settings.registry_table_name),
         interval=timedelta(seconds=settings.refresh_seconds),
         web_url=web_url_for(settings.github_api_url),
+        pipelines=RunsReader(pipelines).running if pipelines is not None else None,
     )
 
 
@@ -283,13 +286,15 @@ def assemble_router(
         )
         if retros is not None
         else None,
-        pipelines=PipelineRuns(pipelines, queue_url=events_queue_url) if pipelines is not None else None,
+        pipelines=PipelineRuns(pipelines, queue_url=events_queue_url, events=registry.record_event)
+        if pipelines is not None
+        else None,
     )
     return RouterRuntime(
         Dispatcher(
             service,
             once=records.once if records is not None else None,
-            pipeline_tasks=PipelineTasks(pipelines, prefix=pipelines.prefix)
+            pipeline_tasks=PipelineTasks(pipelines, prefix=pipelines.prefix, events=registry.record_event)
             if pipelines is not None
             else None,
         ),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from squadron.adapters.registry.keys import STATUS_INDEX, deserializer, dump_item, history_pk, history_time
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.domain_events import DomainEvent
@@ -51,3 +53,11 @@ class DynamoHistory(RegistryTable):
                 break
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return found[:limit]
+
+    def record_event(self, event: DomainEvent) -> bool:
+        """One conditional PutItem (the event's id not stored yet): published from the stream once."""
+        try:
+            self._call("put_item", **self._event_put(event))
+        except ClientError:  # the condition: stored already (any other error is raised by _call)
+            return False
+        return True

@@ -136,6 +136,7 @@ class PipelineTasks:
         webhooks: WebhookCaller | None = None,
         where: Callable[[int], Where | None] | None = None,
         clock: Callable[[], datetime] = _now,
+        where_for: Callable[[PipelineTask], Where | None] | None = None,
     ) -> None:
         self.answers = answers
         self.prefix = prefix
@@ -145,6 +146,9 @@ class PipelineTasks:
         self.webhooks = webhooks
         self.where = where
         self.clock = clock
+        #: The repository a task's run was started for, read from the run itself
+        #: (:class:`squadron.shell.pipeline_where.RunRepositories`); takes the place of ``where``.
+        self.where_for = where_for
 
     def handle(self, task: PipelineTask) -> dict[str, Any]:
         """Refuse, carry out and answer ``task``; a summary of what was done (the dispatcher's answer)."""
@@ -157,11 +161,15 @@ class PipelineTasks:
         problem = origin_problem(task, self.prefix)
         if problem is not None:
             return {**summary, "refused": problem, "answered": False, "gone": None}
-        where = self.where(task.repository_id) if self.where is not None else None
+        looked = self.where_for is not None or self.where is not None
+        if self.where_for is not None:
+            where = self.where_for(task)
+        else:
+            where = self.where(task.repository_id) if self.where is not None else None
         if self.outbox is None or self.claims is None or self.facts is None or where is None:
             why = (
                 ""
-                if where is not None or self.where is None
+                if where is not None or not looked
                 else f"repository {task.repository_id} is not known here"
             )
             sent = self.answers.answer(task.task_token, not_carried_out(task, why))

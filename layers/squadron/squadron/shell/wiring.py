@@ -31,6 +31,7 @@ from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
 from squadron.domain.routing import RoutingPolicy
 from squadron.ports import EventQueue, Registry, RetroStore, TaskLauncher
+from squadron.registry_ports import WriteClaims
 from squadron.settings import (
     LAMBDA_RATE_LIMIT_WAIT_SECONDS,
     AppNotConfiguredError,
@@ -49,7 +50,7 @@ from squadron.shell.gateway import AgentGateway
 from squadron.shell.memory import Memory
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.pipeline_runs import PipelineRuns
-from squadron.shell.pipelines import PipelineTasks
+from squadron.shell.pipeline_where import carrying_out
 from squadron.shell.policies import PolicyCache
 from squadron.shell.reconciler import ReconcilerService, liveness_of
 from squadron.shell.retrospective import Retrospectives
@@ -228,6 +229,7 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         retros=DynamoMemory(settings.registry_table_name),
         pipelines=_pipelines(settings.pipelines_prefix, settings.pipelines_role_arn),
         events_queue_url=settings.events_queue_url,
+        claims=DynamoRegistry(settings.registry_table_name),  # each pipeline task's answer, kept
     )
 
 
@@ -244,6 +246,7 @@ def assemble_router(
     retros: RetroStore | None = None,
     pipelines: Pipelines | None = None,
     events_queue_url: str = "",
+    claims: WriteClaims | None = None,
 ) -> RouterRuntime:
     """The router's parts put together: each repository's policy (paused while its configuration
     is invalid, and told so through one issue), the merge gate, the routing service."""
@@ -289,7 +292,12 @@ def assemble_router(
         Dispatcher(
             service,
             once=records.once if records is not None else None,
-            pipeline_tasks=PipelineTasks(pipelines, prefix=pipelines.prefix)
+            pipeline_tasks=carrying_out(
+                pipelines,
+                outbox=service._outbox,  # the same executor its deliveries get
+                claims=claims,
+                github=github,
+            )
             if pipelines is not None
             else None,
         ),

@@ -93,6 +93,9 @@ _ARN = re.compile(
     r"^arn:aws[a-z-]*:states:[a-z0-9-]{1,32}:\d{12}:execution:(?P<machine>[A-Za-z0-9_-]{1,80}):"
     r"(?P<name>[A-Za-z0-9_-]{1,80})$"
 )
+#: A repository's full name as GitHub spells it: an owner (letters, digits, hyphens) and a name
+#: (also ``_`` and ``.``, never ``.`` or ``..`` alone).
+_FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?$)[A-Za-z0-9_.-]{1,100}")
 _ERROR = r"^Squadron\.[A-Za-z][A-Za-z0-9]{0,63}$"
 _DIGEST = r"^[0-9a-f]{8,64}$"
 
@@ -297,7 +300,7 @@ def run_repository(repository_id: int, execution_input: Any) -> tuple[str, int |
     if not isinstance(held, dict) or held.get("repository_id") != repository_id:
         return None
     name, installation = held.get("repository"), held.get("installation_id")
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", name):
+    if not isinstance(name, str) or not _FULL_NAME.fullmatch(name):
         return None
     if installation is not None and (not isinstance(installation, int) or isinstance(installation, bool)):
         return None

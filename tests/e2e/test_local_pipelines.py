@@ -40,12 +40,6 @@ def start(
     return stack, LocalPipelines(stack)
 
 
-def open_pull(human: Human, runs: LocalPipelines, branch: str, title: str) -> dict[str, Any]:
-    runs.push(branch, {f"docs/{branch}.md": f"# {title}\n"}, title)
-    pull: dict[str, Any] = human.call("POST", "/pulls", title=title, head=branch, base="main", body=title)
-    return pull
-
-
 def test_a_writers_pull_request_runs_its_pipeline_through_a_gate_to_the_merge_gate(
     local_stack: StackFactory,
 ) -> None:
@@ -67,8 +61,8 @@ def test_a_writers_pull_request_runs_its_pipeline_through_a_gate_to_the_merge_ga
     }
     stack, runs = start(local_stack, pipelines)
     # Someone without write access opens a pull request first: it starts nothing.
-    stranger = open_pull(Human(stack, login="mallory"), runs, "stranger", "A stranger's change")
-    pull = open_pull(Human(stack), runs, "feature", "A writer's change")
+    stranger = runs.open_pull("stranger", "A stranger's change", login="mallory")
+    pull = runs.open_pull("feature", "A writer's change")
     number = int(pull["number"])
     run = runs.run_of("ship", number)
     # The gate judged the pull request as GitHub has it (no ``ci`` yet) and went round the delay.
@@ -147,7 +141,7 @@ def test_parallel_branches_join_all_then_any(local_stack: StackFactory) -> None:
         },
     }
     stack, runs = start(local_stack, pipelines)
-    number = int(open_pull(Human(stack), runs, "fan", "Fan out")["number"])
+    number = int(runs.open_pull("fan", "Fan out")["number"])
     run = runs.run_of("fan", number)
     ended = runs.finished(run)
     assert ended.status == "SUCCEEDED", (ended.error, ended.cause)
@@ -188,7 +182,7 @@ def test_a_sub_pipeline_stage_runs_a_child_execution_and_the_parent_goes_on(
         },
     }
     stack, runs = start(local_stack, pipelines)
-    number = int(open_pull(Human(stack), runs, "nested", "Nested")["number"])
+    number = int(runs.open_pull("nested", "Nested")["number"])
     run = runs.run_of("outer", number)
     ended = runs.finished(run)
     assert ended.status == "SUCCEEDED", (ended.error, ended.cause)
@@ -228,11 +222,11 @@ def test_a_config_change_mid_run_leaves_the_run_on_its_version_and_the_next_run_
     # Each event reads the default branch's configuration (the stack's cache is off).
     stack, runs = start(local_stack, holding("v1"), config_ttl_seconds=0)
     human = Human(stack)
-    first = int(open_pull(human, runs, "first", "First")["number"])
+    first = int(runs.open_pull("first", "First")["number"])
     run_1 = runs.run_of("hold", first)
     until("the first run to wait", lambda: "go.failed" in runs.entered(run_1))
     runs.write_config(holding("v2"))
-    second = int(open_pull(human, runs, "second", "Second")["number"])
+    second = int(runs.open_pull("second", "Second")["number"])
     run_2 = runs.run_of("hold", second)
     assert runs.view(run_1).status == "RUNNING"  # the new version came while it waited
     for number in (first, second):

@@ -2,9 +2,11 @@
 sandbox's default branch, branches pushed as a person pushes them, and a pipeline's executions
 followed on the stack's moto server (their status and history), every wait for a condition.
 
-A test of another stage type (agent, human) writes its pipeline with :func:`config_with` (or
-:meth:`LocalPipelines.write_config` mid-run), opens what triggers it, and follows the run with
-:meth:`LocalPipelines.run_of` and :meth:`LocalPipelines.finished`.
+A test of another stage type (agent, human) starts the stack with ``files={CONFIG:
+config_with(pipelines)}`` (or pushes one mid-run with :meth:`LocalPipelines.write_config`), opens
+what triggers it (:meth:`LocalPipelines.open_pull`, or an issue), and follows the run with
+:meth:`LocalPipelines.run_of`, :meth:`LocalPipelines.entered` and :meth:`LocalPipelines.finished`
+(tests/e2e/test_local_pipelines.py shows each).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import boto3
+import httpx
 import yaml
 
 from squadron.adapters.step_functions import Pipelines, RunView
@@ -89,6 +92,22 @@ class LocalPipelines:
             _git(work, "commit", "--quiet", "-m", message)
             _git(work, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}")
             return _git(work, "rev-parse", "HEAD")
+
+    def open_pull(self, branch: str, title: str, *, login: str = "octo-human") -> dict[str, Any]:
+        """``login`` pushes a branch with one new file and opens a pull request of it into the
+        default branch (the sandbox sends ``pull_request.opened``); GitHub's answer."""
+        sandbox = self.stack.sandbox
+        assert sandbox is not None
+        self.push(branch, {f"docs/{branch}.md": f"# {title}\n"}, title)
+        answer = httpx.post(
+            f"{sandbox.base_url}/repos/{self.repo.full_name}/pulls",
+            headers={"authorization": f"token human:{login}"},
+            json={"title": title, "head": branch, "base": self.repo.default_branch, "body": title},
+            timeout=30,
+        )
+        assert answer.is_success, answer.text
+        pull: dict[str, Any] = answer.json()
+        return pull
 
     def write_config(self, pipelines: dict[str, Any], message: str = "Change the pipelines") -> str:
         """Push a configuration with ``pipelines`` to the default branch (what the router reads)."""

@@ -162,12 +162,24 @@ def test_parallel_branches_join_all_then_any(local_stack: StackFactory) -> None:
 def test_a_sub_pipeline_stage_runs_a_child_execution_and_the_parent_goes_on(
     local_stack: StackFactory,
 ) -> None:
+    """The child labels the pull request and gates on it; the parent's stages after it have
+    conditions judged on what the child did: one true, one false that skips to the end."""
     pipelines = {
         "outer": {
             "trigger": OPENED,
             "stages": [
                 {"id": "checks", "type": "pipeline", "pipeline": "checks"},
-                comment("done", "the checks passed"),
+                {**comment("if-checked", "the checks passed"), "condition": {"labels_include": "checked"}},
+                {
+                    "id": "if-urgent",
+                    "type": "action",
+                    "action": "add_label",
+                    "config": {"label": "urgent-seen"},
+                    "condition": {"labels_include": "urgent"},
+                    "skip_to": "done",
+                },
+                comment("unreached", "never said"),
+                comment("done", "outer done"),
             ],
         },
         "checks": {
@@ -191,8 +203,12 @@ def test_a_sub_pipeline_stage_runs_a_child_execution_and_the_parent_goes_on(
     assert [s for s in runs.entered(child.execution_arn) if s in ("mark", "marked")] == ["mark", "marked"]
     assert runs.outputs(child.execution_arn, "marked")[-1]["data"]["stages"]["marked"] == {"passed": True}
     outer = runs.entered(run)
-    assert outer.index("checks") < outer.index("done")
-    assert "checked" in runs.labels(number) and runs.said(number, "the checks passed")
+    assert outer.index("checks") < outer.index("if-checked") < outer.index("if-urgent") < outer.index("done")
+    assert "unreached" not in outer
+    assert runs.outputs(run, "if-urgent")[-1]["data"]["stages"]["if_1urgent"] == {"skipped": True}
+    assert "checked" in runs.labels(number) and "urgent-seen" not in runs.labels(number)
+    assert runs.said(number, "the checks passed") and runs.said(number, "outer done")
+    assert not runs.said(number, "never said")
     assert stack.errors == []
 
 

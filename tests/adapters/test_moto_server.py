@@ -7,10 +7,13 @@ looks, from inside moto, for another thread that could get in: none can."""
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 from typing import Any, cast
 
 import boto3
+import httpx
 import pytest
 from moto import mock_aws
 from moto.core.models import DEFAULT_ACCOUNT_ID
@@ -19,6 +22,8 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
 from squadron.adapters import moto_server
+from squadron.adapters.local_aws import MotoProcess
+from tests.support.step_functions import wait_for
 
 
 def _others_can_enter() -> bool:
@@ -209,3 +214,54 @@ def test_a_failed_transaction_is_undone_item_by_item_and_its_records_with_it(
         client.transact_write_items(TransactItems=cast(Any, applied))
         assert client.scan(TableName="t")["Items"] != before
         assert len(held.items) == records + len(applied)
+
+
+@pytest.mark.parametrize("inherited", [None, "5000"], ids=["unset", "another port"])
+def test_the_servers_step_functions_puts_a_task_on_its_own_queue(
+    inherited: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's interpreter sends a state's SQS call to ``localhost:$MOTO_PORT``: the local stack's
+    server is that port whatever the environment says (docs/local-stack.md)."""
+    if inherited is None:
+        monkeypatch.delenv("MOTO_PORT", raising=False)
+    else:
+        monkeypatch.setenv("MOTO_PORT", inherited)
+    server = MotoProcess(tmp_path / "moto.log")
+    endpoint = server.start()
+    try:
+        httpx.post(f"{endpoint}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}})
+        sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
+        sfn = boto3.client("stepfunctions", endpoint_url=endpoint, region_name="us-east-1")
+        queue = sqs.create_queue(QueueName="events.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+        task = {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+            "Parameters": {
+                "QueueUrl": queue,
+                "MessageGroupId": "g",
+                "MessageDeduplicationId": "d",
+                "MessageBody": {"token.$": "$$.Task.Token"},
+            },
+            "End": True,
+        }
+        machine = sfn.create_state_machine(
+            name="m",
+            definition=json.dumps({"StartAt": "T", "States": {"T": task}}),
+            roleArn="arn:aws:iam::123456789012:role/r",
+        )["stateMachineArn"]
+        run = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+
+        def token() -> str | None:
+            got = sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+            if not got and sfn.describe_execution(executionArn=run)["status"] != "RUNNING":
+                raise AssertionError(sfn.get_execution_history(executionArn=run)["events"][-1])
+            return str(json.loads(got[0]["Body"])["token"]) if got else None
+
+        sfn.send_task_success(taskToken=wait_for("the task's message", token), output='{"done": true}')
+        finished = wait_for(
+            "the run to end",
+            lambda: (d := sfn.describe_execution(executionArn=run))["status"] != "RUNNING" and d,
+        )
+        assert finished["status"] == "SUCCEEDED" and json.loads(finished["output"]) == {"done": True}
+    finally:
+        server.stop()

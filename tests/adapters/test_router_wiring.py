@@ -14,6 +14,7 @@ from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
 from squadron.errors import ConfigurationError
 from squadron.settings import AppNotConfiguredError
 from squadron.shell.merge_gate import MergeGate
+from squadron.shell.pipeline_where import RunRepositories
 from squadron.shell.wiring import build_dashboards, build_reconciler, build_router
 
 ENVIRONMENT = {
@@ -183,6 +184,12 @@ def test_the_router_and_reconciler_get_the_pipelines_when_their_environment_name
     assert runs.pipelines.role_arn == PIPELINES["PIPELINES_ROLE_ARN"]
     tasks = runtime.dispatcher.pipeline_tasks
     assert tasks is not None and tasks.prefix == "squadron-dev"
+    # It carries tasks out (not only refuses them): the router's outbox, its claims, GitHub, webhooks,
+    # and each task's repository from its own run.
+    assert tasks.outbox is not None and tasks.claims is not None and tasks.facts is not None
+    assert tasks.webhooks is not None and isinstance(tasks.where_for, RunRepositories)
+    # Human stages wait in the registry, and every stage's answer is a stored domain event.
+    assert tasks.humans is not None and tasks.events is not None
     published = build_reconciler({**RECONCILER_ENVIRONMENT, **PIPELINES}).pipelines
     assert published is not None and published.pipelines.prefix == "squadron-dev"
     # The prefix names the IAM scope: one that is not a state machine name's start is refused.

@@ -250,3 +250,35 @@ def test_definition_digest_ignores_layout() -> None:
     b = wire.definition_digest({"States": {"A": {"Type": "Succeed"}}, "StartAt": "A"})
     c = wire.definition_digest({"States": {"A": {"Type": "Pass", "End": True}}, "StartAt": "A"})
     assert a == b != c
+
+
+GOOD = wire.run_input(42, 7, {"n": 1}, repository="octo/demo", installation_id=77)
+
+
+@pytest.mark.parametrize(
+    ("execution_input", "found"),
+    [
+        (GOOD, ("octo/demo", 77)),
+        (wire.run_input(42, 7, repository="octo/demo"), ("octo/demo", None)),
+        # A child execution's input: its parent's ``squadron`` part, as child_parameters passes it.
+        ({wire.STARTED_BY: "arn:parent", "squadron": GOOD["squadron"], "data": {}}, ("octo/demo", 77)),
+        # A run started before runs carried their repository, or by something else.
+        (wire.run_input(42, 7), None),
+        ({}, None),
+        ("text", None),
+        # Another repository's run: never where this repository's task is carried out.
+        (wire.run_input(43, 7, repository="octo/other", installation_id=77), None),
+        ({"squadron": {**GOOD["squadron"], "repository_id": "42"}}, None),
+        # Not a repository's full name, or not an installation id.
+        ({"squadron": {**GOOD["squadron"], "repository": "octo/demo/../../x"}}, None),
+        ({"squadron": {**GOOD["squadron"], "repository": "../demo"}}, None),
+        ({"squadron": {**GOOD["squadron"], "repository": "octo/.."}}, None),
+        ({"squadron": {**GOOD["squadron"], "repository": "octo/demo\n"}}, None),
+        ({"squadron": {**GOOD["squadron"], "installation_id": "77"}}, None),
+        ({"squadron": {**GOOD["squadron"], "installation_id": True}}, None),
+    ],
+)
+def test_a_runs_repository_is_read_from_its_own_input_for_its_own_repository_only(
+    execution_input: Any, found: tuple[str, int | None] | None
+) -> None:
+    assert wire.run_repository(42, execution_input) == found

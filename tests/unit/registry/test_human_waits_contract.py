@@ -32,7 +32,7 @@ def wait(entry: str = "e1", number: int = 7, **changes: Any) -> HumanWait:
         repo_id=REPO,
         number=number,
         entry=entry,
-        execution_arn="arn:aws:states:us-east-1:123456789012:execution:sq-1-p:run-1",
+        execution_arn="arn:aws:states:us-east-1:123456789012:execution:sq_1-p:run-1",
         pipeline="p",
         stage="ask",
         task_token="token-" + entry,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -394,7 +395,18 @@ def _drain(endpoint: str, queue_url: str) -> list[dict[str, Any]]:
 
 class MotoProcess:
     """The moto server in its own process (on loopback): AWS calls do not contend for the
-    local stack's interpreter lock, and stopping it leaves nothing behind."""
+    local stack's interpreter lock, and stopping it leaves nothing behind.
+
+    Its Step Functions interpreter calls AWS services (a pipeline's
+    ``sqs:sendMessage.waitForTaskToken`` task, a child execution) through a boto3 client of its
+    own whose endpoint is ``http://localhost:<MOTO_PORT>`` (moto's
+    ``stepfunctions/parser/asl/utils/boto_client.py``; ``moto.settings.moto_server_port``, 5000
+    when unset). moto's server sets ``MOTO_PORT`` to the port it serves only when the
+    environment has none, so an inherited ``MOTO_PORT`` (a developer's shell, another moto)
+    sent every task elsewhere and failed the run (``States.Runtime``: could not connect to
+    ``http://localhost:5000/``). The server is started with ``MOTO_PORT`` set to its own port
+    (docs/local-stack.md).
+    """
 
     def __init__(self, log: Path) -> None:
         self.log = log
@@ -412,6 +424,8 @@ class MotoProcess:
                 [sys.executable, "-m", "squadron.adapters.moto_server", "-H", "127.0.0.1", "-p", str(port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                # Where its Step Functions interpreter sends a state's service calls: itself.
+                env={**os.environ, "MOTO_PORT": str(port)},
                 start_new_session=True,  # the stack stops it; a terminal's Ctrl-C goes to the stack
             )
         self.endpoint = f"http://127.0.0.1:{port}"

@@ -93,6 +93,9 @@ _ARN = re.compile(
     r"^arn:aws[a-z-]*:states:[a-z0-9-]{1,32}:\d{12}:execution:(?P<machine>[A-Za-z0-9_-]{1,80}):"
     r"(?P<name>[A-Za-z0-9_-]{1,80})$"
 )
+#: A repository's full name as GitHub spells it: an owner (letters, digits, hyphens) and a name
+#: (also ``_`` and ``.``, never ``.`` or ``..`` alone).
+_FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/(?!\.\.?$)[A-Za-z0-9_.-]{1,100}")
 _ERROR = r"^Squadron\.[A-Za-z][A-Za-z0-9]{0,63}$"
 _DIGEST = r"^[0-9a-f]{8,64}$"
 
@@ -287,18 +290,44 @@ def definition_digest(definition: str | dict[str, Any]) -> str:
 
 
 def run_input(
-    repository_id: int, issue_number: int | None, data: dict[str, Any] | None = None
+    repository_id: int,
+    issue_number: int | None,
+    data: dict[str, Any] | None = None,
+    *,
+    repository: str | None = None,
+    installation_id: int | None = None,
 ) -> dict[str, Any]:
     """A run's execution input: ``squadron`` (read by every task state through
-    ``$$.Execution.Input``) and the pipeline's own ``data``."""
+    ``$$.Execution.Input``; a sub-pipeline's child gets its parent's) and the pipeline's own
+    ``data``. ``repository`` (its full name) and ``installation_id`` are where the router carries
+    the run's tasks out (:func:`run_repository`): the router starts every run, so they are its own
+    words, never a task message's."""
+    where: dict[str, Any] = {}
+    if repository is not None:
+        where = {"repository": repository, "installation_id": installation_id}
     return {
         "squadron": {
             "repository_id": repository_id,
             "issue_number": issue_number,
             "message_group": message_group_id(repository_id, issue_number),
+            **where,
         },
         "data": dict(data or {}),
     }
+
+
+def run_repository(repository_id: int, execution_input: Any) -> tuple[str, int | None] | None:
+    """The repository's full name and installation a run of ``repository_id`` was started for
+    (:func:`run_input`), or None when its input names none or another repository."""
+    held = execution_input.get("squadron") if isinstance(execution_input, dict) else None
+    if not isinstance(held, dict) or held.get("repository_id") != repository_id:
+        return None
+    name, installation = held.get("repository"), held.get("installation_id")
+    if not isinstance(name, str) or not _FULL_NAME.fullmatch(name):
+        return None
+    if installation is not None and (not isinstance(installation, int) or isinstance(installation, bool)):
+        return None
+    return name, installation
 
 
 def task_parameters(

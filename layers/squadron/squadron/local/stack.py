@@ -237,7 +237,7 @@ class LocalStack:
             private_key_secret=self.resources.private_key_arn,
             github_api_url=github_url,
             event_log_group=self.resources.event_log_group,
-            pipeline_prefix=self.resources.pipeline_prefix,
+            pipeline_prefix=self.resources.pipelines_prefix,  # the one the Lambdas publish under
             pipeline_role_arn=self.resources.pipeline_role_arn,
         ).write(state)
 

@@ -82,6 +82,10 @@ class LocalOptions:
     #: With the sandbox: a stand-in CI passes the check ``ci`` on every open pull request's head
     #: (:class:`~squadron.local.showcase.StandInCI`; the showcase's, which runs no tests).
     stand_in_ci: bool = False
+    #: How long the Lambdas keep a repository's configuration (POLICY_TTL_SECONDS and
+    #: CONFIG_TTL_SECONDS; the stage's are 300 s). Tests that push a new default-branch
+    #: configuration set 0: the next event reads it (docs/local-stack.md).
+    config_ttl_seconds: int = 5
 
 
 def app_slug(api_url: str, app_id: int, private_key: str) -> str:
@@ -137,8 +141,8 @@ def lambda_environment(
         "AGENT_CONTAINER_NAME": "agent",
         "AGENT_SUBNETS": ",".join(r.subnets),
         "AGENT_SECURITY_GROUPS": ",".join(r.security_groups),
-        "POLICY_TTL_SECONDS": "5",
-        "CONFIG_TTL_SECONDS": "5",
+        "POLICY_TTL_SECONDS": str(options.config_ttl_seconds),
+        "CONFIG_TTL_SECONDS": str(options.config_ttl_seconds),
         "SQUADRON_STATE_RETENTION_DAYS": str(options.state_retention_days),
         "SCHEDULE_GROUP": r.schedule_group,
         "SCHEDULER_ROLE_ARN": r.scheduler_role_arn,

@@ -145,7 +145,15 @@ class PipelineRuns:
             )
             return None
         run = self.pipelines.start(
-            version, effect.name, run_input(effect.repo_id, effect.issue_number, effect.data)
+            version,
+            effect.name,
+            run_input(
+                effect.repo_id,
+                effect.issue_number,
+                effect.data,
+                repository=effect.repo_full_name,
+                installation_id=effect.installation_id,
+            ),
         )
         logger.info(
             "%s: pipeline %r run %s %s",

@@ -156,6 +156,7 @@ class PipelineTasks:
         clock: Callable[[], datetime] = _now,
         humans: HumanStages | None = None,
         events: Callable[[DomainEvent], bool] | None = None,
+        where_for: Callable[[PipelineTask], Where | None] | None = None,
     ) -> None:
         self.answers = answers
         #: The human stages' waits (None: a human stage is answered STAGE_REJECTED).
@@ -170,6 +171,9 @@ class PipelineTasks:
         #: Stores a run's ``pipeline.stage_changed.v1`` once (the registry's ``record_event``);
         #: None: no event (docs/pipelines.md, "Events").
         self.events = events
+        #: The repository a task's run was started for, read from the run itself
+        #: (:class:`squadron.shell.pipeline_where.RunRepositories`); takes the place of ``where``.
+        self.where_for = where_for
 
     def handle(self, task: PipelineTask) -> dict[str, Any]:
         """Refuse, carry out and answer ``task``; a summary of what was done (the dispatcher's answer)."""
@@ -182,11 +186,15 @@ class PipelineTasks:
         problem = origin_problem(task, self.prefix)
         if problem is not None:
             return {**summary, "refused": problem, "answered": False, "gone": None}
-        where = self.where(task.repository_id) if self.where is not None else None
+        looked = self.where_for is not None or self.where is not None
+        if self.where_for is not None:
+            where = self.where_for(task)
+        else:
+            where = self.where(task.repository_id) if self.where is not None else None
         if self.outbox is None or self.claims is None or self.facts is None or where is None:
             why = (
                 ""
-                if where is not None or self.where is None
+                if where is not None or not looked
                 else f"repository {task.repository_id} is not known here"
             )
             refused = not_carried_out(task, why)

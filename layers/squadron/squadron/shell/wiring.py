@@ -50,7 +50,7 @@ from squadron.shell.gateway import AgentGateway
 from squadron.shell.memory import Memory
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.pipeline_runs import PipelineRuns
-from squadron.shell.pipelines import PipelineTasks
+from squadron.shell.pipeline_where import PipelineStore, carrying_out
 from squadron.shell.policies import PolicyCache
 from squadron.shell.reconciler import ReconcilerService, liveness_of
 from squadron.shell.retrospective import Retrospectives
@@ -231,6 +231,7 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
         retros=DynamoMemory(settings.registry_table_name),
         pipelines=_pipelines(settings.pipelines_prefix, settings.pipelines_role_arn),
         events_queue_url=settings.events_queue_url,
+        claims=DynamoRegistry(settings.registry_table_name),  # each pipeline task's answer, kept
     )
 
 
@@ -247,6 +248,7 @@ def assemble_router(
     retros: RetroStore | None = None,
     pipelines: Pipelines | None = None,
     events_queue_url: str = "",
+    claims: PipelineStore | None = None,
 ) -> RouterRuntime:
     """The router's parts put together: each repository's policy (paused while its configuration
     is invalid, and told so through one issue), the merge gate, the routing service."""
@@ -294,7 +296,19 @@ def assemble_router(
         Dispatcher(
             service,
             once=records.once if records is not None else None,
-            pipeline_tasks=PipelineTasks(pipelines, prefix=pipelines.prefix, events=registry.record_event)
+            pipeline_tasks=carrying_out(
+                pipelines,
+                outbox=service._outbox,  # the same executor its deliveries get
+                store=claims,
+                github=github,
+                events=registry.record_event,
+                groups=lambda where: {
+                    name: group.members
+                    for name, group in cache.config_for(where.repo_full_name).config.human_groups.items()
+                },
+                permission=github.permission,  # the router's own five-minute cache, as the gate's
+                bot_login=bot_login,
+            )
             if pipelines is not None
             else None,
         ),

@@ -31,6 +31,7 @@ from squadron.domain.effects import (
     Outside,
     PostComment,
     StartPipelineRun,
+    SteerPipelineRuns,
     StopAgentTask,
     effect_key,
 )
@@ -259,6 +260,17 @@ class OutboxExecutor:
                     )
                     return
                 self.pipelines.start(effect, self.policies(event).pipelines)
+            case SteerPipelineRuns():
+                steering = self.pipelines.steering if self.pipelines is not None else None
+                if steering is None:
+                    logger.info(
+                        "no pipeline runs recorded here; %s on %s not steered",
+                        effect.event,
+                        effect.repo_full_name,
+                    )
+                    return
+                for line in steering.steer(effect, key, github, look_since):
+                    logger.info("%s on %s#%s: %s", effect.event, effect.repo_full_name, effect.number, line)
             case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
                 assert_never(effect)
 

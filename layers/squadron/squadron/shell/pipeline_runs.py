@@ -12,7 +12,10 @@ each run (:mod:`squadron.shell.reconciler`).
 the router's outbox: it publishes what the run needs when that is not yet published or has
 changed (the first trigger of a repository's pipeline publishes it, as a repository's EFS access
 point is made at its first launch), then starts the run on that version under the effect's
-name: a retry, or the same delivery handled twice, is the same execution.
+name: a retry, or the same delivery handled twice, is the same execution. With an ``index``, the
+run is recorded on its issue or pull request with its version's ``on_events``, and
+:attr:`PipelineRuns.steering` carries out the events that reach it
+(:mod:`squadron.shell.pipeline_steering`).
 
 A pipeline removed from the configuration keeps its state machine: runs that started on one of
 its versions go on to their end (deleting it would fail them); no event starts a new one, since
@@ -24,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from squadron.adapters.step_functions import Pipelines, Run
 from squadron.domain.effects import StartPipelineRun
@@ -31,6 +35,9 @@ from squadron.domain.pipeline_wire import WireError, run_input
 from squadron.domain.pipelines.compile import CompileError, compile_pipeline
 from squadron.domain.pipelines.models import Pipeline
 from squadron.domain.pipelines.publishing import children, needed, publish_order
+from squadron.domain.pipelines.reactions import RunRecord, handlers_of
+from squadron.registry_ports import PipelineRunIndex
+from squadron.shell.pipeline_steering import PipelineSteering
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +57,14 @@ class Published:
 class PipelineRuns:
     """The pipelines of one deployment: compiled with events.fifo as their tasks' queue."""
 
-    def __init__(self, pipelines: Pipelines, *, queue_url: str) -> None:
+    def __init__(
+        self, pipelines: Pipelines, *, queue_url: str, index: PipelineRunIndex | None = None
+    ) -> None:
         self.pipelines = pipelines
         self.queue_url = queue_url
+        #: Where each started run is recorded, so events reach it (None: runs are not steered).
+        self.index = index
+        self.steering = PipelineSteering(pipelines, index) if index is not None else None
 
     def publish(
         self,
@@ -123,6 +135,20 @@ class PipelineRuns:
         run = self.pipelines.start(
             version, effect.name, run_input(effect.repo_id, effect.issue_number, effect.data)
         )
+        if self.index is not None:
+            pipeline = pipelines[effect.pipeline]
+            self.index.record_run(
+                RunRecord(
+                    repo_id=effect.repo_id,
+                    number=effect.issue_number,
+                    pipeline=effect.pipeline,
+                    execution_arn=run.execution_arn,
+                    version_arn=version,
+                    started_at=datetime.now(UTC),
+                    on_events=handlers_of(pipeline),
+                    stages=tuple(stage.id for stage in pipeline.stages),
+                )
+            )
         logger.info(
             "%s: pipeline %r run %s %s",
             effect.repo_full_name,

@@ -163,7 +163,11 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         if settings.schedule_group and settings.scheduler_role_arn
         else None,
         dashboards=SqsRefreshQueue(settings.dashboard_queue_url) if settings.dashboard_queue_url else None,
-        pipelines=PipelineRuns(pipelines, queue_url=settings.events_queue_url)
+        pipelines=PipelineRuns(
+            pipelines,
+            queue_url=settings.events_queue_url,
+            index=DynamoRegistry(settings.registry_table_name),
+        )
         if pipelines is not None
         else None,
     )
@@ -283,7 +287,14 @@ def assemble_router(
         )
         if retros is not None
         else None,
-        pipelines=PipelineRuns(pipelines, queue_url=events_queue_url) if pipelines is not None else None,
+        pipelines=PipelineRuns(
+            pipelines,
+            queue_url=events_queue_url,
+            # the registry records each run on its issue so events reach it (docs/pipelines.md)
+            index=registry if isinstance(registry, DynamoRegistry) else None,
+        )
+        if pipelines is not None
+        else None,
     )
     return RouterRuntime(
         Dispatcher(

@@ -163,11 +163,7 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         if settings.schedule_group and settings.scheduler_role_arn
         else None,
         dashboards=SqsRefreshQueue(settings.dashboard_queue_url) if settings.dashboard_queue_url else None,
-        pipelines=PipelineRuns(
-            pipelines,
-            queue_url=settings.events_queue_url,
-            index=DynamoRegistry(settings.registry_table_name),
-        )
+        pipelines=PipelineRuns(pipelines, queue_url=settings.events_queue_url)
         if pipelines is not None
         else None,
     )

@@ -9,6 +9,7 @@ A run is held at a waiting gate by not answering its task (the router would judg
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from squadron.domain.effects import SteerPipelineRuns, effect_key, split_decision
 from squadron.domain.events import EventEnvelope
-from squadron.domain.pipeline_wire import PipelineTask, parse_task
+from squadron.domain.pipeline_wire import PipelineTask, StageSucceeded, parse_task
 from squadron.domain.pipelines.models import Pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy
@@ -169,3 +170,45 @@ def test_an_event_nobody_vouched_for_steers_nothing(stack: Stack, by: str) -> No
     history = stack.sfn.get_execution_history(executionArn=arn)["events"]
     assert len([e for e in history if e["type"] in ("TaskFailed", "TaskSucceeded")]) == 1
     assert [r.execution_arn for r in w.registry.runs_of(REPO, 7)] == [arn]
+
+
+LOOPING = Pipeline.model_validate(
+    {
+        "trigger": {"event": "pull_request.opened"},
+        "on_events": {"pull_request_review.submitted": {"action": "reevaluate_gates"}},
+        "stages": [
+            {"id": "fix", "type": "gate", "conditions": [{"check": "label_present", "label": "fixed"}]},
+            {
+                "id": "approved",
+                "type": "gate",
+                "conditions": [{"check": "pr_approvals_met", "count": 1}],
+                "on_fail": {"goto": "fix", "max_iterations": 3},
+            },
+        ],
+    }
+)
+
+
+def test_a_review_judges_again_the_gate_whose_loop_the_run_is_in(stack: Stack) -> None:
+    """The gate failed and sent the run back to ``fix``, which waits; a writer's review restarts
+    the run at the gate (judged again now), with ``fix``'s output and the loop's count kept."""
+    w = World(policy=RoutingPolicy(pipelines={"lifecycle": LOOPING}), github=FakeRouterGitHub(dict(PEOPLE)))
+    w.router.pipelines = PipelineRuns(stack.pipelines, queue_url=stack.queue_url, index=w.registry)
+    w.send(w.events.pr(7, "feat/x", author="alice"))
+    # the router's judgements, answered as it would: fix passes, the gate fails
+    fix = next_task(stack)
+    stack.pipelines.answer(fix.task_token, StageSucceeded(output={"passed": True}))
+    gate = next_task(stack)
+    assert gate.stage == "approved"
+    stack.pipelines.answer(gate.task_token, StageSucceeded(output={"passed": False, "failing": ["no"]}))
+    again = next_task(stack)
+    assert again.stage == "fix"  # round the loop: it waits here
+
+    w.send(w.events.review(7, "feat/x", "approved", by="alice", pr_author="alice"))
+
+    assert ended(stack, gate.execution_arn)["status"] != "RUNNING"
+    task = next_task(stack)
+    assert task.execution_arn != gate.execution_arn and task.stage == "approved"
+    assert task.input["stages"]["fix"] == {"passed": True}
+    restarted = json.loads(stack.sfn.describe_execution(executionArn=task.execution_arn)["input"])
+    assert restarted["restart"]["counts"] == {"approved_l": {"n": 1}}  # the loop's bound holds across it

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         Launches,
         Leases,
         Outbox,
+        PipelineRunIndex,
         WriteClaims,
     )
 
@@ -48,9 +49,10 @@ if TYPE_CHECKING:
         Decisions,
         Outbox,
         History,
+        PipelineRunIndex,
     ]:
         """Both implementations claim every port (mypy checks it here)."""
-        return (registry,) * 11
+        return (registry,) * 12
 
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ import pytest
 from squadron.domain.agents import AgentStatus
 from squadron.domain.effects import Discard, Effect, LaunchAgent, PutAgent, SteerPipelineRuns
 from squadron.domain.events import EventEnvelope
-from squadron.domain.pipeline_wire import RUN_CANCELLED
+from squadron.domain.pipeline_wire import RUN_CANCELLED, execution_name
 from squadron.domain.pipelines.models import Pipeline
 from squadron.domain.pipelines.reactions import (
     CommentOnRun,
@@ -312,3 +312,10 @@ def test_a_retry_never_steers_the_run_its_own_restart_started() -> None:
     unhandled = RunRecord(**{**RUN.__dict__, "execution_arn": ARN + "-other", "on_events": {}})
     assert to_steer([restarted, RUN, unhandled], SYNC, "d-1") == [RUN]
     assert to_steer([restarted, RUN], SYNC, "d-2") == [restarted, RUN]  # a later push reaches both
+    started_now = RunRecord(
+        **{
+            **RUN.__dict__,
+            "execution_arn": ARN.rsplit(":", 1)[0] + ":" + execution_name("d-3", "lifecycle", "7"),
+        }
+    )
+    assert to_steer([started_now, RUN], SYNC, "d-3") == [RUN]  # the run this very event started

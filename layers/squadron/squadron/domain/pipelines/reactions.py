@@ -256,9 +256,13 @@ def restart_name(delivery: str, run: RunRecord) -> str:
 
 def to_steer(runs: Sequence[RunRecord], event: str, delivery: str) -> list[RunRecord]:
     """The runs ``event`` (delivered as ``delivery``) reaches: those whose version handles it, but
-    none this delivery's own restart started (a retry finds both the run it restarted and the
-    restart, and must not restart the restart)."""
-    restarts_now = {restart_name(delivery, run) for run in runs}
+    none this delivery started — neither its own restart (a retry finds both the run it restarted
+    and the restart, and must not restart the restart) nor a run it triggered (a pipeline that
+    both starts on an event and handles it is not steered by its own start)."""
+    restarts_now = {restart_name(delivery, run) for run in runs} | {
+        execution_name(delivery, run.pipeline, str(run.number) if run.number is not None else "repo")
+        for run in runs
+    }
     return [
         run
         for run in runs

@@ -40,6 +40,10 @@ LIFECYCLE = Pipeline.model_validate(
                 "restart_from": "review",
             },
             "pull_request.closed": {"action": "cancel"},
+            "issue_comment.created": {
+                "action": "notify",
+                "notify": {"message": "A comment came while run {{ trigger.number }} waits"},
+            },
         },
         "stages": [
             {"id": "say", "type": "action", "action": "comment", "config": {"message": "tests ran"}},
@@ -212,3 +216,23 @@ def test_a_review_judges_again_the_gate_whose_loop_the_run_is_in(stack: Stack) -
     assert task.input["stages"]["fix"] == {"passed": True}
     restarted = json.loads(stack.sfn.describe_execution(executionArn=task.execution_arn)["input"])
     assert restarted["restart"]["counts"] == {"approved_l": {"n": 1}}  # the loop's bound holds across it
+
+
+def test_a_comment_notifies_on_the_pull_request_once_and_the_run_goes_on(stack: Stack) -> None:
+    w = world(stack)
+    arn = at_the_gate(stack, w)
+    event = w.events.comment(7, "what is left?", by="alice")
+
+    effects = w.send(event)
+    w.send(event)  # delivered again
+    outside = split_decision(effects).outside
+    (effect,) = [e for e in outside if isinstance(e, SteerPipelineRuns)]
+    assert w.router.pipelines is not None and w.router.pipelines.steering is not None
+    # the outbox's retry after a crash: the comment is looked up by its key, not posted again
+    w.router.pipelines.steering.steer(
+        effect, effect_key(event.delivery_id, outside.index(effect)), w.github, w.now
+    )
+
+    notes = [body for _, n, body, _ in w.github.comments if n == 7 and "A comment came" in body]
+    assert notes == ["A comment came while run 7 waits"]
+    assert stack.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"

@@ -156,14 +156,22 @@ class PipelineRuntime(Construct):
         self._acknowledge(role, machines=True, tokens=True)
 
     def grant_running(self, role: iam.IRole, function: lambda_.Function) -> None:
-        """The router: publish on first need, start runs, and answer their stages' tokens."""
+        """The router: publish on first need, start runs, answer their stages' tokens, and steer
+        a running run when an event reaches it (read where it is; stop it and its child runs)."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=[*PUBLISH_ACTIONS, "states:StartExecution"], resources=[self.machines]
+                actions=[*PUBLISH_ACTIONS, "states:StartExecution", "states:ListExecutions"],
+                resources=[self.machines],
             )
         )
         role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[self.executions])
+            iam.PolicyStatement(
+                actions=["states:DescribeExecution", "states:GetExecutionHistory", "states:StopExecution"],
+                resources=[self.executions],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["states:ListStateMachines"], resources=["*"])
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(

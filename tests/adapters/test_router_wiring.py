@@ -182,6 +182,8 @@ def test_the_router_and_reconciler_get_the_pipelines_when_their_environment_name
     assert runs is not None and runs.queue_url == ENVIRONMENT["EVENTS_QUEUE_URL"]
     assert runs.pipelines.prefix == "squadron-dev"
     assert runs.pipelines.role_arn == PIPELINES["PIPELINES_ROLE_ARN"]
+    # the router records each run it starts, so an event reaches it (on_events)
+    assert runs.steering is not None and isinstance(runs.index, DynamoRegistry)
     tasks = runtime.dispatcher.pipeline_tasks
     assert tasks is not None and tasks.prefix == "squadron-dev"
     # It carries tasks out (not only refuses them): the router's outbox, its claims, GitHub, webhooks,

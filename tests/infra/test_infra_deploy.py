@@ -292,7 +292,9 @@ def test_the_capacity_model_counts_every_draw_the_template_fixes(synthesized: Sy
         "DomainEventsPublisher": deployment.stream_executions,
         "ReconcilerFunction": deployment.reconciler_executions,
     }
-    assert deployment.lambda_left(20) == 20 - deployment.router_max_concurrency - sum(draws.values())
+    assert deployment.lambda_left(20) == 20 - deployment.router_max_concurrency - sum(
+        n or 0 for n in draws.values()
+    )
 
 
 def test_the_doctor_reads_every_draw_on_lambda_concurrency_from_the_template(

@@ -68,12 +68,23 @@ def test_the_reconciler_publishes_and_the_router_publishes_starts_and_answers(
         "states:SendTaskSuccess",
         "states:SendTaskFailure",
         "states:SendTaskHeartbeat",
+        # an event reaching a running run (on_events): where it is, stop it and its child runs
+        "states:GetExecutionHistory",
+        "states:StopExecution",
+        "states:ListExecutions",
+        "states:ListStateMachines",
     }
+    for action in ("states:GetExecutionHistory", "states:StopExecution"):
+        (resource,) = router[action]
+        assert ":execution:squadron-ci_*" in resource
+    (listed,) = router["states:ListExecutions"]
+    assert ":stateMachine:squadron-ci_*" in listed
+    assert "states:StopExecution" not in reconciler
     for grants in (reconciler, router):
         for action in PUBLISH_ACTIONS:
             (resource,) = grants[action]
             assert ":stateMachine:squadron-ci_*" in resource
-        assert "states:StopExecution" not in grants and "states:DeleteStateMachine" not in grants
+        assert "states:DeleteStateMachine" not in grants
         execution_role = synthesized.logical_id(synthesized.stack.pipelines.role)
         assert any(execution_role in resource for resource in grants["iam:PassRole"])
 

@@ -44,6 +44,7 @@ from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_or
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import EXECUTION_LEASE, Claim, FailedEffect
 from squadron.domain.pipelines.humans import HumanWait
+from squadron.domain.pipelines.reactions import MAX_RUNS_PER_SUBJECT, RunRecord
 from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
 from squadron.domain.writes import WriteClaim
@@ -85,6 +86,8 @@ class FakeRegistry:
         self.failed: list[FailedEffect] = []
         #: (repo, costed issue) -> agent id -> what its running task reported it has spent
         self.live: dict[tuple[int, int], dict[str, LiveSpend]] = {}
+        #: (repo, issue or None) -> execution ARN -> the pipeline run recorded when it started
+        self.pipeline_runs: dict[tuple[int, int | None], dict[str, RunRecord]] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -475,6 +478,25 @@ class FakeRegistry:
             }
         )
         return True
+
+    # --- pipeline runs of an issue (PipelineRunIndex) ------------------------------------------
+
+    def record_run(self, run: RunRecord) -> None:
+        self.calls["record_run"] += 1
+        self.pipeline_runs.setdefault((run.repo_id, run.number), {})[run.execution_arn] = run
+
+    def runs_of(self, repo_id: int, number: int | None) -> list[RunRecord]:
+        self.calls["runs_of"] += 1
+        runs = sorted(
+            self.pipeline_runs.get((repo_id, number), {}).values(),
+            key=lambda run: (run.started_at, run.execution_arn),
+            reverse=True,
+        )
+        return runs[:MAX_RUNS_PER_SUBJECT]
+
+    def forget_run(self, repo_id: int, number: int | None, execution_arn: str) -> None:
+        self.calls["forget_run"] += 1
+        self.pipeline_runs.get((repo_id, number), {}).pop(execution_arn, None)
 
     def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None:
         self.calls["claim_write"] += 1

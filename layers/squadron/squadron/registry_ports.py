@@ -25,6 +25,7 @@ from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import Claim, FailedEffect
 from squadron.domain.pipelines.humans import HumanWait
+from squadron.domain.pipelines.reactions import RunRecord
 from squadron.domain.routing import IssueView
 from squadron.domain.writes import WriteClaim
 
@@ -310,4 +311,30 @@ class HumanWaits(Protocol):
 
     def close_wait(self, repo_id: int, number: int, entry: str) -> None:
         """The wait's answer was sent (or its task is over): it is no longer open."""
+        ...
+
+
+class PipelineRunIndex(Protocol):
+    """The pipeline runs started on each issue or pull request, so an event can reach them
+    (``adapters/registry/pipeline_run_index.py``; docs/pipelines.md, "Reactive handlers at run time").
+
+    Kept in the registry rather than found through Step Functions: finding a subject's runs there
+    means listing every running execution of each of the repository's state machines and
+    describing each one to read its input (its name is a hash), so a steering event would cost a
+    call per running run of the repository; here it is one query of the subject's partition. A
+    run is recorded when the outbox starts it and forgotten once a reaction finds it over (an
+    item also expires after the longest run time).
+    """
+
+    def record_run(self, run: RunRecord) -> None:
+        """Record ``run`` (again: harmless, the record is the same)."""
+        ...
+
+    def runs_of(self, repo_id: int, number: int | None) -> list[RunRecord]:
+        """The recorded runs of the subject (None: repository-wide runs), newest first, at most
+        :data:`~squadron.domain.pipelines.reactions.MAX_RUNS_PER_SUBJECT`."""
+        ...
+
+    def forget_run(self, repo_id: int, number: int | None, execution_arn: str) -> None:
+        """Forget a run that is over (nothing when it is not recorded)."""
         ...

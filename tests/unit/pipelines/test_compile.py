@@ -249,7 +249,73 @@ def _lifecycle(c: Compiled) -> None:
     assert ESCALATE not in s and "__escalated__" not in s
 
 
+def _restartable(c: Compiled) -> None:
+    s = states(c)
+    # a Choice first: a run whose input names a restart takes that path, any other starts as usual
+    assert s["__start__"]["Type"] == "Choice"
+    assert s["__start__"]["Choices"] == [
+        {"Variable": "$.restart.from", "IsPresent": True, "Next": "__restart__"}
+    ]
+    assert s["__start__"]["Default"] == "__fresh__" and s["__fresh__"]["Next"] == "__context__"
+    assert s["__restart__"]["Parameters"]["data"] == {"trigger.$": "$.data", "stages.$": "$.restart.stages"}
+    assert s["__restart__"]["Parameters"]["counts.$"] == "$.restart.counts"  # a restart keeps its bounds
+    assert s["__restart_context__"]["Result"] == {"x": 1}
+    assert [(c["StringEquals"], c["Next"]) for c in s["__restart_from__"]["Choices"]] == [
+        ("tests", "tests"),
+        ("cool", "cool.if"),  # a stage's entry: its condition first
+        ("review", "review"),
+    ]
+    # an event's cancel answers the waiting task so: the stage ends the run cancelled
+    assert s["review"]["Catch"][0] == {
+        "ErrorEquals": ["Squadron.Cancelled"],
+        "ResultPath": "$.error",
+        "Next": "__cancel__",
+    }
+    assert s["__cancel__"] == {
+        "Type": "Fail",
+        "Error": "Squadron.Cancelled",
+        "Cause": "the pipeline was cancelled",
+    }
+
+
+def _cancellable(c: Compiled) -> None:
+    s = states(c)
+    assert s["__start__"]["Type"] == "Pass" and "__restart__" not in s  # no restart handler: no restart path
+    assert s["review"]["Catch"][0]["ErrorEquals"] == ["Squadron.Cancelled"]
+
+
+def _not_steered(c: Compiled) -> None:
+    s = states(c)
+    assert s["__start__"]["Type"] == "Pass" and "__cancel__" not in s
+    assert all(catch["ErrorEquals"] != ["Squadron.Cancelled"] for catch in s["review"]["Catch"])
+
+
+STEERED_STAGES = """
+- {id: tests, type: agent, agent: feat-dev}
+- {id: cool, type: delay, duration: 1m, condition: {labels_include: slow}}
+- {id: review, type: agent, agent: pr-review}
+"""
+
 CASES: list[tuple[str, str, str, Callable[[Compiled], None]]] = [
+    (
+        "on_events that restart: a restart entry",
+        STEERED_STAGES,
+        "context: {x: 1}\non_events:\n  pull_request.synchronize: {action: invalidate_and_restart, "
+        "invalidate: [review], restart_from: tests}\n",
+        _restartable,
+    ),
+    (
+        "on_events that cancel: stages catch the cancel",
+        STEERED_STAGES,
+        "on_events:\n  pull_request.closed: {action: cancel}\n",
+        _cancellable,
+    ),
+    (
+        "on_events that only notify: as without",
+        STEERED_STAGES,
+        "on_events:\n  issue_comment.created: {action: notify, notify: {message: hi}}\n",
+        _not_steered,
+    ),
     (
         "agent",
         "- {id: build, type: agent, agent: feat-dev, action: 'Build {{ context.x }}', timeout: 30m}",

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Launches,
         Leases,
         Outbox,
+        PipelineRunIndex,
         WriteClaims,
     )
 
@@ -50,9 +51,10 @@ if TYPE_CHECKING:
         Outbox,
         History,
         HumanWaits,
+        PipelineRunIndex,
     ]:
         """Both implementations claim every port (mypy checks it here)."""
-        return (registry,) * 12
+        return (registry,) * 13
 
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

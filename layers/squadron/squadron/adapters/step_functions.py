@@ -268,6 +268,15 @@ class Pipelines:
         )
         return None if held is None else _view(held)
 
+    def history(self, execution_arn: str, limit: int) -> list[dict[str, Any]]:
+        """The run's newest ``limit`` history events (one page, newest first where the service
+        honours ``reverseOrder``: sort by ``id`` to be sure)."""
+        page = self._call(
+            "get_execution_history", executionArn=execution_arn, reverseOrder=True, maxResults=limit
+        )
+        events: list[dict[str, Any]] = page.get("events", [])
+        return events
+
     def runs(self, state_machine_arn: str, status: RunStatus | None = None) -> Iterator[dict[str, Any]]:
         """The state machine's runs, newest first (list items: ARN, name, status, dates)."""
         kwargs: dict[str, Any] = {"stateMachineArn": state_machine_arn}

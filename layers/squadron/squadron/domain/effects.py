@@ -291,6 +291,24 @@ class StartPipelineRun:
 
 
 @dataclass(frozen=True)
+class SteerPipelineRuns:
+    """Carry out the ``on_events`` handler of ``event`` on each running run of the issue or pull
+    request ``number`` (docs/pipelines.md, "Reactive handlers at run time"): what each run does is
+    :func:`squadron.domain.pipelines.reactions.reaction`, every step under this effect's key (a
+    restarted run's name is the delivery's, so a retry starts it once). ``by``: the writer who
+    vouched for the event."""
+
+    repo_id: int
+    repo_full_name: str
+    installation_id: int | None
+    number: int | None
+    event: str
+    delivery: str
+    by: str
+    kind: Literal["steer_pipeline_runs"] = "steer_pipeline_runs"
+
+
+@dataclass(frozen=True)
 class Discard:
     """Nothing to do; ``reason`` is logged and counted.
 
@@ -325,6 +343,7 @@ Effect = (
     | ConfirmMemory
     | OpenRetrospective
     | StartPipelineRun
+    | SteerPipelineRuns
     | Discard
 )
 
@@ -350,6 +369,7 @@ Outside = (
     | ConfirmMemory
     | OpenRetrospective
     | StartPipelineRun
+    | SteerPipelineRuns
 )
 
 
@@ -400,6 +420,7 @@ def split_decision(effects: Iterable[Effect]) -> Split:
                 | ConfirmMemory()
                 | OpenRetrospective()
                 | StartPipelineRun()
+                | SteerPipelineRuns()
             ):
                 outside.append(effect)
             case Discard():

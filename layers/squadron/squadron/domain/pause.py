@@ -34,6 +34,7 @@ from squadron.domain.effects import (
     PutAgent,
     RemoveBlocker,
     StartPipelineRun,
+    SteerPipelineRuns,
 )
 
 
@@ -51,7 +52,7 @@ def quiet_write(write: AgentWrite, before: Mapping[str, AgentRecord]) -> bool:
 
 def withheld(effect: Effect, before: Mapping[str, AgentRecord]) -> bool:
     """Whether a paused repository must not carry ``effect`` out."""
-    if isinstance(effect, LaunchAgent | EvaluateMerge | StartPipelineRun):
+    if isinstance(effect, LaunchAgent | EvaluateMerge | StartPipelineRun | SteerPipelineRuns):
         return True
     if isinstance(effect, PutAgent):
         return not quiet_write(effect.write, before)

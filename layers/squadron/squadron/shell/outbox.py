@@ -32,6 +32,7 @@ from squadron.domain.effects import (
     Outside,
     PostComment,
     StartPipelineRun,
+    SteerPipelineRuns,
     StopAgentTask,
     effect_key,
 )
@@ -262,8 +263,22 @@ class OutboxExecutor:
                     )
                     return
                 self.pipelines.start(effect, self.policies(event).pipelines, correlation_id=event.delivery_id)
+            case SteerPipelineRuns():
+                self._steer(effect, key, github, look_since)
             case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
                 assert_never(effect)
+
+    def _steer(
+        self, effect: SteerPipelineRuns, key: str, github: RouterGitHub, look_since: datetime | None
+    ) -> None:
+        steering = self.pipelines.steering if self.pipelines is not None else None
+        if steering is None:
+            logger.info(
+                "no pipeline runs recorded here; %s on %s not steered", effect.event, effect.repo_full_name
+            )
+            return
+        for line in steering.steer(effect, key, github, look_since):
+            logger.info("%s on %s#%s: %s", effect.event, effect.repo_full_name, effect.number, line)
 
     def _verdict(
         self, event: EventEnvelope, effect: EvaluateMerge, key: str, verdict: str, text: str

@@ -12,7 +12,10 @@ each run (:mod:`squadron.shell.reconciler`).
 the router's outbox: it publishes what the run needs when that is not yet published or has
 changed (the first trigger of a repository's pipeline publishes it, as a repository's EFS access
 point is made at its first launch), then starts the run on that version under the effect's
-name: a retry, or the same delivery handled twice, is the same execution.
+name: a retry, or the same delivery handled twice, is the same execution. With an ``index``, the
+run is recorded on its issue or pull request with its version's ``on_events``, and
+:attr:`PipelineRuns.steering` carries out the events that reach it
+(:mod:`squadron.shell.pipeline_steering`).
 
 A pipeline removed from the configuration keeps its state machine: runs that started on one of
 its versions go on to their end (deleting it would fail them); no event starts a new one, since
@@ -34,6 +37,9 @@ from squadron.domain.pipeline_wire import WireError, run_input
 from squadron.domain.pipelines.compile import CompileError, compile_pipeline
 from squadron.domain.pipelines.models import Pipeline
 from squadron.domain.pipelines.publishing import children, needed, publish_order
+from squadron.domain.pipelines.reactions import RunRecord, handlers_of
+from squadron.registry_ports import PipelineRunIndex
+from squadron.shell.pipeline_steering import PipelineSteering
 
 logger = logging.getLogger(__name__)
 
@@ -58,11 +64,15 @@ class PipelineRuns:
         pipelines: Pipelines,
         *,
         queue_url: str,
+        index: PipelineRunIndex | None = None,
         events: Callable[[DomainEvent], bool] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.pipelines = pipelines
         self.queue_url = queue_url
+        #: Where each started run is recorded, so events reach it (None: runs are not steered).
+        self.index = index
+        self.steering = PipelineSteering(pipelines, index) if index is not None else None
         #: Stores a run's ``pipeline.run_started.v1`` once (the registry's ``record_event``);
         #: None: no event (docs/pipelines.md, "Events").
         self.events = events
@@ -155,6 +165,20 @@ class PipelineRuns:
                 installation_id=effect.installation_id,
             ),
         )
+        if self.index is not None:
+            pipeline = pipelines[effect.pipeline]
+            self.index.record_run(
+                RunRecord(
+                    repo_id=effect.repo_id,
+                    number=effect.issue_number,
+                    pipeline=effect.pipeline,
+                    execution_arn=run.execution_arn,
+                    version_arn=version,
+                    started_at=datetime.now(UTC),
+                    on_events=handlers_of(pipeline),
+                    stages=tuple(stage.id for stage in pipeline.stages),
+                )
+            )
         logger.info(
             "%s: pipeline %r run %s %s",
             effect.repo_full_name,

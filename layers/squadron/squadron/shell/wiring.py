@@ -288,7 +288,13 @@ def assemble_router(
         )
         if retros is not None
         else None,
-        pipelines=PipelineRuns(pipelines, queue_url=events_queue_url, events=registry.record_event)
+        pipelines=PipelineRuns(
+            pipelines,
+            queue_url=events_queue_url,
+            # the registry records each run on its issue so events reach it (docs/pipelines.md)
+            index=registry if isinstance(registry, DynamoRegistry) else None,
+            events=registry.record_event,
+        )
         if pipelines is not None
         else None,
     )

@@ -26,6 +26,11 @@ FAILED = "__failed__"
 CANCEL = "__cancel__"
 START = "__start__"
 CONTEXT = "__context__"
+#: A run that may be restarted part-way: ``__start__`` is a Choice between these and ``__fresh__``.
+FRESH = "__fresh__"
+RESTART = "__restart__"
+RESTART_CONTEXT = "__restart_context__"
+RESTART_FROM = "__restart_from__"
 
 
 def state_key(stage_id: str) -> str:

@@ -56,8 +56,12 @@ from squadron.domain.pipelines.asl import (
     ESCALATED,
     FAIL,
     FAILED,
+    FRESH,
     INPUT,
     MAX_STATE_NAME,
+    RESTART,
+    RESTART_CONTEXT,
+    RESTART_FROM,
     START,
     SUCCEEDED,
     TIMEOUT_ERRORS,
@@ -77,6 +81,7 @@ from squadron.domain.pipelines.models import (
     PipelineBranch,
     PipelineStage,
 )
+from squadron.domain.pipelines.reactions import restarts, steered
 
 #: Step Functions' largest state machine definition we publish (bytes of its JSON); a pipeline
 #: past it is refused with the reason, never published cut.
@@ -190,7 +195,10 @@ class _Builder:
             self._stage(position, stage)
         self._terminals()
         first = self.entry(self.pipeline.stages[0].id)
-        self.states[START] = {
+        fresh = START
+        if restarts(self.pipeline):
+            fresh = self._restart_entry(first)
+        self.states[fresh] = {
             "Type": "Pass",
             "Parameters": {
                 "squadron.$": "$.squadron",
@@ -200,13 +208,7 @@ class _Builder:
             },
             "Next": CONTEXT,
         }
-        # a literal (``Result``): the repository's context is data, never read as a path
-        self.states[CONTEXT] = {
-            "Type": "Pass",
-            "Result": self.pipeline.context,
-            "ResultPath": "$.data.context",
-            "Next": first,
-        }
+        self.states[CONTEXT] = {**self._context(), "Next": first}
         states = reachable(START, self.states)
         for state in states:
             if len(state) > MAX_STATE_NAME:  # ids are at most 64 characters, suffixes at most 12
@@ -217,6 +219,42 @@ class _Builder:
             "TimeoutSeconds": self.pipeline.timeout,
             "States": states,
         }
+
+    def _restart_entry(self, first: str) -> str:
+        """A run that may be restarted part-way (its ``on_events`` restart or re-evaluate): a
+        ``Choice`` first. A run whose input has ``restart`` (:mod:`squadron.domain.pipelines.reactions`)
+        takes its stages' outputs, counts and timeouts from there and begins at ``restart.from``;
+        any other run starts as usual. The name of the state that starts as usual."""
+        self.states[START] = {
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.restart.from", "IsPresent": True, "Next": RESTART}],
+            "Default": FRESH,
+        }
+        self.states[RESTART] = {
+            "Type": "Pass",
+            "Parameters": {
+                "squadron.$": "$.squadron",
+                "data": {"trigger.$": "$.data", "stages.$": "$.restart.stages"},
+                "counts.$": "$.restart.counts",
+                "timeouts.$": "$.restart.timeouts",
+                "restart_from.$": "$.restart.from",
+            },
+            "Next": RESTART_CONTEXT,
+        }
+        self.states[RESTART_CONTEXT] = {**self._context(), "Next": RESTART_FROM}
+        self.states[RESTART_FROM] = {
+            "Type": "Choice",
+            "Choices": [
+                {"Variable": "$.restart_from", "StringEquals": stage.id, "Next": self.entry(stage.id)}
+                for stage in self.pipeline.stages
+            ],
+            "Default": first,
+        }
+        return FRESH
+
+    def _context(self) -> dict[str, Any]:
+        # a literal (``Result``): the repository's context is data, never read as a path
+        return {"Type": "Pass", "Result": self.pipeline.context, "ResultPath": "$.data.context"}
 
     def _terminals(self) -> None:
         on_error = [dump(action) for action in self.pipeline.on_error]
@@ -343,6 +381,8 @@ class _Builder:
         """A stage's ``Catch``: a merge conflict, a timeout, a failure after its retries, then any
         other error fails the run (its ``on_error`` actions)."""
         catches: list[dict[str, Any]] = []
+        if steered(self.pipeline):  # an event cancelled the run (its waiting task is answered so)
+            catches.append({"ErrorEquals": [RUN_CANCELLED], "ResultPath": "$.error", "Next": CANCEL})
         if isinstance(stage, MergePrStage) and stage.on_conflict is not None:
             catches.append(
                 {

@@ -25,7 +25,8 @@ from squadron.domain.effects import (
 )
 from squadron.domain.events import EventEnvelope
 from squadron.domain.issue_budget import LiveSpend
-from squadron.domain.pipelines.triggers import could_start
+from squadron.domain.pipelines.reactions import could_steer
+from squadron.domain.pipelines.triggers import could_start, event_name
 from squadron.domain.routing.normalize import as_webhook, normalize_comment
 from squadron.domain.routing.policy import RoutingPolicy
 
@@ -139,7 +140,11 @@ def _starter(event: EventEnvelope, policy: RoutingPolicy) -> frozenset[str]:
     """The sender of an event that triggers a pipeline, when a person: their write access vouches
     for the run (:mod:`squadron.domain.routing.pipelines`)."""
     sender = event.sender
-    if sender.is_bot or is_app(sender.login, policy.bot_login) or not could_start(policy.pipelines, event):
+    if (
+        sender.is_bot
+        or is_app(sender.login, policy.bot_login)
+        or not (could_start(policy.pipelines, event) or could_steer(policy.pipelines, event_name(event)))
+    ):
         return frozenset()
     return frozenset({sender.login})
 

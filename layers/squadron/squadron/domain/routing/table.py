@@ -31,6 +31,7 @@ from squadron.domain.routing.pipelines import pipeline_starts
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
 from squadron.domain.routing.snapshot import Handler, Snapshot
+from squadron.domain.routing.steering import pipeline_steering
 
 
 def compose(*tables: Mapping[tuple[str, str | None], Handler]) -> Mapping[tuple[str, str | None], Handler]:
@@ -89,6 +90,7 @@ def route(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[E
         return [Discard(f"no route for {event.event}.{event.action}")]
     effects = handler(event, snap, policy)
     effects += pipeline_starts(event, snap, policy, effects)
+    effects += pipeline_steering(event, snap, policy, effects)
     effects += _heal_pending_launches(snap, effects)
     return effects or [Discard(f"{event.event}.{event.action}: nothing to do")]
 

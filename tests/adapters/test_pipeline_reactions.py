@@ -1,0 +1,238 @@
+"""Events reach running pipelines (issue 30, item 2: ``on_events``), on moto's Step Functions
+interpreter with the real adapter: the router decides (tests.support.world), its outbox steers the
+runs recorded on the pull request (squadron.shell.pipeline_steering), and each test asserts on
+what Step Functions holds afterwards — the executions, their status, the first task of a
+restarted run — and on what was posted.
+
+A run is held at a waiting gate by not answering its task (the router would judge it at once).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from squadron.domain.effects import SteerPipelineRuns, effect_key, split_decision
+from squadron.domain.events import EventEnvelope
+from squadron.domain.pipeline_wire import PipelineTask, StageSucceeded, parse_task
+from squadron.domain.pipelines.models import Pipeline
+from squadron.domain.pipelines.work import Where
+from squadron.domain.routing import RoutingPolicy
+from squadron.shell.pipeline_runs import PipelineRuns
+from squadron.shell.pipelines import PipelineTasks
+from tests.support.events import BOT
+from tests.support.fake_registry import FakeRouterGitHub
+from tests.support.step_functions import PREFIX, Stack, step_functions
+from tests.support.world import World
+
+REPO = 1  # tests.support.events: octo/repo
+PEOPLE = {"alice": "write", "mallory": "read"}
+LIFECYCLE = Pipeline.model_validate(
+    {
+        "trigger": {"event": "pull_request.opened"},
+        "on_events": {
+            "pull_request.synchronize": {
+                "action": "invalidate_and_restart",
+                "invalidate": ["review"],
+                "restart_from": "review",
+            },
+            "pull_request.closed": {"action": "cancel"},
+            "issue_comment.created": {
+                "action": "notify",
+                "notify": {"message": "A comment came while run {{ trigger.number }} waits"},
+            },
+        },
+        "stages": [
+            {"id": "say", "type": "action", "action": "comment", "config": {"message": "tests ran"}},
+            {"id": "review", "type": "gate", "conditions": [{"check": "label_present", "label": "go"}]},
+        ],
+    }
+)
+
+
+class NoFacts:
+    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Any:
+        raise AssertionError("no gate is judged here")
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    with step_functions() as made:
+        yield made
+
+
+def world(stack: Stack) -> World:
+    w = World(policy=RoutingPolicy(pipelines={"lifecycle": LIFECYCLE}), github=FakeRouterGitHub(dict(PEOPLE)))
+    w.router.pipelines = PipelineRuns(stack.pipelines, queue_url=stack.queue_url, index=w.registry)
+    return w
+
+
+def executions(stack: Stack) -> list[dict[str, Any]]:
+    arn = stack.pipelines.state_machine_arn(REPO, "lifecycle")
+    found: list[dict[str, Any]] = stack.sfn.list_executions(stateMachineArn=arn)["executions"]
+    return found
+
+
+def next_task(stack: Stack) -> PipelineTask:
+    (message,) = stack.messages(1)
+    task = parse_task(message["Body"])
+    assert task is not None
+    return task
+
+
+def at_the_gate(stack: Stack, w: World) -> str:
+    """A writer's pull request starts the run; its first stage is carried out (a comment), and it
+    waits at the gate (its task left unanswered). The run's ARN."""
+    w.send(w.events.pr(7, "feat/x", author="alice"))
+    tasks = PipelineTasks(
+        stack.pipelines,
+        prefix=PREFIX,
+        outbox=w.router._outbox,
+        claims=w.registry,
+        facts=NoFacts(),
+        where=lambda repository_id: Where("octo/repo", 77),
+        clock=lambda: w.now,
+    )
+    say = next_task(stack)
+    assert say.stage == "say"
+    assert tasks.handle(say)["answered"] is True
+    gate = next_task(stack)
+    assert gate.stage == "review"
+    return gate.execution_arn
+
+
+def push(w: World, by: str = "alice") -> EventEnvelope:
+    event = w.events.pr(7, "feat/x", action="synchronize")
+    return event.model_copy(update={"sender": event.sender.model_copy(update={"login": by})})
+
+
+def ended(stack: Stack, arn: str) -> dict[str, Any]:
+    return stack.finished(arn)
+
+
+def test_a_push_restarts_the_run_from_the_named_stage_once_even_delivered_twice(stack: Stack) -> None:
+    w = world(stack)
+    first = at_the_gate(stack, w)
+    event = push(w)
+
+    effects = w.send(event)
+    w.send(event)  # GitHub delivers it again
+
+    assert ended(stack, first)["status"] != "RUNNING"  # the invalidated run is over
+    runs = executions(stack)
+    assert len(runs) == 2
+    (restarted,) = [r for r in runs if r["executionArn"] != first]
+    assert restarted["status"] == "RUNNING"
+    # the new run begins at the named stage, with what came before it kept and the invalidated dropped
+    task = next_task(stack)
+    assert (task.execution_arn, task.stage) == (restarted["executionArn"], "review")
+    assert set(task.input["stages"]) == {"say"}
+    assert len(w.github.comments) == 1  # the stage before it was not run again
+    # the restarted run is recorded on the pull request: the next event reaches it
+    assert [r.execution_arn for r in w.registry.runs_of(REPO, 7)] == [restarted["executionArn"]]
+
+    # The outbox's retry after a crash that left the old run recorded: the same restart, no third run.
+    outside = split_decision(effects).outside
+    (effect,) = [e for e in outside if isinstance(e, SteerPipelineRuns)]
+    key = effect_key(event.delivery_id, outside.index(effect))
+    old = next(r for r in w.registry.pipeline_runs[(REPO, 7)].values())
+    w.registry.record_run(old.__class__(**{**old.__dict__, "execution_arn": first}))
+    assert w.router.pipelines is not None
+    steering = w.router.pipelines.steering
+    assert steering is not None
+    steering.steer(effect, key, w.github, None)
+    assert len(executions(stack)) == 2
+
+
+def test_closing_the_pull_request_cancels_the_run(stack: Stack) -> None:
+    w = world(stack)
+    arn = at_the_gate(stack, w)
+
+    w.send(w.events.pr_closed(7, "feat/x", merged=False, by="alice"))
+
+    held = ended(stack, arn)
+    assert held["status"] in ("FAILED", "ABORTED")
+    assert held.get("error") == "Squadron.Cancelled"
+    assert len(executions(stack)) == 1  # nothing started instead
+    assert w.registry.runs_of(REPO, 7) == []  # forgotten: nothing left to steer
+
+
+@pytest.mark.parametrize("by", ["mallory", BOT], ids=["a stranger's push", "the App's own push"])
+def test_an_event_nobody_vouched_for_steers_nothing(stack: Stack, by: str) -> None:
+    w = world(stack)
+    arn = at_the_gate(stack, w)
+
+    effects = w.send(push(w, by=by))
+
+    assert not [e for e in effects if isinstance(e, SteerPipelineRuns)]
+    assert [r["executionArn"] for r in executions(stack)] == [arn]
+    assert stack.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    # the run still waits at its gate: only its first stage's task was ever answered
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    assert len([e for e in history if e["type"] in ("TaskFailed", "TaskSucceeded")]) == 1
+    assert [r.execution_arn for r in w.registry.runs_of(REPO, 7)] == [arn]
+
+
+LOOPING = Pipeline.model_validate(
+    {
+        "trigger": {"event": "pull_request.opened"},
+        "on_events": {"pull_request_review.submitted": {"action": "reevaluate_gates"}},
+        "stages": [
+            {"id": "fix", "type": "gate", "conditions": [{"check": "label_present", "label": "fixed"}]},
+            {
+                "id": "approved",
+                "type": "gate",
+                "conditions": [{"check": "pr_approvals_met", "count": 1}],
+                "on_fail": {"goto": "fix", "max_iterations": 3},
+            },
+        ],
+    }
+)
+
+
+def test_a_review_judges_again_the_gate_whose_loop_the_run_is_in(stack: Stack) -> None:
+    """The gate failed and sent the run back to ``fix``, which waits; a writer's review restarts
+    the run at the gate (judged again now), with ``fix``'s output and the loop's count kept."""
+    w = World(policy=RoutingPolicy(pipelines={"lifecycle": LOOPING}), github=FakeRouterGitHub(dict(PEOPLE)))
+    w.router.pipelines = PipelineRuns(stack.pipelines, queue_url=stack.queue_url, index=w.registry)
+    w.send(w.events.pr(7, "feat/x", author="alice"))
+    # the router's judgements, answered as it would: fix passes, the gate fails
+    fix = next_task(stack)
+    stack.pipelines.answer(fix.task_token, StageSucceeded(output={"passed": True}))
+    gate = next_task(stack)
+    assert gate.stage == "approved"
+    stack.pipelines.answer(gate.task_token, StageSucceeded(output={"passed": False, "failing": ["no"]}))
+    again = next_task(stack)
+    assert again.stage == "fix"  # round the loop: it waits here
+
+    w.send(w.events.review(7, "feat/x", "approved", by="alice", pr_author="alice"))
+
+    assert ended(stack, gate.execution_arn)["status"] != "RUNNING"
+    task = next_task(stack)
+    assert task.execution_arn != gate.execution_arn and task.stage == "approved"
+    assert task.input["stages"]["fix"] == {"passed": True}
+    restarted = json.loads(stack.sfn.describe_execution(executionArn=task.execution_arn)["input"])
+    assert restarted["restart"]["counts"] == {"approved_l": {"n": 1}}  # the loop's bound holds across it
+
+
+def test_a_comment_notifies_on_the_pull_request_once_and_the_run_goes_on(stack: Stack) -> None:
+    w = world(stack)
+    arn = at_the_gate(stack, w)
+    event = w.events.comment(7, "what is left?", by="alice")
+
+    effects = w.send(event)
+    w.send(event)  # delivered again
+    outside = split_decision(effects).outside
+    (effect,) = [e for e in outside if isinstance(e, SteerPipelineRuns)]
+    assert w.router.pipelines is not None and w.router.pipelines.steering is not None
+    # the outbox's retry after a crash: the comment is looked up by its key, not posted again
+    w.router.pipelines.steering.steer(
+        effect, effect_key(event.delivery_id, outside.index(effect)), w.github, w.now
+    )
+
+    notes = [body for _, n, body, _ in w.github.comments if n == 7 and "A comment came" in body]
+    assert notes == ["A comment came while run 7 waits"]
+    assert stack.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"

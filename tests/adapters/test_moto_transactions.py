@@ -1,5 +1,6 @@
-"""The suite's moto (tests/support/moto_transactions.py): a transaction's rollback snapshot is taken
-once per table, and a cancelled transaction still leaves every item as it was before it."""
+"""The suite's moto (tests/support/moto_transactions.py): a transaction copies no table (its
+roll-back is by item, as the local stack's moto server's), and a cancelled transaction still leaves
+every item as it was before it."""
 
 from __future__ import annotations
 
@@ -78,9 +79,7 @@ def test_a_transaction_commits_whole_or_leaves_every_item_as_it_was(
         assert _values(dynamodb) == before
 
 
-def test_a_transaction_of_many_items_copies_its_table_once(
-    dynamodb: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_transaction_of_many_items_copies_no_table(dynamodb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     deepcopy, tables = copy.deepcopy, []
 
     def counting(value: Any, memo: Any = None) -> Any:
@@ -90,6 +89,11 @@ def test_a_transaction_of_many_items_copies_its_table_once(
 
     monkeypatch.setattr(copy, "deepcopy", counting)
     dynamodb.transact_write_items(TransactItems=[_bump(f"item-{n}") for n in range(5)])
-    # moto alone: one whole copy of the table per item (five). None at all once the local stack's
-    # moto server patch ran in this process (tests/adapters/test_moto_server.py): it rolls back by item.
-    assert tables in ([TABLE], [])
+    with pytest.raises(ClientError, match="TransactionCanceled"):
+        dynamodb.transact_write_items(
+            TransactItems=[_bump(f"item-{n}", 1) for n in range(4)] + [_bump("item-4", 7)]
+        )
+    # moto alone copies the whole table once per item (five, then five again); rolled back by item
+    # from the start (whatever ran before on this worker), none at all.
+    assert tables == []
+    assert _values(dynamodb) == {f"item-{n}": 1 for n in range(5)}

@@ -144,6 +144,12 @@ def patch() -> None:
     transaction back item by item, and keep streams across a roll-back; let Step Functions start
     versions and child executions (:mod:`squadron.adapters.moto_step_functions`) (idempotent)."""
     moto_step_functions.patch()
+    patch_dynamodb()
+
+
+def patch_dynamodb() -> None:
+    """:func:`patch`'s DynamoDB part alone (idempotent): the test suite's in-process moto takes it
+    too (tests/support/moto_transactions.py), so a test's moto is the local stack's."""
     for handler in SERIALIZED:
         if not getattr(handler.call_action, "_serialized", False):
             wrapped = serialized(handler.call_action)

@@ -40,6 +40,8 @@ def gated(check: str) -> str:
 HUMAN = "{check: human_approved}"
 AGENT = "{check: pr_approvals_met, count: 1, scope: agents}"
 CI = "{check: ci_status, workflows: [ci/test]}"
+#: How a migrated approval flow waits for the review agent (docs/pipelines.md).
+AGENT_STATUS = "{check: ci_status, workflows: [squadron/pr-review]}"
 
 
 def approval(login: str, kind: str = "User") -> dict[str, Any]:
@@ -92,9 +94,11 @@ def the_repositorys_own_job_passes(github: PullRequestOnGitHub) -> None:
         (HUMAN, reader_approves, False),
         (AGENT, bot_named_like_the_agent_approves, False),
         (AGENT, stranger_posts_the_agents_status, False),
+        (AGENT_STATUS, stranger_posts_the_agents_status, False),
         (CI, forks_job_named_like_the_required_check, False),
         (HUMAN, writer_approves, True),
         (AGENT, the_app_posts_the_agents_status, True),
+        (AGENT_STATUS, the_app_posts_the_agents_status, True),
         (CI, the_repositorys_own_job_passes, True),
     ],
 )

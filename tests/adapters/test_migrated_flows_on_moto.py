@@ -58,7 +58,13 @@ def green(*files: str, reviews: tuple[Review, ...] = ()) -> Facts:
         is_pull=True,
         files=files or ("src/app.py",),
         reviews=reviews,
-        checks=(CheckResult("squadron/pr-review", "success"), CheckResult("ci", "success")),
+        permissions={"octocat": "write"},
+        app_login="squadron[bot]",
+        # the review agent's verdict is the App's status (docs/pipelines.md, "Gate checks")
+        checks=(
+            CheckResult("squadron/pr-review", "success", kind="status", creator="squadron[bot]"),
+            CheckResult("ci", "success"),
+        ),
         mergeable_state="clean",
         head_sha="abc123",
     )

@@ -47,6 +47,11 @@ class PullRequestOnGitHub:
     labels: list[str] = field(default_factory=list)
     reviews: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    #: Each collaborator's repository permission (anyone else: 404, no access).
+    permissions: dict[str, str] = field(default_factory=lambda: {"alice": "write"})
+    #: The head's repository (a fork's, or octo/app's own).
+    head_repo: str = REPO
     reads: list[str] = field(default_factory=list)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
@@ -65,7 +70,9 @@ class PullRequestOnGitHub:
             f"/repos/{REPO}/pulls/7": {
                 "number": 7,
                 "state": "open",
-                "head": {"sha": head},
+                "user": {"login": "dev", "type": "User"},
+                "head": {"sha": head, "repo": {"full_name": self.head_repo}},
+                "base": {"ref": "main", "repo": {"full_name": REPO}},
                 "mergeable_state": "clean",
             },
             f"/repos/{REPO}/pulls/7/files": [{"filename": "src/app.py"}],
@@ -74,7 +81,14 @@ class PullRequestOnGitHub:
                 "total_count": len(self.checks),
                 "check_runs": self.checks,
             },
-            f"/repos/{REPO}/commits/{head}/status": {"state": "success", "statuses": []},
+            f"/repos/{REPO}/commits/{head}/status": {"state": "success", "statuses": self.statuses},
+            **{
+                f"/repos/{REPO}/collaborators/{login}/permission": {
+                    "permission": {"maintain": "write", "triage": "read"}.get(permission, permission),
+                    "role_name": permission,
+                }
+                for login, permission in self.permissions.items()
+            },
         }
         if path not in answers:
             return httpx.Response(404, json={"message": f"no route {path}"})

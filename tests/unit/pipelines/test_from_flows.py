@@ -76,7 +76,7 @@ def _human_group(m: Migration) -> None:
     assert {"check": "human_approved", "count": 2} in stages(m)["approval"]["conditions"]
     assert any(
         n.startswith(
-            "default.required_reviews.0.role: human_group:maintainers: human_approved counts any person"
+            "default.required_reviews.0.role: human_group:maintainers: human_approved counts the approval of anyone with write access"
         )
         for n in notes(m)
     )

@@ -74,8 +74,16 @@ PR = Facts(
     labels=frozenset({"security"}),
     is_pull=True,
     files=("src/auth/login.py", "README.md"),
-    reviews=(approved("alice"), approved("squadron[bot]", bot=True)),
-    checks=(CheckResult("ci/test", "success"), CheckResult("lint", "success")),
+    reviews=(approved("alice"),),
+    author="dev-bot",
+    permissions={"alice": "write"},
+    app_login="squadron[bot]",
+    # the pr-review agent's verdict: the App's status (docs/pipelines.md, "Gate checks")
+    checks=(
+        CheckResult("ci/test", "success"),
+        CheckResult("lint", "success"),
+        CheckResult("squadron/pr-review", "success", kind="status", creator="squadron[bot]"),
+    ),
     mergeable_state="clean",
     head_sha="a" * 40,
 )
@@ -122,6 +130,7 @@ def replace(facts: Facts, **changes: Any) -> Facts:
                     approved("alice", state="CHANGES_REQUESTED"),
                     approved("alice", state="COMMENTED"),
                 ),
+                checks=(),
             ),
             False,
             ["changes requested on #7 by alice", "has 0 approval(s), needs 1"],

@@ -227,6 +227,14 @@ def evaluate(
     return GateResult("ready", (), True, method, delete, ignored)
 
 
+def counted_human_reviews(
+    pr: PullRequestState, bot_login: str
+) -> tuple[dict[str, str], tuple[str, ...], list[str]]:
+    """The authority rule over ``pr``'s reviews (see :func:`_human_reviews`); a pipeline's gate
+    judges reviews with it too (:mod:`squadron.domain.pipelines.authority`)."""
+    return _human_reviews(pr, bot_login)
+
+
 def _human_reviews(pr: PullRequestState, bot_login: str) -> tuple[dict[str, str], tuple[str, ...], list[str]]:
     """The reviews that count (by authorised humans), the ones ignored, and unknown reviewers.
 

@@ -327,8 +327,8 @@ def _review_notes(at: KeyPath, reviews: Sequence[ReviewRequirement] | None) -> l
             notes.append(
                 Note(
                     (*path, "role"),
-                    f"{review.role}: human_approved counts any person's approval (neither membership of "
-                    f"{group!r} nor repository access is checked); the merge gate (merge_pr) still "
+                    f"{review.role}: human_approved counts the approval of anyone with write access "
+                    f"(membership of {group!r} is not checked); the merge gate (merge_pr) still "
                     "requires the group. "
                     f"A human stage `from: {group}` waits for the group itself",
                 )

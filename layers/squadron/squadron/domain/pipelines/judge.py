@@ -7,7 +7,8 @@ this module judges, with nothing read here:
 * :func:`condition_holds` — a stage's ``condition`` (``labels_include``, ``paths_match``,
   ``expr``, a ``{{ template }}``, ``any`` / ``all``) against the facts and the run's data;
 * :func:`check_problem` — one gate check of the registry (:data:`~.conditions.GATE_CHECKS`):
-  None when it passes, else why not, in words a person reads in the run's history;
+  None when it passes, else why not, in words a person reads in the run's history; reviews,
+  agent verdicts and CI count only from whom the merge gate trusts (:mod:`.authority`);
 * :func:`judge_gate` — a gate's ``conditions`` (all must pass) or ``any_of`` (one must), with
   every failing check named.
 
@@ -20,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+from squadron.domain.pipelines.authority import agent_approvals, human_reviews, trusted_checks
 from squadron.domain.pipelines.conditions import (
     AllCondition,
     AnyCondition,
@@ -40,8 +42,6 @@ from squadron.domain.pipelines.conditions import (
 from squadron.domain.pipelines.templates import PipelineTemplateError, render
 from squadron.domain.repo_config.globs import path_matches
 
-#: Review states that count as a reviewer's standing verdict (a comment changes none).
-_VERDICTS = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
 #: Check-run conclusions and commit-status states, as one vocabulary.
 _STATUS_AS_CONCLUSION = {"success": "success", "failure": "failure", "error": "failure", "pending": None}
 
@@ -50,7 +50,7 @@ _STATUS_AS_CONCLUSION = {"success": "success", "failure": "failure", "error": "f
 class Review:
     login: str
     state: str
-    #: Written by a bot (the App's agents review as the App).
+    #: Written by a bot (GitHub's user type, or a ``[bot]`` login): never counts.
     bot: bool
     #: When it was submitted (ISO text; GitHub's order when equal).
     submitted_at: str = ""
@@ -58,10 +58,16 @@ class Review:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """A check run or a commit status of the head: its name and conclusion (None: not done)."""
+    """A check run or a commit status of the head: its name and conclusion (None: not done), and
+    its source (:mod:`.authority` decides which count)."""
 
     name: str
     conclusion: str | None
+    kind: Literal["check_run", "status"] = "check_run"
+    #: A check run's App (its slug: ``github-actions`` for a workflow's job).
+    app: str = ""
+    #: A status's creator, when GitHub names it ("" when it does not: the combined status).
+    creator: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,15 @@ class Facts:
     files: tuple[str, ...] = ()
     #: Every review, oldest first.
     reviews: tuple[Review, ...] = ()
+    #: The pull request's author (their own review never counts).
+    author: str = ""
+    #: The repository permission of each reviewer the shell asked GitHub about (at most
+    #: MAX_REVIEWERS_CHECKED; one missing is unknown: their review counts for nothing).
+    permissions: Mapping[str, str] = field(default_factory=dict)
+    #: The App's own login (its statuses carry the agents' verdicts).
+    app_login: str = ""
+    #: The head is a fork's (its ``pull_request`` workflows are the fork's own).
+    fork: bool = False
     checks: tuple[CheckResult, ...] = ()
     #: GitHub's ``mergeable_state`` (``behind``, ``clean``, ``blocked``, ``dirty``, ``unknown``...).
     mergeable_state: str = "unknown"
@@ -113,21 +128,17 @@ def condition_holds(condition: Any, facts: Facts, data: Mapping[str, Any]) -> bo
     raise TypeError(f"not a condition: {condition!r}")  # pragma: no cover - the model's union
 
 
-def _latest(reviews: Sequence[Review]) -> dict[str, Review]:
-    """Each reviewer's standing review (the last that approved, requested changes or was dismissed)."""
-    standing: dict[str, Review] = {}
-    for review in reviews:
-        if review.state.upper() in _VERDICTS:
-            standing[review.login.casefold()] = review
-    return standing
-
-
-def _approvals(facts: Facts, scope: str) -> int:
-    return sum(
-        1
-        for review in _latest(facts.reviews).values()
-        if review.state.upper() == "APPROVED" and (scope == "all" or (scope == "agents") == review.bot)
-    )
+def _approvals(facts: Facts, scope: str) -> tuple[int, str]:
+    """How many approvals of ``scope`` count (:mod:`.authority`), and what did not, in words."""
+    humans = human_reviews(facts) if scope != "agents" else None
+    agents = agent_approvals(facts) if scope != "humans" else []
+    have = len(agents) + (len(humans.approvals()) if humans is not None else 0)
+    notes = []
+    if humans is not None and humans.ignored:
+        notes.append("not counted: " + ", ".join(humans.ignored))
+    if humans is not None and humans.unchecked:
+        notes.append(f"access of {len(humans.unchecked)} reviewer(s) unchecked (MAX_REVIEWERS_CHECKED)")
+    return have, f" ({'; '.join(notes)})" if notes else ""
 
 
 def _target(check: Any, facts: Facts, data: Mapping[str, Any]) -> tuple[Facts | None, str]:
@@ -157,31 +168,32 @@ def check_problem(check: Any, facts: Facts, data: Mapping[str, Any]) -> str | No
         case LabelPresentCheck(label=label):
             return None if label in target.labels else f"label_present: {which} has no label {label!r}"
         case PrApprovalsMetCheck(count=count, scope=scope):
-            have = _approvals(target, scope)
+            have, notes = _approvals(target, scope)
             whose = "" if scope == "all" else f" from {scope}"
             return (
                 None
                 if have >= count
-                else f"pr_approvals_met: {which} has {have} approval(s){whose}, needs {count}"
+                else f"pr_approvals_met: {which} has {have} approval(s){whose}, needs {count}{notes}"
             )
         case HumanApprovedCheck(count=count):
-            have = _approvals(target, "humans")
+            have, notes = _approvals(target, "humans")
             return (
                 None
                 if have >= count
-                else f"human_approved: {which} has {have} human approval(s), needs {count}"
+                else f"human_approved: {which} has {have} human approval(s), needs {count}{notes}"
             )
         case NoChangesRequestedCheck():
-            asking = sorted(
-                review.login
-                for review in _latest(target.reviews).values()
-                if review.state.upper() == "CHANGES_REQUESTED"
-            )
-            return (
-                None
-                if not asking
-                else f"no_changes_requested: changes requested on {which} by {', '.join(asking)}"
-            )
+            reviews = human_reviews(target)
+            asking = reviews.changes_requested()
+            if asking:
+                return f"no_changes_requested: changes requested on {which} by {', '.join(asking)}"
+            if reviews.unchecked_changes:
+                return (
+                    f"no_changes_requested: {which} has change requests of "
+                    f"{len(reviews.unchecked_changes)} reviewer(s) whose access is unchecked "
+                    "(past MAX_REVIEWERS_CHECKED)"
+                )
+            return None
         case CiStatusCheck(workflows=workflows, expect=expect):
             return _ci_problem(target, which, list(workflows), expect)
         case BranchUpToDateCheck():
@@ -204,14 +216,16 @@ def _ci_problem(target: Facts, which: str, workflows: list[str], expect: str) ->
     if not target.is_pull:
         return f"ci_status: {which} is not a pull request"
     by_name: dict[str, str | None] = {}
-    for result in target.checks:
+    trusted, untrusted = trusted_checks(target)
+    for result in trusted:
         conclusion = _STATUS_AS_CONCLUSION.get(result.conclusion or "pending", result.conclusion)
         # a name reported twice (re-run) counts as failing while any copy is not the expected one
         if by_name.get(result.name, expect) == expect:
             by_name[result.name] = conclusion
     wanted = workflows or sorted(by_name)
+    ignored = f" (not counted: {', '.join(untrusted)})" if untrusted else ""
     if not wanted:
-        return f"ci_status: no checks reported on {which}'s head {target.head_sha[:12]}"
+        return f"ci_status: no checks reported on {which}'s head {target.head_sha[:12]}{ignored}"
     missing = [name for name in wanted if name not in by_name]
     pending = [name for name in wanted if name in by_name and by_name[name] is None]
     wrong = [f"{name} ({by_name[name]})" for name in wanted if by_name.get(name) not in (None, expect)]
@@ -222,7 +236,7 @@ def _ci_problem(target: Facts, which: str, workflows: list[str], expect: str) ->
         parts.append("pending: " + ", ".join(pending))
     if wrong:
         parts.append(f"not {expect}: " + ", ".join(wrong))
-    return f"ci_status on {which}: " + "; ".join(parts) if parts else None
+    return f"ci_status on {which}: " + "; ".join(parts) + ignored if parts else None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from squadron.adapters.sqs import SqsEventQueue, SqsRefreshQueue
 from squadron.errors import ConfigurationError
 from squadron.settings import AppNotConfiguredError
 from squadron.shell.merge_gate import MergeGate
+from squadron.shell.pipeline_facts import GitHubFacts
 from squadron.shell.pipeline_where import RunRepositories
 from squadron.shell.wiring import build_dashboards, build_reconciler, build_router
 
@@ -192,6 +193,9 @@ def test_the_router_and_reconciler_get_the_pipelines_when_their_environment_name
     assert tasks.webhooks is not None and isinstance(tasks.where_for, RunRepositories)
     # Human stages wait in the registry, and every stage's answer is a stored domain event.
     assert tasks.humans is not None and tasks.events is not None
+    # Gate checks read reviewers' permissions through the router's cache and know the App's login.
+    assert isinstance(tasks.facts, GitHubFacts) and tasks.facts.permission is not None
+    assert tasks.facts.bot_login == f"{ENVIRONMENT['GITHUB_APP_SLUG']}[bot]"
     published = build_reconciler({**RECONCILER_ENVIRONMENT, **PIPELINES}).pipelines
     assert published is not None and published.pipelines.prefix == "squadron-dev"
     # The prefix names the IAM scope: one that is not a state machine name's start is refused.

@@ -96,7 +96,7 @@ def carrying_out(
         prefix=pipelines.prefix,
         outbox=outbox,
         claims=store,
-        facts=GitHubFacts(github),
+        facts=GitHubFacts(github, bot_login=bot_login or None, permission=permission),
         webhooks=Webhooks(),
         where_for=RunRepositories(pipelines),
         humans=humans,

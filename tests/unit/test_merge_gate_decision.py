@@ -76,6 +76,12 @@ GREEN = [{"context": "squadron/pr-review", "state": "success"}, {"context": "ci"
 MAIN = {"ref": "main", "repo": {"id": 1, "full_name": "octo/repo"}}
 FORK = {"sha": SHA, "ref": "feat/issue-38", "repo": {"full_name": "mallory/repo"}}
 WAITING = "waiting: waiting on pr-review; waiting on ci"
+ACTIONS_RUN = {
+    "name": "ci",
+    "status": "completed",
+    "conclusion": "success",
+    "app": {"slug": "github-actions"},
+}
 
 JUDGEMENTS: list[tuple[str, dict[str, Any], dict[str, Any], str, str, bool, str | None]] = [
     # (case id, the PR's fields, the reads, squadron/merge's state and description, merges, branch deleted)
@@ -201,6 +207,47 @@ JUDGEMENTS: list[tuple[str, dict[str, Any], dict[str, Any], str, str, bool, str 
         None,
     ),
     ("a draft waits", {"draft": True}, {"statuses": GREEN}, "pending", "waiting: draft", False, None),
+    # Check runs that may not speak for their name (the App's verdicts are statuses; a fork's
+    # Actions job ran the fork author's workflow): each leaves the gate as if it were not there.
+    (
+        "a check run named like the App's verdict does not outvote it",
+        {},
+        {
+            "statuses": [{"context": "squadron/pr-review", "state": "failure"}, GREEN[1]],
+            "runs": [ACTIONS_RUN | {"name": "squadron/pr-review"}],
+        },
+        "failure",
+        "pr-review",
+        False,
+        None,
+    ),
+    (
+        "a check run named like the App's verdict stands in for none",
+        {},
+        {"statuses": GREEN[1:], "runs": [ACTIONS_RUN | {"name": "squadron/pr-review"}]},
+        "pending",
+        "waiting on pr-review",
+        False,
+        None,
+    ),
+    (
+        "a fork's Actions job does not pass a required check",
+        {"head": FORK},
+        {"statuses": GREEN[:1], "runs": [ACTIONS_RUN]},
+        "pending",
+        "waiting on ci",
+        False,
+        None,
+    ),
+    (
+        "the repository's own Actions job passes it",
+        {},
+        {"statuses": GREEN[:1], "runs": [ACTIONS_RUN]},
+        "success",
+        "ready: merging",
+        True,
+        "feat/issue-38",
+    ),
 ]
 
 

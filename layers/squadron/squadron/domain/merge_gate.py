@@ -167,14 +167,41 @@ def permissions_wanted(pr: Json, listed: Sequence[Json], bot_login: str) -> list
     )
 
 
-def check_outcomes(combined: Json, runs: Iterable[Json]) -> dict[str, str]:
-    """Status contexts and check-run names -> success/failure/pending/... (check runs win on a tie)."""
+#: The prefix of the App's own verdict statuses (``squadron/<role>``, ``squadron/merge``).
+APP_CONTEXT_PREFIX = "squadron/"
+#: The App whose check runs a repository's GitHub Actions workflows report under.
+ACTIONS_APP = "github-actions"
+
+
+def is_fork(pr: Json) -> bool:
+    """The pull request's head is another repository's (a fork's)."""
+    head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name")
+    base_repo = ((pr.get("base") or {}).get("repo") or {}).get("full_name")
+    return bool(head_repo and base_repo and head_repo != base_repo)
+
+
+def untrusted_run(run: Json, *, fork: bool) -> str | None:
+    """Why a check run may not speak for its name (None: it may). The App's verdicts are commit
+    statuses, never check runs, so a check run named ``squadron/...`` is somebody else's; on a
+    fork's pull request, a GitHub Actions job ran the fork author's own workflow file."""
+    name = str(run.get("name") or "")
+    app = str((run.get("app") or {}).get("slug") or "")
+    if name.startswith(APP_CONTEXT_PREFIX):
+        return f"a check run by {app or 'another source'}: only the App's own status carries a squadron/ name"
+    if fork and app == ACTIONS_APP:
+        return "a fork's GitHub Actions job: the fork's author wrote its workflow"
+    return None
+
+
+def check_outcomes(combined: Json, runs: Iterable[Json], *, fork: bool = False) -> dict[str, str]:
+    """Status contexts and check-run names -> success/failure/pending/... (check runs win on a
+    tie), leaving out the check runs that may not speak for their name (:func:`untrusted_run`)."""
     out = {
         str(s.get("context")): str(s.get("state")) for s in combined.get("statuses") or [] if s.get("context")
     }
     for run in runs:
         name = str(run.get("name") or "")
-        if name:
+        if name and untrusted_run(run, fork=fork) is None:
             out[name] = str(run.get("conclusion") or run.get("status") or "pending")
     return out
 
@@ -230,7 +257,7 @@ def judge(
         draft=bool(pr.get("draft")),
         mergeable_state=pr.get("mergeable_state"),
         author_role=author_role,
-        checks=check_outcomes(reads.combined, reads.runs),
+        checks=check_outcomes(reads.combined, reads.runs, fork=is_fork(pr)),
         reviews=reviews,
         permissions=reads.permissions,
         bots=bots,

@@ -35,15 +35,10 @@ from typing import TYPE_CHECKING
 
 from squadron.domain.app_acts import is_app
 from squadron.domain.approval import PullRequestState, counted_human_reviews
-from squadron.domain.merge_gate import MAX_REVIEWERS_CHECKED, latest_reviews
+from squadron.domain.merge_gate import ACTIONS_APP, APP_CONTEXT_PREFIX, MAX_REVIEWERS_CHECKED, latest_reviews
 
 if TYPE_CHECKING:
     from squadron.domain.pipelines.judge import CheckResult, Facts
-
-#: The prefix of the App's own verdict statuses (``squadron/<role>``, ``squadron/merge``).
-APP_CONTEXT_PREFIX = "squadron/"
-#: The App whose check runs a repository's GitHub Actions workflows report under.
-ACTIONS_APP = "github-actions"
 
 __all__ = [
     "ACTIONS_APP",

@@ -14,6 +14,7 @@ import pytest
 
 from squadron.domain import change_sets as cs
 from squadron.domain.change_sets import ChangeSet, ChangeSetRefusedError, SetState
+from squadron.domain.domain_events import DomainEvent
 
 T0 = datetime(2026, 11, 28, 5, 0, tzinfo=UTC)
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas" / "events"
@@ -377,11 +378,11 @@ def test_every_step_moves_the_version_forward() -> None:
 # --- events ------------------------------------------------------------------------------------
 
 
-def _valid(event_types: list[str], events: list[object]) -> None:
+def _valid(event_types: list[str], events: list[DomainEvent]) -> None:
     for event in events:
-        schema = json.loads((SCHEMAS / f"{event.detail_type}.json").read_text())  # type: ignore[attr-defined]
-        jsonschema.validate(event.detail(), schema)  # type: ignore[attr-defined]
-    assert [e.detail_type for e in events] == event_types  # type: ignore[attr-defined]
+        schema = json.loads((SCHEMAS / f"{event.detail_type}.json").read_text())
+        jsonschema.validate(event.detail(), schema)
+    assert [e.detail_type for e in events] == event_types
 
 
 def test_the_lifecycle_reports_its_events_each_matching_its_schema() -> None:

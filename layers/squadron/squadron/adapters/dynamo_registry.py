@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from squadron.adapters.registry.agent_listings import DynamoAgentListings
 from squadron.adapters.registry.agents import DynamoAgentRecords
+from squadron.adapters.registry.change_sets import DynamoChangeSets
 from squadron.adapters.registry.decisions import DynamoDecisions
 from squadron.adapters.registry.gate import DynamoGateRecords
 from squadron.adapters.registry.history import DynamoHistory
@@ -118,5 +119,6 @@ class DynamoRegistry(
     DynamoDecisions,
     DynamoHistory,
     DecisionOutbox,
+    DynamoChangeSets,
 ):
     """The agent registry (:class:`~squadron.ports.Registry`) on its table: every port's adapter."""

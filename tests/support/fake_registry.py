@@ -26,6 +26,7 @@ from squadron.domain.agents import (
     candidate_uid,
     parse_agent_id,
 )
+from squadron.domain.change_sets import MAX_OPEN_PER_INSTALLATION, ChangeSet
 from squadron.domain.dashboard import GateView
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import (
@@ -88,6 +89,9 @@ class FakeRegistry:
         self.live: dict[tuple[int, int], dict[str, LiveSpend]] = {}
         #: (repo, issue or None) -> execution ARN -> the pipeline run recorded when it started
         self.pipeline_runs: dict[tuple[int, int | None], dict[str, RunRecord]] = {}
+        #: change set id -> the set as stored (its latest version); installation -> sets open
+        self.change_set_items: dict[str, ChangeSet] = {}
+        self.open_sets: Counter[int] = Counter()
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -258,6 +262,51 @@ class FakeRegistry:
             self._check_agent(agent)
             self._store_agent(agent)
         self.pr_links[(repo_id, pr_number)] = issue_number
+
+    # --- change sets (docs/change-sets.md) ------------------------------------------------------
+
+    def _check_events(self, events: Sequence[DomainEvent]) -> None:
+        for event in events:
+            if event.id in self.events:
+                raise ConflictError(f"event {event.id}", "already stored")
+
+    def create_change_set(self, change_set: ChangeSet, events: Sequence[DomainEvent]) -> None:
+        self.calls["create_change_set"] += 1
+        if change_set.id in self.change_set_items:
+            raise ConflictError(f"change set {change_set.id}", "already exists")
+        counted = not change_set.over
+        if counted and self.open_sets[change_set.installation_id] >= MAX_OPEN_PER_INSTALLATION:
+            raise ConflictError(
+                f"installation {change_set.installation_id}",
+                f"{MAX_OPEN_PER_INSTALLATION} change sets are open",
+            )
+        self._check_events(events)
+        self.change_set_items[change_set.id] = change_set
+        self.open_sets[change_set.installation_id] += counted
+        self.events.update((event.id, event) for event in events)
+
+    def save_change_set(self, before: ChangeSet, after: ChangeSet, events: Sequence[DomainEvent]) -> None:
+        self.calls["save_change_set"] += 1
+        if after.id != before.id or after.version <= before.version:
+            raise ValueError(f"{after.id} v{after.version} is not a step of {before.id} v{before.version}")
+        stored = self.change_set_items.get(after.id)
+        if stored is None or stored.version != before.version:
+            raise ConflictError(f"change set {after.id}", f"expected version {before.version}")
+        self._check_events(events)
+        self.change_set_items[after.id] = after
+        if after.over and not before.over:
+            self.open_sets[after.installation_id] -= 1
+        self.events.update((event.id, event) for event in events)
+
+    def get_change_set(self, set_id: str) -> ChangeSet | None:
+        return self.change_set_items.get(set_id)
+
+    def change_sets(self, limit: int = 50) -> list[ChangeSet]:
+        newest = sorted(self.change_set_items.values(), key=lambda c: (c.created_at, c.id), reverse=True)
+        return newest[:limit]
+
+    def open_change_sets(self, installation_id: int) -> int:
+        return self.open_sets[installation_id]
 
     # --- decisions ---------------------------------------------------------------------------
 

@@ -110,6 +110,7 @@ def test_subcommands_are_a_table() -> None:
         "dlq",
         "events",
         "pipelines",
+        "change-sets",
         "memory",
         "retro",
         "replay",

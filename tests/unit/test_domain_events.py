@@ -46,7 +46,23 @@ REGENERATE = (
     "for n in CATALOGUE]'"
 )
 #: Catalogued events whose publisher another issue builds (named, so the gap stays visible).
-PLANNED: dict[str, str] = {}
+PLANNED: dict[str, str] = {
+    # Change sets (issue 31): their events are committed with each step of a set
+    # (squadron.shell.change_sets; tests/unit/test_change_sets.py checks each against its schema);
+    # the router does not carry a set through its lifecycle yet (docs/change-sets.md).
+    **dict.fromkeys(
+        [
+            "change_set.created.v1",
+            "change_set.approved.v1",
+            "change_set.ready.v1",
+            "change_set.merging.v1",
+            "change_set.merged.v1",
+            "change_set.reverted.v1",
+            "change_set.escalated.v1",
+        ],
+        "issue 31: the router carries change sets",
+    ),
+}
 
 
 def test_every_name_is_versioned_and_unique() -> None:

@@ -362,6 +362,17 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         ),
     ),
     Subcommand(
+        "change-sets",
+        "change sets across repositories (docs/change-sets.md): list them, show one",
+        operator_cli.configure_change_sets,
+        operator_cli.run_change_sets,
+        (
+            "squadron change-sets list --local",
+            "squadron change-sets list --repo octo/app --stack Squadron-prod",
+            "squadron change-sets show cs-0123456789ab --local --json",
+        ),
+    ),
+    Subcommand(
         "memory",
         "what agents remember per repository: list, show, forget, pin or confirm a fact",
         operator_cli.configure_memory,

@@ -1,6 +1,7 @@
 """The operator's subcommands: `squadron status`, `squadron agent show`, `squadron dlq list|redrive`,
 `squadron memory`, `squadron retro start`, `squadron replay`, `squadron events tail`,
-`squadron pipelines list|show|cancel` (`squadron app` is :mod:`squadron.app_cli`).
+`squadron pipelines list|show|cancel`, `squadron change-sets list|show` (`squadron app` is
+:mod:`squadron.app_cli`).
 
 Each works on a deployed stage or on the running local stack (``--local``). The stage and its
 region are the ones `cdk deploy` deploys from this checkout (cdk.json's and cdk.context.json's
@@ -505,4 +506,52 @@ def run_pipelines(args: argparse.Namespace, out: TextIO) -> int:
         out.write("stopped " + ", ".join(run_id(arn) for arn in stopped) + "\n")
     else:
         out.write(f"{args.execution} is over already: nothing to stop\n")
+    return EXIT_OK
+
+
+def configure_change_sets(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        choices=("list", "show"),
+        help="list: the change sets, newest first; show: one set, its repositories, merge order and check",
+    )
+    parser.add_argument("change_set", nargs="?", metavar="set", help="for show: the set's id (cs-...)")
+    parser.add_argument("--repo", type=repo_name, help="list: only sets this repository is in (owner/name)")
+    parser.add_argument("--limit", type=int, default=50, help="list: at most this many sets (default: 50)")
+    _where(parser)
+
+
+def run_change_sets(args: argparse.Namespace, out: TextIO) -> int:
+    """``squadron change-sets``: change sets across repositories, read from the registry."""
+    from squadron.adapters.operations import OperatorError  # noqa: PLC0415
+    from squadron.domain.change_set_view import (  # noqa: PLC0415
+        change_set_detail,
+        change_set_row,
+        change_sets_table,
+    )
+
+    if args.action == "show" and not args.change_set:
+        out.write(f"squadron change-sets show needs a set: `squadron change-sets list{where_flags(args)}`\n")
+        return EXIT_PROBLEMS
+    if not 1 <= args.limit <= 1000:
+        out.write("--limit is 1 to 1000\n")
+        return EXIT_PROBLEMS
+    try:
+        operations = _operations(args)
+        if args.action == "show":
+            found = operations.change_set(args.change_set)
+            out.write(
+                json.dumps(change_set_row(found), indent=2) + "\n" if args.json else change_set_detail(found)
+            )
+            return EXIT_OK
+        listed = operations.change_sets(args.limit)
+    except OperatorError as exc:
+        out.write(f"{exc}\n")
+        return EXIT_UNAVAILABLE
+    if args.repo:
+        listed = [c for c in listed if any(m.repository.lower() == args.repo.lower() for m in c.members)]
+    if args.json:
+        out.write(json.dumps({"change_sets": [change_set_row(c) for c in listed]}, indent=2) + "\n")
+    else:
+        out.write(change_sets_table(listed))
     return EXIT_OK

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem, IssueState
+from squadron.domain.change_sets import ChangeSet
 from squadron.domain.dashboard import GateView
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
@@ -337,4 +338,35 @@ class PipelineRunIndex(Protocol):
 
     def forget_run(self, repo_id: int, number: int | None, execution_arn: str) -> None:
         """Forget a run that is over (nothing when it is not recorded)."""
+        ...
+
+
+class ChangeSets(Protocol):
+    """Change sets across repositories and their lifecycle events
+    (``adapters/registry/change_sets.py``; docs/change-sets.md). Each step is stored on the
+    version read: of two routers stepping the same set at once one wins, the other gets
+    :class:`~squadron.domain.agents.ConflictError`, and a set never goes back to an older version."""
+
+    def create_change_set(self, change_set: ChangeSet, events: Sequence[DomainEvent]) -> None:
+        """Store a new set and its events, counted among its installation's open sets.
+
+        ConflictError (nothing stored) when the set exists, or its installation has
+        :data:`~squadron.domain.change_sets.MAX_OPEN_PER_INSTALLATION` sets open already.
+        """
+        ...
+
+    def save_change_set(self, before: ChangeSet, after: ChangeSet, events: Sequence[DomainEvent]) -> None:
+        """Store ``after`` and its events if ``before``'s version is still the one stored (a set
+        that is over no longer counts as open); ConflictError (nothing stored) when another step
+        stored it first."""
+        ...
+
+    def get_change_set(self, set_id: str) -> ChangeSet | None: ...
+
+    def change_sets(self, limit: int = 50) -> list[ChangeSet]:
+        """The newest ``limit`` sets (by creation), newest first."""
+        ...
+
+    def open_change_sets(self, installation_id: int) -> int:
+        """How many of the installation's sets are not over."""
         ...

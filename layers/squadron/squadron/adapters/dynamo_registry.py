@@ -25,6 +25,9 @@ decisions not carried out yet          GSI ``by-status``: ``DECISION#OPEN#<s>`` 
 a committed domain event (the stream)  ``EVENT#<event id>`` / ``EVENT``           the table's stream
 a repository's history, by time        GSI ``by-status``: ``HISTORY#<r>`` / ``<time>#<event id>``  Query on GSI
 the gate's verdict and what it said    ``ISSUE#<r>#<pr>`` / ``GATE``              GetItem, BatchGetItem
+a change set (docs/change-sets.md)     ``CHANGESET#<id>`` / ``CHANGESET``         GetItem
+change sets, newest first              GSI ``by-status``: ``CHANGESETS`` / ``<created>#<id>``  Query on GSI
+an installation's open change sets     ``CHANGESETS#<installation>`` / ``OPEN``   GetItem
 =====================================  =========================================  ==============
 
 So everything the router needs about one number is one Query on its
@@ -40,7 +43,7 @@ guards against older news is a silent no-op, as in the in-memory fake.
 
 Each port has its adapter module under :mod:`squadron.adapters.registry` (agents, agent
 listings, issue graph, inboxes, launches, leases, write claims, gate records, decisions, the
-outbox, history); :class:`DynamoRegistry` mixes them over one table, so one instance (and one
+outbox, history, change sets); :class:`DynamoRegistry` mixes them over one table, so one instance (and one
 ``_call``) serves them all. The names other modules import from here are kept here.
 """
 
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 from squadron.adapters.registry.agent_listings import DynamoAgentListings
 from squadron.adapters.registry.agents import DynamoAgentRecords
+from squadron.adapters.registry.change_sets import DynamoChangeSets
 from squadron.adapters.registry.decisions import DynamoDecisions
 from squadron.adapters.registry.gate import DynamoGateRecords
 from squadron.adapters.registry.history import DynamoHistory
@@ -122,5 +126,6 @@ class DynamoRegistry(
     DecisionOutbox,
     DynamoHumanWaits,
     DynamoPipelineRunIndex,
+    DynamoChangeSets,
 ):
     """The agent registry (:class:`~squadron.ports.Registry`) on its table: every port's adapter."""

@@ -27,6 +27,7 @@ from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.pipeline_runs import PipelineRuns
 from squadron.adapters.step_functions import Pipelines
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
+from squadron.domain.change_sets import ChangeSet
 from squadron.domain.commands import StartRetrospective
 from squadron.domain.events import command_envelope
 from squadron.domain.outbox import FailedEffect
@@ -249,6 +250,18 @@ class Operations:
             client=self.target.stepfunctions(),
         )
         return PipelineRuns(pipelines)
+
+    def change_sets(self, limit: int) -> list[ChangeSet]:
+        """The newest change sets (docs/change-sets.md), newest first."""
+        return list(self._guard("reading the registry", self.registry.change_sets, limit))
+
+    def change_set(self, set_id: str) -> ChangeSet:
+        found: ChangeSet | None = self._guard("reading the registry", self.registry.get_change_set, set_id)
+        if found is None:
+            raise OperatorError(
+                f"no change set {set_id} in {self.target.table_name} (`squadron change-sets list{self.flags}` lists them)"
+            )
+        return found
 
     def agent(self, agent_id: str) -> tuple[AgentRecord, list[InboxItem]]:
         record = self._guard("reading the registry", self.registry.get_agent, agent_id)

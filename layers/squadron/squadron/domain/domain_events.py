@@ -224,6 +224,63 @@ class PipelineStageChanged(EventData):
     error: str | None = Field(default=None, max_length=256)
 
 
+class ChangeSetDependency(EventData):
+    #: ``repository`` needs ``needs``: ``needs`` merges first.
+    repository: str
+    needs: str
+
+
+class ChangeSetPullRequest(EventData):
+    repository: str
+    pr_number: int = Field(ge=1)
+
+
+class _ChangeSetData(EventData):
+    """What every change set event carries (docs/change-sets.md): the set and its state now."""
+
+    change_set: str = Field(pattern=r"^cs-[0-9a-f]{12}$")
+    state: str
+    version: int = Field(ge=1)
+
+
+class ChangeSetCreated(_ChangeSetData):
+    repositories: tuple[str, ...]
+    dependencies: tuple[ChangeSetDependency, ...] = ()
+    proposed_by: str
+
+
+class ChangeSetApproved(_ChangeSetData):
+    #: The repositories a writer of each approved now.
+    repositories: tuple[str, ...]
+    by: str
+    #: Still waiting for a writer's approval (empty: the set is approved).
+    waiting: tuple[str, ...] = ()
+
+
+class ChangeSetReady(_ChangeSetData):
+    pull_requests: tuple[ChangeSetPullRequest, ...]
+
+
+class ChangeSetMerging(_ChangeSetData):
+    #: The merge order (dependencies first).
+    order: tuple[str, ...]
+
+
+class ChangeSetMerged(_ChangeSetData):
+    order: tuple[str, ...]
+
+
+class ChangeSetReverted(_ChangeSetData):
+    #: The revert pull requests that merged, in the order they were opened.
+    reverts: tuple[ChangeSetPullRequest, ...]
+
+
+class ChangeSetEscalated(_ChangeSetData):
+    failure: str
+    #: The repositories whose merges were reverted (empty: nothing had merged).
+    reverted: tuple[str, ...] = ()
+
+
 #: detail-type -> the model of its ``data``: the one catalogue.
 CATALOGUE: Mapping[str, type[EventData]] = {
     "agent.started.v1": AgentStarted,
@@ -246,6 +303,13 @@ CATALOGUE: Mapping[str, type[EventData]] = {
     "retrospective.completed.v1": RetrospectiveCompleted,
     "pipeline.run_started.v1": PipelineRunStarted,
     "pipeline.stage_changed.v1": PipelineStageChanged,
+    "change_set.created.v1": ChangeSetCreated,
+    "change_set.approved.v1": ChangeSetApproved,
+    "change_set.ready.v1": ChangeSetReady,
+    "change_set.merging.v1": ChangeSetMerging,
+    "change_set.merged.v1": ChangeSetMerged,
+    "change_set.reverted.v1": ChangeSetReverted,
+    "change_set.escalated.v1": ChangeSetEscalated,
 }
 _TYPE_OF: Mapping[type[EventData], str] = {model: name for name, model in CATALOGUE.items()}
 

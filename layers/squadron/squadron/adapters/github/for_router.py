@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from squadron.adapters.github.auth import GitHubApp
-from squadron.adapters.github.client import GitHubClient
+from squadron.adapters.github.client import GitHubAppClient, GitHubClient
 from squadron.adapters.github.errors import GitHubError
 from squadron.adapters.github.keyed import once
 from squadron.config.loader import ABSENT, Entry, EntryKind, Listing
@@ -85,6 +85,15 @@ class AppGitHub:
         with self._lock:
             self._permissions[key] = (permission, now)
         return permission
+
+    def installation_repositories(self, installation_id: int) -> dict[str, int]:
+        """The repositories the installation covers now: full name -> id (a change set spans only
+        these: docs/change-sets.md). Read with the installation's own token, page by page."""
+        apps = GitHubAppClient(
+            http=self.app.http, jwt=self.app.jwt, app_id=self.app.app_id, caller=Caller.framework()
+        )
+        token = self.app.installation_token(installation_id).token
+        return {str(r["full_name"]): int(r["id"]) for r in apps.list_installation_repositories(token)}
 
     def comment(
         self,

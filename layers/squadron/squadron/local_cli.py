@@ -36,7 +36,13 @@ def configure_local(parser: argparse.ArgumentParser) -> None:
         help="directory for all local state; a restart resumes from it (default: ./.squadron-local)",
     )
     parser.add_argument(
-        "--repo", type=repo_name, default="octo/demo", help="the sandbox repository (default: octo/demo)"
+        "--repo",
+        dest="repos",
+        action="append",
+        type=repo_name,
+        metavar="OWNER/NAME",
+        help="a sandbox repository (default: octo/demo); repeat it to serve several under the App's one "
+        "installation (the first is the one the demo and the showcase use)",
     )
     parser.add_argument(
         "--reconcile-seconds",
@@ -100,8 +106,8 @@ def run_local(args: argparse.Namespace, out: TextIO) -> int:
     except CredentialsError as exc:
         out.write(f"{exc}\n")
         return EXIT_PROBLEMS
-    if github is not None and args.demo:
-        out.write("--demo plays against the GitHub sandbox: run it without GitHub App credentials\n")
+    if github is not None and (refused := _sandbox_only(args)):
+        out.write(f"{refused}\n")
         return EXIT_PROBLEMS
     state_dir = _state_dir(args, out)
     if state_dir is None:
@@ -155,10 +161,12 @@ def _local_options(
     """The stack's options from the command line, the model's script and the App's credentials."""
     from squadron.local.wiring import LocalOptions  # noqa: PLC0415
 
+    repo, *extra = sandbox_repositories(args.repos)
     return LocalOptions(
         root=root,
         state_dir=state_dir,
-        repo=args.repo,
+        repo=repo,
+        extra_repos=tuple(extra),
         # The demo runs the reconciler itself at one step (what it shows stays the same run to run).
         reconcile_seconds=max(args.reconcile_seconds, 3600.0) if args.demo else args.reconcile_seconds,
         **script,
@@ -168,6 +176,24 @@ def _local_options(
         sandbox_port=args.sandbox_port,
         state_retention_days=args.state_retention_days,
     )
+
+
+def _sandbox_only(args: argparse.Namespace) -> str | None:
+    """Why the options ask for the sandbox when real GitHub is configured (None: they do not)."""
+    if args.demo:
+        return "--demo plays against the GitHub sandbox: run it without GitHub App credentials"
+    if args.repos:
+        return (
+            "--repo names sandbox repositories: with real GitHub, the App serves the repositories "
+            "its installations cover"
+        )
+    return None
+
+
+def sandbox_repositories(named: list[str] | None) -> list[str]:
+    """The sandbox's repositories from ``--repo`` (each once, in the order named; octo/demo when
+    none is named)."""
+    return list(dict.fromkeys(named or ["octo/demo"]))
 
 
 def _write_history(stack: Any, feed: Any, out: TextIO) -> None:
@@ -233,8 +259,10 @@ def local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
     state = Path(args.state)
     lines = ["squadron local is running (Ctrl-C stops it and saves its state):"]
     if stack.sandbox is not None:
+        repos = (stack.options.repo, *stack.options.extra_repos)
+        named = f"repository {repos[0]}" if len(repos) == 1 else f"repositories {', '.join(repos)}"
         lines += [
-            f"  GitHub sandbox   {stack.sandbox.base_url}  (repository {args.repo}; act as a human with",
+            f"  GitHub sandbox   {stack.sandbox.base_url}  ({named}; act as a human with",
             "                   'Authorization: token human:octo-human')",
             f"  webhook endpoint {stack.endpoint}/webhook",
             f"  browse           {stack.sandbox.base_url}/ui/  (issues, pull requests and the dashboard)",
@@ -280,7 +308,7 @@ def local_banner(stack: LocalStack, args: argparse.Namespace) -> str:
             "(agents that were running are relaunched)."
         )
     if isinstance(policy, showcase.Showcase) and stack.sandbox is not None:
-        lines += _showcase_lines(policy, stack.sandbox.base_url, args.repo, stack.sandbox.bot_login)
+        lines += _showcase_lines(policy, stack.sandbox.base_url, stack.options.repo, stack.sandbox.bot_login)
     elif policy is None and stack.model.base_url:
         lines.append(
             f"For real models: also set {COPILOT_TOKEN_ENV} (agents use their roles' models through Copilot)."

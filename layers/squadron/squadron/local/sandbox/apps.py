@@ -5,11 +5,13 @@ An installation token acts as the App's ``<slug>[bot]``.
 
 from __future__ import annotations
 
+import secrets
 import time
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
-from squadron.local.sandbox.base import ApiError, Delivery, Json, github_now
+from squadron.local.sandbox.base import ApiError, Delivery, Json, PagedObject, github_now
 from squadron.local.sandbox.webhooks import WebhookOps
 
 
@@ -19,15 +21,35 @@ class AppOps(WebhookOps):
     ) -> tuple[int, Any]:
         if int(params["installation_id"]) != self.installation_id:
             raise ApiError(404, "Not Found")
-        token = f"ghs_sandbox{next(self._ids)}"
+        scope = self._narrowed(body.get("repositories") or [], body.get("repository_ids") or [])
+        token = f"ghs_{secrets.token_hex(18)}"  # unguessable, as GitHub's are
         self.tokens[token] = self.bot_login
+        if scope:
+            self.token_scopes[token] = scope
         return 201, {
             "token": token,
             "expires_at": datetime.fromtimestamp(time.time() + 3600, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "permissions": body.get("permissions")
             or {"issues": "write", "pull_requests": "write", "contents": "write"},
-            "repository_selection": "selected" if body.get("repositories") else "all",
+            "repository_selection": "selected" if scope else "all",
         }
+
+    def _narrowed(self, names: list[str], ids: list[int]) -> list[str]:
+        """The full names a token is narrowed to (GitHub's ``repositories`` are names without the
+        owner, ``repository_ids`` ids): each must be one the installation covers, else 422."""
+        installed = [r for r in self.repos.values() if r.installed]
+        chosen: list[str] = []
+        for wanted, key in [*((n, "name") for n in names), *((i, "id") for i in ids)]:
+            found = next((r for r in installed if getattr(r, key) == wanted), None)
+            if found is None:
+                raise ApiError(
+                    422,
+                    "There is at least one repository that does not exist or is not accessible "
+                    "to the parent installation.",
+                )
+            if found.full_name not in chosen:
+                chosen.append(found.full_name)
+        return chosen
 
     def _op_apps__get_authenticated(
         self, params: Json, query: Json, body: Json, caller: str
@@ -101,5 +123,16 @@ class AppOps(WebhookOps):
     def _op_apps__list_repos_accessible_to_installation(
         self, params: Json, query: Json, body: Json, caller: str
     ) -> tuple[int, Any]:
-        repos = [self.repository(r) for r in self.repos.values() if r.installed]
-        return 200, {"total_count": len(repos), "repositories": repos}
+        # The token's own repositories (a narrowed token lists only those), a page at a time.
+        credential = self._credential or ""
+        repos = [self.repository(r) for r in self.repos.values() if self.reaches(credential, r.full_name)]
+        per_page = max(1, min(int(query.get("per_page") or 30), 100))
+        page = max(1, int(query.get("page") or 1))
+        answer = PagedObject(
+            {"total_count": len(repos), "repositories": repos[(page - 1) * per_page : page * per_page]}
+        )
+        if page * per_page < len(repos):
+            answer.next_url = (
+                f"{self.base_url}/installation/repositories?{urlencode({**query, 'page': page + 1})}"
+            )
+        return 200, answer

@@ -32,6 +32,13 @@ class ApiError(Exception):
         self.errors = errors or []
 
 
+class PagedObject(dict[str, Any]):
+    """One page of a list GitHub wraps in an object (``{"total_count", "repositories"}``), with
+    the URL of the next page (``Link: rel="next"``) if there is one."""
+
+    next_url: str = ""
+
+
 def github_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -58,6 +65,8 @@ class Repo:
     queue: list[Json] = field(default_factory=list)
     #: Whether the App's installation covers this repository (an owner can select repositories).
     installed: bool = True
+    #: A private repository is Not Found to whoever may not read it (a token scoped elsewhere).
+    private: bool = False
 
     @property
     def full_name(self) -> str:
@@ -126,6 +135,11 @@ class SandboxBase:
         self.repos: dict[str, Repo] = {}
         self.deliveries: list[Delivery] = []
         self.tokens: dict[str, str] = {}
+        #: The repositories (full names) an installation token was narrowed to when minted; a
+        #: token not here reaches every repository of the installation.
+        self.token_scopes: dict[str, list[str]] = {}
+        #: The credential of the request being answered (set under the lock while it is).
+        self._credential: str | None = None
         self._ids = itertools.count(1000)
         self._lock = threading.RLock()
         self._outbox: queue.Queue[Delivery | None] = queue.Queue()
@@ -250,7 +264,7 @@ class SandboxBase:
             "node_id": f"R_{repo.id}",
             "name": repo.name,
             "full_name": repo.full_name,
-            "private": False,
+            "private": repo.private,
             "owner": self.user(repo.owner),
             "html_url": f"https://github.com/{repo.full_name}",
             "default_branch": repo.default_branch,
@@ -267,6 +281,26 @@ class SandboxBase:
     def _queue_required(self, repo: Repo, branch: str) -> bool:
         """Whether ``branch``'s rules require a merge queue."""
         return branch in repo.merge_queues
+
+    def reaches(self, credential: str, full_name: str) -> bool:
+        """Whether an installation token reaches ``full_name`` as the App: a repository its
+        installation covers and, if it was narrowed, one it was narrowed to."""
+        repo = self.repos.get(full_name)
+        if repo is None or not repo.installed:
+            return False
+        scope = self.token_scopes.get(credential)
+        return scope is None or full_name in scope
+
+    def check_scope(self, credential: str, method: str, full_name: str) -> None:
+        """GitHub's answer to an installation token on a repository it does not reach: a private
+        one is Not Found, a public one may be read as anyone may, never written."""
+        if credential not in self.tokens or self.reaches(credential, full_name):
+            return
+        repo = self.repos.get(full_name)
+        if repo is None or repo.private:
+            raise ApiError(404, "Not Found")
+        if method not in ("GET", "HEAD"):
+            raise ApiError(403, "Resource not accessible by integration")
 
     def _repo(self, params: Mapping[str, str]) -> Repo:
         repo = self.repos.get(f"{params.get('owner')}/{params.get('repo')}")

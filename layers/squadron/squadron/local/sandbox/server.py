@@ -29,7 +29,7 @@ import jwt
 
 from squadron.local.openapi import Call, InvalidRequestError, validate_call
 from squadron.local.sandbox.apps import AppOps
-from squadron.local.sandbox.base import ApiError, Json
+from squadron.local.sandbox.base import ApiError, Json, PagedObject
 from squadron.local.sandbox.checks import CheckOps
 from squadron.local.sandbox.pages import POLICY, PREFIX, PageOps
 from squadron.local.sandbox.queues import MergeQueueOps
@@ -44,6 +44,12 @@ def weak_etag(content: bytes) -> str:
 
 #: The operations whose lists GitHub pages.
 PAGED = frozenset({"issues/list-for-repo", "issues/list-comments", "pulls/list", "pulls/list-reviews"})
+
+
+def _credential(headers: Mapping[str, str]) -> str:
+    """The token an ``Authorization`` header presents (``token X`` or ``Bearer X``)."""
+    auth = {k.lower(): v for k, v in headers.items()}.get("authorization", "")
+    return auth.partition(" ")[2].strip()
 
 
 class Page(list[Any]):
@@ -122,7 +128,7 @@ class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps
                 self.send_response(status)
                 if etag is not None:
                     self.send_header("etag", etag)
-                if isinstance(answer, Page) and answer.next_url:
+                if isinstance(answer, Page | PagedObject) and answer.next_url:
                     self.send_header("link", f'<{answer.next_url}>; rel="next"')
                 if status != 304:
                     self.send_header("content-type", "application/json; charset=utf-8")
@@ -173,11 +179,18 @@ class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps
         try:
             operation, params = validate_call(call)
             caller = self._caller(headers, operation.operation_id)
+            credential = _credential(headers)
+            if "owner" in params and "repo" in params:  # a token narrowed elsewhere, as GitHub answers it
+                self.check_scope(credential, method, f"{params['owner']}/{params['repo']}")
             payload = json.loads(body) if body else {}
             with self._lock:
-                status, answer = self._dispatch(
-                    operation.operation_id, params, dict(call.query), payload, caller
-                )
+                self._credential = credential
+                try:
+                    status, answer = self._dispatch(
+                        operation.operation_id, params, dict(call.query), payload, caller
+                    )
+                finally:
+                    self._credential = None
         except InvalidRequestError as exc:
             return 422, {
                 "message": f"Invalid request: {exc}",

@@ -35,12 +35,15 @@ class SandboxState(SandboxBase):
             state = {
                 "next_id": next_id,
                 "tokens": self.tokens,
+                "token_scopes": self.token_scopes,
                 "repos": [
                     {
                         "id": r.id,
                         "owner": r.owner,
                         "name": r.name,
                         "default_branch": r.default_branch,
+                        "installed": r.installed,
+                        "private": r.private,
                         **{name: getattr(r, name) for name in self._SAVED},
                     }
                     for r in self.repos.values()
@@ -61,7 +64,15 @@ class SandboxState(SandboxBase):
                 store = GitStore(self.root / "git" / owner / f"{name}.git")
                 if not store.path.is_dir():
                     raise FileNotFoundError(f"{store.path}: the saved repository's git store is missing")
-                repo = Repo(saved["id"], owner, name, saved["default_branch"], store)
+                repo = Repo(
+                    saved["id"],
+                    owner,
+                    name,
+                    saved["default_branch"],
+                    store,
+                    installed=saved.get("installed", True),
+                    private=saved.get("private", False),
+                )
                 for field_name in self._SAVED:
                     value = saved.get(field_name, {} if field_name != "queue" else [])
                     if field_name in ("issues", "pulls", "comments", "reviews"):
@@ -70,4 +81,5 @@ class SandboxState(SandboxBase):
                 self.repos[repo.full_name] = repo
             self.deliveries = [Delivery(**d) for d in state["deliveries"]]
             self.tokens = dict(state["tokens"])
+            self.token_scopes = dict(state.get("token_scopes") or {})
             self._ids = itertools.count(int(state["next_id"]))

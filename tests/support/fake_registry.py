@@ -43,6 +43,7 @@ from squadron.domain.effects import (
 from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_order, utc_instant
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import EXECUTION_LEASE, Claim, FailedEffect
+from squadron.domain.pipelines.agent_stage import StageWait
 from squadron.domain.retention import finished_at
 from squadron.domain.routing import IssueView
 from squadron.domain.writes import WriteClaim
@@ -82,6 +83,8 @@ class FakeRegistry:
         self.failed: list[FailedEffect] = []
         #: (repo, costed issue) -> agent id -> what its running task reported it has spent
         self.live: dict[tuple[int, int], dict[str, LiveSpend]] = {}
+        #: agent id -> its pipeline stage's wait (the task token, its answer once kept)
+        self.stage_waits: dict[str, StageWait] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -102,6 +105,7 @@ class FakeRegistry:
                 "decisions": self.decisions,
                 "events": self.events,
                 "verdicts": self.verdicts,
+                "stage_waits": self.stage_waits,
             }
         )
 
@@ -478,6 +482,34 @@ class FakeRegistry:
         self.calls["record_write"] += 1
         held = self.writes[(agent_id, key)]
         self.writes[(agent_id, key)] = WriteClaim(claimed_at=held.claimed_at, result=result)
+
+    def hold_stage_wait(self, wait: StageWait, *, replacing: str | None = None) -> StageWait:
+        self.calls["hold_stage_wait"] += 1
+        held = self.stage_waits.get(wait.agent_id)
+        if held is None or held.sent or (replacing is not None and held.entry == replacing):
+            self.stage_waits[wait.agent_id] = wait.model_copy(update={"answer": None, "sent": False})
+            return self.stage_waits[wait.agent_id]
+        return held
+
+    def stage_wait(self, agent_id: str) -> StageWait | None:
+        self.calls["stage_wait"] += 1
+        return self.stage_waits.get(agent_id)
+
+    def answer_stage_wait(self, agent_id: str, entry: str, answer: dict[str, Any]) -> StageWait | None:
+        self.calls["answer_stage_wait"] += 1
+        held = self.stage_waits.get(agent_id)
+        if held is None or held.entry != entry:
+            return None
+        if held.answer is None:
+            held = held.model_copy(update={"answer": copy.deepcopy(answer)})
+            self.stage_waits[agent_id] = held
+        return held
+
+    def mark_stage_wait_sent(self, agent_id: str, entry: str) -> None:
+        self.calls["mark_stage_wait_sent"] += 1
+        held = self.stage_waits.get(agent_id)
+        if held is not None and held.entry == entry:
+            self.stage_waits[agent_id] = held.model_copy(update={"sent": True})
 
     def claim_uid(self, agent_id: str, at: datetime) -> int:
         agent = self.agents.get(agent_id)

@@ -77,6 +77,7 @@ from squadron.adapters.registry.keys import (
 from squadron.adapters.registry.launches import DynamoLaunches
 from squadron.adapters.registry.leases import DynamoLeases
 from squadron.adapters.registry.outbox import DecisionOutbox
+from squadron.adapters.registry.stage_waits import DynamoStageWaits
 from squadron.adapters.registry.table import DynamoTable, RegistryUnavailableError
 from squadron.adapters.registry.write_claims import DynamoWriteClaims
 
@@ -118,5 +119,6 @@ class DynamoRegistry(
     DynamoDecisions,
     DynamoHistory,
     DecisionOutbox,
+    DynamoStageWaits,
 ):
     """The agent registry (:class:`~squadron.ports.Registry`) on its table: every port's adapter."""

@@ -16,9 +16,12 @@ record here instead of reading it as an event envelope. :meth:`PipelineTasks.han
   notification and a reminder are outside effects committed as a decision keyed by the task's
   entry and carried out by the router's outbox (:class:`~squadron.shell.outbox.OutboxExecutor`),
   each once; a webhook stage is called (:class:`~squadron.adapters.webhooks.Webhooks`);
-* answers every other task (agent and human stages, which wait for an agent or people, are not
-  run from a pipeline yet) with :data:`~squadron.domain.pipeline_wire.STAGE_REJECTED` and the
-  reason, so the run takes its failure path rather than waiting out its timeout.
+* puts an agent stage's role to work and keeps the task's token with the agent
+  (:class:`~squadron.shell.agent_stages.AgentStages`): the token is answered when the agent's
+  task ends, not now;
+* answers every other task (human stages, which wait for people, are not run from a pipeline
+  yet) with :data:`~squadron.domain.pipeline_wire.STAGE_REJECTED` and the reason, so the run
+  takes its failure path rather than waiting out its timeout.
 
 Exactly once: the task's entry (:attr:`~squadron.domain.pipeline_wire.PipelineTask.entry`) is
 claimed first (the registry's keyed-write claims); the answer is recorded before it is sent and
@@ -49,6 +52,7 @@ from squadron.domain.pipeline_wire import (
     StageSucceeded,
     origin_problem,
 )
+from squadron.domain.pipelines.agent_stage import Wake
 from squadron.domain.pipelines.judge import Facts
 from squadron.domain.pipelines.templates import PipelineTemplateError
 from squadron.domain.pipelines.work import (
@@ -64,6 +68,7 @@ from squadron.domain.pipelines.work import (
 )
 from squadron.errors import SquadronError
 from squadron.registry_ports import WriteClaims
+from squadron.shell.agent_stages import AgentStages, Waiting
 from squadron.shell.outbox import OutboxExecutor
 
 logger = logging.getLogger(__name__)
@@ -136,7 +141,10 @@ class PipelineTasks:
         webhooks: WebhookCaller | None = None,
         where: Callable[[int], Where | None] | None = None,
         clock: Callable[[], datetime] = _now,
+        agents: AgentStages | None = None,
     ) -> None:
+        #: Carries out agent stages (None: they are answered :data:`STAGE_REJECTED`).
+        self.agents = agents
         self.answers = answers
         self.prefix = prefix
         self.outbox = outbox
@@ -176,11 +184,22 @@ class PipelineTasks:
         held = registry.claim_write(scope, key, self.clock())
         if held is not None and isinstance(held.result, dict):
             recorded = held.result
+            if "waiting" in recorded:
+                return {
+                    "answered": False,
+                    "gone": None,
+                    "waiting": recorded["waiting"],
+                    "once": "waiting already",
+                }
             if recorded.get("sent"):
                 return {"answered": False, "gone": None, "once": "answered already"}
             answer = _load(recorded["answer"])
         else:
-            answer = self._decide(task, where, outbox, again=held is not None)
+            decided = self._decide(task, where, outbox, again=held is not None)
+            if isinstance(decided, Waiting):
+                registry.record_write(scope, key, {"waiting": decided.agent_id})
+                return {"answered": False, "gone": None, "waiting": decided.agent_id, "how": decided.how}
+            answer = decided
             registry.record_write(scope, key, {"answer": _dump(answer), "sent": False})
         sent = self.answers.answer(task.task_token, answer)
         registry.record_write(scope, key, {"answer": _dump(answer), "sent": True})
@@ -189,7 +208,7 @@ class PipelineTasks:
 
     def _decide(
         self, task: PipelineTask, where: Where, outbox: OutboxExecutor, *, again: bool
-    ) -> StageAnswer:
+    ) -> StageAnswer | Waiting:
         """The task's answer, its effects committed and carried out first. ``again``: an earlier
         attempt claimed the task and stopped before recording its answer."""
         work = safe_plan(task, where)
@@ -213,6 +232,10 @@ class PipelineTasks:
             work = result
         if isinstance(work, Call):
             return self._call(task, work, again=again)
+        if isinstance(work, Wake):
+            if self.agents is None:
+                return not_carried_out(task, "no agent stages are wired")
+            return self.agents.begin(task, where, work, outbox, _envelope(task, where, self.clock()))
         return self._act(task, where, work, outbox, again=again)
 
     def _call(self, task: PipelineTask, call: Call, *, again: bool) -> StageAnswer:

@@ -408,3 +408,81 @@ def test_a_second_run_waits_its_turn_until_the_first_runs_task_is_over(stack: St
     r.begun()
     r.ended(outcome="idle")
     assert stack.finished(third)["status"] == "SUCCEEDED"
+
+
+PARALLEL = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: reviews
+        type: parallel
+        branches:
+          - {id: sec, agent: security-review, action: "Look for injection"}
+          - {id: code, agent: pr-review, action: "Review the code"}
+"""
+
+
+def test_agent_branches_of_a_parallel_stage_each_put_their_role_to_work(stack: Stack) -> None:
+    r = Router(stack)
+    arn = started(stack, PARALLEL)
+    handled = sorted((r.task()[1]["waiting"], r.task()[1]["waiting"]))
+    assert handled == ["42-7-pr-review", "42-7-security-review"]
+    assert sorted(a for a, _, _ in r.world.launcher.launched.values()) == handled
+    for agent_id in handled:
+        r.begun(agent_id)
+        _, routed = r.ended(agent_id, outcome="idle")
+        assert routed["pipeline_stage"]["outcome"] == "passed"
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+
+
+class LosesTheFirstAnswer:
+    """Step Functions, and a router that stops right before its first answer is sent."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.lost = 0
+
+    def answer(self, token: str, answer: Any) -> Any:
+        if not self.lost:
+            self.lost += 1
+            raise RuntimeError("the router stopped before the answer was sent")
+        return self.stack.pipelines.answer(token, answer)
+
+    def describe(self, execution_arn: str) -> Any:
+        return self.stack.pipelines.describe(execution_arn)
+
+
+def test_an_end_delivered_again_sends_the_answer_kept_when_the_first_attempt_stopped(stack: Stack) -> None:
+    r = Router(stack)
+    assert r.tasks.agents is not None
+    r.tasks.agents.answers = LosesTheFirstAnswer(stack)
+    arn = started(stack, REVIEW_THEN_COMMENT)
+    r.task()
+    r.begun()
+    command = TaskEnded(
+        agent_id=REVIEWER,
+        launch_token=r.world.agent(REVIEWER).launch_token,
+        issue_number=7,
+        outcome="idle",
+        outputs={"verdict": "kept"},
+    )
+    envelope = r.world.events._base(
+        SQUADRON_EVENT,
+        "task_ended",
+        sender="squadron[bot]",
+        origin="agent",
+        source_agent=REVIEWER,
+        command=command.model_dump(),
+    )
+    with pytest.raises(RuntimeError):
+        r.dispatch.handle(envelope.to_message())
+    wait = r.world.registry.stage_wait(REVIEWER)
+    assert wait is not None and wait.answer is not None and not wait.sent  # kept, not sent
+    # the queue delivers the same end again: the router resumes what it routed (nothing twice
+    # there) and the kept answer is sent
+    again = r.dispatch.handle(envelope.to_message())
+    assert again["pipeline_stage"]["answered"] is True
+    _, say = r.task()
+    assert say["pipeline_task"] == "say"
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+    assert [body.split("\n")[0] for _, _, body, _ in r.world.github.comments] == ["Verdict: kept"]

@@ -1709,3 +1709,22 @@ def test_ordinary_text_is_written(world: World) -> None:
     )
     door.github({"action": "comment", "number": 38, "body": body})
     assert [p for _m, p, _b in _written(world)] == [COMMENTS]
+
+
+def test_a_tasks_reported_outputs_reach_the_router_and_one_carrying_a_secret_reaches_nothing(
+    world: World,
+) -> None:
+    """What report_complete said the work produced (a pipeline agent stage's outputs) travels in the
+    task's end; an output holding a token is the attacker's way into a run's data and later
+    comments: the task is escalated and no output (nor the token) is queued."""
+    dev = world.door(A38)
+    dev.begin()
+    dev.task_ended("idle", usage=TaskUsage(), outputs={"verdict": "no injection found"})
+    (clean,) = world.queued()
+    assert isinstance(clean.command, TaskEnded) and clean.command.outputs == {"verdict": "no injection found"}
+    dev.task_ended("idle", usage=TaskUsage(), outputs={"verdict": "fine", "token": GITHUB_PAT})
+    (withheld,) = world.queued()
+    assert isinstance(withheld.command, TaskEnded)
+    assert withheld.command.outputs == {} and withheld.command.outcome == "escalated"
+    assert "GitHub Token in the outputs.token" in withheld.command.reason
+    assert GITHUB_PAT not in withheld.to_message()

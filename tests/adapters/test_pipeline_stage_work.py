@@ -387,7 +387,7 @@ def test_a_webhook_to_an_internal_address_fails_the_stage_with_the_reason(
     assert re.search(re.escape(reason), failed["cause"]), failed["cause"]
 
 
-def test_an_agent_stage_is_still_refused_with_the_reason(stack: Stack) -> None:
+def test_an_agent_stage_is_refused_with_the_reason_where_no_agent_stages_are_wired(stack: Stack) -> None:
     r = router(stack)
     arn = started(
         stack,
@@ -402,7 +402,7 @@ def test_an_agent_stage_is_still_refused_with_the_reason(stack: Stack) -> None:
         if e["type"] == "TaskFailed"
     ]
     assert failed["error"] == "Squadron.StageRejected"
-    assert "waits for an agent's session" in failed["cause"]
+    assert "no agent stages are wired" in failed["cause"]
 
 
 def test_a_marker_planted_in_run_data_is_posted_inert(stack: Stack) -> None:

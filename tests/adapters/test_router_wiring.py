@@ -192,7 +192,7 @@ def test_the_router_and_reconciler_get_the_pipelines_when_their_environment_name
     assert tasks.outbox is not None and tasks.claims is not None and tasks.facts is not None
     assert tasks.webhooks is not None and isinstance(tasks.where_for, RunRepositories)
     # Human stages wait in the registry, and every stage's answer is a stored domain event.
-    assert tasks.humans is not None and tasks.events is not None
+    assert tasks.humans is not None and tasks.events is not None and tasks.agents is not None
     # Gate checks read reviewers' permissions through the router's cache and know the App's login.
     assert isinstance(tasks.facts, GitHubFacts) and tasks.facts.permission is not None
     assert tasks.facts.bot_login == f"{ENVIRONMENT['GITHUB_APP_SLUG']}[bot]"

@@ -734,7 +734,7 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
             ToolCall("create", {"path": str(stack.work(reviewer) / "evil.py"), "file_text": "x"}),
             ToolCall("submit_review", {"event": "APPROVE", "body": "Looks right."}),
             ToolCall("post_status", {"state": "success", "description": "Reviewed: approved"}),
-            ToolCall("report_complete", {"summary": "Approved."}),
+            ToolCall("report_complete", {"summary": "Approved.", "outputs": {"verdict": "approve"}}),
             Say("Reviewed."),
         ]
     )
@@ -761,6 +761,8 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
         ("squadron", "agent_posted_status"),
         ("squadron", "task_ended"),
     ]
+    ended = reported[-1].command  # what it reported it produced (a pipeline stage's outputs)
+    assert isinstance(ended, TaskEnded) and ended.outputs == {"verdict": "approve"}
     assert stack.registry.reviews_of(1, 101)["squadron[bot]"].state == "approved"
 
 

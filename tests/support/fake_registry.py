@@ -44,6 +44,7 @@ from squadron.domain.effects import (
 from squadron.domain.history import MAX_HISTORY_EVENTS, check_period, history_order, utc_instant
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import EXECUTION_LEASE, Claim, FailedEffect
+from squadron.domain.pipelines.agent_stage import StageWait
 from squadron.domain.pipelines.humans import HumanWait
 from squadron.domain.pipelines.reactions import MAX_RUNS_PER_SUBJECT, RunRecord
 from squadron.domain.retention import finished_at
@@ -92,6 +93,8 @@ class FakeRegistry:
         #: change set id -> the set as stored (its latest version); installation -> sets open
         self.change_set_items: dict[str, ChangeSet] = {}
         self.open_sets: Counter[int] = Counter()
+        #: agent id -> its pipeline stage's wait (the task token, its answer once kept)
+        self.stage_waits: dict[str, StageWait] = {}
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -112,6 +115,7 @@ class FakeRegistry:
                 "decisions": self.decisions,
                 "events": self.events,
                 "verdicts": self.verdicts,
+                "stage_waits": self.stage_waits,
             }
         )
 
@@ -602,6 +606,34 @@ class FakeRegistry:
         held = self.human_waits.get((repo_id, number, entry))
         if held is not None:
             self.human_waits[(repo_id, number, entry)] = held.model_copy(update={"sent": True})
+
+    def hold_stage_wait(self, wait: StageWait, *, replacing: str | None = None) -> StageWait:
+        self.calls["hold_stage_wait"] += 1
+        held = self.stage_waits.get(wait.agent_id)
+        if held is None or held.sent or (replacing is not None and held.entry == replacing):
+            self.stage_waits[wait.agent_id] = wait.model_copy(update={"answer": None, "sent": False})
+            return self.stage_waits[wait.agent_id]
+        return held
+
+    def stage_wait(self, agent_id: str) -> StageWait | None:
+        self.calls["stage_wait"] += 1
+        return self.stage_waits.get(agent_id)
+
+    def answer_stage_wait(self, agent_id: str, entry: str, answer: dict[str, Any]) -> StageWait | None:
+        self.calls["answer_stage_wait"] += 1
+        held = self.stage_waits.get(agent_id)
+        if held is None or held.entry != entry:
+            return None
+        if held.answer is None:
+            held = held.model_copy(update={"answer": copy.deepcopy(answer)})
+            self.stage_waits[agent_id] = held
+        return held
+
+    def mark_stage_wait_sent(self, agent_id: str, entry: str) -> None:
+        self.calls["mark_stage_wait_sent"] += 1
+        held = self.stage_waits.get(agent_id)
+        if held is not None and held.entry == entry:
+            self.stage_waits[agent_id] = held.model_copy(update={"sent": True})
 
     def claim_uid(self, agent_id: str, at: datetime) -> int:
         agent = self.agents.get(agent_id)

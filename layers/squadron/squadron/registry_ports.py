@@ -25,6 +25,7 @@ from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import AgentWrite, Decision, RecordReview, Write
 from squadron.domain.issue_budget import LiveSpend
 from squadron.domain.outbox import Claim, FailedEffect
+from squadron.domain.pipelines.agent_stage import StageWait
 from squadron.domain.pipelines.humans import HumanWait
 from squadron.domain.pipelines.reactions import RunRecord
 from squadron.domain.routing import IssueView
@@ -369,4 +370,29 @@ class ChangeSets(Protocol):
 
     def open_change_sets(self, installation_id: int) -> int:
         """How many of the installation's sets are not over."""
+        ...
+
+
+class StageWaits(Protocol):
+    """Pipeline agent stages' task tokens, one wait per agent, each answered once
+    (``adapters/registry/stage_waits.py``; :mod:`squadron.domain.pipelines.agent_stage`)."""
+
+    def hold_stage_wait(self, wait: StageWait, *, replacing: str | None = None) -> StageWait:
+        """Keep ``wait`` as its agent's when the agent holds none, or one whose answer was sent,
+        or (``replacing``) still the wait of that entry; ``wait`` is returned then. Otherwise
+        nothing is written and the wait the agent holds is returned (another stage's, or this
+        entry's from an earlier attempt, with whatever answer it has)."""
+        ...
+
+    def stage_wait(self, agent_id: str) -> StageWait | None:
+        """The agent's wait (answered or not), or None."""
+        ...
+
+    def answer_stage_wait(self, agent_id: str, entry: str, answer: dict[str, Any]) -> StageWait | None:
+        """Keep ``answer`` on the agent's wait of ``entry`` unless it has one already; the wait as
+        stored after (with its first answer), or None when the agent holds no wait of ``entry``."""
+        ...
+
+    def mark_stage_wait_sent(self, agent_id: str, entry: str) -> None:
+        """Mark the answer of the agent's wait of ``entry`` sent (a no-op for another entry)."""
         ...

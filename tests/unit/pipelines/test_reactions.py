@@ -143,8 +143,8 @@ def test_wake_agent_wakes_the_issues_sleeping_agent_of_a_role_the_pipeline_runs(
 
 # --- what a handler does to a run --------------------------------------------------------------
 
-ARN = "arn:aws:states:us-east-1:123456789012:execution:sq-1-lifecycle:run-1"
-VERSION = "arn:aws:states:us-east-1:123456789012:stateMachine:sq-1-lifecycle:3"
+ARN = "arn:aws:states:us-east-1:123456789012:execution:sq_1-lifecycle:run-1"
+VERSION = "arn:aws:states:us-east-1:123456789012:stateMachine:sq_1-lifecycle:3"
 RUN = RunRecord(
     repo_id=1,
     number=7,

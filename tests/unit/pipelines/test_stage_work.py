@@ -280,7 +280,6 @@ def test_lifecycle_actions_and_escalation_plan_comments_and_labels() -> None:
 @pytest.mark.parametrize(
     ("yaml_stage", "why"),
     [
-        ("{id: a, type: agent, agent: test-coverage}", "waits for an agent's session"),
         ("{id: h, type: human, human: {description: ok}}", "waits for people's answer"),
         ("{id: r, type: action, action: remove_label, config: {label: x}}", "no label removal yet"),
     ],

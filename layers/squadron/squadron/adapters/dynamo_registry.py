@@ -83,6 +83,7 @@ from squadron.adapters.registry.launches import DynamoLaunches
 from squadron.adapters.registry.leases import DynamoLeases
 from squadron.adapters.registry.outbox import DecisionOutbox
 from squadron.adapters.registry.pipeline_run_index import DynamoPipelineRunIndex
+from squadron.adapters.registry.stage_waits import DynamoStageWaits
 from squadron.adapters.registry.table import DynamoTable, RegistryUnavailableError
 from squadron.adapters.registry.write_claims import DynamoWriteClaims
 
@@ -127,5 +128,6 @@ class DynamoRegistry(
     DynamoHumanWaits,
     DynamoPipelineRunIndex,
     DynamoChangeSets,
+    DynamoStageWaits,
 ):
     """The agent registry (:class:`~squadron.ports.Registry`) on its table: every port's adapter."""

@@ -322,6 +322,7 @@ class Door:
         summary: str = "",
         saved: str = "",
         finished: bool = True,
+        outputs: dict[str, str] | None = None,
     ) -> str:
         return self.call(
             lambda: Send(
@@ -333,6 +334,7 @@ class Door:
                     saved=saved[:2_000],
                     usage=usage,
                     finished=finished,
+                    outputs=dict(outputs or {}),
                 ),
             ),
             SendAnswer,

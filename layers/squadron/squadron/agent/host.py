@@ -273,6 +273,7 @@ class AgentHost(ModelSpending):
                     summary=result.replies[-1] if result.replies else "",
                     saved=result.saved,
                     finished=True,
+                    outputs=dict(self.state.outputs) if told == "idle" else {},
                 )
         except Exception as exc:  # the reconciler notices a task that ended without a word
             logger.error("%s: the end of the task was not reported: %s", self.agent_id, exc)

@@ -25,6 +25,11 @@ from squadron.domain.event_fields import (
 )
 from squadron.domain.usage import MAX_MODELS, ModelTokens
 
+#: A task's reported outputs (:attr:`TaskEnded.outputs`): at most this many, each key a name.
+MAX_OUTPUTS = 20
+OutputKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")]
+OutputValue = Annotated[str, Field(max_length=2_000)]
+
 
 class RegisterBlocker(EnvelopeModel):
     """Framework command: ``issue_number`` is blocked by ``blocker_number``.
@@ -130,6 +135,9 @@ class TaskEnded(EnvelopeModel):
     usage: TaskUsage = Field(default_factory=TaskUsage)
     #: The session ran to its end (a relaunch after a death in a row is counted from here).
     finished: bool = True
+    #: What report_complete said the work produced (a pipeline agent stage's outputs, its
+    #: ``expected_outputs``: docs/pipelines.md): the agent's words, keyed by a name.
+    outputs: dict[OutputKey, OutputValue] = Field(default_factory=dict, max_length=MAX_OUTPUTS)
 
 
 class _AgentAction(EnvelopeModel):

@@ -27,7 +27,7 @@ from pydantic import (
 from squadron.domain.agents import AgentRecord, InboxItem, RegistryError, parse_agent_id
 from squadron.domain.artifacts import MAX_ARTIFACT_CHARS
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
-from squadron.domain.commands import TaskUsage
+from squadron.domain.commands import MAX_OUTPUTS, OutputKey, OutputValue, TaskUsage
 from squadron.domain.event_fields import IssueNumber
 from squadron.domain.launches import REFUSAL_CODES, LaunchRefusedError, RefusalCode
 from squadron.domain.memory import MAX_EVIDENCE_CHARS, MAX_QUERY_CHARS, MAX_RECALLED, Audience
@@ -212,6 +212,8 @@ class Ended(BaseModel):
     saved: str = Field(default="", max_length=2_000)
     usage: TaskUsage = Field(default_factory=TaskUsage)
     finished: bool = True
+    #: What report_complete said the work produced (:attr:`TaskEnded.outputs`).
+    outputs: dict[OutputKey, OutputValue] = Field(default_factory=dict, max_length=MAX_OUTPUTS)
 
 
 AgentMessage = Annotated[Pushed | Blocker | Ended, Field(discriminator="kind")]

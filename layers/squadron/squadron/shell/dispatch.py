@@ -138,6 +138,10 @@ class Dispatcher:
 
     def _route_once(self, envelope: EventEnvelope, pause: str | None = None) -> dict[str, Any]:
         result = self.service.process(envelope, pause=pause, first_receive=self._first_receive)
+        # An agent's routed end may settle a pipeline's agent stage (answered once, before this
+        # delivery is recorded done: a retry answers what is left).
+        stages = self.pipeline_tasks.agents if self.pipeline_tasks is not None else None
+        stage = stages.after_routing(envelope) if stages is not None else None
         self._routed = True
         return {
             "delivery_id": result.delivery_id,
@@ -153,4 +157,5 @@ class Dispatcher:
             "resumed": result.resumed,
             "failed": list(result.failed),
             "busy": result.busy,
+            **({"pipeline_stage": stage} if stage is not None else {}),
         }

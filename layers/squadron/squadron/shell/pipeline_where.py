@@ -22,7 +22,10 @@ from squadron.adapters.webhooks import Webhooks
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.pipeline_wire import PipelineTask, run_repository
 from squadron.domain.pipelines.work import Where
-from squadron.registry_ports import HumanWaits, WriteClaims
+from squadron.domain.routing import RoutingPolicy
+from squadron.ports import Registry
+from squadron.registry_ports import HumanWaits, StageWaits, WriteClaims
+from squadron.shell.agent_stages import AgentStages
 from squadron.shell.human_stages import HumanStages, PermissionSource
 from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.pipeline_facts import ClientFor, GitHubFacts
@@ -64,9 +67,10 @@ class RunRepositories:
         return where
 
 
-class PipelineStore(WriteClaims, HumanWaits, Protocol):
+class PipelineStore(WriteClaims, HumanWaits, StageWaits, Protocol):
     """What the router keeps of pipeline tasks in the registry: each task's claimed entry and kept
-    answer, and the human stages' waits (:class:`squadron.adapters.dynamo_registry.DynamoRegistry`)."""
+    answer, the human stages' waits and the agent stages' tokens
+    (:class:`squadron.adapters.dynamo_registry.DynamoRegistry`)."""
 
 
 def carrying_out(
@@ -79,16 +83,24 @@ def carrying_out(
     groups: Callable[[Where], Mapping[str, Sequence[str]]] | None = None,
     permission: PermissionSource | None = None,
     bot_login: str = "",
+    registry: Registry | None = None,
+    policy: Callable[[PipelineTask, Where], RoutingPolicy] | None = None,
 ) -> PipelineTasks:
     """The router's :class:`PipelineTasks` with what carrying tasks out needs: the router's outbox,
     the registry's keyed claims and human waits, GitHub through the App, the webhook caller, each
     run's repository, and the stage events' store. Without ``store`` every task is answered
-    ``Squadron.StageRejected``; without ``groups`` and ``permission`` a human stage is."""
+    ``Squadron.StageRejected``; without ``groups`` and ``permission`` a human stage is, and without
+    ``registry`` and ``policy`` (the repository's routing policy now) an agent stage is."""
     if store is None:
         return PipelineTasks(pipelines, prefix=pipelines.prefix, events=events)
     humans = (
         HumanStages(pipelines, store, groups=groups, permission=permission, bot_login=bot_login)
         if groups is not None and permission is not None
+        else None
+    )
+    agents = (
+        AgentStages(registry=registry, waits=store, answers=pipelines, policy=policy)
+        if registry is not None and policy is not None
         else None
     )
     return PipelineTasks(
@@ -101,4 +113,5 @@ def carrying_out(
         where_for=RunRepositories(pipelines),
         humans=humans,
         events=events,
+        agents=agents,
     )

@@ -19,9 +19,11 @@ record here instead of reading it as an event envelope. :meth:`PipelineTasks.han
 * keeps a human stage waiting for people (:mod:`squadron.shell.human_stages`, when ``humans`` is
   wired): its entry comment and assignment are the decision's effects, and the task is answered
   later, by the event that completes it (:meth:`PipelineTasks.answer_waiting`);
-* answers every other task (agent stages, which wait for an agent, are not run from a pipeline
-  yet) with :data:`~squadron.domain.pipeline_wire.STAGE_REJECTED` and the reason, so the run takes
-  its failure path rather than waiting out its timeout.
+* puts an agent stage's role to work and keeps the task's token with the agent
+  (:class:`~squadron.shell.agent_stages.AgentStages`): the token is answered when the agent's
+  task ends, not now;
+* answers every other task with :data:`~squadron.domain.pipeline_wire.STAGE_REJECTED` and the reason, so the run
+  takes its failure path rather than waiting out its timeout.
 
 Exactly once: the task's entry (:attr:`~squadron.domain.pipeline_wire.PipelineTask.entry`) is
 claimed first (the registry's keyed-write claims); the answer is recorded before it is sent and
@@ -57,6 +59,7 @@ from squadron.domain.pipeline_wire import (
     StageSucceeded,
     origin_problem,
 )
+from squadron.domain.pipelines.agent_stage import Wake
 from squadron.domain.pipelines.judge import Facts, condition_holds
 from squadron.domain.pipelines.models import HumanStage
 from squadron.domain.pipelines.templates import PipelineTemplateError
@@ -73,6 +76,7 @@ from squadron.domain.pipelines.work import (
 )
 from squadron.errors import SquadronError
 from squadron.registry_ports import WriteClaims
+from squadron.shell.agent_stages import AgentStages, Waiting
 from squadron.shell.human_stages import HumanStages
 from squadron.shell.outbox import OutboxExecutor
 
@@ -157,7 +161,10 @@ class PipelineTasks:
         humans: HumanStages | None = None,
         events: Callable[[DomainEvent], bool] | None = None,
         where_for: Callable[[PipelineTask], Where | None] | None = None,
+        agents: AgentStages | None = None,
     ) -> None:
+        #: Carries out agent stages (None: they are answered :data:`STAGE_REJECTED`).
+        self.agents = agents
         self.answers = answers
         #: The human stages' waits (None: a human stage is answered STAGE_REJECTED).
         self.humans = humans
@@ -211,6 +218,13 @@ class PipelineTasks:
         held = registry.claim_write(scope, key, self.clock())
         if held is not None and isinstance(held.result, dict):
             recorded = held.result
+            if "waiting" in recorded:
+                return {
+                    "answered": False,
+                    "gone": None,
+                    "waiting": recorded["waiting"],
+                    "once": "waiting already",
+                }
             if recorded.get("sent"):
                 return {"answered": False, "gone": None, "once": "answered already"}
             if recorded.get("waiting"):
@@ -221,6 +235,9 @@ class PipelineTasks:
             if isinstance(decided, _Waiting):
                 registry.record_write(scope, key, {"waiting": True})
                 return {"answered": False, "gone": None, "outcome": "waiting"}
+            if isinstance(decided, Waiting):
+                registry.record_write(scope, key, {"waiting": decided.agent_id})
+                return {"answered": False, "gone": None, "waiting": decided.agent_id, "how": decided.how}
             answer = decided
             registry.record_write(scope, key, {"answer": _dump(answer), "sent": False})
         self._report(task, answer, where)
@@ -245,7 +262,7 @@ class PipelineTasks:
 
     def _decide(
         self, task: PipelineTask, where: Where, outbox: OutboxExecutor, *, again: bool
-    ) -> StageAnswer | _Waiting:
+    ) -> StageAnswer | _Waiting | Waiting:
         """The task's answer, its effects committed and carried out first. ``again``: an earlier
         attempt claimed the task and stopped before recording its answer."""
         if task.stage_type == "human" and task.step == "stage" and self.humans is not None:
@@ -271,6 +288,10 @@ class PipelineTasks:
             work = result
         if isinstance(work, Call):
             return self._call(task, work, again=again)
+        if isinstance(work, Wake):
+            if self.agents is None:
+                return not_carried_out(task, "no agent stages are wired")
+            return self.agents.begin(task, where, work, outbox, _envelope(task, where, self.clock()))
         return self._act(task, where, work, outbox, again=again)
 
     def _wait(

@@ -267,6 +267,11 @@ def assemble_router(
         github.remember(event.repository.full_name, event.installation_id)
         return cache.pause_reason(event.repository.full_name)
 
+    def stage_policy(repo: str, installation_id: int | None) -> RoutingPolicy:
+        """A pipeline's agent stage's repository policy, as its default branch has it now."""
+        github.remember(repo, installation_id)
+        return cache.policy_for(repo)
+
     gate = MergeGate(
         client=github.client,
         config_for=cache.config_for,
@@ -314,6 +319,8 @@ def assemble_router(
                 },
                 permission=github.permission,  # the router's own five-minute cache, as the gate's
                 bot_login=bot_login,
+                registry=registry,
+                policy=lambda _task, where: stage_policy(where.repo_full_name, where.installation_id),
             )
             if pipelines is not None
             else None,

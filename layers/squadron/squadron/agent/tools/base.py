@@ -42,6 +42,8 @@ class HostState:
 
     ending: Literal["sleep", "escalate", "complete"] | None = None
     reason: str = ""
+    #: What report_complete said the work produced (a pipeline agent stage's outputs).
+    outputs: dict[str, str] = field(default_factory=dict)
     commands: list[str] = field(default_factory=list)
 
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from squadron.domain.commands import MAX_OUTPUTS, OutputKey, OutputValue
+
 #: An issue or pull request number: a JSON integer from 1 to 2^31-1 (never true, 3.0 or "3").
 IssueNumber = Annotated[int, Field(strict=True, gt=0, le=2**31 - 1)]
 #: A label of the taxonomy (GitHub's names are at most 50 characters).
@@ -69,6 +71,18 @@ class OpenPr(_Params):
 
 class ReportComplete(_Params):
     summary: str = Field(min_length=1, max_length=8_000, description="What you did, for the issue's readers.")
+    outputs: dict[OutputKey, OutputValue] = Field(
+        default_factory=dict,
+        max_length=MAX_OUTPUTS,
+        description="What your work produced, by name: the outputs a pipeline stage's instruction asks for.",
+    )
+
+    @field_validator("outputs", mode="after")
+    @classmethod
+    def _outputs_text_only(cls, value: dict[str, str]) -> dict[str, str]:
+        if any("\x00" in text for pair in value.items() for text in pair):
+            raise ValueError("text may not contain a NUL character")
+        return value
 
 
 class SubmitReview(_Params):

@@ -31,6 +31,7 @@ class TaskTools(BaseTools):
             self.writes.comment(number, params.summary)
         self.state.ending = "complete"
         self.state.reason = params.summary
+        self.state.outputs = dict(params.outputs)
         return "Recorded. Your task ends now; you will be woken by the next event for you."
 
     def escalate_to_human(self, params: EscalateToHuman) -> str:

@@ -13,9 +13,10 @@ for a stage's work or a step around it; :func:`plan` says what that work is, fro
   the answer it gives once they are done;
 * :class:`Call` — a webhook stage: the request, templates resolved (the address was checked
   when the configuration was read; where its host resolves is the adapter's to check);
-* :class:`Refuse` — what the router does not carry out (agent stages, which wait for an agent; a
-  human stage where no waits are wired: :mod:`squadron.shell.human_stages` keeps them; a task it
-  cannot read): failed with the reason.
+* :class:`~.agent_stage.Wake` — an agent stage or branch: put the stage's role to work on the
+  run's issue and wait for it (:mod:`.agent_stage`; the shell keeps the token with the agent);
+* :class:`Refuse` — what the router does not carry out (a human stage where no waits are wired:
+  :mod:`squadron.shell.human_stages` keeps them; a task it cannot read): failed with the reason.
 
 Every text a template renders comes from the repository's configuration and the run's data; the
 App posts it as itself, and :mod:`squadron.adapters.github.for_router` makes it inert (no hidden
@@ -41,6 +42,7 @@ from squadron.domain.pipeline_wire import (
     StageFailed,
     StageSucceeded,
 )
+from squadron.domain.pipelines.agent_stage import Wake, wake_of
 from squadron.domain.pipelines.conditions import Condition, GateCheck
 from squadron.domain.pipelines.judge import Facts, condition_holds, judge_gate, namespaces
 from squadron.domain.pipelines.models import (
@@ -102,8 +104,8 @@ class Judge:
     condition: Any = None
     #: What the answer is when the judgement holds / when it does not (see :func:`judged`).
     kind: str = "gate"
-    #: The stage's work after a condition that holds (an action or webhook stage): done next.
-    then: Act | Call | None = None
+    #: The stage's work after a condition that holds (an action, webhook or agent stage): done next.
+    then: Act | Call | Wake | None = None
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ class Refuse:
     answer: StageFailed
 
 
-Work = Judge | Act | Call | Refuse
+Work = Judge | Act | Call | Wake | Refuse
 
 
 def _refused(task: PipelineTask, why: str, error: str = STAGE_REJECTED) -> Refuse:
@@ -198,11 +200,10 @@ def _plan(task: PipelineTask, where: Where) -> Work:
 
 def _stage(task: PipelineTask, where: Where, config: dict[str, Any], data: Mapping[str, Any]) -> Work:
     if task.stage_type == "agent":
-        return _refused(
-            task,
-            "an agent stage waits for an agent's session, which this release does not run from a "
-            'pipeline yet (docs/pipelines.md, "What the router carries out")',
-        )
+        wake = wake_of(task)
+        if config.get("condition") is not None:
+            return Judge(condition=_CONDITION.validate_python(config["condition"]), kind="stage", then=wake)
+        return wake
     if task.stage_type == "human":  # carried out by squadron.shell.human_stages where it is wired
         return _refused(
             task,
@@ -349,7 +350,7 @@ def safe_plan(task: PipelineTask, where: Where) -> Work:
     return work
 
 
-def judged(work: Judge, facts: Facts, data: Mapping[str, Any]) -> StageSucceeded | Act | Call:
+def judged(work: Judge, facts: Facts, data: Mapping[str, Any]) -> StageSucceeded | Act | Call | Wake:
     """The answer of a judgement against ``facts``; for a stage whose condition holds, its work.
 
     Raises :class:`~.templates.PipelineTemplateError` when an expression cannot be evaluated

@@ -31,7 +31,7 @@ FRAMEWORK_TOOLS: Mapping[str, str] = MappingProxyType(
         "report_blocked": "Report that work cannot go on until other issues close; the agent sleeps.",
         "create_blocker_issue": "Open a new issue that blocks the current one, and register the edge.",
         "register_blocker": "Register an existing issue as a blocker of the current one.",
-        "report_complete": "Report the assignment done; the agent's task ends.",
+        "report_complete": "Report the assignment done (with the outputs a pipeline stage asks for); the agent's task ends.",
         "escalate_to_human": "Hand the issue to the humans (needs-human label, notification).",
         "open_pr": "Open a pull request from the agent's branch.",
         "git_push": "Push the agent's branch (only its own branch).",

@@ -39,7 +39,8 @@ def ended_unleaked(gw: AgentGateway, agent: AgentRecord, message: Ended) -> Ende
     summary and the reason when it hands the issue to humans): the task is escalated, the
     humans told the kind and place of what was found, never its value."""
     fields = {"reason": message.reason, "summary": message.summary, "saved": message.saved}
-    findings = gw.scan(write_texts(fields.items()))
+    outputs = {f"outputs.{key}": value for key, value in message.outputs.items()}
+    findings = gw.scan(write_texts([*fields.items(), *outputs.items()]))
     if not findings:
         return message
     logger.warning(
@@ -52,4 +53,6 @@ def ended_unleaked(gw: AgentGateway, agent: AgentRecord, message: Ended) -> Ende
     reason = withheld_words(findings)
     if kept["reason"]:
         reason = f"{kept['reason']}; {reason}"
-    return message.model_copy(update={**kept, "reason": reason[:4_000], "outcome": "escalated"})
+    return message.model_copy(
+        update={**kept, "reason": reason[:4_000], "outcome": "escalated", "outputs": {}}
+    )

@@ -252,6 +252,7 @@ def _envelope(
                 saved=message.saved,
                 usage=message.usage,
                 finished=message.finished,
+                outputs=message.outputs,
             )
             what = "ended"
     return gw.stamped(agent, command, f"cmd-{launch_token}-{what}")

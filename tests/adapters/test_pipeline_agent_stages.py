@@ -1,0 +1,488 @@
+"""A pipeline's agent stages, end to end on moto's Step Functions (issue 30): the router puts the
+stage's role to work on the run's pull request (the registry's agent, its launch, its inbox item),
+keeps the task token with the agent, and answers it once when the agent's task ends — done with
+its outputs, or failed so the stage's ``on_error`` applies.
+
+Runs go on moto's interpreter (tests/support/step_functions.py); the router is the dispatcher
+over :class:`~squadron.shell.pipelines.PipelineTasks` and the routing service, with the fake
+registry and launcher (tests/support/world.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from squadron.config import parse_files
+from squadron.domain.agents import AgentStatus
+from squadron.domain.commands import SQUADRON_EVENT, TaskEnded, TaskUsage
+from squadron.domain.effects import AgentWrite
+from squadron.domain.events import EventEnvelope
+from squadron.domain.pipeline_wire import execution_name, run_input
+from squadron.domain.pipelines.compile import compile_pipeline
+from squadron.domain.pipelines.work import Where
+from squadron.domain.routing import RoutingPolicy
+from squadron.shell.agent_stages import AgentStages
+from squadron.shell.dispatch import Dispatcher
+from squadron.shell.outbox import OutboxExecutor
+from squadron.shell.pipelines import PipelineTasks
+from tests.support.events import Events
+from tests.support.step_functions import PREFIX, Stack, step_functions, wait_for
+from tests.support.world import World
+from tests.unit.pipelines.test_pipeline_config import files_with
+
+REPO = "octo/app"
+REVIEWER = "42-7-pr-review"
+
+
+class Router:
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        # the router's clock where moto's is (a stage's deadline counts from the time it entered)
+        self.world = World(events=Events(repo_id=42, full_name=REPO), now=datetime.now(UTC))
+        world = self.world
+
+        def outbox() -> OutboxExecutor:
+            return OutboxExecutor(
+                registry=world.registry,
+                launcher=world.launcher,
+                github=world.github,
+                policies=lambda _event: world.policy,
+                clock=lambda: world.now,
+            )
+
+        self.tasks = PipelineTasks(
+            stack.pipelines,
+            prefix=PREFIX,
+            outbox=outbox,
+            claims=world.registry,
+            facts=None,
+            where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
+            clock=lambda: world.now,
+            agents=AgentStages(
+                registry=world.registry,
+                waits=world.registry,
+                answers=stack.pipelines,
+                policy=lambda _task, _where: self.policy,
+                clock=lambda: world.now,
+            ),
+        )
+        # no gate in these pipelines: the router reads nothing from GitHub
+        self.tasks.facts = _NoFacts()
+        self.dispatch = Dispatcher(world.router, pipeline_tasks=self.tasks)
+        self.policy = world.policy
+
+    def task(self) -> tuple[str, dict[str, Any]]:
+        """The next task the run put on the queue, handed to the router (and its raw body)."""
+        message = wait_for("a task", self._receive)
+        return message["Body"], self.dispatch.handle(message["Body"], message["MessageId"])
+
+    def _receive(self) -> dict[str, Any] | None:
+        got = self.stack.sqs.receive_message(QueueUrl=self.stack.queue_url, MaxNumberOfMessages=1).get(
+            "Messages", []
+        )
+        if not got:
+            return None
+        self.stack.sqs.delete_message(QueueUrl=self.stack.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
+        message: dict[str, Any] = got[0]
+        return message
+
+    def begun(self, agent_id: str = REVIEWER) -> None:
+        """The agent's task began (ACTIVE), as the gateway records it."""
+        agent = self.world.agent(agent_id)
+        if agent.status is AgentStatus.CREATED:
+            self.world.registry.put_agent(
+                AgentWrite(agent.transition(AgentStatus.ACTIVE, now=self.world.now), agent.version)
+            )
+
+    def ended(self, agent_id: str = REVIEWER, **fields: Any) -> tuple[EventEnvelope, dict[str, Any]]:
+        """The agent's task reports its end (what the gateway puts on events.fifo), routed."""
+        agent = self.world.agent(agent_id)
+        command = TaskEnded(
+            agent_id=agent_id,
+            launch_token=fields.pop("launch_token", agent.launch_token),
+            issue_number=agent.issue_number,
+            usage=TaskUsage(turns=1),
+            **fields,
+        )
+        envelope = self.world.events._base(
+            SQUADRON_EVENT,
+            "task_ended",
+            sender="squadron[bot]",
+            origin="agent",
+            source_agent=agent_id,
+            command=command.model_dump(),
+        )
+        return envelope, self.dispatch.handle(envelope.to_message())
+
+
+class _NoFacts:
+    def facts(self, where: Any, number: int, others: tuple[int, ...] = ()) -> Any:
+        raise AssertionError("these pipelines judge nothing")
+
+
+def started(stack: Stack, text: str, name: str = "p") -> str:
+    pipelines = parse_files(files_with(text)).config.pipelines
+    compiled = compile_pipeline(name, pipelines, queue_url=stack.queue_url, repository_id=42, children={})
+    version = stack.pipelines.ensure(42, name, compiled.definition).version_arn
+    return stack.pipelines.start(
+        version, execution_name("d-1", name), run_input(42, 7, {"n": 7})
+    ).execution_arn
+
+
+@pytest.fixture
+def stack() -> Iterator[Stack]:
+    with step_functions() as made:
+        yield made
+
+
+REVIEW_THEN_COMMENT = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: review
+        type: agent
+        agent: pr-review
+        action: "Review PR #{{ trigger.n }} for injection flaws"
+        expected_outputs: [verdict]
+        on_error: {then: tell}
+      - id: say
+        type: action
+        action: comment
+        config: {message: "Verdict: {{ stages.review.outputs.verdict }}"}
+        on_success: __complete__
+      - id: tell
+        type: action
+        action: comment
+        config: {message: "The review failed"}
+"""
+
+
+def test_an_agent_stage_launches_its_role_and_its_completion_moves_the_run_on(stack: Stack) -> None:
+    r = Router(stack)
+    arn = started(stack, REVIEW_THEN_COMMENT)
+
+    body, summary = r.task()
+    assert (summary["pipeline_task"], summary["answered"], summary["waiting"]) == ("review", False, REVIEWER)
+    # the role is put to work on the run's pull request: one agent, one launch, the instruction
+    agent = r.world.agent(REVIEWER)
+    assert (agent.role, agent.issue_number, agent.pr_number, agent.status) == (
+        "pr-review",
+        7,
+        7,
+        AgentStatus.CREATED,
+    )
+    assert [(a, purpose) for a, purpose, _ in r.world.launcher.launched.values()] == [(REVIEWER, "start")]
+    (item,) = r.world.registry.pending_inbox(REVIEWER)
+    assert (item.kind, item.body, item.unvetted_author) == (
+        "pipeline_stage",
+        "Review PR #7 for injection flaws",
+        None,
+    )
+    assert "report_complete" in item.summary and "verdict" in item.summary
+    wait = r.world.registry.stage_wait(REVIEWER)
+    assert wait is not None and wait.stage == "review" and wait.answer is None
+    # the stage waits: the run is still running, nothing else on the queue
+    assert stack.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+
+    # the same task delivered again: nothing launched twice, nothing answered
+    again = r.dispatch.handle(body)
+    assert again["answered"] is False and again["once"] == "waiting already"
+    assert len(r.world.launcher.launched) == 1
+
+    r.begun()
+    _, routed = r.ended(outcome="idle", outputs={"verdict": "no injection found"})
+    assert routed["pipeline_stage"]["answered"] is True and routed["pipeline_stage"]["outcome"] == "passed"
+
+    _, say = r.task()
+    assert (say["pipeline_task"], say["answered"]) == ("say", True)
+    held = stack.finished(arn)
+    assert held["status"] == "SUCCEEDED", held
+    assert [body.split("\n")[0] for _, _, body, _ in r.world.github.comments] == [
+        "Verdict: no injection found"
+    ]
+    output = json.loads(held["output"])
+    assert output["data"]["stages"]["review"] == {
+        "agent": REVIEWER,
+        "outputs": {"verdict": "no injection found"},
+    }
+
+
+def test_a_redelivered_completion_answers_nothing_twice(stack: Stack) -> None:
+    r = Router(stack)
+    arn = started(stack, REVIEW_THEN_COMMENT)
+    r.task()
+    r.begun()
+    envelope, first = r.ended(outcome="idle", outputs={"verdict": "ok"})
+    assert first["pipeline_stage"]["answered"] is True
+    # the same end delivered again (the delivery records are not wired: it is routed again)
+    again = r.dispatch.handle(envelope.to_message())
+    assert "pipeline_stage" not in again
+    r.task()
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+
+
+FAILURES = [
+    (
+        "escalated",
+        {"outcome": "escalated", "reason": "it cannot decide"},
+        "the agent was handed to humans: it cannot decide",
+    ),
+    ("blocked", {"outcome": "sleeping", "reason": "blocked by #9"}, "the agent is blocked: blocked by #9"),
+    (
+        "a missing expected output",
+        {"outcome": "idle", "outputs": {"summary": "fine"}},
+        "without the expected output(s) verdict",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "fields", "cause"), FAILURES, ids=[f[0] for f in FAILURES])
+def test_a_failed_agent_takes_the_stages_on_error_path(
+    stack: Stack, name: str, fields: dict[str, Any], cause: str
+) -> None:
+    r = Router(stack)
+    arn = started(stack, REVIEW_THEN_COMMENT)
+    r.task()
+    r.begun()
+    _, routed = r.ended(**fields)
+    assert routed["pipeline_stage"]["outcome"] == "Squadron.StageFailed"
+    _, tell = r.task()
+    assert tell["pipeline_task"] == "tell"
+    assert stack.finished(arn)["status"] == "SUCCEEDED"  # on_error went to `tell`, which completes
+    assert [body.split("\n")[0] for _, _, body, _ in r.world.github.comments][-1] == "The review failed"
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    failed = [e["taskFailedEventDetails"] for e in history if e["type"] == "TaskFailed"]
+    assert failed and cause in failed[0]["cause"], failed
+
+
+def test_a_role_gone_from_the_configuration_fails_the_stage_with_the_reason(stack: Stack) -> None:
+    r = Router(stack)
+    r.policy = RoutingPolicy(role_kinds={"pm": r.world.policy.kind_of("pm")})  # pr-review removed
+    arn = started(stack, REVIEW_THEN_COMMENT)
+    _, summary = r.task()
+    assert summary["answered"] is True and summary["outcome"] == "Squadron.StageFailed"
+    assert r.world.launcher.launched == {} and r.world.registry.get_agent(REVIEWER) is None
+    r.task()  # tell
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    (failed,) = [e["taskFailedEventDetails"] for e in history if e["type"] == "TaskFailed"]
+    assert "role 'pr-review' is not in the repository's configuration now" in failed["cause"]
+
+
+TIMED = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: review
+        type: agent
+        agent: pr-review
+        action: "Review"
+        timeout: 1s
+"""
+
+
+def test_a_stage_that_timed_out_is_gone_and_the_agents_later_completion_breaks_nothing(
+    stack: Stack,
+) -> None:
+    r = Router(stack)
+    arn = started(stack, TIMED)
+    r.task()
+    assert stack.finished(arn)["status"] == "FAILED"  # its timeout ran out while the agent worked
+    r.begun()
+    _, routed = r.ended(outcome="idle")
+    assert routed["pipeline_stage"]["answered"] is False and routed["pipeline_stage"]["gone"]
+    wait = r.world.registry.stage_wait(REVIEWER)
+    assert wait is not None and wait.sent  # settled: nothing is sent again
+    assert r.world.agent(REVIEWER).status is AgentStatus.ACTIVE  # the agent simply goes idle
+
+
+def test_an_earlier_task_of_the_agent_ending_does_not_answer_the_stage(stack: Stack) -> None:
+    r = Router(stack)
+    arn = started(stack, REVIEW_THEN_COMMENT)
+    r.task()
+    r.begun()
+    stale = r.world.agent(REVIEWER).launch_token.replace("-l1", "-l0")
+    _, routed = r.ended(outcome="idle", outputs={"verdict": "forged"}, launch_token=stale)
+    assert "pipeline_stage" not in routed
+    assert stack.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    wait = r.world.registry.stage_wait(REVIEWER)
+    assert wait is not None and wait.answer is None
+
+
+def test_another_agents_task_cannot_complete_the_stage(stack: Stack) -> None:
+    # The attacker: a task of another agent of the repository (say, a prompt-injected dev agent)
+    # sends an end that names the reviewer, with outputs it chose.
+    r = Router(stack)
+    arn = started(stack, REVIEW_THEN_COMMENT)
+    r.task()
+    r.begun()
+    reviewer = r.world.agent(REVIEWER)
+    forged = TaskEnded(
+        agent_id=REVIEWER,
+        launch_token=reviewer.launch_token,
+        issue_number=7,
+        outcome="idle",
+        outputs={"verdict": "approve everything"},
+    )
+    envelope = r.world.events._base(
+        SQUADRON_EVENT,
+        "task_ended",
+        sender="squadron[bot]",
+        origin="agent",
+        source_agent="42-7-feat-dev",
+        command=forged.model_dump(),
+    )
+    routed = r.dispatch.handle(envelope.to_message())
+    assert "pipeline_stage" not in routed
+    assert stack.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    wait = r.world.registry.stage_wait(REVIEWER)
+    assert wait is not None and wait.answer is None  # what the attacker got: nothing
+
+
+def test_a_task_whose_attempt_stopped_before_its_commit_launches_once_when_delivered_again(
+    stack: Stack,
+) -> None:
+    r = Router(stack)
+    arn = started(stack, REVIEW_THEN_COMMENT)
+    message = wait_for("a task", r._receive)
+    commit = r.world.registry.commit
+
+    def lost(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the router stopped here")
+
+    r.world.registry.commit = lost  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        r.dispatch.handle(message["Body"])
+    assert r.world.registry.stage_wait(REVIEWER) is not None and r.world.launcher.launched == {}
+    r.world.registry.commit = commit  # type: ignore[method-assign]
+    summary = r.dispatch.handle(message["Body"])
+    assert summary["waiting"] == REVIEWER
+    assert len(r.world.launcher.launched) == 1
+    r.dispatch.handle(message["Body"])  # and once more: nothing
+    assert len(r.world.launcher.launched) == 1
+    r.begun()
+    r.ended(outcome="idle", outputs={"verdict": "ok"})
+    r.task()
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+
+
+TWO_RUNS = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - {id: review, type: agent, agent: pr-review, action: "Review", timeout: 1h}
+"""
+
+
+def test_a_second_run_waits_its_turn_until_the_first_runs_task_is_over(stack: Stack) -> None:
+    r = Router(stack)
+    first = started(stack, TWO_RUNS)
+    r.task()
+    pipelines = parse_files(files_with(TWO_RUNS)).config.pipelines
+    compiled = compile_pipeline("p", pipelines, queue_url=stack.queue_url, repository_id=42, children={})
+    version = stack.pipelines.ensure(42, "p", compiled.definition).version_arn
+    second = stack.pipelines.start(
+        version, execution_name("d-2", "p"), run_input(42, 7, {"n": 7})
+    ).execution_arn
+    _, busy = r.task()
+    # the reviewer works the first run's stage: the second's fails saying so (its on_error applies)
+    assert busy["outcome"] == "Squadron.StageFailed"
+    assert stack.finished(second)["status"] == "FAILED"
+    history = stack.sfn.get_execution_history(executionArn=second)["events"]
+    (failed,) = [e["taskFailedEventDetails"] for e in history if e["type"] == "TaskFailed"]
+    assert "is working on stage 'review'" in failed["cause"] and first in failed["cause"]
+    # an hour on, the first run's task is over (its timeout): a third run takes the reviewer over
+    r.world.now += timedelta(hours=1, seconds=1)
+    third = stack.pipelines.start(
+        version, execution_name("d-3", "p"), run_input(42, 7, {"n": 7})
+    ).execution_arn
+    _, taken = r.task()
+    assert taken["waiting"] == REVIEWER
+    wait = r.world.registry.stage_wait(REVIEWER)
+    assert wait is not None and wait.execution_arn == third
+    r.begun()
+    r.ended(outcome="idle")
+    assert stack.finished(third)["status"] == "SUCCEEDED"
+
+
+PARALLEL = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: reviews
+        type: parallel
+        branches:
+          - {id: sec, agent: security-review, action: "Look for injection"}
+          - {id: code, agent: pr-review, action: "Review the code"}
+"""
+
+
+def test_agent_branches_of_a_parallel_stage_each_put_their_role_to_work(stack: Stack) -> None:
+    r = Router(stack)
+    arn = started(stack, PARALLEL)
+    handled = sorted((r.task()[1]["waiting"], r.task()[1]["waiting"]))
+    assert handled == ["42-7-pr-review", "42-7-security-review"]
+    assert sorted(a for a, _, _ in r.world.launcher.launched.values()) == handled
+    for agent_id in handled:
+        r.begun(agent_id)
+        _, routed = r.ended(agent_id, outcome="idle")
+        assert routed["pipeline_stage"]["outcome"] == "passed"
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+
+
+class LosesTheFirstAnswer:
+    """Step Functions, and a router that stops right before its first answer is sent."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.lost = 0
+
+    def answer(self, token: str, answer: Any) -> Any:
+        if not self.lost:
+            self.lost += 1
+            raise RuntimeError("the router stopped before the answer was sent")
+        return self.stack.pipelines.answer(token, answer)
+
+    def describe(self, execution_arn: str) -> Any:
+        return self.stack.pipelines.describe(execution_arn)
+
+
+def test_an_end_delivered_again_sends_the_answer_kept_when_the_first_attempt_stopped(stack: Stack) -> None:
+    r = Router(stack)
+    assert r.tasks.agents is not None
+    r.tasks.agents.answers = LosesTheFirstAnswer(stack)
+    arn = started(stack, REVIEW_THEN_COMMENT)
+    r.task()
+    r.begun()
+    command = TaskEnded(
+        agent_id=REVIEWER,
+        launch_token=r.world.agent(REVIEWER).launch_token,
+        issue_number=7,
+        outcome="idle",
+        outputs={"verdict": "kept"},
+    )
+    envelope = r.world.events._base(
+        SQUADRON_EVENT,
+        "task_ended",
+        sender="squadron[bot]",
+        origin="agent",
+        source_agent=REVIEWER,
+        command=command.model_dump(),
+    )
+    with pytest.raises(RuntimeError):
+        r.dispatch.handle(envelope.to_message())
+    wait = r.world.registry.stage_wait(REVIEWER)
+    assert wait is not None and wait.answer is not None and not wait.sent  # kept, not sent
+    # the queue delivers the same end again: the router resumes what it routed (nothing twice
+    # there) and the kept answer is sent
+    again = r.dispatch.handle(envelope.to_message())
+    assert again["pipeline_stage"]["answered"] is True
+    _, say = r.task()
+    assert say["pipeline_task"] == "say"
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+    assert [body.split("\n")[0] for _, _, body, _ in r.world.github.comments] == ["Verdict: kept"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from squadron.cli import build_parser, main
-from squadron.local_cli import _local_options
+from squadron.local_cli import local_options
 from tests.support.github_fake import app_private_key
 
 CASES = [
@@ -24,7 +24,7 @@ def test_the_sandbox_serves_every_repository_named(
     tmp_path: Path, argv: list[str], repo: str, extra: tuple[str, ...]
 ) -> None:
     args = build_parser().parse_args(["local", *argv])
-    options = _local_options(args, tmp_path, tmp_path / "state", {}, None)
+    options = local_options(args, tmp_path, tmp_path / "state", {}, None)
     assert (options.repo, options.extra_repos) == (repo, extra)
 
 

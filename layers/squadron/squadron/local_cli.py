@@ -115,7 +115,7 @@ def run_local(args: argparse.Namespace, out: TextIO) -> int:
     script = local_script(root, out, demo=args.demo, sandbox=github is None)
     if script is None:
         return EXIT_PROBLEMS
-    stack = LocalStack(_local_options(args, root, state_dir, script, github))
+    stack = LocalStack(local_options(args, root, state_dir, script, github))
     stopping = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.set())
@@ -151,7 +151,7 @@ def run_local(args: argparse.Namespace, out: TextIO) -> int:
     return status
 
 
-def _local_options(
+def local_options(
     args: argparse.Namespace,
     root: Path,
     state_dir: Path,

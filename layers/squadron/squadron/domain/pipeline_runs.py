@@ -130,12 +130,14 @@ def _stage_work(stage_type: str, config: Mapping[str, Any]) -> str:
     return f"{stage_type} stage"
 
 
-def _detail(event: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def event_detail(event: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """A history event's ``key`` details (``taskScheduledEventDetails``...), empty when absent."""
     value = event.get(key)
     return value if isinstance(value, Mapping) else {}
 
 
-def _json(text: Any) -> Any:
+def json_or_none(text: Any) -> Any:
+    """``text`` parsed as JSON (a history event's input, output, cause), None when it is not."""
     if not isinstance(text, str):
         return None
     try:
@@ -146,19 +148,19 @@ def _json(text: Any) -> Any:
 
 def _scheduled(event: Mapping[str, Any]) -> dict[str, Any]:
     """What a ``TaskScheduled`` says of the stage: type, step, config (never its token)."""
-    detail = _detail(event, "taskScheduledEventDetails")
+    detail = event_detail(event, "taskScheduledEventDetails")
     resource = str(detail.get("resource", ""))
-    parameters = _json(detail.get("parameters"))
+    parameters = json_or_none(detail.get("parameters"))
     if not isinstance(parameters, dict):
         return {}
     if resource.startswith("startExecution"):
         return {"stage_type": "pipeline"}
     body = parameters.get("MessageBody")
     if isinstance(body, str):
-        body = _json(body)
+        body = json_or_none(body)
     if not isinstance(body, dict) or body.get("kind") != "squadron.pipeline_task":
         return {}
-    config = _json(body.get("config"))
+    config = json_or_none(body.get("config"))
     return {
         "stage_type": str(body.get("stage_type")) if body.get("stage_type") else None,
         "step": str(body.get("step")) if body.get("step") else None,
@@ -167,10 +169,10 @@ def _scheduled(event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _child(event: Mapping[str, Any]) -> str | None:
-    detail = _detail(event, "taskSubmittedEventDetails")
+    detail = event_detail(event, "taskSubmittedEventDetails")
     if not str(detail.get("resource", "")).startswith("startExecution"):
         return None
-    output = _json(detail.get("output"))
+    output = json_or_none(detail.get("output"))
     arn = output.get("ExecutionArn") if isinstance(output, dict) else None
     return arn if isinstance(arn, str) and _EXECUTION.match(arn) else None
 
@@ -212,7 +214,7 @@ def current_stages(history: Iterable[Mapping[str, Any]]) -> list[Waiting]:
         if kind in _EXECUTION_ENDS:
             return []
         if kind.endswith("StateEntered"):
-            name = str(_detail(event, "stateEnteredEventDetails").get("name", ""))
+            name = str(event_detail(event, "stateEnteredEventDetails").get("name", ""))
             # after a state was left, the next one is its sibling, not its child
             parent = previous
             while parent is not None and parent not in open_:
@@ -222,7 +224,7 @@ def current_stages(history: Iterable[Mapping[str, Any]]) -> list[Waiting]:
             scope[event_id] = event_id
             continue
         if kind.endswith(("StateExited", "StateAborted")) or kind in _CONTAINER_ENDS:
-            left = _detail(event, "stateExitedEventDetails").get("name")
+            left = event_detail(event, "stateExitedEventDetails").get("name")
             closing = previous
             if left is not None:  # the latest open entry of that name (a loop left the others)
                 named = [e for e in open_.values() if e.name == left]

@@ -31,7 +31,6 @@ finds the stop done carries out the rest): a run that ended by itself is left.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,6 +38,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from squadron.domain.pipeline_runs import event_detail, json_or_none
 from squadron.domain.pipeline_wire import RUN_CANCELLED, execution_name, run_input
 from squadron.domain.pipelines.asl import state_key
 from squadron.domain.pipelines.judge import namespaces
@@ -141,20 +141,6 @@ class RunState:
     cancelled: tuple[str, ...] = ()
 
 
-def _details(event: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    value = event.get(key)
-    return value if isinstance(value, Mapping) else {}
-
-
-def _json(text: Any) -> Any:
-    if not isinstance(text, str):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
 def run_state(
     description: Mapping[str, Any], history: Iterable[Mapping[str, Any]], stages: Sequence[str]
 ) -> RunState:
@@ -170,10 +156,10 @@ def run_state(
     for event in events:
         kind = str(event.get("type", ""))
         if kind.endswith("StateEntered"):
-            entered = _details(event, "stateEnteredEventDetails")
+            entered = event_detail(event, "stateEnteredEventDetails")
             name = str(entered.get("name", ""))
             stage = name.split(".", 1)[0]
-            value = _json(entered.get("input"))
+            value = json_or_none(entered.get("input"))
             if stage in top and isinstance(value, dict) and "data" in value and "squadron" in value:
                 current, state = stage, value
             if name.endswith(".again") and stage in top:
@@ -181,16 +167,16 @@ def run_state(
             elif looping is not None and name == looping:
                 looping = None
         elif kind == "TaskScheduled":
-            parameters = _json(_details(event, "taskScheduledEventDetails").get("parameters"))
+            parameters = json_or_none(event_detail(event, "taskScheduledEventDetails").get("parameters"))
             body = parameters.get("MessageBody") if isinstance(parameters, dict) else None
             token = body.get("task_token") if isinstance(body, dict) else None
             if isinstance(token, str) and token:
                 tokens.append(token)
         elif kind == "TaskFailed":
-            failed = _details(event, "taskFailedEventDetails")
+            failed = event_detail(event, "taskFailedEventDetails")
             if failed.get("error") == RUN_CANCELLED:
                 cancelled.append(str(failed.get("cause", "")))
-    run_input_value = _json(description.get("input"))
+    run_input_value = json_or_none(description.get("input"))
     return RunState(
         status=str(description.get("status", "")),
         error=description.get("error"),

@@ -14,12 +14,8 @@ import yaml
 from squadron.config import parse_files
 from squadron.config.migration import migration, migration_text
 from squadron.domain.pipelines.compile import MAX_DEFINITION_BYTES, compile_pipeline
-from squadron.domain.pipelines.from_flows import (
-    DEFAULT_NAME,
-    Migration,
-    merge_governance,
-    pipeline_name,
-)
+from squadron.domain.pipelines.flow_notes import DEFAULT_NAME
+from squadron.domain.pipelines.from_flows import Migration, merge_governance, pipeline_name
 from squadron.domain.pipelines.limits import MAX_PIPELINES
 from squadron.domain.repo_config.models import ApprovalFlowsFile
 from tests.unit.pipelines.test_compile import QUEUE

@@ -76,16 +76,13 @@ class LocalResources:
     #: not fire them: :func:`fire_schedule` sends what a firing sends).
     schedule_group: str = f"{PREFIX}-retrospectives"
     scheduler_role_arn: str = f"arn:aws:iam::123456789012:role/{PREFIX}-scheduler"
-    #: The pipelines' state machines are ``<pipeline_prefix>_<repository id>-<pipeline>``, run
-    #: with this role (moto checks neither: the names are AWS's, for the same code paths).
-    pipeline_prefix: str = PREFIX
-    pipeline_role_arn: str = f"arn:aws:iam::123456789012:role/{PREFIX}-pipelines"
     #: The dashboards queue: a rule of the bus puts every event there, the reconciler its sweeps,
     #: the dashboards Lambda its deferred renderings (see :func:`provision_dashboards`).
     dashboard_queue_url: str = ""
     dashboard_queue_arn: str = ""
     #: The pipelines' state machines (``<prefix>_<repository id>-<pipeline>``) and the role they
-    #: run with; moto's server runs them (its interpreter, switched on at provisioning).
+    #: run with; moto's server runs them (its interpreter, switched on at provisioning; it checks
+    #: neither the names nor the role: they are AWS's, for the same code paths).
     pipelines_prefix: str = "sq-local"
     pipelines_role_arn: str = f"arn:aws:iam::123456789012:role/{PREFIX}-pipelines"
 

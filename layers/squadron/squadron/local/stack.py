@@ -238,7 +238,7 @@ class LocalStack:
             github_api_url=github_url,
             event_log_group=self.resources.event_log_group,
             pipeline_prefix=self.resources.pipelines_prefix,  # the one the Lambdas publish under
-            pipeline_role_arn=self.resources.pipeline_role_arn,
+            pipeline_role_arn=self.resources.pipelines_role_arn,
         ).write(state)
 
     @property

@@ -129,6 +129,7 @@ def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | 
         retros=DynamoMemory(settings.registry_table_name),
         artifacts=DynamoMemory(settings.registry_table_name),
         state_retention=timedelta(days=settings.state_retention_days),
+        change_sets=ChangeSetDesk(registry, github, clock=_utc_now),
     )
 
 

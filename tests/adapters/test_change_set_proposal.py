@@ -233,3 +233,27 @@ def test_a_request_cannot_name_its_origin_or_installation(world: World) -> None:
         answer = in_process(world.gateway)({**request, **extra})
         assert answer["code"] == "invalid_request" and "Extra inputs are not permitted" in answer["error"]
     assert world.registry.change_sets() == []
+
+
+@pytest.mark.parametrize("fault", ["502", "refuse"], ids=["applied, then 502", "refused, nothing applied"])
+def test_a_proposal_whose_comment_failed_is_posted_once_by_the_same_call_again(
+    world: World, fault: str
+) -> None:
+    """GitHub applies the proposal comment and answers 502 (found by its key, not posted again), or
+    refuses it (the set is stored, the model hears GitHub refused): the same call again makes the
+    same set and leaves one proposal comment."""
+    tools = world.tools(_pm(world))
+    comments = f"/repos/{ORIGIN}/issues/1/comments"
+    world.sandbox.api_fault = lambda method, path: fault if (method, path) == ("POST", comments) else None
+    first = _call(tools, "propose_change_set", ARGUMENTS)
+    world.sandbox.api_fault = None
+    again = _call(tools, "propose_change_set", ARGUMENTS)
+
+    [stored] = world.registry.change_sets()
+    if fault == "refuse":
+        assert first.startswith("GitHub refused: ") and f"change set {stored.id} is stored" in first
+    else:
+        assert first == again
+    assert f"Proposed change set {stored.id}" in again
+    [proposal] = world.comments()
+    assert f"/squadron change-set approve {stored.id}" in proposal

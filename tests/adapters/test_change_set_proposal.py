@@ -32,6 +32,7 @@ from squadron.domain.change_sets import SetState
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.permissions import agent_caller
 from squadron.local.sandbox import GitHubSandbox
+from squadron.local.sandbox.base import ApiFault
 from squadron.shell.change_sets import ChangeSetDesk
 from squadron.shell.gateway import AgentGateway
 from tests.support.aws import registry_and_queue
@@ -237,7 +238,7 @@ def test_a_request_cannot_name_its_origin_or_installation(world: World) -> None:
 
 @pytest.mark.parametrize("fault", ["502", "refuse"], ids=["applied, then 502", "refused, nothing applied"])
 def test_a_proposal_whose_comment_failed_is_posted_once_by_the_same_call_again(
-    world: World, fault: str
+    world: World, fault: ApiFault
 ) -> None:
     """GitHub applies the proposal comment and answers 502 (found by its key, not posted again), or
     refuses it (the set is stored, the model hears GitHub refused): the same call again makes the

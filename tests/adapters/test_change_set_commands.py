@@ -32,6 +32,8 @@ from squadron.shell.change_set_commands import ChangeSetCommands
 from squadron.shell.change_sets import ChangeSetDesk
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.router import RouterService
+from squadron.shell.wiring import build_gateway, build_router, change_set_approved
+from tests.adapters.test_router_wiring import ENVIRONMENT
 from tests.support.events import Events
 from tests.support.fake_registry import FakeLauncher
 from tests.support.github_fake import app_private_key
@@ -246,3 +248,17 @@ def test_a_comment_without_the_command_is_routed_as_a_comment(world: World) -> N
     assert "ApproveChangeSet" not in summary["effects"]
     assert not {DeliverInbox.__name__, LaunchAgent.__name__} & set(summary["effects"])
     assert world.stored().state is SetState.PROPOSED and world.answers() == []
+
+
+def test_the_deployed_router_and_gateway_carry_change_sets() -> None:
+    """What the Lambdas build from their environment (no AWS call): the router carries the
+    command to a desk over its own registry and GitHub, its approved sets to the one call site
+    where their work starts; the gateway stores the PM's proposals in the same registry."""
+    service = build_router(ENVIRONMENT).dispatcher.service
+    assert isinstance(service.change_sets, ChangeSetCommands)
+    desk = service.change_sets.desk
+    assert (id(desk.registry), id(desk.github)) == (id(service.registry), id(service.github))
+    assert service.change_sets.on_approved is change_set_approved
+    gateway = build_gateway({**ENVIRONMENT, "REGISTRY_TABLE_NAME": "registry"})
+    assert isinstance(gateway.change_sets, ChangeSetDesk)
+    assert id(gateway.change_sets.registry) == id(gateway.registry)

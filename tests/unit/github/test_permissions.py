@@ -45,6 +45,7 @@ TABLE = {
     Action.PROTECT_BRANCH: (False, False, False, True),
     Action.APP_ADMIN: (False, False, False, True),
     Action.REGISTER_BLOCKER: (True, True, False, True),
+    Action.PROPOSE_CHANGE_SET: (True, False, False, True),
 }
 CALLERS = (PM, DEV, REVIEW, FRAMEWORK)
 

@@ -43,6 +43,8 @@ from squadron.domain.gateway_wire import (
     ModelKey,
     ModelKeyAnswer,
     PointIn,
+    ProposeChangeSet,
+    ProposeChangeSetAnswer,
     PublishArtifact,
     PublishArtifactAnswer,
     PublishMetrics,
@@ -290,6 +292,22 @@ class Door:
             PublishArtifactAnswer,
         )
         return f"Published {answer.published} (revision {answer.revision})."
+
+    def propose_change_set(
+        self, issue: int, repositories: list[str], dependencies: list[tuple[str, str]], plan: str
+    ) -> ProposeChangeSetAnswer:
+        """Propose a change set on ``issue`` of the agent's repository (the gateway refuses it
+        to any role but the PM's); the set as the gateway stored it."""
+        return self.call(
+            lambda: ProposeChangeSet(
+                **self.caller,
+                issue_number=issue,
+                repositories=repositories,
+                dependencies=dependencies,
+                plan=plan,
+            ),
+            ProposeChangeSetAnswer,
+        )
 
     def read_artifact(self, name: str, issue_number: int | None) -> str:
         return self.call(

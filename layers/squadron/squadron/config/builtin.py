@@ -29,7 +29,7 @@ description: Triages new issues, labels and assigns them, and tracks blockers.
 lifecycle: ephemeral
 tools: [check_for_events, read_issue, label_issue, assign_issue, comment, create_issue,
         register_blocker, escalate_to_human, report_complete, remember, recall,
-        publish_artifact, read_artifact]
+        publish_artifact, read_artifact, propose_change_set]
 ---
 You are the project manager of {project_name} ({repo_full_name}).
 
@@ -48,7 +48,9 @@ Human groups:
 
 When an issue needs several steps or blocker issues, publish your plan for it
 with publish_artifact (name `plan`, the issue's number): its agents are told it
-exists and read it.
+exists and read it. When one issue needs changes in several repositories the
+App is installed on, propose a change set with propose_change_set: a writer of
+each repository approves it before anything starts.
 """
         + _COMMON,
         "feat-dev": """---

@@ -309,6 +309,26 @@ class SteerPipelineRuns:
 
 
 @dataclass(frozen=True)
+class ApproveChangeSet:
+    """``login``'s ``/squadron change-set approve <set_id>`` comment on issue ``number`` of
+    ``repo_full_name`` (docs/change-sets.md): carried out by
+    :class:`squadron.shell.change_set_commands.ChangeSetCommands`, which asks GitHub what
+    ``login`` may write, stores the approval and answers on the issue once, under this effect's
+    key. ``answer_refusal``: a refusal is answered too (``login`` can write the issue's
+    repository); anyone else's refused command is silent, as every stranger's input is."""
+
+    repo_id: int
+    repo_full_name: str
+    installation_id: int
+    number: int
+    set_id: str
+    login: str
+    delivery: str
+    answer_refusal: bool
+    kind: Literal["approve_change_set"] = "approve_change_set"
+
+
+@dataclass(frozen=True)
 class Discard:
     """Nothing to do; ``reason`` is logged and counted.
 
@@ -344,6 +364,7 @@ Effect = (
     | OpenRetrospective
     | StartPipelineRun
     | SteerPipelineRuns
+    | ApproveChangeSet
     | Discard
 )
 
@@ -370,6 +391,7 @@ Outside = (
     | OpenRetrospective
     | StartPipelineRun
     | SteerPipelineRuns
+    | ApproveChangeSet
 )
 
 
@@ -421,6 +443,7 @@ def split_decision(effects: Iterable[Effect]) -> Split:
                 | OpenRetrospective()
                 | StartPipelineRun()
                 | SteerPipelineRuns()
+                | ApproveChangeSet()
             ):
                 outside.append(effect)
             case Discard():

@@ -27,6 +27,7 @@ from pydantic import (
 from squadron.domain.agents import AgentRecord, InboxItem, RegistryError, parse_agent_id
 from squadron.domain.artifacts import MAX_ARTIFACT_CHARS
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
+from squadron.domain.change_sets import MAX_REPOSITORIES
 from squadron.domain.commands import MAX_OUTPUTS, OutputKey, OutputValue, TaskUsage
 from squadron.domain.event_fields import IssueNumber
 from squadron.domain.launches import REFUSAL_CODES, LaunchRefusedError, RefusalCode
@@ -268,6 +269,23 @@ class ReadArtifact(TaskRequest):
     issue_number: int | None = Field(default=None, gt=0)
 
 
+#: A repository's full name as a change set names it (the desk checks it against the installation).
+_Repository = Annotated[str, Field(min_length=3, max_length=140)]
+
+
+class ProposeChangeSet(TaskRequest):
+    """The PM proposes a change set on ``issue_number`` of its own repository (docs/change-sets.md):
+    the origin and its installation are the agent's, never the request's."""
+
+    op: Literal["propose_change_set"] = "propose_change_set"
+    issue_number: IssueNumber
+    #: The other repositories (the origin is added).
+    repositories: list[_Repository] = Field(min_length=1, max_length=MAX_REPOSITORIES - 1)
+    #: (a, b): ``a`` needs ``b`` (``b`` merges first).
+    dependencies: list[tuple[_Repository, _Repository]] = Field(default_factory=list, max_length=45)
+    plan: str = Field(min_length=1, max_length=MAX_ARTIFACT_CHARS)
+
+
 def _agent_id(value: str) -> str:
     try:
         parse_agent_id(value)
@@ -308,6 +326,7 @@ Request = (
     | Brief
     | PublishArtifact
     | ReadArtifact
+    | ProposeChangeSet
     | PurgeClaim
     | Purged
 )
@@ -433,6 +452,17 @@ class ReadArtifactAnswer(WireAnswer):
     artifact: str
 
 
+class ProposeChangeSetAnswer(WireAnswer):
+    set_id: str
+    state: str
+    repositories: list[str]
+    merge_order: list[str]
+    #: Where the plan is kept (the artifact's label).
+    plan: str
+    #: The exact command a writer of each repository comments on the origin issue.
+    approve_with: str
+
+
 class PurgeClaimAnswer(WireAnswer):
     agents: list[str]
 
@@ -483,6 +513,7 @@ ANSWERS: dict[str, type[WireAnswer]] = {
     "brief": BriefAnswer,
     "publish_artifact": PublishArtifactAnswer,
     "read_artifact": ReadArtifactAnswer,
+    "propose_change_set": ProposeChangeSetAnswer,
     "purge_claim": PurgeClaimAnswer,
     "purged": PurgedAnswer,
 }

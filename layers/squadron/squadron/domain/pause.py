@@ -9,7 +9,7 @@ if it never had one), but only what starts nothing is carried out:
   stopping tasks, and the framework's words to humans (labels, comments, needs-human
   issues);
 - **withheld**: launching a task, creating an agent or a new generation of one,
-  waking one, starting a pipeline's run, and judging or merging a pull request (a policy nobody can read now
+  waking one, starting a pipeline's run, approving a change set (its work would start), and judging or merging a pull request (a policy nobody can read now
   merges nothing); a blocker or link whose agent write would wake it is withheld
   whole, since the reconciler replays what it implies once the repository resumes.
 
@@ -26,6 +26,7 @@ from squadron.domain.agents import AgentRecord, AgentStatus
 from squadron.domain.effects import (
     AddBlocker,
     AgentWrite,
+    ApproveChangeSet,
     Discard,
     Effect,
     EvaluateMerge,
@@ -52,7 +53,9 @@ def quiet_write(write: AgentWrite, before: Mapping[str, AgentRecord]) -> bool:
 
 def withheld(effect: Effect, before: Mapping[str, AgentRecord]) -> bool:
     """Whether a paused repository must not carry ``effect`` out."""
-    if isinstance(effect, LaunchAgent | EvaluateMerge | StartPipelineRun | SteerPipelineRuns):
+    if isinstance(
+        effect, LaunchAgent | EvaluateMerge | StartPipelineRun | SteerPipelineRuns | ApproveChangeSet
+    ):
         return True
     if isinstance(effect, PutAgent):
         return not quiet_write(effect.write, before)

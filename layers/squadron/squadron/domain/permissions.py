@@ -61,6 +61,9 @@ class Action(StrEnum):
     APP_ADMIN = "app_admin"  # webhook deliveries, installation tokens
     #: Squadron's own bookkeeping (no GitHub call): issue A waits for issue B.
     REGISTER_BLOCKER = "register_blocker"
+    #: Squadron's own bookkeeping: a change set proposed on an issue (docs/change-sets.md); the
+    #: writers of its repositories approve it, and it gives its proposer no right anywhere.
+    PROPOSE_CHANGE_SET = "propose_change_set"
 
 
 ALLOWED: Final[dict[CallerKind, frozenset[Action]]] = {
@@ -75,6 +78,7 @@ ALLOWED: Final[dict[CallerKind, frozenset[Action]]] = {
             Action.ASSIGN,
             Action.COMMENT,
             Action.REGISTER_BLOCKER,
+            Action.PROPOSE_CHANGE_SET,
         }
     ),
     CallerKind.DEV: frozenset(

@@ -13,7 +13,6 @@ right to another (docs/security.md).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,19 +20,14 @@ from typing import Protocol
 
 from squadron.domain import change_sets as domain
 from squadron.domain.agents import ConflictError
+from squadron.domain.change_set_commands import COMMAND, approval_command
 from squadron.domain.change_sets import ChangeSet, ChangeSetRefusedError
 from squadron.registry_ports import ChangeSets
 
-#: ``/squadron change-set approve cs-0123456789ab`` (alone on a line of a comment).
-COMMAND = re.compile(r"^\s*/squadron\s+change-set\s+approve\s+(?P<id>cs-[0-9a-f]{12})\s*$", re.MULTILINE)
 #: How often a step is tried again when another router stored the set first.
 ATTEMPTS = 3
 
-
-def approval_command(body: str) -> str | None:
-    """The set a comment approves (the first command in it), or None."""
-    found = COMMAND.search(body)
-    return found.group("id") if found else None
+__all__ = ["ATTEMPTS", "COMMAND", "Approval", "ChangeSetDesk", "ChangeSetGitHub", "approval_command"]
 
 
 class ChangeSetGitHub(Protocol):

@@ -21,6 +21,7 @@ from squadron.adapters.github.errors import GitHubError
 from squadron.domain.commands import RegisterBlocker
 from squadron.domain.effects import (
     AddLabels,
+    ApproveChangeSet,
     AssignIssue,
     CloseIssue,
     ConfirmMemory,
@@ -49,6 +50,7 @@ from squadron.domain.routing.verdicts import (
 )
 from squadron.errors import SquadronError
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
+from squadron.shell.change_set_commands import ChangeSetCommands
 from squadron.shell.launching import carry_out_launch
 from squadron.shell.memory import Memory
 from squadron.shell.pipeline_runs import PipelineRuns
@@ -85,6 +87,8 @@ class OutboxExecutor:
     retrospectives: Retrospectives | None = None
     #: Publishes and starts the repositories' pipelines (None: no pipelines in this deployment).
     pipelines: PipelineRuns | None = None
+    #: Carries out change-set commands (None: no change sets in this deployment).
+    change_sets: ChangeSetCommands | None = None
     #: Agents whose launch RunTask refused: held, to be retried with back-off.
     held: list[str] = field(default_factory=list)
     #: The kinds of the effects recorded now as refused for good.
@@ -265,8 +269,21 @@ class OutboxExecutor:
                 self.pipelines.start(effect, self.policies(event).pipelines, correlation_id=event.delivery_id)
             case SteerPipelineRuns():
                 self._steer(effect, key, github, look_since)
+            case ApproveChangeSet():
+                self._approve_change_set(effect, key, github, look_since)
             case _:  # pragma: no cover - exhaustiveness: mypy reports an unhandled effect type
                 assert_never(effect)
+
+    def _approve_change_set(
+        self, effect: ApproveChangeSet, key: str, github: RouterGitHub, look_since: datetime | None
+    ) -> None:
+        if self.change_sets is None:
+            logger.info(
+                "no change sets wired; %s's command on %s not carried out", effect.login, effect.set_id
+            )
+            return
+        done = self.change_sets.approve(effect, key, github, look_since)
+        logger.info("change set %s on %s#%s: %s", effect.set_id, effect.repo_full_name, effect.number, done)
 
     def _steer(
         self, effect: SteerPipelineRuns, key: str, github: RouterGitHub, look_since: datetime | None

@@ -63,6 +63,7 @@ from squadron.domain.routing.decide import (
 )
 from squadron.errors import SquadronError
 from squadron.ports import EventQueue, MergeGatePort, Registry, RouterGitHub, TaskLauncher
+from squadron.shell.change_set_commands import ChangeSetCommands
 from squadron.shell.memory import Memory
 from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.pipeline_runs import PipelineRuns
@@ -123,7 +124,10 @@ class RouterService:
         memory: Memory | None = None,
         retrospectives: Retrospectives | None = None,
         pipelines: PipelineRuns | None = None,
+        change_sets: ChangeSetCommands | None = None,
     ) -> None:
+        #: Carries out change-set commands (None: none in this deployment).
+        self.change_sets = change_sets
         #: Publishes and starts the repositories' pipelines (None: none in this deployment).
         self.pipelines = pipelines
         #: Holds a retrospective when a decision asks for one (None: not held).
@@ -228,6 +232,7 @@ class RouterService:
             memory=self.memory,
             retrospectives=self.retrospectives,
             pipelines=self.pipelines,
+            change_sets=self.change_sets,
         )
 
     def _resume(self, inbound: EventEnvelope, resume: Resume, outbox: OutboxExecutor) -> RoutingResult:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from squadron.adapters.delivery_records import DeliveryRecords
@@ -27,6 +28,7 @@ from squadron.config import ConfigLoader
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.app_manifest import web_url_for
+from squadron.domain.change_sets import ChangeSet
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
@@ -43,6 +45,8 @@ from squadron.settings import (
     app_configured,
     load_settings,
 )
+from squadron.shell.change_set_commands import ChangeSetCommands
+from squadron.shell.change_sets import ChangeSetDesk
 from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dashboards import DashboardService
 from squadron.shell.dispatch import Dispatcher
@@ -59,6 +63,7 @@ from squadron.shell.router import RouterService
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+logger = logging.getLogger(__name__)
 
 #: Every GitHub request this process sends, for the handler to publish after each invocation
 #: (one transport per Lambda container, so one count).
@@ -124,6 +129,7 @@ def build_gateway(environ: Mapping[str, str] | None = None, *, namespace: str | 
         retros=DynamoMemory(settings.registry_table_name),
         artifacts=DynamoMemory(settings.registry_table_name),
         state_retention=timedelta(days=settings.state_retention_days),
+        change_sets=ChangeSetDesk(registry, github, clock=_utc_now),
     )
 
 
@@ -235,6 +241,19 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
     )
 
 
+def change_set_approved(change_set: ChangeSet) -> None:
+    """A change set's writers all approved it (docs/change-sets.md): where its work starts.
+
+    TODO(issue 31): call ``ChangeSetWork.start(change_set)`` (shell/change_set_work.py) here; it
+    may be called again for the same set (a retry, another command of an approver).
+    """
+    logger.info("change set %s is approved; its work is not started yet", change_set.id)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 def assemble_router(
     *,
     github: AppGitHub,
@@ -301,6 +320,11 @@ def assemble_router(
             events=registry.record_event,
         )
         if pipelines is not None
+        else None,
+        change_sets=ChangeSetCommands(
+            ChangeSetDesk(registry, github, clock=_utc_now), on_approved=change_set_approved
+        )
+        if isinstance(registry, DynamoRegistry)
         else None,
     )
     return RouterRuntime(

@@ -19,6 +19,7 @@ from squadron.adapters.github.client import GitHubClient
 from squadron.agent.reading import Authors, authors
 from squadron.agent.writes import GatewayWrites
 from squadron.domain.agents import AgentRecord, InboxItem
+from squadron.domain.gateway_wire import ProposeChangeSetAnswer
 from squadron.domain.repo_config.models import RepoConfig
 from squadron.domain.trust import Reads
 
@@ -34,6 +35,9 @@ class FrameworkDoor(Protocol):
     def recall(self, query: str, limit: int = 10) -> list[str]: ...
     def publish_artifact(self, name: str, content: str, issue_number: int | None) -> str: ...
     def read_artifact(self, name: str, issue_number: int | None) -> str: ...
+    def propose_change_set(
+        self, issue: int, repositories: list[str], dependencies: list[tuple[str, str]], plan: str
+    ) -> ProposeChangeSetAnswer: ...
 
 
 @dataclass

@@ -15,6 +15,7 @@ from squadron.adapters.copilot import ToolSpec
 from squadron.adapters.git import GitError
 from squadron.adapters.github.errors import GitHubError
 from squadron.agent.tools.blockers import BlockerTools
+from squadron.agent.tools.change_sets import ChangeSetTools
 from squadron.agent.tools.issues import IssueTools
 from squadron.agent.tools.memory import MemoryTools
 from squadron.agent.tools.params import (
@@ -28,6 +29,7 @@ from squadron.agent.tools.params import (
     NoParams,
     OpenPr,
     PostStatus,
+    ProposeChangeSet,
     PublishArtifact,
     ReadArtifact,
     ReadIssue,
@@ -44,7 +46,7 @@ from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.permissions import PermissionDeniedError
 
 
-class FrameworkTools(TaskTools, IssueTools, BlockerTools, PullRequestTools, MemoryTools):
+class FrameworkTools(TaskTools, IssueTools, BlockerTools, PullRequestTools, MemoryTools, ChangeSetTools):
     """Every framework tool of one agent's task: each topic's tools, offered as specs."""
 
     def specs(self) -> dict[str, ToolSpec]:
@@ -159,6 +161,14 @@ class FrameworkTools(TaskTools, IssueTools, BlockerTools, PullRequestTools, Memo
                     "Read an artifact another agent produced for your issue (or the repository).",
                     ReadArtifact,
                     self.read_artifact,
+                ),
+                ToolSpec(
+                    "propose_change_set",
+                    "Propose one change across several repositories of the App's installation (a change set) "
+                    "for an issue of this repository: its repositories, which needs which, and your plan. "
+                    "A writer of each repository must approve it before anything starts.",
+                    ProposeChangeSet,
+                    self.propose_change_set,
                 ),
                 ToolSpec(
                     "escalate_to_human",

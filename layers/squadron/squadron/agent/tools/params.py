@@ -181,5 +181,35 @@ class ReadArtifact(_Params):
     issue: IssueNumber | None = Field(default=None, description="The issue it is for; defaults to yours.")
 
 
+#: A repository of the App's installation, as ``owner/name`` (GitHub's own bounds).
+RepositoryName = Annotated[
+    str, Field(min_length=3, max_length=140, pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$")
+]
+
+
+class Dependency(_Params):
+    repository: RepositoryName = Field(description="The repository whose change needs another's.")
+    needs: RepositoryName = Field(description="The repository it needs (merged first).")
+
+
+class ProposeChangeSet(_Params):
+    issue: IssueNumber = Field(description="The issue of this repository the change is for (its origin).")
+    repositories: list[RepositoryName] = Field(
+        min_length=1,
+        max_length=9,
+        description="The other repositories of the App's installation the change spans (this one is added).",
+    )
+    dependencies: list[Dependency] = Field(
+        default_factory=list,
+        max_length=45,
+        description="Which repository needs which: what is needed merges first.",
+    )
+    plan: str = Field(
+        min_length=1,
+        max_length=16_000,
+        description="The plan: what changes in each repository and why (kept as an artifact named after the set).",
+    )
+
+
 class EscalateToHuman(_Params):
     reason: str = Field(min_length=1, max_length=4_000, description="What a human must decide or do.")

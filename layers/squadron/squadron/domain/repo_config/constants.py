@@ -47,6 +47,7 @@ FRAMEWORK_TOOLS: Mapping[str, str] = MappingProxyType(
         "recall": "Search the repository's memory for facts the agent may see.",
         "publish_artifact": "Publish an artifact (e.g. the PM's plan for an issue tree) for other agents.",
         "read_artifact": "Read an artifact another agent produced (its read is recorded).",
+        "propose_change_set": "Propose a change set across repositories of the installation (the PM only).",
     }
 )
 

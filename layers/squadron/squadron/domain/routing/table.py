@@ -10,6 +10,7 @@ from squadron.domain.agents import (
     LIVE,
 )
 from squadron.domain.authority import judge, refusal
+from squadron.domain.change_set_commands import change_set_command
 from squadron.domain.effects import (
     AddBlocker,
     Discard,
@@ -73,6 +74,11 @@ def route(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[E
     if refused is not None:
         return [Discard(f"refused: {refused}")]
     event = as_webhook(event, policy.bot_login)
+    # A change-set command is a command, never a message: it reaches no agent, whoever wrote it
+    # (the desk asks GitHub who may approve each repository: docs/change-sets.md).
+    commanded = change_set_command(event, bot_login=policy.bot_login, permissions=snap.permissions)
+    if commanded is not None:
+        return [*commanded, *_heal_pending_launches(snap, [])]
     judged = judge(event, bot_login=policy.bot_login, permissions=snap.permissions)
     if judged is not None and not judged[1].authorised:
         # One authority rule for every human input (domain.authority): nothing of the input's

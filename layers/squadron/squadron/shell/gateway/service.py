@@ -25,6 +25,8 @@ from squadron.domain.routing.snapshot import IssueView
 from squadron.domain.threats import Finding
 from squadron.ports import ArtifactStore, EventQueue, MetricsSink, RetroStore, SecretSource
 from squadron.registry_ports import AgentListings, AgentRecords, Inboxes, Leases, WriteClaims
+from squadron.shell.change_sets import ChangeSetDesk
+from squadron.shell.gateway.change_sets import OPS as CHANGE_SET_OPS
 from squadron.shell.gateway.janitor import OPS as JANITOR_OPS
 from squadron.shell.gateway.memory import OPS as MEMORY_OPS
 from squadron.shell.gateway.protocol import Answer, Handler, Served, parse_request
@@ -38,7 +40,7 @@ def _now() -> datetime:
 
 
 #: Every operation's handler, by the request's ``op``.
-HANDLERS: Mapping[str, Handler] = {**TASK_OPS, **WRITE_OPS, **MEMORY_OPS, **JANITOR_OPS}
+HANDLERS: Mapping[str, Handler] = {**TASK_OPS, **WRITE_OPS, **MEMORY_OPS, **JANITOR_OPS, **CHANGE_SET_OPS}
 
 
 # --- ports --------------------------------------------------------------------------------------
@@ -73,7 +75,10 @@ class AgentGateway:
         state_retention: timedelta = timedelta(days=DEFAULT_RETENTION_DAYS),
         clock: Callable[[], datetime] = _now,
         scan: Callable[[list[tuple[str, str]]], list[Finding]] = find_secrets,
+        change_sets: ChangeSetDesk | None = None,
     ) -> None:
+        #: Stores the PM's change-set proposals (None: a deployment without refuses them).
+        self.change_sets = change_sets
         #: Finds secrets in what an agent asks the App to write (kinds and places only).
         self.scan = scan
         #: The repositories' memory (None: a deployment without one refuses remember).

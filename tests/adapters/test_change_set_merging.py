@@ -26,6 +26,7 @@ from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.config.parse import parse_files
 from squadron.domain import change_sets as cs
 from squadron.domain.change_sets import ChangeSet, SetState
+from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.routing import RoutingPolicy
 from squadron.local.examples import first_examples
@@ -99,7 +100,7 @@ class World:
             registry=self.registry,
             github=AppGitHub(self.app, bot_login=BOT),
             gate=gate or self.gate(),
-            policy_for=lambda _repo: RoutingPolicy(escalation_mentions=("@octo-leads",)),
+            policy_for=lambda _repo, _installation: RoutingPolicy(escalation_mentions=("@octo-leads",)),
             bot_login=BOT,
         )
 
@@ -250,14 +251,21 @@ def test_the_last_merge_failing_reverts_the_first_two_newest_first_and_escalates
         merger.on_pull_request_closed(CLIENT, world.pull(CLIENT, after.member(CLIENT).pr_number))
     merger.sweep()
     assert [len(world.reverts(n)) for n in ORDER] == [1, 1, 0] and len(world.escalations()) == 1
-    # the revert pull requests merge through their own gate (a person's merge here): the set is over
+    # the revert pull requests merge through their repository's own gate; the gate's echo of the
+    # App's merge (what the router gets) steps the set: once both merged, it is over
+    echoes: list[EventEnvelope] = []
+    gate = MergeGate(
+        client=lambda _i, repo: world.client(repo),
+        config_for=lambda _r: MERGE_AT_ONCE,
+        bot_login=BOT,
+        announce=echoes.append,
+    )
     for name in (SERVER, SCHEMA):
         revert = world.reverts(name)[0]
-        world.client(name).merge_pull(
-            revert["number"], consent=_consent(revert["number"]), method="merge", sha=revert["head"]["sha"]
-        )
+        assert gate.evaluate(77, name, revert["number"]).merged
         assert world.github.repos[name].store.read("main", "api.txt") == "v1\n"  # undone
-        merger.on_pull_request_closed(name, world.pull(name, revert["number"]))
+    for echo in echoes * 2:  # each echo twice: the same webhook again changes nothing
+        merger.after_routing(echo)
     over = world.stored(made.id)
     assert over.state is SetState.ESCALATED and {n for n in REPOSITORIES if over.member(n).reverted} == {
         SCHEMA,
@@ -271,10 +279,15 @@ def test_the_last_merge_failing_reverts_the_first_two_newest_first_and_escalates
     ]
 
 
-def _consent(number: int) -> Any:
-    from squadron.domain.permissions import MergeConsent  # noqa: PLC0415
-
-    return MergeConsent(number, True, "a person's gate passed")
+def test_a_members_own_gate_never_merges_it_alone(world: World) -> None:
+    made = world.ready_set()
+    for name in REPOSITORIES:
+        number = made.member(name).pr_number
+        assert number is not None
+        outcome = world.gate().evaluate(77, name, number)
+        assert outcome.result is not None and outcome.result.merge  # its gate passes...
+        assert not outcome.merged and "merges with its change set" in outcome.detail
+        assert not world.pull(name, number)["merged"]  # ...yet it waits for its set
 
 
 def test_a_failure_in_the_first_merge_escalates_with_no_revert(world: World) -> None:

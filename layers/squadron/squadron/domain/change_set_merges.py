@@ -107,6 +107,12 @@ def set_of_branch(ref: str) -> str | None:
     return found["id"] if found else None
 
 
+def is_member_branch(ref: str) -> bool:
+    """Whether ``ref`` is a member's branch (``change-set/<id>``; a revert's is not): its pull
+    request merges with its set, in the set's order, never on its own gate's say alone."""
+    return ref.removeprefix("refs/heads/").startswith("change-set/")
+
+
 def revert_branch(pr_number: int, head_ref: str) -> str:
     """The branch GitHub's ``revertPullRequest`` puts the revert of pull request ``pr_number``
     (from branch ``head_ref``) on, as the web's Revert button does: ``revert-<number>-<ref>``."""

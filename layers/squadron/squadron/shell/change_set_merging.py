@@ -11,8 +11,8 @@ that step with its events on the version it read, and reads again, until the ste
 Everything that may move a set calls it, and calling it again is harmless:
 
 - :meth:`~ChangeSetMerger.on_ready` when the set becomes ready (it begins merging first);
-- :meth:`~ChangeSetMerger.on_pull_request_closed` for a ``pull_request`` ``closed`` webhook of a
-  member's or a revert's pull request (their branches name the set: ``change-set/<id>``,
+- :meth:`~ChangeSetMerger.after_routing` (the router's dispatcher, after each delivery) for a
+  ``pull_request`` ``closed`` webhook of a member's or a revert's pull request (their branches name the set: ``change-set/<id>``,
   ``revert-<n>-change-set/<id>``), the merge gate's echo of the App's own merge included: the
   webhook is only a nudge, the set reads GitHub for what happened;
 - :meth:`~ChangeSetMerger.sweep`, which steps every set not over: a router that died between two
@@ -61,6 +61,7 @@ from squadron.domain.change_set_merges import (
 )
 from squadron.domain.change_sets import ChangeSet, ChangeSetRefusedError, SetState
 from squadron.domain.effects import marked
+from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
 from squadron.registry_ports import ChangeSets
 from squadron.shell.merge_gate import MergeGate
@@ -141,7 +142,7 @@ class ChangeSetMerger:
         registry: ChangeSets,
         github: MergerGitHub,
         gate: MergeGate,
-        policy_for: Callable[[str], RoutingPolicy],
+        policy_for: Callable[[str, int], RoutingPolicy],
         bot_login: str,
         clock: Callable[[], datetime] = _now,
     ) -> None:
@@ -149,7 +150,7 @@ class ChangeSetMerger:
         self.github = github
         #: The merge gate the router judges every pull request with: its judgement and its merge.
         self.gate = gate
-        #: A repository's policy (its escalation label, mentions, assignees, needs-human issue).
+        #: (repository, installation) -> its policy (escalation label, mentions, assignees, needs-human issue).
         self.policy_for = policy_for
         self.bot_login = bot_login
         self.clock = clock
@@ -172,11 +173,25 @@ class ChangeSetMerger:
         return self.step(change_set.id)
 
     def on_pull_request_closed(self, repository: str, pr: Mapping[str, Any]) -> ChangeSet | None:
-        """A ``pull_request`` ``closed`` webhook: the set its branch names steps on (None: no set's).
+        """A ``pull_request`` ``closed`` webhook (GitHub's pull request ``pr`` of ``repository``):
+        the set its head branch names steps on (None: no set's)."""
+        return self._nudged(repository, str((pr.get("head") or {}).get("ref") or ""))
 
-        Only a nudge: the branch name is anyone's to choose, so the set acts only if ``repository``
-        is one of its members, and then on what GitHub says of the pull requests it recorded."""
-        set_id = set_of_branch(str((pr.get("head") or {}).get("ref") or ""))
+    def after_routing(self, envelope: EventEnvelope) -> dict[str, Any]:
+        """The router's hook after each delivery (:class:`~squadron.shell.dispatch.Dispatcher`): a
+        ``pull_request`` ``closed`` of a member's or a revert's pull request steps its set (the
+        gate's echo of the App's own merge included). The summary says what it stepped."""
+        pull = envelope.pull_request
+        if envelope.event != "pull_request" or envelope.action != "closed" or pull is None:
+            return {}
+        stepped = self._nudged(envelope.repository.full_name, pull.head_ref)
+        return {} if stepped is None else {"change_set": {"id": stepped.id, "state": str(stepped.state)}}
+
+    def _nudged(self, repository: str, head_ref: str) -> ChangeSet | None:
+        """Only a nudge: a branch name is anyone's to choose, so the set acts only when
+        ``repository`` is one of its members, and then on what GitHub says of the pull requests it
+        recorded, never on the webhook's word."""
+        set_id = set_of_branch(head_ref)
         if set_id is None:
             return None
         found = self.registry.get_change_set(set_id)
@@ -326,7 +341,7 @@ class ChangeSetMerger:
         """The one escalation on the origin issue (its comment keyed, posted once) and the origin
         repository's needs-human path: its escalation label, assignees and needs-human issue."""
         repo, installation, issue = change_set.origin_repository, change_set.installation_id, change_set.issue
-        policy = self.policy_for(repo)
+        policy = self.policy_for(repo, installation)
         key, since = escalation_key(change_set.id), change_set.created_at - timedelta(minutes=5)
         text = escalation_text(change_set, reverts, mentions=policy.escalation_mentions)
         if not self.github.find_comment(installation, repo, issue, key, since):

@@ -59,6 +59,7 @@ from squadron.adapters.github.keyed import SENDS, once
 from squadron.config.parse import SquadronConfig
 from squadron.domain.app_acts import merged_by_app
 from squadron.domain.approval import GateResult
+from squadron.domain.change_set_merges import is_member_branch
 from squadron.domain.events import EventEnvelope
 from squadron.domain.merge_gate import (
     GateDecision,
@@ -207,6 +208,9 @@ class MergeGate:
             )
         queue = decision.reads_queue_rules and github.branch_requires_merge_queue(decision.base)
         consent = decision.consent
+        if consent is not None and is_member_branch(str((pr.get("head") or {}).get("ref") or "")):
+            # A change set's member merges with its set, in order (shell/change_set_merging.py).
+            return GateOutcome(pr_number, result, detail=f"{result.description}; merges with its change set")
         if consent is None:
             left = self._through_queue(github, pr_number, None, sha, result) if queue else None
             return GateOutcome(

@@ -43,6 +43,7 @@ from squadron.settings import (
     app_configured,
     load_settings,
 )
+from squadron.shell.change_set_merging import ChangeSetMerger
 from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dashboards import DashboardService
 from squadron.shell.dispatch import Dispatcher
@@ -279,6 +280,18 @@ def assemble_router(
         announce=queue.send,
         permission=github.permission,  # the router's own five-minute cache of permissions
     )
+    # A change set's merges, reverts and escalation, stepped after each delivery (docs/change-sets.md).
+    change_sets = (
+        ChangeSetMerger(
+            registry=registry,
+            github=github,
+            gate=gate,
+            policy_for=stage_policy,
+            bot_login=bot_login,
+        )
+        if isinstance(registry, DynamoRegistry)
+        else None
+    )
     service = RouterService(
         registry=registry,
         merge_gate=gate,
@@ -324,6 +337,7 @@ def assemble_router(
             )
             if pipelines is not None
             else None,
+            change_sets=change_sets,
         ),
         records,
     )

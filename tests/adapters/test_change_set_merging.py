@@ -9,12 +9,13 @@ each default branch, revert pull requests, the comments on the origin issue) and
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -31,8 +32,10 @@ from squadron.domain.permissions import Caller
 from squadron.domain.routing import RoutingPolicy
 from squadron.local.examples import first_examples
 from squadron.local.sandbox import ApiFault, GitHubSandbox
-from squadron.shell.change_set_merging import ChangeSetMerger
+from squadron.shell.change_set_merging import SWEEP_KIND, ChangeSetMerger
+from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
+from squadron.shell.router import RouterService
 from tests.support.git_remote import IDENTITY, git
 from tests.support.github_fake import app_private_key
 from tests.unit.registry.support import implementation
@@ -381,3 +384,36 @@ def test_a_webhook_naming_a_set_from_a_repository_outside_it_steps_nothing(world
     assert merger.on_pull_request_closed(SCHEMA, {"head": {"ref": "feature/x"}}) is None
     assert world.stored(made.id).state is SetState.READY  # not begun by a forged nudge
     assert not any(world.pull(n, made.member(n).pr_number)["merged"] for n in REPOSITORIES)
+
+
+class RouterDied(Exception):
+    """The router's Lambda ended between GitHub's merge and the registry's record of it."""
+
+
+def test_a_router_dying_between_two_merges_leaves_a_set_the_sweep_carries_on(world: World) -> None:
+    made = world.ready_set()
+    before = {name: world.commits_on_main(name) for name in REPOSITORIES}
+    saves = world.registry.save_change_set
+
+    def dying(b: ChangeSet, a: ChangeSet, events: Any) -> None:
+        if a.member(SERVER).merged:
+            raise RouterDied  # the server merged on GitHub, never recorded
+        saves(b, a, events)
+
+    world.registry.save_change_set = dying  # type: ignore[method-assign,assignment]
+    with pytest.raises(RouterDied):
+        world.merger().on_ready(made)
+    world.registry.save_change_set = saves  # type: ignore[method-assign]
+    stuck = world.stored(made.id)
+    assert stuck.state is SetState.MERGING and not stuck.member(SERVER).merged
+    assert world.pull(SERVER, stuck.member(SERVER).pr_number)["merged"]
+    # a later router: the sweep record on events.fifo (no webhook is left to nudge the set)
+    merger = world.merger()
+    dispatcher = Dispatcher(cast(RouterService, None), kinds={SWEEP_KIND: merger.sweep_record})
+    summary = dispatcher.handle(json.dumps({"kind": SWEEP_KIND}), "m-1")
+    assert summary["change_sets"] == {made.id: "merged"}
+    after = world.stored(made.id)
+    assert after.state is SetState.MERGED and after.failure is None
+    for name in REPOSITORIES:
+        assert world.commits_on_main(name) == before[name] + 1  # the server's merge not sent again
+    assert dispatcher.handle(json.dumps({"kind": SWEEP_KIND}), "m-2")["change_sets"] == {}

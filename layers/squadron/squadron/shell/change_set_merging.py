@@ -15,8 +15,10 @@ Everything that may move a set calls it, and calling it again is harmless:
   ``pull_request`` ``closed`` webhook of a member's or a revert's pull request (their branches name the set: ``change-set/<id>``,
   ``revert-<n>-change-set/<id>``), the merge gate's echo of the App's own merge included: the
   webhook is only a nudge, the set reads GitHub for what happened;
-- :meth:`~ChangeSetMerger.sweep`, which steps every set not over: a router that died between two
-  merges leaves a set the next sweep carries on from where it stopped.
+- :meth:`~ChangeSetMerger.sweep`, which steps every set merging, failed or reverting: the
+  router's dispatcher runs it for a ``{"kind": "squadron.change_sets_sweep"}`` record on
+  events.fifo (:data:`SWEEP_KIND`), so a set whose router died between two steps, with no webhook
+  left to nudge it, carries on at the next sweep from where it stopped.
 
 **Exactly once.** A member merges only when the one before it is recorded merged, and only as
 its gate consents now, pinned to the head its gate judged (a head that moved is not merged: the
@@ -73,6 +75,9 @@ Json = dict[str, Any]
 #: Steps one call takes at most (each member merged, reverted, and a few more): a bound, never
 #: reached by a set that behaves.
 MAX_STEPS = 4 * sets.MAX_REPOSITORIES + 8
+#: The queue record (``{"kind": "squadron.change_sets_sweep"}`` on events.fifo) the router's
+#: dispatcher answers with :meth:`ChangeSetMerger.sweep_record` (shell/dispatch.py's kinds table).
+SWEEP_KIND = "squadron.change_sets_sweep"
 #: States a sweep steps (the others wait for a person, a gate, or are over).
 MOVING = frozenset({SetState.MERGING, SetState.FAILED, SetState.REVERTING, SetState.REVERTED})
 
@@ -214,6 +219,16 @@ class ChangeSetMerger:
             if after is not None:
                 stepped.append(after)
         return stepped
+
+    def sweep_record(self, body: str, message_id: str | None) -> dict[str, Any]:
+        """A :data:`SWEEP_KIND` record on events.fifo: :meth:`sweep`, summarized (the record says
+        nothing more: what is stepped is read from the registry, never from it)."""
+        stepped = self.sweep()
+        return {
+            "kind": SWEEP_KIND,
+            "duplicate": False,
+            "change_sets": {found.id: str(found.state) for found in stepped},
+        }
 
     # --- the driver ------------------------------------------------------------------------------
 

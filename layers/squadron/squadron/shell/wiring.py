@@ -43,7 +43,7 @@ from squadron.settings import (
     app_configured,
     load_settings,
 )
-from squadron.shell.change_set_merging import ChangeSetMerger
+from squadron.shell.change_set_merging import SWEEP_KIND, ChangeSetMerger
 from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dashboards import DashboardService
 from squadron.shell.dispatch import Dispatcher
@@ -320,6 +320,7 @@ def assemble_router(
         Dispatcher(
             service,
             once=records.once if records is not None else None,
+            kinds={SWEEP_KIND: change_sets.sweep_record} if change_sets is not None else None,
             pipeline_tasks=carrying_out(
                 pipelines,
                 outbox=service._outbox,  # the same executor its deliveries get

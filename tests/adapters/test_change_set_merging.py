@@ -17,25 +17,30 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
+import boto3
 import pytest
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
+from squadron.adapters.errors import QueueUnavailableError
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.for_router import AppGitHub
 from squadron.adapters.github.http import GitHubHttp, Throttle
+from squadron.adapters.sqs import SqsEventQueue
 from squadron.config.parse import parse_files
 from squadron.domain import change_sets as cs
+from squadron.domain.change_set_merges import SWEEP_KIND
 from squadron.domain.change_sets import ChangeSet, SetState
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.routing import RoutingPolicy
 from squadron.local.examples import first_examples
 from squadron.local.sandbox import ApiFault, GitHubSandbox
-from squadron.shell.change_set_merging import SWEEP_KIND, ChangeSetMerger
+from squadron.shell.change_set_merging import ChangeSetMerger, request_sweep
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.router import RouterService
+from tests.adapters.test_reconciler import deployed
 from tests.support.git_remote import IDENTITY, git
 from tests.support.github_fake import app_private_key
 from tests.unit.registry.support import implementation
@@ -417,3 +422,43 @@ def test_a_router_dying_between_two_merges_leaves_a_set_the_sweep_carries_on(wor
     for name in REPOSITORIES:
         assert world.commits_on_main(name) == before[name] + 1  # the server's merge not sent again
     assert dispatcher.handle(json.dumps({"kind": SWEEP_KIND}), "m-2")["change_sets"] == {}
+
+
+def test_the_reconcilers_tick_asks_the_router_to_sweep_only_while_a_set_is_in_motion(world: World) -> None:
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(
+        QueueName="events.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"}
+    )["QueueUrl"]
+    queue = SqsEventQueue(url, client=sqs)
+    now = datetime.now(UTC)
+    made = world.ready_set()
+    assert not request_sweep(world.registry, queue, now)  # ready: its merge starts from on_ready
+    world.registry.save_change_set(made, merging := cs.begin_merging(made, now), ())
+    assert request_sweep(world.registry, queue, now) and request_sweep(world.registry, queue, now)
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["MessageGroupId"])
+    (message,) = received["Messages"]  # the same minute's twice is one record
+    assert message["Attributes"]["MessageGroupId"] == "change-sets"
+    dispatcher = Dispatcher(cast(RouterService, None), kinds={SWEEP_KIND: world.merger().sweep_record})
+    assert dispatcher.handle(message["Body"], message["MessageId"])["change_sets"] == {merging.id: "merged"}
+    assert not request_sweep(world.registry, queue, now + timedelta(minutes=5))  # over: nothing to ask
+
+
+def test_each_reconciler_run_asks_and_a_queue_that_refuses_is_reported_for_the_next_run() -> None:
+    asked: list[datetime] = []
+
+    def asking(now: datetime) -> bool:
+        asked.append(now)
+        return True
+
+    def refusing(now: datetime) -> bool:
+        asked.append(now)
+        raise QueueUnavailableError("SendMessage to events.fifo failed: throttled")
+
+    with deployed() as stack:
+        service = stack.reconciler()
+        service.change_sets = asking
+        assert service.run().change_sets_swept and asked == [stack.now]
+        service.change_sets = refusing
+        report = service.run()
+        assert not report.change_sets_swept and len(asked) == 2
+        assert report.problems == ["change sets: SendMessage to events.fifo failed: throttled"]

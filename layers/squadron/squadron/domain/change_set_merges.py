@@ -24,6 +24,10 @@ from squadron.domain.change_sets import ChangeSet, SetState, merge_order
 #: ``change-set/cs-0123456789ab``: a member's branch names its set, and so does the branch of its
 #: revert (``revert-<number>-change-set/cs-0123456789ab``).
 _MEMBER_BRANCH = re.compile(r"^(?:revert-[1-9][0-9]{0,9}-)?change-set/(?P<id>cs-[0-9a-f]{12})$")
+#: The queue record (``{"kind": "squadron.change_sets_sweep"}`` on events.fifo) that has the router
+#: step every set merging, failed or reverting (shell/change_set_merging.py), in its own group.
+SWEEP_KIND = "squadron.change_sets_sweep"
+SWEEP_GROUP = "change-sets"
 #: The words GitHub answers a REST merge of a pull request whose base moved under it with.
 HEAD_MOVED = "the head moved"
 

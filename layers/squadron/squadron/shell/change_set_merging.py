@@ -31,6 +31,7 @@ one stores each step; the other reads the set again and finds the step taken.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -46,6 +47,8 @@ from squadron.adapters.github.keyed import once
 from squadron.domain import change_sets as sets
 from squadron.domain.agents import ConflictError
 from squadron.domain.change_set_merges import (
+    SWEEP_GROUP,
+    SWEEP_KIND,
     AwaitReverts,
     Escalate,
     Merge,
@@ -75,9 +78,6 @@ Json = dict[str, Any]
 #: Steps one call takes at most (each member merged, reverted, and a few more): a bound, never
 #: reached by a set that behaves.
 MAX_STEPS = 4 * sets.MAX_REPOSITORIES + 8
-#: The queue record (``{"kind": "squadron.change_sets_sweep"}`` on events.fifo) the router's
-#: dispatcher answers with :meth:`ChangeSetMerger.sweep_record` (shell/dispatch.py's kinds table).
-SWEEP_KIND = "squadron.change_sets_sweep"
 #: States a sweep steps (the others wait for a person, a gate, or are over).
 MOVING = frozenset({SetState.MERGING, SetState.FAILED, SetState.REVERTING, SetState.REVERTED})
 
@@ -377,3 +377,22 @@ class ChangeSetMerger:
                     assignees=policy.escalation_assignees,
                     key=issue_key,
                 )
+
+
+class RecordQueue(Protocol):
+    """events.fifo, for a record that is no event envelope (:class:`squadron.adapters.sqs.SqsEventQueue`)."""
+
+    def send_record(self, body: str, *, group: str, deduplication: str) -> str: ...
+
+
+def request_sweep(registry: ChangeSets, queue: RecordQueue, now: datetime, *, limit: int = 50) -> bool:
+    """The reconciler's part (it only reads the registry): when one of the newest ``limit`` sets is
+    merging, failed or reverting, put one :data:`SWEEP_KIND` record on events.fifo for the router
+    (one per minute at most: its deduplication id names the minute). Whether it asked."""
+    if not any(found.state in MOVING for found in registry.change_sets(limit)):
+        return False
+    minute = now.astimezone(UTC).strftime("%Y%m%dT%H%M")
+    queue.send_record(
+        json.dumps({"kind": SWEEP_KIND}), group=SWEEP_GROUP, deduplication=f"{SWEEP_KIND}-{minute}"
+    )
+    return True

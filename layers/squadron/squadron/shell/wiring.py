@@ -27,6 +27,7 @@ from squadron.config import ConfigLoader
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.app_manifest import web_url_for
+from squadron.domain.change_set_merges import SWEEP_KIND
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
@@ -43,7 +44,7 @@ from squadron.settings import (
     app_configured,
     load_settings,
 )
-from squadron.shell.change_set_merging import SWEEP_KIND, ChangeSetMerger
+from squadron.shell.change_set_merging import ChangeSetMerger, request_sweep
 from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dashboards import DashboardService
 from squadron.shell.dispatch import Dispatcher
@@ -168,6 +169,9 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         pipelines=PipelineRuns(pipelines, queue_url=settings.events_queue_url)
         if pipelines is not None
         else None,
+        change_sets=lambda now: request_sweep(
+            DynamoRegistry(settings.registry_table_name), SqsEventQueue(settings.events_queue_url), now
+        ),
     )
 
 

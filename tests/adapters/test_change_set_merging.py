@@ -31,6 +31,7 @@ from squadron.config.parse import parse_files
 from squadron.domain import change_sets as cs
 from squadron.domain.change_set_merges import SWEEP_KIND
 from squadron.domain.change_sets import ChangeSet, SetState
+from squadron.domain.event_trimming import build_envelope
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.routing import RoutingPolicy
@@ -462,3 +463,61 @@ def test_each_reconciler_run_asks_and_a_queue_that_refuses_is_reported_for_the_n
         report = service.run()
         assert not report.change_sets_swept and len(asked) == 2
         assert report.problems == ["change sets: SendMessage to events.fifo failed: throttled"]
+
+
+def test_a_member_whose_base_requires_a_merge_queue_is_queued_and_its_queued_merge_steps_the_set(
+    world: World,
+) -> None:
+    world.github.require_merge_queue(SERVER, "main")
+    world.github.repos[SERVER].protections["main"] = {
+        "required_status_checks": {"checks": [{"context": "ci"}]}
+    }
+    made = world.ready_set()
+    server_pr = made.member(SERVER).pr_number
+    assert server_pr is not None
+    world.client(SERVER).create_status(made.member(SERVER).head_sha or "", state="success", context="ci")
+    merger = world.merger()
+    waiting = merger.on_ready(made)
+    assert waiting is not None and waiting.state is SetState.MERGING
+    assert waiting.member(SCHEMA).merged and not waiting.member(SERVER).merged
+    (entry,) = world.github.repos[SERVER].queue  # queued by the App, pinned to the judged head
+    assert entry["head_sha"] == made.member(SERVER).head_sha and entry["enqueuer"] == BOT
+    assert not world.pull(CLIENT, made.member(CLIENT).pr_number)["merged"]  # it waits its turn
+    assert merger.step(made.id) == world.stored(made.id) and len(world.github.repos[SERVER].queue) == 1
+    # the group's check passes: GitHub's queue merges it and its webhook (from the queue's bot) comes
+    world.client(SERVER).create_status(entry["group"]["head_sha"], state="success", context="ci")
+    assert world.pull(SERVER, server_pr)["merged"]
+    (closed,) = [
+        d
+        for d in world.github.deliveries
+        if d.event == "pull_request"
+        and d.action == "closed"
+        and d.payload["repository"]["full_name"] == SERVER
+    ]
+    envelope = build_envelope(
+        event="pull_request", delivery_id=closed.guid, payload=closed.payload, received_at=datetime.now(UTC)
+    )
+    after = merger.after_routing(envelope)
+    assert after == {"change_set": {"id": made.id, "state": "merged"}}
+    assert world.merges() == list(ORDER)
+
+
+def test_two_routers_failing_the_same_set_at_once_open_each_revert_and_tell_once(world: World) -> None:
+    made = world.ready_set()
+    conflict_on_main(world, CLIENT)
+    other = world.merger()
+    saves = world.registry.save_change_set
+    raced: list[SetState] = []
+
+    def racing(b: ChangeSet, a: ChangeSet, events: Any) -> None:
+        if not raced and a.state in (SetState.FAILED, SetState.REVERTING):
+            raced.append(a.state)
+            other.step(made.id)  # the other router fails it, opens the reverts and tells, first
+        saves(b, a, events)
+
+    world.registry.save_change_set = racing  # type: ignore[method-assign,assignment]
+    after = world.merger().on_ready(made)
+    assert raced and after is not None and after.state is SetState.REVERTING
+    assert [len(world.reverts(n)) for n in ORDER] == [1, 1, 0]
+    assert len(world.escalations()) == 1
+    assert world.events(made.id) == ["change_set.merging"]

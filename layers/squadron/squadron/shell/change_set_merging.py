@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from squadron.adapters.github.errors import (
     GitHubError,
     GitHubUnavailableError,
+    GraphQLError,
     MaybeAppliedError,
     RateLimitedError,
 )
@@ -337,7 +338,14 @@ class ChangeSetMerger:
                 body=marked(revert_body(change_set, member.repository, number), key),
             )
 
-        found = find() or once(send, find)
+        found = find()
+        if found is None:
+            try:
+                found = once(send, find)
+            except GraphQLError:  # refused: another router's revert may have made the branch a moment before
+                found = find()
+                if found is None:
+                    raise
         logger.info("change set %s: the revert of %s#%s is #%s", change_set.id, name, number, found["number"])
         return int(found["number"])
 

@@ -190,7 +190,11 @@ class ChangeSetMerger:
         pull = envelope.pull_request
         if envelope.event != "pull_request" or envelope.action != "closed" or pull is None:
             return {}
-        stepped = self._nudged(envelope.repository.full_name, pull.head_ref)
+        try:
+            stepped = self._nudged(envelope.repository.full_name, pull.head_ref)
+        except ChangeSetRefusedError as exc:  # a step the set's rules refuse: the delivery is done
+            logger.warning("change set not stepped after %s: %s", envelope.delivery_id, exc)
+            return {"change_set": {"refused": str(exc)}}
         return {} if stepped is None else {"change_set": {"id": stepped.id, "state": str(stepped.state)}}
 
     def _nudged(self, repository: str, head_ref: str) -> ChangeSet | None:
@@ -214,7 +218,7 @@ class ChangeSetMerger:
                 continue
             try:
                 after = self.step(change_set.id)
-            except (GitHubError, ConflictError) as exc:
+            except (GitHubError, ConflictError, ChangeSetRefusedError) as exc:
                 logger.warning("change set %s not stepped: %s", change_set.id, exc)
                 continue
             if after is not None:

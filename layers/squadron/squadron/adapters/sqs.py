@@ -59,6 +59,25 @@ class SqsEventQueue(_Queue):
             raise QueueUnavailableError(f"SendMessage to {self.queue_url} failed: {exc}") from exc
         return response["MessageId"]
 
+    def send_record(self, body: str, *, group: str, deduplication: str) -> str:
+        """Enqueue a record that is no event envelope (its ``kind`` says what it is: the router's
+        dispatcher hands it to that kind's handler) in message group ``group``."""
+        try:
+            response = self.client.send_message(
+                QueueUrl=self.queue_url,
+                MessageBody=body,
+                MessageGroupId=group,
+                MessageDeduplicationId=deduplication,
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise QueueUnavailableError(
+                f"SendMessage to {self.queue_url} failed: {error.get('Message', exc)}", code=error.get("Code")
+            ) from exc
+        except BotoCoreError as exc:
+            raise QueueUnavailableError(f"SendMessage to {self.queue_url} failed: {exc}") from exc
+        return response["MessageId"]
+
 
 #: SendMessageBatch takes at most ten messages.
 SEND_BATCH = 10

@@ -107,6 +107,8 @@ class Member(BaseModel):
     branch: str = Field(min_length=1, max_length=200)
     pr_number: int | None = Field(default=None, ge=1)
     gate: GateVerdict | None = None
+    #: The head commit its gate judged (the merge is pinned to it; None: not recorded).
+    head_sha: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
     #: The writer of this repository who approved its part (None: not approved yet).
     approved_by: str | None = None
     merged: bool = False
@@ -351,9 +353,12 @@ def record_pull_request(change_set: ChangeSet, repository: str, pr_number: int, 
     return _with_member(change_set, member.model_copy(update={"pr_number": pr_number}), at)
 
 
-def record_gate(change_set: ChangeSet, repository: str, verdict: GateVerdict, at: datetime) -> ChangeSet:
-    """A member's pull request's own gate said ``verdict``: the set is ``ready`` when every
-    member's says ready, and back to ``working`` when one stops saying it before merging starts."""
+def record_gate(
+    change_set: ChangeSet, repository: str, verdict: GateVerdict, at: datetime, *, head_sha: str | None = None
+) -> ChangeSet:
+    """A member's pull request's own gate said ``verdict`` (of its head ``head_sha``): the set is
+    ``ready`` when every member's says ready, and back to ``working`` when one stops saying it
+    before merging starts."""
     if change_set.state not in (SetState.WORKING, SetState.READY):
         raise ChangeSetRefusedError(
             f"change set {change_set.id} is {change_set.state}: its gates no longer count"
@@ -361,7 +366,8 @@ def record_gate(change_set: ChangeSet, repository: str, verdict: GateVerdict, at
     member = change_set.member(repository)
     if member.pr_number is None:
         raise ChangeSetRefusedError(f"{repository} has no pull request in the set yet")
-    updated = _with_member(change_set, member.model_copy(update={"gate": verdict}), at)
+    judged = {"gate": verdict} if head_sha is None else {"gate": verdict, "head_sha": head_sha}
+    updated = _with_member(change_set, member.model_copy(update=judged), at)
     every = all(m.gate == "ready" for m in updated.members)
     if every and updated.state is SetState.WORKING:
         return updated.model_copy(update={"state": SetState.READY})

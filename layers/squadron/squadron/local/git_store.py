@@ -181,6 +181,23 @@ class GitStore:
         self.git("update-ref", f"refs/heads/{base_branch}", commit, base)
         return commit
 
+    def revert(self, onto: str, commit: str, *, branch: str, message: str) -> str:
+        """A new ``branch`` off ``onto`` whose one commit undoes ``commit`` (against its first
+        parent, as ``git revert -m 1``); its sha. GitStoreError when the revert conflicts with
+        what ``onto`` holds now or ``branch`` exists already."""
+        base = self.sha(f"refs/heads/{onto}")
+        if base is None:
+            raise GitStoreError(f"no branch {onto}")
+        parent = self.git("rev-parse", f"{commit}^1")
+        # The undoing commit on top of ``commit``, merged onto ``onto``: its merge base is ``commit``.
+        undo = self.git("commit-tree", f"{parent}^{{tree}}", "-p", commit, "-m", message)
+        if self.conflicts(base, undo):
+            raise GitStoreError(f"reverting {commit[:12]} conflicts with {onto}")
+        tree = self.git("merge-tree", "--write-tree", base, undo).splitlines()[0]
+        made = self.git("commit-tree", tree, "-p", base, "-m", message)
+        self.git("update-ref", f"refs/heads/{branch}", made, "0" * 40)  # refused if it exists
+        return made
+
     def delete_branch(self, branch: str) -> bool:
         if self.sha(f"refs/heads/{branch}") is None:
             return False

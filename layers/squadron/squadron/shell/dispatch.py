@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -39,6 +39,13 @@ from squadron.shell.router import RouterService
 Once = Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]
 #: A handler of a kind of queue record that is no event envelope: (body, message id) -> summary.
 KindHandler = Callable[[str, str | None], dict[str, Any]]
+
+
+class AfterRouting(Protocol):
+    """What steps on after each routed delivery, idempotently (a change set's merges:
+    :meth:`squadron.shell.change_set_merging.ChangeSetMerger.after_routing`)."""
+
+    def after_routing(self, envelope: EventEnvelope) -> dict[str, Any]: ...
 
 
 class InvalidRecordError(SquadronError):
@@ -78,8 +85,11 @@ class Dispatcher:
         once: Once | None = None,
         kinds: Mapping[str, KindHandler] | None = None,
         pipeline_tasks: PipelineTasks | None = None,
+        change_sets: AfterRouting | None = None,
     ) -> None:
         self.service = service
+        #: Change sets a member's pull request closing steps on (docs/change-sets.md).
+        self.change_sets = change_sets
         self.pipeline_tasks = pipeline_tasks
         #: The handler of each ``kind`` of record that is not an event envelope; a pipeline's task
         #: is always one (refused with a reason when this router has no pipelines).
@@ -112,7 +122,9 @@ class Dispatcher:
             routed = {**self._route_once(envelope, pause=pause), "duplicate": False, "paused": pause}
             return {**routed, **self._answer_waiting(envelope)}
         summary = self._route(envelope=envelope)
-        return {**summary, "duplicate": not self._routed, **self._answer_waiting(envelope)}
+        # A change set steps on after every delivery, a redelivered one too (its steps are idempotent).
+        stepped = self.change_sets.after_routing(envelope) if self.change_sets is not None else {}
+        return {**summary, "duplicate": not self._routed, **self._answer_waiting(envelope), **stepped}
 
     def _answer_waiting(self, envelope: EventEnvelope) -> dict[str, Any]:
         """Events that may answer a waiting pipeline stage (a human stage's approval, comment,

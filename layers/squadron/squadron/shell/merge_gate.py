@@ -59,8 +59,10 @@ from squadron.adapters.github.keyed import SENDS, once
 from squadron.config.parse import SquadronConfig
 from squadron.domain.app_acts import merged_by_app
 from squadron.domain.approval import GateResult
+from squadron.domain.change_set_merges import is_member_branch
 from squadron.domain.events import EventEnvelope
 from squadron.domain.merge_gate import (
+    GateDecision,
     GateReads,
     branch_after_queue_merge,
     conflict_envelope,
@@ -117,6 +119,8 @@ class GateOutcome:
     detail: str = ""
     #: In its base's merge queue at the judged head (GitHub merges it when its group passes).
     queued: bool = False
+    #: Merged: GitHub's merge commit (as it answered, or as the pull request shows it).
+    sha: str | None = None
 
 
 class MergeGate:
@@ -204,6 +208,9 @@ class MergeGate:
             )
         queue = decision.reads_queue_rules and github.branch_requires_merge_queue(decision.base)
         consent = decision.consent
+        if consent is not None and is_member_branch(str((pr.get("head") or {}).get("ref") or "")):
+            # A change set's member merges with its set, in order (shell/change_set_merging.py).
+            return GateOutcome(pr_number, result, detail=f"{result.description}; merges with its change set")
         if consent is None:
             left = self._through_queue(github, pr_number, None, sha, result) if queue else None
             return GateOutcome(
@@ -234,6 +241,80 @@ class MergeGate:
         if decision.delete_branch is not None:
             github.delete_branch(decision.delete_branch)
         return GateOutcome(pr_number, result, merged=True, detail=f"merged with {result.method}")
+
+    # --- a change set's merges (shell/change_set_merging.py; docs/change-sets.md) ----------------
+
+    def judgement(
+        self, installation_id: int | None, repo: str, pr: Json, author_role: str | None = None
+    ) -> GateDecision:
+        """The gate's verdict on open pull request ``pr`` (as just read), without acting on it:
+        no status posted, nothing merged. A change set asks it before merging a member."""
+        github = self.client(installation_id, repo)
+        number = int(pr["number"])
+        config = self.config_for(repo)
+        files = self._files(github, pr, number, config)
+        listed = github.list_reviews(number)
+        permissions = self._permissions(
+            github, installation_id, repo, permissions_wanted(pr, listed, self.bot_login)
+        )
+        sha = head_sha(pr)
+        reads = GateReads(
+            number,
+            pr,
+            files,
+            listed,
+            permissions,
+            github.get_combined_status(sha),
+            github.list_check_runs(sha),
+        )
+        return judge(
+            reads,
+            repo=repo,
+            flows=config.approval_flows,
+            groups={name: group.members for name, group in config.config.human_groups.items()},
+            bot_login=self.bot_login,
+            author_role=author_role,
+        )
+
+    def merge_judged(
+        self, installation_id: int | None, repo: str, pr: Json, decision: GateDecision
+    ) -> GateOutcome:
+        """Merge ``pr`` as the gate would on ``decision`` (its consent, its method, pinned to its
+        judged head; through the merge queue when its base requires one), exactly once: a merge
+        whose answer was lost is read back. Merged: the merged event is announced and the branch
+        deleted as the flow says. GitHub's refusal of a REST merge raises its GitHubError; a
+        queueing refused comes back neither merged nor queued, with GitHub's words."""
+        if decision.consent is None:
+            raise ValueError(f"PR #{decision.pr_number}: the gate's verdict is not to merge")
+        github = self.client(installation_id, repo)
+        result, sha = decision.result, decision.head_sha
+        if decision.reads_queue_rules and github.branch_requires_merge_queue(decision.base):
+            return self._through_queue(github, decision.pr_number, decision.consent, sha, result)
+        try:
+            merged, read = self._merge(github, decision.pr_number, decision.consent, result.method, sha)
+        except GitHubError as exc:
+            if is_queue_refusal(exc.status, exc.message):
+                return self._through_queue(github, decision.pr_number, decision.consent, sha, result)
+            raise
+        if self.announce is not None:
+            self.announce(
+                merged_event(
+                    read or pr,
+                    merged,
+                    installation_id=installation_id,
+                    bot_login=self.bot_login,
+                    now=self.clock(),
+                )
+            )
+        if decision.delete_branch is not None:
+            github.delete_branch(decision.delete_branch)
+        return GateOutcome(
+            decision.pr_number,
+            result,
+            merged=True,
+            detail=f"merged with {result.method}",
+            sha=str(merged.get("sha") or "") or None,
+        )
 
     def _through_queue(
         self, github: GateClient, pr_number: int, consent: MergeConsent | None, sha: str, result: GateResult

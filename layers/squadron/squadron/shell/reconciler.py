@@ -138,6 +138,8 @@ class ReconcileReport:
     #: Pipelines' state machines created or given a new version, and those left for their runs
     #: because their pipeline left the configuration ("owner/name: ...").
     pipelines: list[str] = field(default_factory=list)
+    #: Whether this run asked the router to step the change sets in motion (docs/change-sets.md).
+    change_sets_swept: bool = False
     #: What could not be read or done, in words (logged; the next run tries again).
     problems: list[str] = field(default_factory=list)
     #: Agents per status (the live ones and those with humans), counted this run.
@@ -178,7 +180,11 @@ class ReconcilerService:
         schedules: ScheduleSync | None = None,
         dashboards: RefreshQueue | None = None,
         pipelines: PipelineRuns | None = None,
+        change_sets: Callable[[datetime], bool] | None = None,
     ) -> None:
+        #: Asks the router to step the change sets that are merging, failed or reverting
+        #: (:func:`squadron.shell.change_set_merging.request_sweep`; None: not asked).
+        self.change_sets = change_sets
         #: Keeps each repository's pipelines' state machines in step with its configuration.
         self.pipelines = pipelines
         #: Keeps each repository's retrospective schedule in step with its configuration.
@@ -233,6 +239,7 @@ class ReconcilerService:
         self._schedules([*live, *escalated], report)
         self._pipelines([*live, *escalated], report)
         self._ask_dashboards([*live, *escalated], report)
+        self._sweep_change_sets(now, report)
         for problem in report.problems:
             logger.warning("reconciler: %s", problem)
         return report
@@ -377,6 +384,14 @@ class ReconcilerService:
             report.problems.append(f"dashboards not asked for: {exc}")
             return
         report.dashboards = [request.repository.full_name for request in wanted.values()]
+
+    def _sweep_change_sets(self, now: datetime, report: ReconcileReport) -> None:
+        if self.change_sets is None:
+            return
+        try:
+            report.change_sets_swept = self.change_sets(now)
+        except SquadronError as exc:  # the queue did not take it: the next run asks again
+            report.problems.append(f"change sets: {exc}")
 
     def _sweep_decisions(self, now: datetime, report: ReconcileReport) -> None:
         """Decisions the router committed and did not carry out (their delivery was dead-lettered)."""

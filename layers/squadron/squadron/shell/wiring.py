@@ -28,6 +28,7 @@ from squadron.config import ConfigLoader
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.app_manifest import web_url_for
+from squadron.domain.change_set_merges import SWEEP_KIND
 from squadron.domain.change_sets import ChangeSet
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
@@ -46,6 +47,7 @@ from squadron.settings import (
     load_settings,
 )
 from squadron.shell.change_set_commands import ChangeSetCommands
+from squadron.shell.change_set_merging import ChangeSetMerger, request_sweep
 from squadron.shell.change_sets import ChangeSetDesk
 from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dashboards import DashboardService
@@ -173,6 +175,9 @@ def build_reconciler(environ: Mapping[str, str] | None = None) -> ReconcilerServ
         pipelines=PipelineRuns(pipelines, queue_url=settings.events_queue_url)
         if pipelines is not None
         else None,
+        change_sets=lambda now: request_sweep(
+            DynamoRegistry(settings.registry_table_name), SqsEventQueue(settings.events_queue_url), now
+        ),
     )
 
 
@@ -298,6 +303,18 @@ def assemble_router(
         announce=queue.send,
         permission=github.permission,  # the router's own five-minute cache of permissions
     )
+    # A change set's merges, reverts and escalation, stepped after each delivery (docs/change-sets.md).
+    merger = (
+        ChangeSetMerger(
+            registry=registry,
+            github=github,
+            gate=gate,
+            policy_for=stage_policy,
+            bot_login=bot_login,
+        )
+        if isinstance(registry, DynamoRegistry)
+        else None
+    )
     service = RouterService(
         registry=registry,
         merge_gate=gate,
@@ -331,6 +348,7 @@ def assemble_router(
         Dispatcher(
             service,
             once=records.once if records is not None else None,
+            kinds={SWEEP_KIND: merger.sweep_record} if merger is not None else None,
             pipeline_tasks=carrying_out(
                 pipelines,
                 outbox=service._outbox,  # the same executor its deliveries get
@@ -348,6 +366,7 @@ def assemble_router(
             )
             if pipelines is not None
             else None,
+            change_sets=merger,
         ),
         records,
     )

@@ -26,6 +26,11 @@ MERGE_QUEUE_ENTRY = (
     "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) "
     f"{{ pullRequest(number: $number) {{ id headRefOid mergeQueueEntry {{ {_ENTRY_FIELDS} }} }} }} }}"
 )
+#: GitHub's revert of a merged pull request: a new pull request from ``revert-<number>-<head ref>``.
+REVERT_PULL_REQUEST = (
+    "mutation($input: RevertPullRequestInput!) { revertPullRequest(input: $input) "
+    "{ revertPullRequest { id number headRefName url state } } }"
+)
 
 ReviewEvent = Literal["APPROVE", "REQUEST_CHANGES", "COMMENT"]
 
@@ -82,6 +87,25 @@ class PullCalls(ClientCore):
             payload["sha"] = sha
         result: Json = self._send("PUT", f"/pulls/{number}/merge", json=payload)
         return result
+
+    def revert_pull(self, number: int, *, node_id: str, title: str, body: str) -> Json:
+        """Open the revert of merged pull request ``number`` (GraphQL ``node_id``): GitHub commits
+        the revert onto its base, on branch ``revert-<number>-<head ref>``, and opens a pull
+        request from it (``number``, ``headRefName``, ``url``). There is no REST endpoint for it.
+
+        A mutation: GitHub applying it and not answering raises MaybeAppliedError, and sent again
+        it is refused (the branch exists); the caller looks the pull request up by its branch
+        (:meth:`find_pull`)."""
+        check(self.caller, Action.OPEN_PR)
+        data = self._graphql(
+            REVERT_PULL_REQUEST,
+            {"input": {"pullRequestId": node_id, "title": title, "body": tagged(self.caller, body)}},
+            read=False,
+        )
+        opened = (data.get("revertPullRequest") or {}).get("revertPullRequest")
+        if not isinstance(opened, dict) or not opened.get("number"):
+            raise GraphQLError(200, f"GitHub opened no revert of #{number}", method="POST", path="graphql")
+        return opened
 
     # --- merge queues (GitHub's GraphQL: there is no REST endpoint for them) -------------------
     def branch_requires_merge_queue(self, branch: str) -> bool:

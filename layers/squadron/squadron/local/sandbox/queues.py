@@ -10,7 +10,9 @@ three operations GitHub has for the queue and nothing else (there is no REST end
   pull request is queued already, closed, or its branch protection is not met; the entry records
   its enqueuer (a GitHub App's bot is a ``Bot`` whose GraphQL ``login`` has no ``[bot]``);
 - ``dequeuePullRequest(input: $input)``: refused when the pull request is not queued;
-- ``repository(owner:, name:) { pullRequest(number:) { id headRefOid mergeQueueEntry {...} } }``.
+- ``repository(owner:, name:) { pullRequest(number:) { id headRefOid mergeQueueEntry {...} } }``;
+
+and, beside them, ``revertPullRequest(input: $input)`` (:mod:`.reverts`).
 
 The answers are GitHub's shapes, but every field a caller may select is sent whatever it selected
 (the sandbox parses no selection sets): a caller must not rely on a field it did not ask for. Errors
@@ -34,6 +36,7 @@ from typing import Any
 from squadron.local.git_store import GitStoreError
 from squadron.local.sandbox.base import Json, Repo, github_now
 from squadron.local.sandbox.pulls import PullOps
+from squadron.local.sandbox.reverts import REVERT_INPUT, RevertRefusedError, revert_pull_request
 
 #: The account GitHub's merge queue acts as (it merges the pull requests of its groups).
 MERGE_QUEUE_BOT = "github-merge-queue[bot]"
@@ -47,9 +50,10 @@ _INPUTS = {
         {"clientMutationId", "expectedHeadOid", "jump", "pullRequestId"},
     ),
     "dequeuePullRequest": ("DequeuePullRequestInput", {"clientMutationId", "id"}),
+    "revertPullRequest": REVERT_INPUT,
 }
 _MUTATION = re.compile(
-    r"^\s*mutation\b[^{]*\{\s*(enqueuePullRequest|dequeuePullRequest)\s*\(\s*input\s*:\s*\$(\w+)\s*\)"
+    r"^\s*mutation\b[^{]*\{\s*(enqueuePullRequest|dequeuePullRequest|revertPullRequest)\s*\(\s*input\s*:\s*\$(\w+)\s*\)"
 )
 _ENTRY_QUERY = re.compile(
     r"^\s*query\b[^{]*\{\s*repository\s*\(\s*owner\s*:\s*\$(\w+)\s*,\s*name\s*:\s*\$(\w+)\s*\)\s*\{\s*"
@@ -148,7 +152,7 @@ class MergeQueueOps(PullOps):
         return {
             "errors": [
                 {
-                    "message": "the sandbox answers enqueuePullRequest, dequeuePullRequest and a pull "
+                    "message": "the sandbox answers enqueuePullRequest, dequeuePullRequest, revertPullRequest and a pull "
                     "request's mergeQueueEntry only (each with its input in one variable)"
                 }
             ]
@@ -165,9 +169,14 @@ class MergeQueueOps(PullOps):
                 f"Variable $input of type {type_name}! was provided invalid value for {unknown[0]} "
                 f"(Field is not defined on {type_name})",
             )
-        node = given.get("pullRequestId") if name == "enqueuePullRequest" else given.get("id")
+        node = given.get("id") if name == "dequeuePullRequest" else given.get("pullRequestId")
         repo, pr = self._pull_by_node(str(node or ""))
         number = int(pr["number"])
+        if name == "revertPullRequest":  # .reverts
+            try:
+                return revert_pull_request(self._op_pulls__create, repo, pr, given, caller)
+            except RevertRefusedError as exc:
+                raise GraphQLFault("UNPROCESSABLE", str(exc)) from exc
         if name == "dequeuePullRequest":
             queued = self._entry(repo, number)
             if queued is None:

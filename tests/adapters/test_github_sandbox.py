@@ -330,3 +330,27 @@ def test_a_repeated_read_is_answered_304_until_the_resource_changes(sandbox: San
 
 def _human(login: str) -> dict[str, str]:
     return {"Authorization": f"token human:{login}", "Accept": "application/vnd.github+json"}
+
+
+def test_a_branch_update_is_sent_as_who_asked_for_it_and_a_git_push_as_the_app(sandbox: Sandbox) -> None:
+    """GitHub's ``synchronize`` after update-branch names the person who updated the branch (a
+    writer's update may steer a pipeline run); a push through git is the App's (agents push so)."""
+    alice, bot = sandbox.client("alice"), sandbox.client()
+    sandbox.push("feat/x", {"x.py": "x = 1\n"}, "X")
+    pr = bot.create_pull(title="X", head="feat/x", base="main", body="")
+    sandbox.push("feat/x", {"y.py": "y = 1\n"}, "Y")
+    answer = httpx.put(
+        f"{sandbox.github.base_url}/repos/octo/repo/pulls/{pr['number']}/update-branch",
+        headers={"authorization": "token human:alice"},
+        timeout=30,
+    )
+    assert answer.status_code == 202
+    sandbox.settle()
+    senders = [
+        json.loads(body)["sender"]["login"]
+        for headers, body in sandbox.receiver.raw
+        if {k.lower(): v for k, v in headers.items()}["x-github-event"] == "pull_request"
+        and json.loads(body)["action"] == "synchronize"
+    ]
+    assert senders == ["squadron[bot]", "alice"]
+    assert alice.get_pull(pr["number"])["head"]["sha"] != pr["head"]["sha"]

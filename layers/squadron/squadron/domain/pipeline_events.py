@@ -17,7 +17,9 @@ See docs/pipelines.md, "Events".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from squadron.domain.domain_events import (
     DomainEvent,
@@ -27,7 +29,7 @@ from squadron.domain.domain_events import (
     event_id,
     make_event,
 )
-from squadron.domain.pipeline_wire import PipelineTask, StageAnswer, StageSucceeded
+from squadron.domain.pipeline_wire import PipelineTask, StageAnswer, StageSucceeded, StageType, Step
 
 
 def stage_decision(task: PipelineTask) -> str:
@@ -44,9 +46,9 @@ def stage_changed(
     at: datetime,
 ) -> DomainEvent:
     """The event of the router's ``answer`` to ``task``: the run moves on from that entry."""
-    if isinstance(answer, StageSucceeded):
-        passed = answer.output.get("passed")
-        data = PipelineStageChanged(
+    return answered(
+        Answered(
+            entry=task.entry,
             pipeline=task.pipeline,
             execution_arn=task.execution_arn,
             stage=task.stage,
@@ -54,30 +56,66 @@ def stage_changed(
             step=task.step,
             entered_at=task.entered_at,
             retry_count=task.retry_count,
+            repository_id=task.repository_id,
+            issue=task.issue_number,
+        ),
+        answer,
+        repository=repository,
+        installation=installation,
+        at=at,
+    )
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The entry of a stage an answer is about, as the router's task had it (or as a wait kept it
+    for an answer sent later: an agent stage's, a human stage's)."""
+
+    entry: str
+    pipeline: str
+    execution_arn: str
+    stage: str
+    stage_type: StageType
+    step: Step
+    entered_at: datetime
+    retry_count: int
+    repository_id: int
+    issue: int | None
+
+
+def answered(
+    of: Answered, answer: StageAnswer, *, repository: str, installation: int | None, at: datetime
+) -> DomainEvent:
+    """The event of ``answer`` to the entry ``of``: keyed by the entry, so the router's answer and
+    an answer sent later (when an agent's task ends, when people approve) are the same one event,
+    however often either is sent."""
+    common: dict[str, Any] = {
+        "pipeline": of.pipeline,
+        "execution_arn": of.execution_arn,
+        "stage": of.stage,
+        "stage_type": of.stage_type,
+        "step": of.step,
+        "entered_at": of.entered_at,
+        "retry_count": of.retry_count,
+    }
+    if isinstance(answer, StageSucceeded):
+        passed = answer.output.get("passed")
+        data = PipelineStageChanged(
+            **common,
             outcome="skipped" if answer.output.get("skipped") is True else "succeeded",
             passed=passed if isinstance(passed, bool) else None,
         )
     else:
-        data = PipelineStageChanged(
-            pipeline=task.pipeline,
-            execution_arn=task.execution_arn,
-            stage=task.stage,
-            stage_type=task.stage_type,
-            step=task.step,
-            entered_at=task.entered_at,
-            retry_count=task.retry_count,
-            outcome="failed",
-            error=answer.error,
-        )
-    decision = stage_decision(task)
+        data = PipelineStageChanged(**common, outcome="failed", error=answer.error)
+    decision = f"pipeline-{of.entry}"
     return make_event(
         data,
         event_id=event_id(f"{decision}/stage_changed", 0),
         at=at,
-        repository=Repository(id=task.repository_id, full_name=repository),
+        repository=Repository(id=of.repository_id, full_name=repository),
         correlation_id=decision,
         installation=installation,
-        issue=task.issue_number,
+        issue=of.issue,
     )
 
 

@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from squadron.adapters.step_functions import Answer, RunView
 from squadron.domain.agents import TERMINAL, AgentStatus, ConflictError, agent_id_for
 from squadron.domain.commands import RecoverAgent, TaskEnded
+from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import Decision
 from squadron.domain.events import EventEnvelope
+from squadron.domain.pipeline_events import Answered, answered
 from squadron.domain.pipeline_wire import STAGE_FAILED, PipelineTask, StageAnswer, StageFailed, StageSucceeded
 from squadron.domain.pipelines.agent_stage import (
     StageWait,
@@ -91,8 +93,12 @@ class AgentStages:
         answers: TokenAnswers,
         policy: Callable[[PipelineTask, Where], RoutingPolicy],
         clock: Callable[[], datetime] = _now,
+        events: Callable[[DomainEvent], bool] | None = None,
     ) -> None:
         self.registry = registry
+        #: Stores the stage's ``pipeline.stage_changed.v1`` once its answer is delivered (the
+        #: registry's ``record_event``); None: no event (docs/pipelines.md, "Events").
+        self.events = events
         self.waits = waits
         self.answers = answers
         self.policy = policy
@@ -252,6 +258,8 @@ class AgentStages:
 
     def _send(self, wait: StageWait, answer: StageAnswer) -> dict[str, Any]:
         sent = self.answers.answer(wait.token, answer)
+        if sent.delivered:
+            self._report(wait, answer)
         self.waits.mark_stage_wait_sent(wait.agent_id, wait.entry)
         outcome = "passed" if isinstance(answer, StageSucceeded) else answer.error
         if sent.gone is not None:
@@ -269,3 +277,32 @@ class AgentStages:
             "gone": sent.gone,
             "outcome": outcome,
         }
+
+    def _report(self, wait: StageWait, answer: StageAnswer) -> None:
+        """The stage's transition event, once its answer is delivered: keyed by the entry, it is
+        stored once however often the answer is (a redelivered end, a kept answer sent again). An
+        answer to a task that is over moves no run and reports nothing (unlike the router's own
+        answers, it may come long after: a stage timed out while the agent worked). A wait kept
+        without its repository's name (before waits kept it) has none."""
+        if self.events is None or wait.repo_full_name is None:
+            return
+        self.events(
+            answered(
+                Answered(
+                    entry=wait.entry,
+                    pipeline=wait.pipeline,
+                    execution_arn=wait.execution_arn,
+                    stage=wait.stage,
+                    stage_type="agent",
+                    step="stage",
+                    entered_at=wait.entered_at or wait.created_at,
+                    retry_count=wait.retry_count,
+                    repository_id=wait.repository_id,
+                    issue=wait.issue_number,
+                ),
+                answer,
+                repository=wait.repo_full_name,
+                installation=wait.installation_id,
+                at=self.clock(),
+            )
+        )

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
+from squadron.domain.domain_events import DomainEvent
 from squadron.domain.events import EventEnvelope
+from squadron.domain.pipeline_events import Answered, answered
 from squadron.domain.pipeline_wire import PipelineTask, StageSucceeded
 from squadron.domain.pipelines.humans import (
     Entered,
@@ -59,7 +62,13 @@ class HumanStages:
         groups: GroupsSource,
         permission: PermissionSource,
         bot_login: str,
+        events: Callable[[DomainEvent], bool] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        #: Stores the stage's ``pipeline.stage_changed.v1`` once its answer is delivered (the
+        #: registry's ``record_event``); None: no event (docs/pipelines.md, "Events").
+        self.events = events
+        self.clock = clock
         #: What answers a task token (:class:`~squadron.shell.pipelines.TaskAnswers`).
         self.answers = answers
         self.waits = waits
@@ -114,6 +123,8 @@ class HumanStages:
                 current = self.waits.keep_answer(repo_id, act.number, wait.entry, answer_of(current).output)
             assert current is not None and current.answer is not None
             sent = self.answers.answer(current.task_token, StageSucceeded(output=current.answer))
+            if sent.delivered:
+                self._report(current, event)
             self.waits.close_wait(repo_id, act.number, wait.entry)
             logger.info(
                 "pipeline %s stage %s on #%s answered by %s (%s)",
@@ -127,3 +138,32 @@ class HumanStages:
                 {"stage": wait.stage, "answered": sent.delivered, "gone": sent.gone, **current.answer}
             )
         return {"waits": done}
+
+    def _report(self, wait: HumanWait, event: EventEnvelope) -> None:
+        """The stage's transition event, once its answer is delivered: keyed by the entry, it is
+        stored once however often the answer is (the same approval delivered again, a kept answer
+        sent by the issue's next event). An approval after the stage timed out moves no run and
+        reports nothing."""
+        if self.events is None:
+            return
+        assert wait.answer is not None
+        self.events(
+            answered(
+                Answered(
+                    entry=wait.entry,
+                    pipeline=wait.pipeline,
+                    execution_arn=wait.execution_arn,
+                    stage=wait.stage,
+                    stage_type="human",
+                    step="stage",
+                    entered_at=wait.entered_at or wait.opened_at,
+                    retry_count=wait.retry_count,
+                    repository_id=wait.repo_id,
+                    issue=wait.number,
+                ),
+                StageSucceeded(output=wait.answer),
+                repository=event.repository.full_name,
+                installation=event.installation_id,
+                at=self.clock(),
+            )
+        )

@@ -94,12 +94,14 @@ def carrying_out(
     if store is None:
         return PipelineTasks(pipelines, prefix=pipelines.prefix, events=events)
     humans = (
-        HumanStages(pipelines, store, groups=groups, permission=permission, bot_login=bot_login)
+        HumanStages(
+            pipelines, store, groups=groups, permission=permission, bot_login=bot_login, events=events
+        )
         if groups is not None and permission is not None
         else None
     )
     agents = (
-        AgentStages(registry=registry, waits=store, answers=pipelines, policy=policy)
+        AgentStages(registry=registry, waits=store, answers=pipelines, policy=policy, events=events)
         if registry is not None and policy is not None
         else None
     )

@@ -159,6 +159,12 @@ class StageWait(BaseModel):
     created_at: datetime
     #: When the stage's task is over at the latest (its timeout from its entry; None: the run's).
     deadline: datetime | None = None
+    #: The entry's time and retry count, and the run's repository (its name, installation): what
+    #: the stage's event says when the answer is sent (None: a wait kept before they were).
+    entered_at: datetime | None = None
+    retry_count: int = Field(default=0, ge=0)
+    repo_full_name: str | None = None
+    installation_id: int | None = None
     answer: dict[str, Any] | None = None
     sent: bool = False
 
@@ -242,7 +248,12 @@ def put_to_work(
         steps, how = step.effects, "restarted"
     elif _working(existing):
         item = _item(existing, task, wake, cause, now)
-        return PutToWork((item,), (), _wait(task, wake, existing, now), "told")
+        return PutToWork(
+            (item,),
+            (),
+            _wait(task, wake, existing, now, repo_full_name=repo_full_name, installation_id=installation_id),
+            "told",
+        )
     elif wake.continue_session:
         step = lifecycle.wake(existing, now=now, cause=cause, reason=reason)
         steps, how = step.effects, "woken"
@@ -257,7 +268,12 @@ def put_to_work(
     agent = put.write.record
     outside = tuple(effect for effect in steps if isinstance(effect, LaunchAgent | StopAgentTask))
     item = _item(agent, task, wake, cause, now)
-    return PutToWork((put, item), outside, _wait(task, wake, agent, now), how)
+    return PutToWork(
+        (put, item),
+        outside,
+        _wait(task, wake, agent, now, repo_full_name=repo_full_name, installation_id=installation_id),
+        how,
+    )
 
 
 def _working(agent: AgentRecord) -> bool:
@@ -321,7 +337,15 @@ def _item(agent: AgentRecord, task: PipelineTask, wake: Wake, cause: str, now: d
     )
 
 
-def _wait(task: PipelineTask, wake: Wake, agent: AgentRecord, now: datetime) -> StageWait:
+def _wait(
+    task: PipelineTask,
+    wake: Wake,
+    agent: AgentRecord,
+    now: datetime,
+    *,
+    repo_full_name: str,
+    installation_id: int | None,
+) -> StageWait:
     assert task.issue_number is not None
     return StageWait(
         agent_id=agent.agent_id,
@@ -336,6 +360,10 @@ def _wait(task: PipelineTask, wake: Wake, agent: AgentRecord, now: datetime) -> 
         generation=agent.generation,
         since_launch=agent.counters.launches,
         created_at=now,
+        entered_at=task.entered_at,
+        retry_count=task.retry_count,
+        repo_full_name=repo_full_name,
+        installation_id=installation_id,
         deadline=(
             task.entered_at + timedelta(seconds=wake.timeout_seconds)
             if wake.timeout_seconds is not None

@@ -77,6 +77,10 @@ class HumanWait(BaseModel):
     members: tuple[str, ...]
     count: int = Field(ge=1)
     opened_at: datetime
+    #: The entry's time and retry count (what the stage's event says when the answer is sent;
+    #: None: a wait kept before they were, whose event says when it opened).
+    entered_at: datetime | None = None
+    retry_count: int = Field(default=0, ge=0)
     #: Who counted so far, each once (the registry adds to it).
     counted: tuple[str, ...] = ()
     #: The answer, kept before it is sent.
@@ -136,6 +140,8 @@ def entered(
         members=members,
         count=human.count,
         opened_at=now,
+        entered_at=task.entered_at,
+        retry_count=task.retry_count,
     )
     effects: list[Outside] = []
     notify = human.notify

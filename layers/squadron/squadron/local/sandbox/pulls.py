@@ -19,7 +19,10 @@ _CLOSING = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+
 
 
 class PullOps(IssueOps):
-    def _pushed(self, notice: Json) -> None:
+    def _pushed(self, notice: Json, sender: str | None = None) -> None:
+        """A push moved ``notice``'s refs: ``synchronize`` for the open pull requests on them, sent
+        by ``sender`` (who asked GitHub to push: update-branch's caller) or else the App (a push
+        through git names no one to the sandbox; agents push as the App)."""
         with self._lock:
             repo = self.repos.get(str(notice.get("repository")))
             if repo is None:
@@ -35,7 +38,7 @@ class PullOps(IssueOps):
                             "pull_request",
                             "synchronize",
                             {"pull_request": pr, "before": old, "after": new},
-                            self.bot_login,
+                            sender or self.bot_login,
                         )
                         self._head_moved(repo, pr)
 
@@ -285,6 +288,7 @@ class PullOps(IssueOps):
             {
                 "repository": repo.full_name,
                 "updates": [[pr["head"]["sha"], "x", f"refs/heads/{pr['head']['ref']}"]],
-            }
+            },
+            sender=caller,  # GitHub's synchronize names who updated the branch
         )
         return 202, {"message": "Updating pull request branch.", "url": pr["html_url"]}

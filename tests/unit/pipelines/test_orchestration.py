@@ -31,7 +31,7 @@ from squadron.domain.effects import (
 from squadron.domain.events import EventEnvelope
 from squadron.domain.orchestration import DEFAULT_ORCHESTRATION, KEPT_BY_FRAMEWORK, effective_pipelines
 from squadron.domain.routing import RoutingPolicy
-from tests.support.events import BOT
+from tests.support.events import BOT, agent_did
 from tests.support.fake_registry import FakeRouterGitHub
 from tests.support.world import World
 
@@ -76,7 +76,19 @@ def _assigned_by_a_writer(w: World) -> EventEnvelope:
 
 def _assigned_by_the_pm_for_a_stranger(w: World) -> EventEnvelope:
     w.send(w.events.opened(41, by="mallory"))
-    return w.events.assigned(41, by=BOT, author="mallory")
+    return agent_did(w.events.assigned(41, by=BOT, author="mallory"), "1-pm")
+
+
+def _assigned_by_the_pm_for_a_writer(w: World) -> EventEnvelope:
+    w.send(w.events.opened(43, by="alice"))
+    return agent_did(w.events.assigned(43, by=BOT, author="alice"), "1-pm")
+
+
+def _assigned_by_another_agent(w: World) -> EventEnvelope:
+    """An agent that is not the PM reports an assignment of a writer's issue: it starts no run
+    (nor, as today, is it the PM's triage)."""
+    w.send(w.events.opened(44, by="alice"))
+    return agent_did(w.events.assigned(44, by=BOT, author="alice"), "1-9-feat-dev")
 
 
 def _a_strangers_issue(w: World) -> EventEnvelope:
@@ -92,6 +104,8 @@ def _the_apps_pull_request(w: World) -> EventEnvelope:
 PLAYS = {
     "assigned by a writer": _assigned_by_a_writer,
     "the PM assigns a stranger's issue": _assigned_by_the_pm_for_a_stranger,
+    "the PM assigns a writer's issue": _assigned_by_the_pm_for_a_writer,
+    "another agent assigns": _assigned_by_another_agent,
     "a stranger opens an issue": _a_strangers_issue,
     "the App's pull request": _the_apps_pull_request,
 }
@@ -106,6 +120,13 @@ CASES = [
     # The PM's assignment of a stranger's issue waits for a writer either way: no run starts.
     Case("PM assigns for a stranger, fixed", "fixed", "the PM assigns a stranger's issue", [], [], []),
     Case("PM assigns for a stranger, pipelines", "pipelines", "the PM assigns a stranger's issue", [], [], []),
+    # The PM's assignment of a writer's issue (through the gateway: GitHub's webhook of the App's
+    # act never reaches the router) starts the dev agent, or the runs that start it.
+    Case("PM assigns a writer's issue, fixed", "fixed", "the PM assigns a writer's issue", [],
+         ["1-43-feat-dev"], []),
+    Case("PM assigns a writer's issue, pipelines", "pipelines", "the PM assigns a writer's issue",
+         ["bug-development", "feature-development"], [], []),
+    Case("another agent's assignment, pipelines", "pipelines", "another agent assigns", [], ["1-44-feat-dev"], []),
     # New issues reach the PM through the fixed routing either way (triage is kept by the framework).
     Case("a new issue, fixed", "fixed", "a stranger opens an issue", [], ["1-pm"], []),
     Case("a new issue, pipelines", "pipelines", "a stranger opens an issue", [], ["1-pm"], []),

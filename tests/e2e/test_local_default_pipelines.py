@@ -14,11 +14,12 @@ no run and ends the same way (today's scenario, kept).
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
 
-from squadron.local.demo import DEMO_FLOWS, ISSUE_TITLE, demo_policy, prompt_role
+from squadron.local.demo import DEMO_FLOWS, ISSUE_TITLE, demo_policy, play, prompt_role
 from squadron.local.model import Json, Turn, calls_since_prompt
 from squadron.local.stack import LocalStack
 from tests.e2e.conftest import ROOT, Human, StackFactory, launches
@@ -90,10 +91,18 @@ def routing_log(stack: LocalStack) -> str:
     return (stack.options.state_dir / "logs" / "lambdas.log").read_text(encoding="utf-8")
 
 
-def start(local_stack: StackFactory, orchestration: str) -> tuple[LocalStack, LocalPipelines]:
+def blocked_policy(request: Json) -> Turn | None:
+    """The demo's model (its dev agent files a blocker and sleeps on it first), with the reviewer
+    that reads its news."""
+    return _reviewer(request) if prompt_role(request) == "pr-review" else demo_policy(request)
+
+
+def start(
+    local_stack: StackFactory, orchestration: str, policy: Any = happy_policy
+) -> tuple[LocalStack, LocalPipelines]:
     own = (ROOT / CONFIG).read_text(encoding="utf-8")
     config = own + f"\norchestration: {orchestration}\n"
-    stack = local_stack(happy_policy, files={CONFIG: config, FLOWS: DEMO_FLOWS})
+    stack = local_stack(policy, files={CONFIG: config, FLOWS: DEMO_FLOWS})
     return stack, LocalPipelines(stack)
 
 
@@ -175,4 +184,32 @@ def test_the_same_issue_with_fixed_orchestration_starts_no_run(local_stack: Stac
     until("the issue to close", lambda: runs.repo.issues[number]["state"] == "closed", AGENTS)
     assert runs.executions("feature-development") == []
     assert LEFT not in routing_log(stack)
+    assert stack.errors == []
+
+
+@pytest.mark.parametrize("orchestration", ["pipelines", "fixed"])
+def test_the_demo_s_blocked_issue_plays_the_same_both_ways(
+    local_stack: StackFactory, orchestration: str
+) -> None:
+    """The demo's scenario (squadron local --demo): the dev agent files a blocker and sleeps; a
+    person closes it; the dev wakes with its conversation, opens its pull request; review, CI,
+    merge, the issue closes. Under ``pipelines`` the dev's stage waits through its sleep."""
+    stack, runs = start(local_stack, orchestration, blocked_policy)
+    play(stack, io.StringIO(), step_timeout=AGENTS)
+
+    (number, *_) = sorted(runs.repo.issues)
+    dev = f"{runs.repo.id}-{number}-feat-dev"
+    assert launches(stack, dev)[:2] == ["start", "wake"]
+    if orchestration == "fixed":
+        assert runs.executions("feature-development") == []
+        return
+    run = runs.run_of("feature-development", number)
+    ended = runs.finished(run)
+    assert ended.status == "SUCCEEDED", (ended.error, ended.cause)
+    entered = runs.entered(run)
+    assert entered.count("implement") == 1, entered  # no retry: the stage waited for the wake
+    (merge,) = runs.outputs(run, "merge")
+    pull = merge["data"]["stages"]["merge"]["pr"]
+    assert runs.repo.pulls[pull]["merged"]
+    assert "needs-human" not in runs.labels(number)
     assert stack.errors == []

@@ -39,16 +39,16 @@ def test_each_built_in_compiles_within_step_functions_size(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "event", "agents", "gate_on_fail"),
+    ("name", "event", "agents", "gate_on_fail", "merges"),
     [
-        ("triage", "issues.opened", ["pm"], None),
-        ("feature-development", "issues.assigned", ["feat-dev", "pr-review"], "implement"),
-        ("bug-development", "issues.assigned", ["bug-fix", "pr-review"], "fix"),
-        ("approval-default", "pull_request.opened", [], None),
+        ("triage", "issues.opened", ["pm"], None, None),
+        ("feature-development", "issues.assigned", ["feat-dev", "pr-review"], "implement", "implement"),
+        ("bug-development", "issues.assigned", ["bug-fix", "pr-review"], "fix", "fix"),
+        ("approval-default", "pull_request.opened", [], None, None),
     ],
 )
 def test_the_built_ins_say_today_s_flow(
-    name: str, event: str, agents: list[str], gate_on_fail: str | None
+    name: str, event: str, agents: list[str], gate_on_fail: str | None, merges: str | None
 ) -> None:
     pipeline = default_pipelines()[name]
 
@@ -57,8 +57,14 @@ def test_the_built_ins_say_today_s_flow(
     gates = [s for s in pipeline.stages if isinstance(s, GateStage)]
     failing = [gate.fail_transition() for gate in gates]
     assert [f.goto for f in failing if f is not None] == ([gate_on_fail] if gate_on_fail else [])
-    # the documented default flow has auto_merge off: a person merges, no built-in merges
-    assert not any(isinstance(s, MergePrStage) for s in pipeline.stages)
+    # A development pipeline reviews, judges and merges the pull request its dev stage opened (the
+    # framework's pr_number), never the run's issue; approval-default has no merge_pr (the default
+    # flow's auto_merge is off: a person merges).
+    pr = f"{{{{ stages.{merges}.outputs.pr_number }}}}" if merges else None
+    assert [s.config.pr for s in pipeline.stages if isinstance(s, MergePrStage)] == ([pr] if pr else [])
+    reviews = [s for s in pipeline.stages if isinstance(s, AgentStage) and s.agent == "pr-review"]
+    assert [s.pr for s in reviews] == ([pr] if pr else [])
+    assert all(c.pr == pr for gate in gates for c in gate.conditions or ())
 
 
 def test_approval_default_is_the_documented_default_flow_migrated() -> None:

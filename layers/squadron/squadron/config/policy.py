@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from squadron.config.default_pipelines import default_pipelines
 from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import RoleKind
+from squadron.domain.orchestration import effective_pipelines
 from squadron.domain.repo_config.flows import agent_review_roles
 from squadron.domain.repo_config.models import RepoConfig
 from squadron.domain.routing import RoutingPolicy
@@ -62,7 +64,8 @@ def routing_policy(config: SquadronConfig) -> RoutingPolicy:
         memory=repo.memory,
         retrospective=repo.retrospective,
         triage=repo.triage,
-        pipelines=dict(repo.pipelines),
+        pipelines=effective_pipelines(repo.pipelines, default_pipelines(), repo.orchestration),
+        orchestration=repo.orchestration,
     )
 
 

@@ -43,6 +43,7 @@ from squadron.domain.pipelines.agent_stage import (
     load_answer,
     over,
     put_to_work,
+    subject,
 )
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
@@ -112,9 +113,10 @@ class AgentStages:
         """Put the stage's agent to work and keep its wait; a failure when it cannot be."""
         now = self.clock()
         decision_key = f"pipeline-{task.entry}"
+        number = subject(task, wake)
         held = (
-            self.waits.stage_wait(agent_id_for(task.repository_id, wake.role, task.issue_number))
-            if task.issue_number is not None
+            self.waits.stage_wait(agent_id_for(task.repository_id, wake.role, number))
+            if number is not None
             else None
         )
         if held is not None and held.entry == task.entry:
@@ -122,7 +124,7 @@ class AgentStages:
             if committed is not None:  # an earlier attempt committed it: carry out what is left
                 self._carry_out(outbox, envelope, committed, resumed=True)
                 return Waiting(held.agent_id, "resumed")
-        view = self.registry.issue_view(task.repository_id, task.issue_number) if task.issue_number else None
+        view = self.registry.issue_view(task.repository_id, number) if number else None
         work = put_to_work(
             task,
             wake,

@@ -18,7 +18,8 @@ answered when a task of the agent launched for it (or later: a relaunch counts) 
 (:func:`ending_answer`): done (``report_complete``) succeeds with the outputs it reported
 (``expected_outputs`` each required); blocked, with humans (it escalated, a breaker tripped, its
 budget ran out) fails ``Squadron.StageFailed`` with the reason, so the stage's ``on_error``
-applies. A task that crashed is relaunched by the reconciler and answers nothing yet.
+applies. A task that crashed is relaunched by the reconciler and answers nothing yet, nor does
+one whose agent sleeps on blocker issues (the task that runs when they close answers).
 
 The run's input never carries an issue's title or body: the agent reads the issue through its
 own tools, each text by its author's trust.
@@ -87,6 +88,8 @@ class Wake:
     #: The instruction carries words the configuration's writers did not write (earlier stages'
     #: outputs, a pull request's branch name): the agent gets it quoted as information.
     quoted: bool = False
+    #: The pull request a review role works on (the stage's ``pr``, rendered); None: the run's.
+    number: int | None = None
 
 
 def wake_of(task: PipelineTask) -> Wake:
@@ -114,7 +117,24 @@ def wake_of(task: PipelineTask) -> Wake:
         expected_outputs=tuple(getattr(stage, "expected_outputs", None) or ()),
         timeout_seconds=max(timeout, extend) if timeout is not None else None,
         quoted=bool(action) and _reads_others_words(action, ns, text),
+        number=subject_of(getattr(stage, "pr", None), ns),
     )
+
+
+def subject_of(pr: int | str | None, ns: Mapping[str, Any]) -> int | None:
+    """The pull request a stage's ``pr`` names (a number, or a template rendered against the run's
+    data), or None without one. Raises :class:`~.templates.PipelineTemplateError` when it does
+    not render to a number."""
+    if pr is None or isinstance(pr, int):
+        return pr
+    value = render(pr, ns)
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise PipelineTemplateError(pr, f"renders {str(value)[:40]!r}, not a pull request number") from None
+    if number < 1:
+        raise PipelineTemplateError(pr, f"renders {number}, not a pull request number")
+    return number
 
 
 #: What in a run's data others wrote: agents' and webhooks' outputs, and a pull request's head
@@ -219,17 +239,22 @@ def put_to_work(
             f"role {wake.role!r} is not in the repository's configuration now (roles: "
             f"{', '.join(sorted(policy.role_kinds)) or 'none'})",
         )
-    number = task.issue_number
+    number = subject(task, wake)
     if number is None or view is None:
         return _fail(task, "the run has no issue or pull request for the agent to work on")
     kind = policy.kind_of(wake.role)
     if kind is RoleKind.PM:
         return _fail(task, f"role {wake.role!r} is the repository's PM, which works on no one issue")
+    if wake.number is not None and kind is not RoleKind.REVIEW:
+        return _fail(
+            task, f"`pr` names the pull request a review role works on; {wake.role!r} is a {kind} role"
+        )
     cause = f"pipeline-{task.entry}"
     reason = f"pipeline {task.pipeline}, stage {task.stage}"
     existing = view.agent_with_role(wake.role)
     fresh = _fresh(
         task,
+        number,
         wake.role,
         kind=kind,
         view=view,
@@ -276,6 +301,11 @@ def put_to_work(
     )
 
 
+def subject(task: PipelineTask, wake: Wake) -> int | None:
+    """The issue or pull request the stage's agent works on: the stage's ``pr``, else the run's."""
+    return wake.number if wake.number is not None else task.issue_number
+
+
 def _working(agent: AgentRecord) -> bool:
     """A task of the agent runs, or its launch is decided: it reads its inbox before it ends."""
     return agent.status in LIVE and (agent.task_arn is not None or agent.pending_launch is not None)
@@ -283,6 +313,7 @@ def _working(agent: AgentRecord) -> bool:
 
 def _fresh(
     task: PipelineTask,
+    number: int,
     role: str,
     *,
     kind: RoleKind,
@@ -292,8 +323,6 @@ def _fresh(
     installation_id: int | None,
     now: datetime,
 ) -> AgentRecord:
-    number = task.issue_number
-    assert number is not None
     return AgentRecord(
         generation_started_at=now,
         last_event_at=now,
@@ -346,13 +375,14 @@ def _wait(
     repo_full_name: str,
     installation_id: int | None,
 ) -> StageWait:
-    assert task.issue_number is not None
+    number = subject(task, wake)
+    assert number is not None
     return StageWait(
         agent_id=agent.agent_id,
         entry=task.entry,
         token=task.task_token,
         repository_id=task.repository_id,
-        issue_number=task.issue_number,
+        issue_number=number,
         pipeline=task.pipeline,
         stage=task.stage,
         execution_arn=task.execution_arn,
@@ -402,12 +432,22 @@ def ending_answer(
         return StageFailed.of(STAGE_FAILED, f"{where}: the agent was handed to humans: {why}")
     if outcome == "escalated":
         return StageFailed.of(STAGE_FAILED, f"{where}: the agent escalated: {reason or 'no reason given'}")
+    if (
+        outcome == "sleeping"
+        and agent is not None
+        and agent.status is AgentStatus.SLEEPING
+        and agent.blocked_by
+    ):
+        # Asleep on blocker issues the router registered: the stage waits (within its timeout) for
+        # the task that runs when they close, as the fixed routing's agent would.
+        return None
     if outcome == "sleeping":
         return StageFailed.of(STAGE_FAILED, f"{where}: the agent is blocked: {reason or 'no reason given'}")
     if outcome != "idle":
         return None
     if agent is not None and agent.status is AgentStatus.ACTIVE and agent.pending_launch is not None:
         return None  # news came as its task ended: it runs again, and that task answers
+    outputs = framework_outputs(outputs, agent)
     missing = [key for key in wait.expected_outputs if key not in outputs]
     if missing:
         return StageFailed.of(
@@ -416,6 +456,21 @@ def ending_answer(
             f"(it reported {', '.join(sorted(outputs)) or 'none'})",
         )
     return StageSucceeded(output={"agent": wait.agent_id, "outputs": dict(outputs)})
+
+
+#: Output keys the framework fills from what it knows, never from the agent's words: a dev agent's
+#: ``pr_number`` is the pull request the router linked to it (the App's own, opened from the
+#: agent's branch), so a stage that merges or reviews it never acts on a number an agent made up.
+FRAMEWORK_OUTPUTS = ("pr_number",)
+
+
+def framework_outputs(outputs: Mapping[str, str], agent: AgentRecord | None) -> dict[str, str]:
+    """``outputs`` without what the agent said of :data:`FRAMEWORK_OUTPUTS`, with what the
+    framework knows of them."""
+    kept = {key: value for key, value in outputs.items() if key not in FRAMEWORK_OUTPUTS}
+    if agent is not None and agent.kind is RoleKind.DEV and agent.pr_number is not None:
+        kept["pr_number"] = str(agent.pr_number)
+    return kept
 
 
 def forgotten_answer(wait: StageWait, agent: AgentRecord | None) -> StageFailed | None:

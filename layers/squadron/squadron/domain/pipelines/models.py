@@ -184,6 +184,9 @@ class AgentStage(_Stage):
         default=False, description="Resume the role's session rather than start one."
     )
     expected_outputs: list[str] | None = Field(default=None, description="Output keys the agent must report.")
+    pr: int | Template | None = Field(
+        default=None, description="The pull request a review role works on, when not the run's (a template)."
+    )
 
 
 class GateStage(_Stage):
@@ -263,6 +266,9 @@ class MergePrConfig(_Model):
         default=None, description="Merge method (none: the approval flow's)."
     )
     delete_branch: bool = False
+    pr: int | Template | None = Field(
+        default=None, description="The pull request merged, when not the run's (a number or a template)."
+    )
 
 
 class NoConfig(_Model):

@@ -42,7 +42,7 @@ from squadron.domain.pipeline_wire import (
     StageFailed,
     StageSucceeded,
 )
-from squadron.domain.pipelines.agent_stage import Wake, wake_of
+from squadron.domain.pipelines.agent_stage import Wake, subject_of, wake_of
 from squadron.domain.pipelines.conditions import Condition, GateCheck
 from squadron.domain.pipelines.judge import Facts, condition_holds, judge_gate, namespaces
 from squadron.domain.pipelines.models import (
@@ -266,10 +266,11 @@ def _action(task: PipelineTask, where: Where, action: Any, data: Mapping[str, An
     repo, inst = where.repo_full_name, where.installation_id
     match action:
         case MergePrStage() | MergePrBranch():
+            pr = subject_of(action.config.pr, ns) or number
             effect: Outside = EvaluateMerge(
-                repo, inst, number, cause=f"pipeline {task.pipeline} stage {task.stage}"
+                repo, inst, pr, cause=f"pipeline {task.pipeline} stage {task.stage}"
             )
-            return Act((effect,), {"merge": "asked", "pr": number})
+            return Act((effect,), {"merge": "asked", "pr": pr})
         case ClosePrStage() | ClosePrBranch():
             return Act((CloseIssue(repo, inst, number, "completed"),), {"closed": number})
         case AddLabelStage() | AddLabelBranch():
@@ -375,7 +376,15 @@ def judged(work: Judge, facts: Facts, data: Mapping[str, Any]) -> StageSucceeded
 def numbers_read(work: Judge, task: PipelineTask) -> tuple[int, ...]:
     """Other pull requests the judgement's checks name with a literal ``pr`` (read beside the run's)."""
     own = task.issue_number
-    found = {check.pr for check in work.checks if isinstance(check.pr, int) and check.pr != own}
+    ns = namespaces(task.input)
+    found: set[int] = set()
+    for check in work.checks:
+        try:
+            number = subject_of(check.pr, ns)
+        except PipelineTemplateError:
+            continue  # the check itself says so when judged
+        if number is not None and number != own:
+            found.add(number)
     return tuple(sorted(found))
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable
+from squadron.domain.orchestration import DEFAULT_ORCHESTRATION, Orchestration
 from squadron.domain.pipelines.models import Pipelines
 from squadron.domain.repo_config.constants import BYOK_SECRET_PREFIX
 from squadron.domain.repo_config.globs import fnmatch_matches
@@ -406,6 +407,11 @@ class RepoConfig(_Model):
             "events (see docs/pipelines.md). Published as Step Functions state machines and started "
             "by their triggers; stages are not carried out yet."
         ),
+    )
+    orchestration: Orchestration = Field(
+        default=DEFAULT_ORCHESTRATION,
+        description="`fixed`: the fixed routing starts agents, pipelines run beside it; `pipelines`: the "
+        "built-in default pipelines run too, and an event that starts a run leaves its work to the run.",
     )
 
     def label_roles(self) -> dict[str, str]:

@@ -26,6 +26,7 @@ from squadron.domain.effects import Discard, Effect, StartPipelineRun, VouchIssu
 from squadron.domain.events import EventEnvelope
 from squadron.domain.pipeline_wire import execution_name
 from squadron.domain.pipelines.triggers import event_name, subject, triggered
+from squadron.domain.routing.orchestration import pm_assignment
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Snapshot
 from squadron.domain.vouching import is_writer, voucher
@@ -81,7 +82,7 @@ def pipeline_starts(
     names = triggered(policy.pipelines, event)
     if not names:
         return []
-    if event.origin != "github" or event.command is not None:
+    if (event.origin != "github" or event.command is not None) and not pm_assignment(event, policy):
         return [Discard(f"pipeline {name!r}: started by GitHub's webhooks only") for name in names]
     number = subject(event)
     by = vouched(event, snap, policy, effects)

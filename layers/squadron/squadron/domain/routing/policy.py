@@ -11,6 +11,7 @@ from squadron.domain.agents import (
     RoleKind,
 )
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable
+from squadron.domain.orchestration import DEFAULT_ORCHESTRATION, Orchestration
 from squadron.domain.pipelines.models import Pipeline
 from squadron.domain.repo_config.flows import resolve_flow
 from squadron.domain.repo_config.globs import fnmatch_matches
@@ -91,6 +92,8 @@ class RoutingPolicy:
     triage: TriageConfig = field(default_factory=TriageConfig)
     #: The repository's pipelines (``pipelines`` in its configuration): what an event may start.
     pipelines: Mapping[str, Pipeline] = field(default_factory=dict)
+    #: Who orchestrates its issues (``orchestration``: :mod:`squadron.domain.orchestration`).
+    orchestration: Orchestration = DEFAULT_ORCHESTRATION
 
     def escalation_for(self, base_branch: str) -> FlowEscalation:
         return resolve_flow(self.flows, base_branch).escalation

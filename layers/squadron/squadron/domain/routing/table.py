@@ -28,6 +28,7 @@ from squadron.domain.routing.comments import COMMENT_ROUTES
 from squadron.domain.routing.issues import ISSUE_ROUTES, refused_ticks
 from squadron.domain.routing.merge_queue import MERGE_QUEUE_ROUTES
 from squadron.domain.routing.normalize import as_webhook
+from squadron.domain.routing.orchestration import handed_over
 from squadron.domain.routing.pipelines import pipeline_starts
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.pull_requests import PULL_REQUEST_ROUTES
@@ -94,8 +95,9 @@ def route(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> list[E
     handler = ROUTES.get((event.event, event.action)) or ROUTES.get((event.event, None))
     if handler is None:
         return [Discard(f"no route for {event.event}.{event.action}")]
-    effects = handler(event, snap, policy)
-    effects += pipeline_starts(event, snap, policy, effects)
+    handled = handler(event, snap, policy)
+    starts = pipeline_starts(event, snap, policy, handled)
+    effects = handed_over(handled, starts, policy) + starts
     effects += pipeline_steering(event, snap, policy, effects)
     effects += _heal_pending_launches(snap, effects)
     return effects or [Discard(f"{event.event}.{event.action}: nothing to do")]

@@ -61,6 +61,7 @@ from squadron.domain.app_acts import merged_by_app
 from squadron.domain.approval import GateResult
 from squadron.domain.events import EventEnvelope
 from squadron.domain.merge_gate import (
+    GateDecision,
     GateReads,
     branch_after_queue_merge,
     conflict_envelope,
@@ -85,6 +86,8 @@ Json = dict[str, Any]
 
 #: (installation, repository, login) -> the login's repository permission.
 PermissionSource = Callable[[int | None, str, str], str]
+#: (installation, repository, pull request, the gate's decision) -> the decision carried out.
+ChangeSetHook = Callable[[int | None, str, Json, GateDecision], GateDecision]
 
 
 class GateClient(Protocol):
@@ -129,6 +132,7 @@ class MergeGate:
         announce: Callable[[EventEnvelope], object] | None = None,
         clock: Callable[[], datetime] = _now,
         permission: PermissionSource | None = None,
+        change_set_hook: ChangeSetHook | None = None,
     ) -> None:
         self.client = client
         #: The router's cached permission lookup; without it, the judgement's own client asks.
@@ -138,6 +142,9 @@ class MergeGate:
         #: Puts the App's own merge on events.fifo (its webhook is dropped at the ingress).
         self.announce = announce
         self.clock = clock
+        #: A change set member's pull request: its verdict goes to its set, which merges it
+        #: (:meth:`squadron.shell.change_set_work.ChangeSetWork.gate_judged`; docs/change-sets.md).
+        self.change_set_hook = change_set_hook
 
     def evaluate(
         self,
@@ -182,6 +189,8 @@ class MergeGate:
             issue_number=issue_number,
             merge_group=merge_group,
         )
+        if self.change_set_hook is not None:
+            decision = self.change_set_hook(installation_id, repo, pr, decision)
         result = decision.result
         for status in decision.statuses:
             github.create_status(

@@ -43,6 +43,7 @@ from squadron.settings import (
     app_configured,
     load_settings,
 )
+from squadron.shell.change_set_work import ChangeSetWork
 from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dashboards import DashboardService
 from squadron.shell.dispatch import Dispatcher
@@ -272,12 +273,19 @@ def assemble_router(
         github.remember(repo, installation_id)
         return cache.policy_for(repo)
 
+    # A change set member's pull request is the set's to merge (docs/change-sets.md).
+    change_set_work = (
+        ChangeSetWork(registry=registry, github=github, queue=queue, bot_login=bot_login)
+        if isinstance(registry, DynamoRegistry)
+        else None
+    )
     gate = MergeGate(
         client=github.client,
         config_for=cache.config_for,
         bot_login=bot_login,
         announce=queue.send,
         permission=github.permission,  # the router's own five-minute cache of permissions
+        change_set_hook=change_set_work.gate_judged if change_set_work is not None else None,
     )
     service = RouterService(
         registry=registry,

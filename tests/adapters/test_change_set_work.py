@@ -341,3 +341,19 @@ def test_an_older_check_never_replaces_a_newer_one(stage: Stage) -> None:
     work.post_checks(change_set)  # a late retry holding the set as it was before the pull request
     check = stage.status(SERVER, pr["head"]["sha"], CHECK_NAME)
     assert check is not None and check["description"].endswith(f"(v{newest.version})")
+
+
+def test_two_routers_starting_the_set_at_once_open_each_member_issue_once(stage: Stage) -> None:
+    change_set = approved(stage)
+    other = stage.work()
+    racing = Racing(stage.registry, lambda: other.start(change_set, correlation_id="approve-2"))
+    mine = ChangeSetWork(
+        registry=racing, github=AppGitHub(stage.app, bot_login=BOT), queue=stage.queue, bot_login=BOT
+    )
+    started = mine.start(change_set, correlation_id="approve-1")
+    assert started.state is SetState.WORKING
+    assert started.version == change_set.version + 1  # one step to working, not two
+    for repo in (SERVER, CLIENT):
+        assert len(stage.issues(repo)) == 1, repo
+    assert len(stage.comments(SCHEMA, 5)) == 1
+    assert len({e.delivery_id for e in stage.queue}) == 3  # events.fifo drops the repeats

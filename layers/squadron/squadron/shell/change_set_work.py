@@ -139,7 +139,8 @@ class ChangeSetWork:
             issues[member.repository] = self._member_issue(current, member.repository)
         self._say_started(current, issues)
         for member in current.members:
-            self._hand_over(current, member.repository, issues.get(member.repository))
+            if member.pr_number is None:  # a member with its pull request open is at work already
+                self._hand_over(current, member.repository, issues.get(member.repository))
         return current
 
     def _member_issue(self, change_set: ChangeSet, repository: str) -> int:
@@ -349,7 +350,7 @@ class ChangeSetWork:
                 sha = str((pull.get("head") or {}).get("sha") or "")
                 statuses = client.get_combined_status(sha).get("statuses")
                 posted = posted_version(statuses)
-                if posted is None or posted <= current.version:
+                if posted is None or posted < current.version:  # the same version: posted already
                     client.create_status(
                         sha, state=check.state, context=CHECK_NAME, description=check.description
                     )

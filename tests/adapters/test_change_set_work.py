@@ -33,6 +33,7 @@ from squadron.local.sandbox import ApiFault, GitHubSandbox
 from squadron.shell.change_set_work import ChangeSetWork
 from squadron.shell.merge_gate import MergeGate
 from tests.support.aws import registry_and_queue
+from tests.support.events import agent_did
 from tests.support.github_fake import app_private_key
 from tests.support.world import ListQueue
 
@@ -212,6 +213,7 @@ def test_a_set_not_approved_starts_nothing(stage: Stage) -> None:
     ("who", "branch", "recorded"),
     [
         (None, "set", True),  # the App's pull request (its agent's) from the set's branch
+        ("agent", "set", True),  # the same, as the agent gateway reports it
         ("alice", "set", False),  # a writer's own pull request from the same branch
         ("mallory", "set", False),  # a stranger's
         (None, "feat/issue-1", False),  # the App's, from another branch
@@ -221,8 +223,11 @@ def test_only_the_apps_pull_request_from_the_sets_branch_is_the_members(
     stage: Stage, who: str | None, branch: str, recorded: bool
 ) -> None:
     change_set = stage.work().start(approved(stage), correlation_id="a")
-    pr = stage.open_pull(SERVER, branch_for(change_set.id) if branch == "set" else branch, who)
+    login = None if who == "agent" else who
+    pr = stage.open_pull(SERVER, branch_for(change_set.id) if branch == "set" else branch, login)
     event = pr_event(stage, SERVER, pr)
+    if who == "agent":
+        event = agent_did(event, f"2-1-feat-dev-{change_set.id}")
     work = stage.work()
     work.pull_request(event)
     work.pull_request(event)  # the same webhook twice
@@ -357,3 +362,16 @@ def test_two_routers_starting_the_set_at_once_open_each_member_issue_once(stage:
         assert len(stage.issues(repo)) == 1, repo
     assert len(stage.comments(SCHEMA, 5)) == 1
     assert len({e.delivery_id for e in stage.queue}) == 3  # events.fifo drops the repeats
+
+
+@pytest.mark.parametrize("who", ["alice", "mallory"])
+def test_a_persons_pull_request_from_the_sets_branch_is_no_member_at_the_gate_either(
+    stage: Stage, who: str
+) -> None:
+    change_set = stage.work().start(approved(stage), correlation_id="a")
+    pr = stage.open_pull(SERVER, branch_for(change_set.id), who)
+    gate(stage, stage.work()).evaluate(77, SERVER, int(pr["number"]))
+    stored = stage.registry.get_change_set(change_set.id)
+    assert stored is not None and stored.member(SERVER).pr_number is None
+    assert stored.version == change_set.version
+    assert stage.status(SERVER, pr["head"]["sha"], CHECK_NAME) is None

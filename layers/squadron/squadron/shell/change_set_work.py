@@ -53,6 +53,7 @@ from squadron.domain.event_fields import IssueFields
 from squadron.domain.event_trimming import issue_fields
 from squadron.domain.events import EventEnvelope, command_envelope
 from squadron.domain.merge_gate import GateDecision, author_of
+from squadron.domain.routing.normalize import as_webhook
 from squadron.ports import EventQueue
 from squadron.registry_ports import ChangeSets
 
@@ -203,7 +204,9 @@ class ChangeSetWork:
         """A ``pull_request`` event (``opened``, ``reopened``, ``synchronize``; a webhook or an
         agent's report as the router normalises it): the member's pull request is recorded, the
         check posted, and the other members told of the push. Anything else (a fork's or a
-        person's pull request from a branch named like the set's) changes nothing: None."""
+        person's pull request from a branch named like the set's) changes nothing: None. An agent's
+        report (its opened pull request, its push) is read as the webhook it stands for."""
+        event = as_webhook(event, self.bot_login)
         pr = event.pull_request
         if pr is None or event.action not in ("opened", "reopened", "synchronize"):
             return None

@@ -262,6 +262,8 @@ def test_the_check_passes_only_when_every_members_gate_is_ready_and_no_gate_merg
     for repo in (SCHEMA, SERVER):
         outcome = merge_gate.evaluate(77, repo, int(pulls[repo]["number"]))
         assert not outcome.merged  # ready by its own flow, yet not merged on its own
+        assert outcome.result is not None and outcome.result.verdict == "ready"
+        assert outcome.result.description == f"ready: change set {change_set.id} merges it in order"
     states = {repo: stage.status(repo, pr["head"]["sha"], CHECK_NAME) for repo, pr in pulls.items()}
     assert {s["state"] for s in states.values() if s} == {"pending"}
     assert states[CLIENT] is None  # its pull request is not known to the set yet

@@ -334,7 +334,10 @@ class ChangeSetWork:
             for status in decision.statuses
         )
         logger.info("PR #%s of %s is change set %s's: the gate does not merge it", number, repo, current.id)
-        return replace(decision, statuses=statuses, consent=None, delete_branch=None)
+        result = decision.result
+        if result.merge:  # what the gate reports (the dashboard) says who merges it
+            result = replace(result, merge=False, reasons=(f"change set {current.id} merges it in order",))
+        return replace(decision, result=result, statuses=statuses, consent=None, delete_branch=None)
 
     def post_checks(self, change_set: ChangeSet) -> ChangeSet:
         """Post ``squadron/change-set`` on the head of every member's open pull request, never over

@@ -87,6 +87,8 @@ Json = dict[str, Any]
 
 #: (installation, repository, login) -> the login's repository permission.
 PermissionSource = Callable[[int | None, str, str], str]
+#: (installation, repository, pull request, the gate's decision) -> the decision carried out.
+ChangeSetHook = Callable[[int | None, str, Json, GateDecision], GateDecision]
 
 
 class GateClient(Protocol):
@@ -133,6 +135,7 @@ class MergeGate:
         announce: Callable[[EventEnvelope], object] | None = None,
         clock: Callable[[], datetime] = _now,
         permission: PermissionSource | None = None,
+        change_set_hook: ChangeSetHook | None = None,
     ) -> None:
         self.client = client
         #: The router's cached permission lookup; without it, the judgement's own client asks.
@@ -142,6 +145,9 @@ class MergeGate:
         #: Puts the App's own merge on events.fifo (its webhook is dropped at the ingress).
         self.announce = announce
         self.clock = clock
+        #: A change set member's pull request: its verdict goes to its set, which merges it
+        #: (:meth:`squadron.shell.change_set_work.ChangeSetWork.gate_judged`; docs/change-sets.md).
+        self.change_set_hook = change_set_hook
 
     def evaluate(
         self,
@@ -186,6 +192,8 @@ class MergeGate:
             issue_number=issue_number,
             merge_group=merge_group,
         )
+        if self.change_set_hook is not None:
+            decision = self.change_set_hook(installation_id, repo, pr, decision)
         result = decision.result
         for status in decision.statuses:
             github.create_status(

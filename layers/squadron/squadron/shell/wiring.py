@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from squadron.adapters.delivery_records import DeliveryRecords
 from squadron.adapters.dynamo_dashboards import DynamoDashboardSlots
@@ -29,7 +29,7 @@ from squadron.config.parse import SquadronConfig
 from squadron.domain.agents import AgentRecord
 from squadron.domain.app_manifest import web_url_for
 from squadron.domain.change_set_merges import SWEEP_KIND
-from squadron.domain.change_sets import ChangeSet
+from squadron.domain.change_sets import ChangeSetRefusedError
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.reconcile import Liveness
@@ -48,6 +48,7 @@ from squadron.settings import (
 )
 from squadron.shell.change_set_commands import ChangeSetCommands
 from squadron.shell.change_set_merging import ChangeSetMerger, request_sweep
+from squadron.shell.change_set_work import ChangeSetWork
 from squadron.shell.change_sets import ChangeSetDesk
 from squadron.shell.config_notices import ConfigNotices
 from squadron.shell.dashboards import DashboardService
@@ -246,13 +247,25 @@ def build_router(environ: Mapping[str, str] | None = None) -> RouterRuntime:
     )
 
 
-def change_set_approved(change_set: ChangeSet) -> None:
-    """A change set's writers all approved it (docs/change-sets.md): where its work starts.
+@dataclass(frozen=True)
+class ChangeSetSteps:
+    """What steps a change set on after each routed delivery (docs/change-sets.md): a member's
+    pull request opened or pushed is recorded and its check posted (:class:`ChangeSetWork`), and a
+    member's or a revert's pull request closed steps the merging (:class:`ChangeSetMerger`)."""
 
-    TODO(issue 31): call ``ChangeSetWork.start(change_set)`` (shell/change_set_work.py) here; it
-    may be called again for the same set (a retry, another command of an approver).
-    """
-    logger.info("change set %s is approved; its work is not started yet", change_set.id)
+    work: ChangeSetWork
+    merger: ChangeSetMerger
+
+    def after_routing(self, envelope: EventEnvelope) -> dict[str, Any]:
+        summary: dict[str, Any] = {}
+        try:
+            recorded = self.work.pull_request(envelope)
+        except ChangeSetRefusedError as exc:  # a step the set's rules refuse: the delivery is done
+            logger.warning("change set not worked after %s: %s", envelope.delivery_id, exc)
+            recorded = None
+        if recorded is not None:
+            summary["change_set"] = {"id": recorded.id, "state": str(recorded.state)}
+        return {**summary, **self.merger.after_routing(envelope)}
 
 
 def _utc_now() -> datetime:
@@ -296,12 +309,19 @@ def assemble_router(
         github.remember(repo, installation_id)
         return cache.policy_for(repo)
 
+    # A change set member's pull request is the set's to merge (docs/change-sets.md).
+    change_set_work = (
+        ChangeSetWork(registry=registry, github=github, queue=queue, bot_login=bot_login)
+        if isinstance(registry, DynamoRegistry)
+        else None
+    )
     gate = MergeGate(
         client=github.client,
         config_for=cache.config_for,
         bot_login=bot_login,
         announce=queue.send,
         permission=github.permission,  # the router's own five-minute cache of permissions
+        change_set_hook=change_set_work.gate_judged if change_set_work is not None else None,
     )
     # A change set's merges, reverts and escalation, stepped after each delivery (docs/change-sets.md).
     merger = (
@@ -315,6 +335,8 @@ def assemble_router(
         if isinstance(registry, DynamoRegistry)
         else None
     )
+    if change_set_work is not None and merger is not None:
+        change_set_work.on_ready = merger.on_ready  # a set every member's gate passes merges in order
     service = RouterService(
         registry=registry,
         merge_gate=gate,
@@ -339,9 +361,9 @@ def assemble_router(
         if pipelines is not None
         else None,
         change_sets=ChangeSetCommands(
-            ChangeSetDesk(registry, github, clock=_utc_now), on_approved=change_set_approved
+            ChangeSetDesk(registry, github, clock=_utc_now), on_approved=change_set_work.begin
         )
-        if isinstance(registry, DynamoRegistry)
+        if isinstance(registry, DynamoRegistry) and change_set_work is not None
         else None,
     )
     return RouterRuntime(
@@ -366,7 +388,9 @@ def assemble_router(
             )
             if pipelines is not None
             else None,
-            change_sets=merger,
+            change_sets=ChangeSetSteps(change_set_work, merger)
+            if change_set_work is not None and merger is not None
+            else None,
         ),
         records,
     )

@@ -14,6 +14,7 @@ from squadron.domain.agents import (
 from squadron.domain.app_acts import AgentReported, FrameworkCommand, app_act, is_dashboard
 from squadron.domain.authority import Authority, Rule
 from squadron.domain.blockers import height_of
+from squadron.domain.change_set_steps import set_branch_of_issue
 from squadron.domain.effects import (
     AgentWrite,
     ConfirmMemory,
@@ -242,9 +243,14 @@ def _assign(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy, view: I
         ]
     role = policy.dev_role_for(issue.labels)
     existing = view.agent_with_role(role)
-    fresh = new_agent_record(
-        event, snap, policy, role, issue.number, branch=policy.branch_for(role, issue.number, issue.labels)
-    )
+    # A member issue of a change set works on the set's branch (docs/change-sets.md).
+    branch = set_branch_of_issue(
+        issue.body,
+        framework=isinstance(app_act(event, policy.bot_login), FrameworkCommand),
+        author=issue.author,
+        bot_login=policy.bot_login,
+    ) or policy.branch_for(role, issue.number, issue.labels)
+    fresh = new_agent_record(event, snap, policy, role, issue.number, branch=branch)
     fresh = fresh.model_copy(update={"vouched": _vouched(event, policy)})
     if view.pull_requests:
         # A PR opened before the assignment was processed (another message group).

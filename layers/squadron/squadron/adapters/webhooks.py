@@ -54,6 +54,8 @@ class WebhookResult:
     #: The address connected to.
     address: str | None = None
     body: bytes = b""
+    #: The answer was longer than the most read (``body`` holds its first bytes only).
+    cut: bool = False
 
 
 class Webhooks:
@@ -130,13 +132,19 @@ class Webhooks:
                     got = bytearray()
                     for chunk in answer.iter_bytes():
                         got += chunk
-                        if len(got) >= self.max_body:
+                        if len(got) > self.max_body:
                             break
                         if time.monotonic() - started > self.max_seconds:
                             return WebhookResult(
                                 None, f"no answer within {self.max_seconds:.0f} s", address=address
                             )
-                    return WebhookResult(answer.status_code, None, address, bytes(got[: self.max_body]))
+                    return WebhookResult(
+                        answer.status_code,
+                        None,
+                        address,
+                        bytes(got[: self.max_body]),
+                        cut=len(got) > self.max_body,
+                    )
                 finally:
                     answer.close()
         except httpx.TimeoutException:

@@ -347,7 +347,7 @@ class PipelineTasks:
         if self.webhooks is None:
             return not_carried_out(task, "no webhook caller is wired")
         result = self.webhooks.call(call.method, call.url, call.headers, call.body)
-        return webhook_answer(call, result.status or 0, result.reason)
+        return webhook_answer(call, result.status or 0, result.reason, result.body, cut=result.cut)
 
     def _act(
         self, task: PipelineTask, where: Where, act: Act, outbox: OutboxExecutor, *, again: bool

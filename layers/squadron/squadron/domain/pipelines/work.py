@@ -68,6 +68,7 @@ from squadron.domain.pipelines.models import (
     WebhookStage,
 )
 from squadron.domain.pipelines.templates import PipelineTemplateError, render
+from squadron.domain.pipelines.webhook_outputs import outputs_of
 
 #: Whose words the App's pipeline comments are (the framework's, as an escalation's).
 AUTHOR = "framework"
@@ -125,6 +126,8 @@ class Call:
     headers: dict[str, str]
     body: Any
     expect: tuple[int, ...] | None
+    #: The keys its answer's JSON object gives the stage's outputs (:mod:`.webhook_outputs`).
+    expected_outputs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,7 @@ def _call(webhook: WebhookStage, data: Mapping[str, Any]) -> Call:
     if webhook.expect is not None:
         status = webhook.expect.status
         expect = tuple(status) if isinstance(status, list) else (status,)
-    return Call(request.method, url, headers, body, expect)
+    return Call(request.method, url, headers, body, expect, tuple(webhook.expected_outputs or ()))
 
 
 def _subject(task: PipelineTask) -> int | None:
@@ -388,11 +391,21 @@ def numbers_read(work: Judge, task: PipelineTask) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
-def webhook_answer(call: Call, status: int, reason: str | None) -> StageAnswer:
-    """A webhook's answer: its status mapped to passed (``expect``, or any 2xx) or failed."""
+def webhook_answer(
+    call: Call, status: int, reason: str | None, body: bytes = b"", *, cut: bool = False
+) -> StageAnswer:
+    """A webhook's answer: its status mapped to passed (``expect``, or any 2xx) or failed; with
+    ``expected_outputs``, passed only when ``body`` gives them (:func:`.webhook_outputs.outputs_of`)."""
     if reason is not None:
         return StageFailed.of(STAGE_FAILED, f"webhook {call.method} {call.url}: {reason}")
     ok = status in call.expect if call.expect is not None else 200 <= status < 300
+    if ok and call.expected_outputs:
+        outputs = outputs_of(call.expected_outputs, body, cut=cut)
+        if isinstance(outputs, str):
+            return StageFailed.of(
+                STAGE_FAILED, f"webhook {call.method} {call.url} answered {status}: {outputs}"
+            )
+        return StageSucceeded(output={"status": status, "outputs": outputs})
     if ok:
         return StageSucceeded(output={"status": status})
     wanted = ", ".join(map(str, call.expect)) if call.expect is not None else "2xx"

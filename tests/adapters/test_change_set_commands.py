@@ -29,10 +29,12 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
 from squadron.local.sandbox import GitHubSandbox
 from squadron.shell.change_set_commands import ChangeSetCommands
+from squadron.shell.change_set_merging import ChangeSetMerger
+from squadron.shell.change_set_work import ChangeSetWork
 from squadron.shell.change_sets import ChangeSetDesk
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.router import RouterService
-from squadron.shell.wiring import build_gateway, build_router, change_set_approved
+from squadron.shell.wiring import ChangeSetSteps, build_gateway, build_router
 from tests.adapters.test_router_wiring import ENVIRONMENT
 from tests.support.events import Events
 from tests.support.fake_registry import FakeLauncher
@@ -252,13 +254,19 @@ def test_a_comment_without_the_command_is_routed_as_a_comment(world: World) -> N
 
 def test_the_deployed_router_and_gateway_carry_change_sets() -> None:
     """What the Lambdas build from their environment (no AWS call): the router carries the
-    command to a desk over its own registry and GitHub, its approved sets to the one call site
-    where their work starts; the gateway stores the PM's proposals in the same registry."""
+    command to a desk over its own registry and GitHub, its approved sets to their work, a ready
+    set to its merging; the gateway stores the PM's proposals in the same registry."""
     service = build_router(ENVIRONMENT).dispatcher.service
     assert isinstance(service.change_sets, ChangeSetCommands)
     desk = service.change_sets.desk
     assert (id(desk.registry), id(desk.github)) == (id(service.registry), id(service.github))
-    assert service.change_sets.on_approved is change_set_approved
+    # an approved set's work starts, a ready one merges, and each delivery steps the sets
+    work = service.change_sets.on_approved.__self__  # type: ignore[attr-defined]
+    assert isinstance(work, ChangeSetWork) and service.change_sets.on_approved.__name__ == "begin"
+    steps = build_router(ENVIRONMENT).dispatcher.change_sets
+    assert isinstance(steps, ChangeSetSteps) and isinstance(steps.merger, ChangeSetMerger)
+    assert isinstance(steps.work, ChangeSetWork)
+    assert work.on_ready.__self__.__class__ is ChangeSetMerger  # type: ignore[attr-defined]
     gateway = build_gateway({**ENVIRONMENT, "REGISTRY_TABLE_NAME": "registry"})
     assert isinstance(gateway.change_sets, ChangeSetDesk)
     assert id(gateway.change_sets.registry) == id(gateway.registry)

@@ -134,10 +134,10 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox
     sent: list[str] = []
     answer = github.graphql
 
-    def recording(body: bytes, caller: str) -> dict[str, Any]:
+    def recording(body: bytes, caller: str, credential: str = "") -> dict[str, Any]:
         query = str(json.loads(body).get("query") or "")
         sent.append(next((w for w in ("enqueuePullRequest", "dequeuePullRequest") if w in query), "query"))
-        return answer(body, caller)
+        return answer(body, caller, credential)
 
     github.graphql = recording  # type: ignore[method-assign]
     url = github.start()

@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 
 from squadron.domain.agents import TERMINAL, AgentRecord, AgentStatus, RoleKind, name_for_id
 from squadron.domain.app_acts import DASHBOARD_LABEL
+from squadron.domain.change_set_dashboard import change_sets_section
+from squadron.domain.change_sets import ChangeSet
 from squadron.domain.cost import DEFAULT_PRICES, PriceTable, agent_cost, issue_costs, usd
 from squadron.domain.memory import MemoryFact, MemoryPolicy
 from squadron.domain.outbox import FailedEffect
@@ -458,6 +460,7 @@ def render(
     web_url: str = GITHUB_WEB_URL,
     pipelines: Sequence[RunSummary] = (),
     pipelines_more: int = 0,
+    change_sets: Sequence[ChangeSet] = (),
     now: datetime,
 ) -> str:
     """The dashboard issue's body (without its marker: :func:`with_marker` adds it).
@@ -474,6 +477,7 @@ def render(
         *_failed_section(links, failed),
         *_actions_section(links, agents),
         *_pipelines_section(links, pipelines, pipelines_more),
+        *change_sets_section(repo, change_sets),
         *_agents_section(links, agents, prices),
         *_ended_section(links, ended, now),
         *_graph_section(links, agents, titles or {}),

@@ -26,6 +26,7 @@ from squadron.config.policy import routing_policy
 from squadron.domain import dashboard
 from squadron.domain.agents import AgentRecord, AgentStatus, RoleKind
 from squadron.domain.app_acts import is_dashboard
+from squadron.domain.change_sets import ChangeSet
 from squadron.domain.dashboard_refresh import (
     REFRESH_INTERVAL,
     RefreshRequest,
@@ -112,6 +113,7 @@ class DashboardService:
         interval: timedelta = REFRESH_INTERVAL,
         web_url: str = dashboard.GITHUB_WEB_URL,
         pipelines: Callable[[int, int], tuple[Sequence[RunSummary], int]] | None = None,
+        change_sets: Callable[[], Sequence[ChangeSet]] | None = None,
     ) -> None:
         if interval <= timedelta(0):
             raise ValueError(f"the refresh interval must be positive, got {interval}")
@@ -129,6 +131,9 @@ class DashboardService:
         #: A repository's running pipeline runs, at most that many, and how many more
         #: (:meth:`squadron.adapters.pipeline_runs.PipelineRuns.running`); None: no pipelines.
         self.pipelines = pipelines
+        #: The installation's change sets, newest first (each dashboard shows those including
+        #: its repository: docs/change-sets.md); None: none shown.
+        self.change_sets = change_sets
 
     def refresh(self, requests: Sequence[RefreshRequest]) -> RefreshReport:
         report = RefreshReport()
@@ -141,6 +146,8 @@ class DashboardService:
             agents = [agent for status in SHOWN for agent in self.registry.agents_with_status(status)]
             # The latest ended ones, of every repository at once (one bounded page per status).
             ended = self.registry.recently_finished(ENDED_READ)
+            # The change sets, read once for every repository (at most a page of them).
+            sets = list(self.change_sets()) if self.change_sets is not None else []
         except SquadronError as exc:
             for request in claimed:
                 report.failed[request.repository.id] = f"agents not read: {exc}"
@@ -155,7 +162,12 @@ class DashboardService:
             repo = request.repository
             try:
                 wrote = self._render(
-                    request, by_repo.get(repo.id, []), now, report, ended=ended_by_repo.get(repo.id, [])
+                    request,
+                    by_repo.get(repo.id, []),
+                    now,
+                    report,
+                    ended=ended_by_repo.get(repo.id, []),
+                    change_sets=sets,
                 )
                 if not wrote:  # nothing edited: the minute is not spent (a change may come now)
                     self.slots.release(repo.id, now, claims[repo.id].previous)
@@ -191,6 +203,7 @@ class DashboardService:
         report: RefreshReport,
         *,
         ended: Sequence[AgentRecord] = (),
+        change_sets: Sequence[ChangeSet] = (),
     ) -> bool:
         """Render ``request``'s repository; whether its issue was opened or edited."""
         repo = request.repository.full_name
@@ -224,6 +237,7 @@ class DashboardService:
                 web_url=self.web_url,
                 pipelines=runs,
                 pipelines_more=more,
+                change_sets=change_sets,
                 now=now,
             )
         )

@@ -195,8 +195,9 @@ def build_dashboards(environ: Mapping[str, str] | None = None) -> DashboardServi
         ttl=timedelta(seconds=settings.config_ttl_seconds),
     )
 
+    registry = DynamoRegistry(settings.registry_table_name)
     return DashboardService(
-        registry=DynamoRegistry(settings.registry_table_name),
+        registry=registry,
         slots=DynamoDashboardSlots(settings.registry_table_name),
         queue=SqsRefreshQueue(settings.dashboard_queue_url),
         reader=github.client,
@@ -206,6 +207,7 @@ def build_dashboards(environ: Mapping[str, str] | None = None) -> DashboardServi
         interval=timedelta(seconds=settings.refresh_seconds),
         web_url=web_url_for(settings.github_api_url),
         pipelines=RunsReader(pipelines).running if pipelines is not None else None,
+        change_sets=registry.change_sets,
     )
 
 

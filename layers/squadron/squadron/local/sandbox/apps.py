@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from squadron.local.sandbox import grants
 from squadron.local.sandbox.base import ApiError, Delivery, Json, PagedObject, github_now
 from squadron.local.sandbox.webhooks import WebhookOps
 
@@ -22,15 +23,16 @@ class AppOps(WebhookOps):
         if int(params["installation_id"]) != self.installation_id:
             raise ApiError(404, "Not Found")
         scope = self._narrowed(body.get("repositories") or [], body.get("repository_ids") or [])
+        holds = grants.held(body.get("permissions"), self.installation_permissions)
         token = f"ghs_{secrets.token_hex(18)}"  # unguessable, as GitHub's are
         self.tokens[token] = self.bot_login
+        self.token_permissions[token] = holds
         if scope:
             self.token_scopes[token] = scope
         return 201, {
             "token": token,
             "expires_at": datetime.fromtimestamp(time.time() + 3600, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "permissions": body.get("permissions")
-            or {"issues": "write", "pull_requests": "write", "contents": "write"},
+            "permissions": holds,
             "repository_selection": "selected" if scope else "all",
         }
 

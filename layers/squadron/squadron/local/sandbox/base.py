@@ -138,6 +138,9 @@ class SandboxBase:
         #: The repositories (full names) an installation token was narrowed to when minted; a
         #: token not here reaches every repository of the installation.
         self.token_scopes: dict[str, list[str]] = {}
+        #: The permissions each installation token holds (:mod:`.grants`): those it was minted
+        #: with, else the installation's.
+        self.token_permissions: dict[str, dict[str, str]] = {}
         #: The credential of the request being answered (set under the lock while it is).
         self._credential: str | None = None
         self._ids = itertools.count(1000)

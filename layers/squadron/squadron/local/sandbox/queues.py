@@ -34,6 +34,7 @@ import re
 from typing import Any
 
 from squadron.local.git_store import GitStoreError
+from squadron.local.sandbox import grants
 from squadron.local.sandbox.base import Json, Repo, github_now
 from squadron.local.sandbox.pulls import PullOps
 from squadron.local.sandbox.reverts import REVERT_INPUT, RevertRefusedError, revert_pull_request
@@ -102,8 +103,9 @@ class MergeQueueOps(PullOps):
 
     # --- GraphQL ---------------------------------------------------------------------------------
 
-    def graphql(self, body: bytes, caller: str) -> Json:
-        """GitHub's answer to one GraphQL request (always HTTP 200, as GitHub answers)."""
+    def graphql(self, body: bytes, caller: str, credential: str = "") -> Json:
+        """GitHub's answer to one GraphQL request (always HTTP 200, as GitHub answers), held to the
+        presenting installation token's repositories and permissions as its REST is."""
         try:
             request = json.loads(body or b"{}")
             query = str(request.get("query") or "")
@@ -116,7 +118,7 @@ class MergeQueueOps(PullOps):
             name, variable = mutation.groups()
             with self._lock:
                 try:
-                    payload = self._mutate(name, variables.get(variable), caller)
+                    payload = self._mutate(name, variables.get(variable), caller, credential)
                 except GraphQLFault as fault:
                     return {
                         "data": {name: None},
@@ -127,7 +129,15 @@ class MergeQueueOps(PullOps):
             owner, name, number = (variables.get(v) for v in found.groups())
             with self._lock:
                 repo = self.repos.get(f"{owner}/{name}")
-                if repo is None:
+                refused = None if repo is None else self._graphql_fault(credential, repo, mutation=False)
+                if refused is not None and refused.kind == "FORBIDDEN":
+                    return {
+                        "data": {"repository": None},
+                        "errors": [
+                            {"type": refused.kind, "path": ["repository"], "message": refused.message}
+                        ],
+                    }
+                if repo is None or refused is not None:
                     return {
                         "data": {"repository": None},
                         "errors": [
@@ -158,7 +168,24 @@ class MergeQueueOps(PullOps):
             ]
         }
 
-    def _mutate(self, name: str, given: Any, caller: str) -> Json:
+    def _graphql_fault(self, credential: str, repo: Repo, *, mutation: bool) -> GraphQLFault | None:
+        """What GitHub's GraphQL answers an installation token on ``repo`` it may not use: a private
+        repository it does not reach is not there (NOT_FOUND), a public one is read as anyone may
+        and never written, and a permission the token lacks is FORBIDDEN."""
+        if credential not in self.tokens:
+            return None  # a person
+        if not self.reaches(credential, repo.full_name):
+            if repo.private:
+                return GraphQLFault("NOT_FOUND", "")
+            if mutation:
+                return GraphQLFault("FORBIDDEN", grants.FORBIDDEN)
+        needs, write = grants.graphql_need(mutation)
+        held = self.token_permissions.get(credential)
+        if held is not None and not grants.allows(held, needs, write):
+            return GraphQLFault("FORBIDDEN", grants.FORBIDDEN)
+        return None
+
+    def _mutate(self, name: str, given: Any, caller: str, credential: str = "") -> Json:
         type_name, fields = _INPUTS[name]
         if not isinstance(given, dict):
             raise GraphQLFault("INVALID", f"Variable $input of type {type_name}! was provided invalid value")
@@ -171,6 +198,11 @@ class MergeQueueOps(PullOps):
             )
         node = given.get("id") if name == "dequeuePullRequest" else given.get("pullRequestId")
         repo, pr = self._pull_by_node(str(node or ""))
+        refused = self._graphql_fault(credential, repo, mutation=True)
+        if refused is not None and refused.kind == "NOT_FOUND":
+            raise GraphQLFault("NOT_FOUND", f"Could not resolve to a node with the global id of '{node}'")
+        if refused is not None:
+            raise refused
         number = int(pr["number"])
         if name == "revertPullRequest":  # .reverts
             try:

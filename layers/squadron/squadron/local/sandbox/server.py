@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import jwt
 
 from squadron.local.openapi import Call, InvalidRequestError, validate_call
+from squadron.local.sandbox import grants
 from squadron.local.sandbox.apps import AppOps
 from squadron.local.sandbox.base import ApiError, Json, PagedObject
 from squadron.local.sandbox.checks import CheckOps
@@ -174,7 +175,7 @@ class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps
                     "message": exc.message,
                     "documentation_url": "https://docs.github.com/graphql",
                 }
-            return 200, self.graphql(body, caller)
+            return 200, self.graphql(body, caller, _credential(headers))
         call = Call(method, parts.path, dict(parse_qsl(parts.query)), body)
         try:
             operation, params = validate_call(call)
@@ -182,6 +183,7 @@ class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps
             credential = _credential(headers)
             if "owner" in params and "repo" in params:  # a token narrowed elsewhere, as GitHub answers it
                 self.check_scope(credential, method, f"{params['owner']}/{params['repo']}")
+            grants.check(self.token_permissions.get(credential), operation.operation_id, method)
             payload = json.loads(body) if body else {}
             with self._lock:
                 self._credential = credential

@@ -36,6 +36,7 @@ class SandboxState(SandboxBase):
                 "next_id": next_id,
                 "tokens": self.tokens,
                 "token_scopes": self.token_scopes,
+                "token_permissions": self.token_permissions,
                 "repos": [
                     {
                         "id": r.id,
@@ -82,4 +83,5 @@ class SandboxState(SandboxBase):
             self.deliveries = [Delivery(**d) for d in state["deliveries"]]
             self.tokens = dict(state["tokens"])
             self.token_scopes = dict(state.get("token_scopes") or {})
+            self.token_permissions = dict(state.get("token_permissions") or {})
             self._ids = itertools.count(int(state["next_id"]))

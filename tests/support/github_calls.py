@@ -95,6 +95,10 @@ CLIENT_CALLS: tuple[ClientCall, ...] = (
     ),
     ClientCall("dequeue_pull", lambda c: c.dequeue_pull(101, node_id="PR_1")),
     ClientCall(
+        "revert_pull",
+        lambda c: c.revert_pull(101, node_id="PR_1", title="Revert #101", body="The set failed"),
+    ),
+    ClientCall(
         "update_pull_branch", lambda c: c.update_pull_branch(101, head="feat/issue-38", expected_head_sha=SHA)
     ),
     ClientCall(

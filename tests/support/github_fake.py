@@ -254,6 +254,11 @@ def _graphql(request: httpx.Request) -> httpx.Response:
         "enqueuer": {"__typename": "Bot", "login": "squadron"},
         "headCommit": {"oid": "c" * 40},
     }
+    if "revertPullRequest" in query:  # the revert's pull request, opened from GitHub's branch
+        opened = {"id": "PR_2", "number": 102, "headRefName": "revert-101-feat/issue-38", "state": "OPEN"}
+        return _json(
+            200, {"data": {"revertPullRequest": {"revertPullRequest": {**opened, "url": "https://x"}}}}
+        )
     for mutation in ("enqueuePullRequest", "dequeuePullRequest"):
         if mutation in query:
             return _json(200, {"data": {mutation: {"mergeQueueEntry": entry}}})

@@ -28,6 +28,7 @@ def validate(request: httpx.Request) -> Operation:
 GRAPHQL_INPUTS: dict[str, frozenset[str] | None] = {
     "enqueuePullRequest": frozenset({"clientMutationId", "expectedHeadOid", "jump", "pullRequestId"}),
     "dequeuePullRequest": frozenset({"clientMutationId", "id"}),
+    "revertPullRequest": frozenset({"body", "clientMutationId", "draft", "pullRequestId", "title"}),
     "repository": None,  # a query: owner, name and the pull request's number
 }
 

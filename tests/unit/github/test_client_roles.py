@@ -60,6 +60,7 @@ ALLOWED_BY_ROLE: dict[str, tuple[bool, bool, bool, bool]] = {
     "merge_queue_entry": (Y, Y, Y, Y),
     "enqueue_pull": (N, N, N, Y),  # with the approval flow's consent
     "dequeue_pull": (N, N, N, Y),
+    "revert_pull": (N, N, N, Y),  # a pull request from GitHub's branch, never the dev's own
     "update_pull_branch": (N, Y, N, Y),
     "create_status": (N, N, Y, Y),  # the reviewer's own squadron/pr-review
     "create_check_run": (N, N, N, Y),

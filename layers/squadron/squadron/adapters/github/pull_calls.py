@@ -95,7 +95,7 @@ class PullCalls(ClientCore):
 
         A mutation: GitHub applying it and not answering raises MaybeAppliedError, and sent again
         it is refused (the branch exists); the caller looks the pull request up by its branch
-        (:meth:`find_pull`)."""
+        (:meth:`find_pull`). It opens a pull request, gated as any other (never merged here)."""
         check(self.caller, Action.OPEN_PR)
         data = self._graphql(
             REVERT_PULL_REQUEST,

@@ -173,21 +173,12 @@ class MergeGate:
         closed = not_gated(pr, pr_number)
         if closed is not None:
             return GateOutcome(pr_number, None, detail=closed)
-        config = self.config_for(repo)
-        files = self._files(github, pr, pr_number, config)
-        listed = github.list_reviews(pr_number)
-        permissions = self._permissions(
-            github, installation_id, repo, permissions_wanted(pr, listed, self.bot_login)
-        )
         sha = head_sha(pr)
-        combined = github.get_combined_status(sha)
-        reads = GateReads(pr_number, pr, files, listed, permissions, combined, github.list_check_runs(sha))
-        decision = judge(
-            reads,
-            repo=repo,
-            flows=config.approval_flows,
-            groups={name: group.members for name, group in config.config.human_groups.items()},
-            bot_login=self.bot_login,
+        decision = self._judge(
+            github,
+            installation_id,
+            repo,
+            pr,
             author_role=author_role,
             issue_number=issue_number,
             merge_group=merge_group,
@@ -236,18 +227,7 @@ class MergeGate:
             # 405 not mergeable, 409 the head moved, 422...: the next event re-evaluates.
             logger.warning("PR #%s of %s not merged: %s", pr_number, repo, exc)
             return GateOutcome(pr_number, result, detail=f"not merged: {exc}")
-        if self.announce is not None:
-            self.announce(
-                merged_event(
-                    read or pr,
-                    merged,
-                    installation_id=installation_id,
-                    bot_login=self.bot_login,
-                    now=self.clock(),
-                )
-            )
-        if decision.delete_branch is not None:
-            github.delete_branch(decision.delete_branch)
+        self._merged(github, installation_id, read or pr, merged, decision)
         return GateOutcome(pr_number, result, merged=True, detail=f"merged with {result.method}")
 
     # --- a change set's merges (shell/change_set_merging.py; docs/change-sets.md) ----------------
@@ -257,7 +237,23 @@ class MergeGate:
     ) -> GateDecision:
         """The gate's verdict on open pull request ``pr`` (as just read), without acting on it:
         no status posted, nothing merged. A change set asks it before merging a member."""
-        github = self.client(installation_id, repo)
+        return self._judge(
+            self.client(installation_id, repo), installation_id, repo, pr, author_role=author_role
+        )
+
+    def _judge(
+        self,
+        github: GateClient,
+        installation_id: int | None,
+        repo: str,
+        pr: Json,
+        *,
+        author_role: str | None,
+        issue_number: int | None = None,
+        merge_group: str | None = None,
+    ) -> GateDecision:
+        """What the gate reads of open pull request ``pr`` (its files, reviews and their authors'
+        permissions, its head's statuses and check runs), judged."""
         number = int(pr["number"])
         config = self.config_for(repo)
         files = self._files(github, pr, number, config)
@@ -282,6 +278,8 @@ class MergeGate:
             groups={name: group.members for name, group in config.config.human_groups.items()},
             bot_login=self.bot_login,
             author_role=author_role,
+            issue_number=issue_number,
+            merge_group=merge_group,
         )
 
     def merge_judged(
@@ -304,18 +302,7 @@ class MergeGate:
             if is_queue_refusal(exc.status, exc.message):
                 return self._through_queue(github, decision.pr_number, decision.consent, sha, result)
             raise
-        if self.announce is not None:
-            self.announce(
-                merged_event(
-                    read or pr,
-                    merged,
-                    installation_id=installation_id,
-                    bot_login=self.bot_login,
-                    now=self.clock(),
-                )
-            )
-        if decision.delete_branch is not None:
-            github.delete_branch(decision.delete_branch)
+        self._merged(github, installation_id, read or pr, merged, decision)
         return GateOutcome(
             decision.pr_number,
             result,
@@ -323,6 +310,20 @@ class MergeGate:
             detail=f"merged with {result.method}",
             sha=str(merged.get("sha") or "") or None,
         )
+
+    def _merged(
+        self, github: GateClient, installation_id: int | None, pr: Json, merged: Json, decision: GateDecision
+    ) -> None:
+        """After the App's merge of ``pr``: the merged event announced, the branch deleted as the
+        flow says."""
+        if self.announce is not None:
+            self.announce(
+                merged_event(
+                    pr, merged, installation_id=installation_id, bot_login=self.bot_login, now=self.clock()
+                )
+            )
+        if decision.delete_branch is not None:
+            github.delete_branch(decision.delete_branch)
 
     def _through_queue(
         self, github: GateClient, pr_number: int, consent: MergeConsent | None, sha: str, result: GateResult

@@ -22,8 +22,9 @@ from squadron.domain.agents import AgentStatus
 from squadron.domain.approval import GateResult
 from squadron.domain.breakers import Limit
 from squadron.domain.commands import TaskUsage
-from squadron.domain.domain_events import CATALOGUE, DomainEvent, json_schema, review_summary
+from squadron.domain.domain_events import CATALOGUE, DomainEvent, json_schema
 from squadron.domain.effects import AgentWrite, StartPipelineRun
+from squadron.domain.event_derivation import review_summary
 from squadron.domain.events import EventEnvelope as EnvelopeT
 from squadron.domain.pipeline_wire import PipelineTask, execution_name
 from squadron.domain.pipelines.judge import Facts

@@ -35,7 +35,7 @@ from typing import Literal
 from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
 from squadron.domain.blockers import BlockerGraph
 from squadron.domain.commands import FinishDecision
-from squadron.domain.domain_events import DomainEvent, RetroWindow, derive
+from squadron.domain.domain_events import DomainEvent, RetroWindow
 from squadron.domain.effects import (
     Decision,
     Discard,
@@ -49,6 +49,7 @@ from squadron.domain.effects import (
     split_decision,
     status_changes,
 )
+from squadron.domain.event_derivation import derive
 from squadron.domain.events import EventEnvelope
 from squadron.domain.pause import hold_while_paused
 from squadron.domain.retrospective import ROLE as RETRO_ROLE

@@ -42,32 +42,26 @@ class SqsEventQueue(_Queue):
         }
         if envelope.action:
             attributes["action"] = {"DataType": "String", "StringValue": envelope.action}
-        try:
-            response = self.client.send_message(
-                QueueUrl=self.queue_url,
-                MessageBody=envelope.to_message(),
-                MessageGroupId=envelope.message_group_id,
-                MessageDeduplicationId=envelope.delivery_id,
-                MessageAttributes=attributes,
-            )
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            raise QueueUnavailableError(
-                f"SendMessage to {self.queue_url} failed: {error.get('Message', exc)}", code=error.get("Code")
-            ) from exc
-        except BotoCoreError as exc:
-            raise QueueUnavailableError(f"SendMessage to {self.queue_url} failed: {exc}") from exc
-        return response["MessageId"]
+        return self._send(
+            envelope.to_message(),
+            group=envelope.message_group_id,
+            deduplication=envelope.delivery_id,
+            MessageAttributes=attributes,
+        )
 
     def send_record(self, body: str, *, group: str, deduplication: str) -> str:
         """Enqueue a record that is no event envelope (its ``kind`` says what it is: the router's
         dispatcher hands it to that kind's handler) in message group ``group``."""
+        return self._send(body, group=group, deduplication=deduplication)
+
+    def _send(self, body: str, *, group: str, deduplication: str, **more: Any) -> str:
         try:
             response = self.client.send_message(
                 QueueUrl=self.queue_url,
                 MessageBody=body,
                 MessageGroupId=group,
                 MessageDeduplicationId=deduplication,
+                **more,
             )
         except ClientError as exc:
             error = exc.response.get("Error", {})

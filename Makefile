@@ -88,7 +88,7 @@ docs: $(PY_STAMP)
 	$(BIN)/mkdocs build --strict --quiet
 
 unit: setup $(OPENAPI) browser
-	$(BIN)/pytest -n 2 --dist loadgroup --basetemp=$(PYTEST_TMP)
+	$(BIN)/pytest -n 2 --dist loadgroup --basetemp=$(PYTEST_TMP) --durations=30
 
 ## Installs Debian's chromium once, only where it is missing and apt is available; elsewhere
 ## the browser test is skipped and says why.

@@ -22,6 +22,7 @@ from squadron.domain.pipelines.models import Pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.pipeline_runs import PipelineRuns
+from squadron.shell.pipeline_where import RunRepositories
 from squadron.shell.pipelines import PipelineTasks
 from tests.support.events import BOT
 from tests.support.fake_registry import FakeRouterGitHub
@@ -174,6 +175,54 @@ def test_an_event_nobody_vouched_for_steers_nothing(stack: Stack, by: str) -> No
     history = stack.sfn.get_execution_history(executionArn=arn)["events"]
     assert len([e for e in history if e["type"] in ("TaskFailed", "TaskSucceeded")]) == 1
     assert [r.execution_arn for r in w.registry.runs_of(REPO, 7)] == [arn]
+
+
+RESTARTED = Pipeline.model_validate(
+    {
+        "trigger": {"event": "pull_request.opened"},
+        "on_events": {
+            "pull_request.synchronize": {"action": "invalidate_and_restart", "restart_from": "say"}
+        },
+        "stages": [
+            {"id": "say", "type": "action", "action": "comment", "config": {"message": "said"}},
+            {"id": "then", "type": "action", "action": "comment", "config": {"message": "then"}},
+        ],
+    }
+)
+
+
+def test_a_restarted_run_is_carried_out_in_the_repository_its_run_was_started_for(stack: Stack) -> None:
+    """The router finds a task's repository in its run's input (as deployed: RunRepositories),
+    so the restart carries the run's repository and installation over: its first stage is carried
+    out again (not refused) and the restarted run goes on to the next stage."""
+    w = World(policy=RoutingPolicy(pipelines={"lifecycle": RESTARTED}), github=FakeRouterGitHub(dict(PEOPLE)))
+    w.router.pipelines = PipelineRuns(stack.pipelines, queue_url=stack.queue_url, index=w.registry)
+    tasks = PipelineTasks(
+        stack.pipelines,
+        prefix=PREFIX,
+        outbox=w.router._outbox,
+        claims=w.registry,
+        facts=NoFacts(),
+        where_for=RunRepositories(stack.pipelines),
+        clock=lambda: w.now,
+    )
+    w.send(w.events.pr(7, "feat/x", author="alice"))
+    say = next_task(stack)
+    tasks.handle(say)
+    held = next_task(stack)
+    assert held.stage == "then"  # left unanswered: the run waits here
+
+    w.send(push(w))
+
+    again = next_task(stack)
+    assert again.execution_arn != say.execution_arn and again.stage == "say"
+    tasks.handle(again)
+    assert [body for _, n, body, _ in w.github.comments if n == 7] == ["said", "said"]
+    after = next_task(stack)
+    assert (after.execution_arn, after.stage) == (again.execution_arn, "then")
+    restarted = json.loads(stack.sfn.describe_execution(executionArn=again.execution_arn)["input"])
+    where = restarted["squadron"]
+    assert (where["repository"], where["installation_id"]) == ("octo/repo", 77)
 
 
 LOOPING = Pipeline.model_validate(

@@ -172,7 +172,9 @@ STATE: dict[str, Any] = {
     "counts": {"approval_1gate_l": {"n": 1}},
     "timeouts": {},
 }
-INPUT = {"squadron": STATE["squadron"], "data": {"n": 7}}
+#: The router's words when it started the run: where its tasks (and its restart's) are carried out.
+WHERE = {"repository": "octo/repo", "installation_id": 77}
+INPUT = {"squadron": {**STATE["squadron"], **WHERE}, "data": {"n": 7}}
 
 
 def seen(status: str = "RUNNING", **changes: Any) -> RunState:

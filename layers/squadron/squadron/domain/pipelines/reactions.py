@@ -13,7 +13,7 @@ history) and :func:`reaction` says what to do with it:
   runs). Both, because Step Functions' StopExecution ends a run at once while moto's does not end
   one waiting on a task token; whichever comes second finds the run over, harmlessly;
 * ``invalidate_and_restart`` — the same stop, then a new execution of the same published version
-  that begins at ``restart_from`` (``current``: the stage the run is in), with the finished
+  (for the same repository and installation, which its tasks are carried out in) that begins at ``restart_from`` (``current``: the stage the run is in), with the finished
   stages' outputs except the invalidated ones and the run's loop counts (a restart never resets
   a bound). Its name is :func:`restart_name` of the triggering delivery and the run, so a
   redelivery, or the outbox's retry, starts it once;
@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from squadron.domain.pipeline_runs import event_detail, json_or_none
-from squadron.domain.pipeline_wire import RUN_CANCELLED, execution_name, run_input
+from squadron.domain.pipeline_wire import RUN_CANCELLED, execution_name, run_input, run_repository
 from squadron.domain.pipelines.asl import state_key
 from squadron.domain.pipelines.judge import namespaces
 from squadron.domain.pipelines.models import (
@@ -350,7 +350,16 @@ def _restart(
     trigger = seen.input.get("data") if isinstance(seen.input.get("data"), Mapping) else {}
     assert isinstance(trigger, Mapping)
     issue = squadron.get("issue_number")
-    started = run_input(run.repo_id, issue if isinstance(issue, int) else None, dict(trigger))
+    # Where the run's tasks are carried out (the router's own words when it started the run): the
+    # restart is carried out in the same repository, or not at all (its tasks are refused).
+    where = run_repository(run.repo_id, dict(seen.input))
+    started = run_input(
+        run.repo_id,
+        issue if isinstance(issue, int) else None,
+        dict(trigger),
+        repository=where[0] if where is not None else None,
+        installation_id=where[1] if where is not None else None,
+    )
     started["restart"] = {
         "from": start,
         "stages": kept,

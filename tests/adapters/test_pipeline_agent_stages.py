@@ -121,7 +121,9 @@ class Router:
 
 
 class _NoFacts:
-    def facts(self, where: Any, number: int, others: tuple[int, ...] = ()) -> Any:
+    def facts(
+        self, where: Any, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+    ) -> Any:
         raise AssertionError("these pipelines judge nothing")
 
 

@@ -54,7 +54,9 @@ LIFECYCLE = Pipeline.model_validate(
 
 
 class NoFacts:
-    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Any:
+    def facts(
+        self, where: Where, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+    ) -> Any:
         raise AssertionError("no gate is judged here")
 
 

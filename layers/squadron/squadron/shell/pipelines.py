@@ -62,6 +62,7 @@ from squadron.domain.pipeline_wire import (
 from squadron.domain.pipelines.agent_stage import Wake
 from squadron.domain.pipelines.judge import Facts, condition_holds
 from squadron.domain.pipelines.models import HumanStage
+from squadron.domain.pipelines.repo_paths import paths_read
 from squadron.domain.pipelines.templates import PipelineTemplateError
 from squadron.domain.pipelines.work import (
     Act,
@@ -92,7 +93,9 @@ class TaskAnswers(Protocol):
 class FactsReader(Protocol):
     """:class:`squadron.shell.pipeline_facts.GitHubFacts`."""
 
-    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Facts: ...
+    def facts(
+        self, where: Where, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+    ) -> Facts: ...
 
 
 class WebhookCaller(Protocol):
@@ -275,7 +278,9 @@ class PipelineTasks:
             try:
                 if task.issue_number is None:
                     raise _NoSubject
-                facts = self.facts.facts(where, task.issue_number, numbers_read(work, task))
+                facts = self.facts.facts(
+                    where, task.issue_number, numbers_read(work, task), paths_read(work.checks)
+                )
                 result = judged(work, facts, task.input)
             except PipelineTemplateError as exc:
                 return StageFailed.of(STAGE_FAILED, f"stage {task.stage!r}: {exc}")

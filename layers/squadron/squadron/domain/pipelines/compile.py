@@ -60,7 +60,6 @@ from squadron.domain.pipelines.asl import (
     INPUT,
     MAX_STATE_NAME,
     RESTART,
-    RESTART_CONTEXT,
     RESTART_FROM,
     START,
     SUCCEEDED,
@@ -223,7 +222,8 @@ class _Builder:
     def _restart_entry(self, first: str) -> str:
         """A run that may be restarted part-way (its ``on_events`` restart or re-evaluate): a
         ``Choice`` first. A run whose input has ``restart`` (:mod:`squadron.domain.pipelines.reactions`)
-        takes its stages' outputs, counts and timeouts from there and begins at ``restart.from``;
+        takes its stages' outputs, counts, timeouts and context from there and begins at
+        ``restart.from``;
         any other run starts as usual. The name of the state that starts as usual."""
         self.states[START] = {
             "Type": "Choice",
@@ -234,14 +234,18 @@ class _Builder:
             "Type": "Pass",
             "Parameters": {
                 "squadron.$": "$.squadron",
-                "data": {"trigger.$": "$.data", "stages.$": "$.restart.stages"},
+                # the run's context as it was, with the handler's on top (reactions.with_context)
+                "data": {
+                    "trigger.$": "$.data",
+                    "stages.$": "$.restart.stages",
+                    "context.$": "$.restart.context",
+                },
                 "counts.$": "$.restart.counts",
                 "timeouts.$": "$.restart.timeouts",
                 "restart_from.$": "$.restart.from",
             },
-            "Next": RESTART_CONTEXT,
+            "Next": RESTART_FROM,
         }
-        self.states[RESTART_CONTEXT] = {**self._context(), "Next": RESTART_FROM}
         self.states[RESTART_FROM] = {
             "Type": "Choice",
             "Choices": [

@@ -71,6 +71,7 @@ from squadron.domain.pipelines.asl import (
     state_key,
 )
 from squadron.domain.pipelines.models import (
+    AgentStage,
     DelayStage,
     GateStage,
     Goto,
@@ -403,6 +404,14 @@ class _Builder:
                     "Next": self._timed_out(stage, position),
                 }
             )
+        elif isinstance(stage, AgentStage) and stage.timeout is not None:
+            catches.append(
+                {
+                    "ErrorEquals": TIMEOUT_ERRORS,
+                    "ResultPath": "$.error",
+                    "Next": self._stop_agent(stage, FAIL),
+                }
+            )
         if stage.on_error is not None and stage.on_error.then is not None:
             catches.append(
                 {
@@ -456,6 +465,8 @@ class _Builder:
                 end,
                 lenient=True,
             )
+        if isinstance(stage, AgentStage):
+            expired = self._stop_agent(stage, expired)
         if not on_timeout.max_extensions:
             return expired
         extensions = f"{key}_x"
@@ -489,6 +500,14 @@ class _Builder:
             "Default": expired,
         }
         return f"{stage.id}.timeout"
+
+    def _stop_agent(self, stage: AgentStage, next_state: str) -> str:
+        """An agent stage timed out for good: a task the router answers by stopping the stage's
+        agent (its record and its task), so a late answer of it moves nothing; then ``next_state``
+        whatever the answer (the timeout's error kept in ``$.error``)."""
+        name = f"{stage.id}.stop"
+        self.states[name] = self.task(name, "agent", "stop", dump(stage), next_state, lenient=True)
+        return name
 
     # --- stages ------------------------------------------------------------------------------
 

@@ -408,5 +408,7 @@ def test_a_pipelines_merge_pr_on_a_queued_branch_is_queued_by_the_gate_and_merge
 
 
 class _NoReads:
-    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Facts:
+    def facts(
+        self, where: Where, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+    ) -> Facts:
         raise AssertionError("a merge_pr stage reads nothing itself")

@@ -121,7 +121,9 @@ class Router:
 
 
 class _NoFacts:
-    def facts(self, where: Any, number: int, others: tuple[int, ...] = ()) -> Any:
+    def facts(
+        self, where: Any, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+    ) -> Any:
         raise AssertionError("these pipelines judge nothing")
 
 
@@ -286,19 +288,59 @@ TIMED = """pipelines:
 """
 
 
-def test_a_stage_that_timed_out_is_gone_and_the_agents_later_completion_breaks_nothing(
+def test_a_stage_that_timed_out_stops_its_agent_and_the_agents_later_completion_moves_nothing(
     stack: Stack,
 ) -> None:
     r = Router(stack)
+    reported: list[Any] = []
+
+    def report(event: Any) -> bool:
+        reported.append(event)
+        return True
+
+    r.tasks.events = report
     arn = started(stack, TIMED)
     r.task()
-    assert stack.finished(arn)["status"] == "FAILED"  # its timeout ran out while the agent worked
     r.begun()
-    _, routed = r.ended(outcome="idle")
-    assert routed["pipeline_stage"]["answered"] is False and routed["pipeline_stage"]["gone"]
+    launched = r.world.agent(REVIEWER).task_arn
+    assert launched is not None
+
+    # its timeout ran out while the agent worked: the run asks the router to stop the agent
+    body, stop = r.task()
+    assert (stop["pipeline_task"], stop["answered"]) == ("review.stop", True)
+    assert stack.finished(arn)["status"] == "FAILED"
+    agent = r.world.agent(REVIEWER)
+    assert agent.status is AgentStatus.CANCELLED
+    assert [arn for arn, _ in r.world.launcher.stopped] == [launched]
     wait = r.world.registry.stage_wait(REVIEWER)
-    assert wait is not None and wait.sent  # settled: nothing is sent again
-    assert r.world.agent(REVIEWER).status is AgentStatus.ACTIVE  # the agent simply goes idle
+    assert wait is not None and wait.sent  # settled: the agent's end sends nothing
+    assert reported == []  # no stage_changed event for the stop step (its schema has none)
+
+    # the same stop delivered again stops nothing twice
+    r.dispatch.handle(body)
+    assert len(r.world.launcher.stopped) == 1
+
+    # the agent's late end (it was working when stopped) moves no run and answers nothing
+    _, routed = r.ended(outcome="idle", launch_token=agent.launch_token)
+    assert not (routed.get("pipeline_stage") or {}).get("answered")
+    assert stack.finished(arn)["status"] == "FAILED"
+
+
+def test_an_agent_stage_stops_its_agent_only_when_its_timeout_runs_out_for_good() -> None:
+    """An extension enters the stage again (the agent keeps working on it); only the timeout past
+    the last extension goes through the stage's stop task, before its notification and escalation."""
+    text = TIMED.replace(
+        "timeout: 1s",
+        "timeout: 1h\n        on_timeout: {extend: 1h, max_extensions: 1, then: escalate, notify: {message: late}}",
+    )
+    pipelines = parse_files(files_with(text)).config.pipelines
+    states = compile_pipeline("p", pipelines, queue_url="q", repository_id=42, children={}).definition[
+        "States"
+    ]
+    assert states["review.timeout"]["Default"] == "review.stop"
+    assert states["review.stop"]["Next"] == "review.notify-end"
+    assert json.loads(states["review.stop"]["Parameters"]["MessageBody"]["config"])["agent"] == "pr-review"
+    assert states["review.extended"]["Next"] == "review.notify-ext"  # an extension stops nothing
 
 
 def test_an_earlier_task_of_the_agent_ending_does_not_answer_the_stage(stack: Stack) -> None:

@@ -55,7 +55,9 @@ LIFECYCLE = Pipeline.model_validate(
 
 
 class NoFacts:
-    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Any:
+    def facts(
+        self, where: Where, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+    ) -> Any:
         raise AssertionError("no gate is judged here")
 
 
@@ -65,8 +67,8 @@ def stack() -> Iterator[Stack]:
         yield made
 
 
-def world(stack: Stack) -> World:
-    w = World(policy=RoutingPolicy(pipelines={"lifecycle": LIFECYCLE}), github=FakeRouterGitHub(dict(PEOPLE)))
+def world(stack: Stack, pipeline: Pipeline = LIFECYCLE) -> World:
+    w = World(policy=RoutingPolicy(pipelines={"lifecycle": pipeline}), github=FakeRouterGitHub(dict(PEOPLE)))
     w.router.pipelines = PipelineRuns(stack.pipelines, queue_url=stack.queue_url, index=w.registry)
     return w
 
@@ -146,6 +148,25 @@ def test_a_push_restarts_the_run_from_the_named_stage_once_even_delivered_twice(
     assert steering is not None
     steering.steer(effect, key, w.github, None)
     assert len(executions(stack)) == 2
+
+
+def test_a_handlers_context_reaches_the_restarted_runs_stages(stack: Stack) -> None:
+    """The reference's handler ``context`` ("additional context to inject"): the restarted run's
+    stages read the run's context with the handler's on top, rendered against the run's data."""
+    handlers = LIFECYCLE.model_dump(mode="json", by_alias=True, exclude_none=True)
+    handlers["context"] = {"env": "prod", "reason": "opened"}
+    handlers["on_events"]["pull_request.synchronize"]["context"] = {
+        "reason": "a push to #{{ trigger.number }}",
+        "next": "{{ trigger.number + 1 }}",
+    }
+    w = world(stack, Pipeline.model_validate(handlers))
+    first = at_the_gate(stack, w)
+
+    w.send(push(w))
+
+    task = next_task(stack)
+    assert task.execution_arn != first and task.stage == "review"
+    assert task.input["context"] == {"env": "prod", "reason": "a push to #7", "next": 8}
 
 
 def test_closing_the_pull_request_cancels_the_run(stack: Stack) -> None:

@@ -173,7 +173,9 @@ def _pipeline_task(world: World) -> None:
     answered: list[object] = []
 
     class NoReads:
-        def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Facts:
+        def facts(
+            self, where: Where, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+        ) -> Facts:
             raise AssertionError("an agent stage reads nothing")
 
     class Answers:

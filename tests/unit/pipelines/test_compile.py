@@ -257,9 +257,14 @@ def _restartable(c: Compiled) -> None:
         {"Variable": "$.restart.from", "IsPresent": True, "Next": "__restart__"}
     ]
     assert s["__start__"]["Default"] == "__fresh__" and s["__fresh__"]["Next"] == "__context__"
-    assert s["__restart__"]["Parameters"]["data"] == {"trigger.$": "$.data", "stages.$": "$.restart.stages"}
-    assert s["__restart__"]["Parameters"]["counts.$"] == "$.restart.counts"  # a restart keeps its bounds
-    assert s["__restart_context__"]["Result"] == {"x": 1}
+    # a restart keeps its stages, its bounds and its context (the handler's merged in by the router)
+    assert s["__restart__"]["Parameters"]["data"] == {
+        "trigger.$": "$.data",
+        "stages.$": "$.restart.stages",
+        "context.$": "$.restart.context",
+    }
+    assert s["__restart__"]["Parameters"]["counts.$"] == "$.restart.counts"
+    assert s["__restart__"]["Next"] == "__restart_from__" and "__restart_context__" not in s
     assert [(c["StringEquals"], c["Next"]) for c in s["__restart_from__"]["Choices"]] == [
         ("tests", "tests"),
         ("cool", "cool.if"),  # a stage's entry: its condition first

@@ -13,6 +13,7 @@ import pytest
 from squadron.cli import main
 from squadron.config import ConfigError, parse_files
 from squadron.config.parse.pipelines import CUSTOM_GATES_PROBLEM
+from squadron.domain.pipelines.checks import COMMAND_PROBLEM
 from squadron.domain.pipelines.conditions import PrApprovalsMetCheck
 from squadron.domain.pipelines.limits import (
     LIMITS,
@@ -184,9 +185,8 @@ STAGE_EXAMPLES = {
             - check: no_changes_requested
             - check: ci_status
               workflows: ["CI"]
-            - check: command
-              run: python -m pytest tests/
-              expect: "exit_code == 0"
+            - check: file_exists
+              paths: [README.md]
           on_pass: __complete__
           timeout: 48h
     """,
@@ -402,6 +402,42 @@ CASES: list[tuple[str, str, list[str]]] = [
         ],
     ),
     (
+        "expected outputs an agent cannot report, or named twice",
+        HEAD
+        + "      - {id: a, type: agent, agent: feat-dev, expected_outputs: ['pr number', ok]}\n"
+        + "      - {id: b, type: webhook, request: {url: 'https://example.com/'}, expected_outputs: ['9x']}\n"
+        + "      - {id: c, type: agent, agent: feat-dev, expected_outputs: [ok, ok]}\n",
+        [
+            "config.yaml:9:66: pipelines.p.stages.0.expected_outputs.0: an output name is a letter, then letters, "
+            "digits, '_' and '-' (got 'pr number'): the keys an agent can report",
+            "config.yaml:10:91: pipelines.p.stages.1.expected_outputs.0: an output name is a letter, then letters, "
+            "digits, '_' and '-' (got '9x'): the keys an agent can report",
+            "config.yaml:11:47: pipelines.p.stages.2.expected_outputs: 'ok' is named twice",
+        ],
+    ),
+    (
+        "file_exists paths that leave the repository, or are globs; a command check",
+        HEAD
+        + "      - id: g\n        type: gate\n        conditions:\n"
+        + "          - {check: file_exists, paths: ['../../collaborators/x', 'docs/./a', '/etc/passwd', 'a%2e', 'src/*.py']}\n"
+        + "      - id: h\n        type: gate\n        conditions:\n"
+        + "          - {check: file_exists, paths: [README.md]}\n"
+        + "          - {check: command, run: make test}\n",
+        [
+            "config.yaml:12:42: pipelines.p.stages.0.conditions.0.paths.0: a path is names joined by '/', without an "
+            "empty, '.' or '..' part (got '../../collaborators/x'): it is read inside the repository only",
+            "config.yaml:12:67: pipelines.p.stages.0.conditions.0.paths.1: a path is names joined by '/', without an "
+            "empty, '.' or '..' part (got 'docs/./a'): it is read inside the repository only",
+            "config.yaml:12:79: pipelines.p.stages.0.conditions.0.paths.2: a path is relative to the repository's "
+            "root, without a leading '/' (got '/etc/passwd')",
+            "config.yaml:12:94: pipelines.p.stages.0.conditions.0.paths.3: a path of the repository may not hold "
+            "'%' (an escape in the address it is read at) (got 'a%2e')",
+            "config.yaml:12:102: pipelines.p.stages.0.conditions.0.paths.4: a path of the repository may not hold "
+            "'*' (a glob: file_exists names paths) (got 'src/*.py')",
+            f"config.yaml:17:14: pipelines.p.stages.1.conditions.1.check: {COMMAND_PROBLEM}",
+        ],
+    ),
+    (
         "an unknown human group",
         HEAD + "      - {id: h, type: human, human: {from: maintainer}}\n",
         [
@@ -557,6 +593,36 @@ BOUNDS: list[tuple[str, str, str]] = [
         "MAX_ID_LENGTH",
         HEAD + f"      - {{id: {'a' * 65}, type: agent, agent: feat-dev}}\n",
         "config.yaml:9:10: pipelines.p.stages.0.id: an id is at most 64 characters (MAX_ID_LENGTH); this one has 65",
+    ),
+    (
+        "MAX_EXPECTED_OUTPUTS",
+        HEAD
+        + "      - {id: a, type: agent, agent: feat-dev, expected_outputs: ["
+        + ", ".join(f"o{i}" for i in range(21))
+        + "]}\n",
+        "config.yaml:9:47: pipelines.p.stages.0.expected_outputs: 21 expected outputs, over the limit of 20 "
+        "(MAX_EXPECTED_OUTPUTS)",
+    ),
+    (
+        "MAX_OUTPUT_NAME_LENGTH",
+        HEAD
+        + f"      - {{id: a, type: webhook, request: {{url: 'https://example.com/'}}, expected_outputs: [{'o' * 65}]}}\n",
+        "config.yaml:9:91: pipelines.p.stages.0.expected_outputs.0: an output name is at most 64 characters "
+        "(MAX_OUTPUT_NAME_LENGTH); this one has 65",
+    ),
+    (
+        "MAX_PATH_LENGTH",
+        HEAD + f"      - {{id: g, type: gate, conditions: [{{check: file_exists, paths: [{'a' * 513}]}}]}}\n",
+        "config.yaml:9:71: pipelines.p.stages.0.conditions.0.paths.0: a path is at most 512 characters "
+        "(MAX_PATH_LENGTH); this one has 513",
+    ),
+    (
+        "MAX_GATE_PATHS",
+        HEAD
+        + "      - id: g\n        type: gate\n        conditions:\n"
+        + "".join(f"          - {{check: file_exists, paths: [a{i}, b{i}, c{i}]}}\n" for i in range(7)),
+        "config.yaml:11:9: pipelines.p.stages.0.conditions: its file_exists checks name 21 paths, over the "
+        "limit of 20 (MAX_GATE_PATHS)",
     ),
     (
         "MAX_TEMPLATE_CHARS",

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from squadron.domain.agents import AgentStatus
-from squadron.domain.effects import Discard, Effect, LaunchAgent, PutAgent, SteerPipelineRuns
+from squadron.domain.effects import DeliverInbox, Discard, Effect, LaunchAgent, PutAgent, SteerPipelineRuns
 from squadron.domain.events import EventEnvelope
 from squadron.domain.pipeline_wire import RUN_CANCELLED, execution_name
 from squadron.domain.pipelines.models import Pipeline
@@ -122,7 +122,12 @@ def test_wake_agent_wakes_the_issues_sleeping_agent_of_a_role_the_pipeline_runs(
     waking = Pipeline.model_validate(
         {
             "trigger": {"event": "issues.labeled"},
-            "on_events": {"issue_comment.created": {"action": "wake_agent"}},
+            "on_events": {
+                "issue_comment.created": {
+                    "action": "wake_agent",
+                    "context": {"focus": "the design", "round": 2},
+                }
+            },
             "stages": [{"id": "work", "type": "agent", "agent": "feat-dev"}],
         }
     )
@@ -139,6 +144,11 @@ def test_wake_agent_wakes_the_issues_sleeping_agent_of_a_role_the_pipeline_runs(
     assert steered(effects) and steered(effects)[0].number == 40
     assert any(isinstance(e, LaunchAgent) and e.agent_id == agent.agent_id for e in effects)
     assert any(isinstance(e, PutAgent) and e.write.record.agent_id == agent.agent_id for e in effects)
+    # the handler's context is told to the agent, in the framework's words (not the comment's)
+    told = [
+        e.item.summary for e in effects if isinstance(e, DeliverInbox) and e.item.agent_id == agent.agent_id
+    ]
+    assert [s for s in told if s.endswith('(wake_agent); context: {"focus": "the design", "round": 2}')]
 
 
 # --- what a handler does to a run --------------------------------------------------------------
@@ -198,7 +208,13 @@ def restart(start: str, kept: dict[str, Any]) -> StartRestart:
         restart_name("d-1", RUN),
         {
             **INPUT,
-            "restart": {"from": start, "stages": kept, "counts": STATE["counts"], "timeouts": {}},
+            "restart": {
+                "from": start,
+                "stages": kept,
+                "counts": STATE["counts"],
+                "timeouts": {},
+                "context": {},
+            },
         },
         "lifecycle",
         start,
@@ -245,6 +261,62 @@ def test_a_handler_reaches_a_run(case: str, event: str, state: RunState | None, 
         assert [type(s) for s in steps] == [Leave], (case, steps)
     else:
         assert steps == expected, case
+
+
+CONTEXT_HANDLERS: dict[str, Any] = {
+    SYNC: {
+        "action": "invalidate_and_restart",
+        "restart_from": "test-coverage",
+        "context": {"reason": "pushed", "round": "{{ stages.test_1coverage.ok + 1 }}"},
+    },
+    "pull_request_review.submitted": {"action": "reevaluate_gates", "context": {"env": "review"}},
+    "issue_comment.created": {
+        "action": "notify",
+        "notify": {"message": "{{ context.env }}: {{ context.why }} at {{ trigger.n }}"},
+        "context": {"why": "a comment"},
+    },
+    "pull_request.edited": {
+        "action": "invalidate_and_restart",
+        "restart_from": "current",
+        "context": {"bad": "{{ stages.nowhere.x }}"},
+    },
+}
+WITH_CONTEXT = {**STATE, "data": {**STATE["data"], "context": {"env": "prod", "reason": "opened"}}}
+
+
+@pytest.mark.parametrize(
+    ("event", "state", "expected"),
+    [
+        # the run's context, with the handler's on top, rendered against the run's data
+        (SYNC, seen(state=WITH_CONTEXT), {"env": "prod", "reason": "pushed", "round": 2}),
+        (
+            "pull_request_review.submitted",
+            seen(state=WITH_CONTEXT, looping_gate="approval-gate"),
+            {
+                "env": "review",
+                "reason": "opened",
+            },
+        ),
+        ("issue_comment.created", seen(state=WITH_CONTEXT), "prod: a comment at 7"),
+        ("pull_request.edited", seen(state=WITH_CONTEXT), "its handler's context cannot be rendered"),
+    ],
+    ids=["invalidate_and_restart", "reevaluate_gates", "notify", "a context that cannot render"],
+)
+def test_a_handlers_context_reaches_the_restarted_run_and_its_message(
+    event: str, state: RunState, expected: Any
+) -> None:
+    run = RunRecord(**{**RUN.__dict__, "on_events": CONTEXT_HANDLERS})
+
+    steps = reaction(run, state, event=event, delivery="d-1", key=KEY)
+
+    if isinstance(expected, dict):
+        (restarted,) = [step for step in steps if isinstance(step, StartRestart)]
+        assert restarted.input["restart"]["context"] == expected
+    elif event == "issue_comment.created":
+        assert steps == [CommentOnRun(7, expected)]
+    else:
+        (left,) = steps
+        assert isinstance(left, Leave) and expected in left.why
 
 
 def test_a_restart_is_named_by_the_delivery_and_the_run() -> None:

@@ -158,7 +158,25 @@ def replace(facts: Facts, **changes: Any) -> Facts:
             ["behind"],
         ),
         ("          - {check: branch_up_to_date}\n", PR, True, []),
-        ("          - {check: command, run: make test}\n", PR, False, ["only an agent's sandbox has"]),
+        # file_exists: what GitHub answered for each path at the head; a path not read never passes
+        (
+            "          - {check: file_exists, paths: [CHANGELOG.md, docs/]}\n",
+            replace(PR, present={"CHANGELOG.md": True, "docs": True}),
+            True,
+            [],
+        ),
+        (
+            "          - {check: file_exists, paths: [CHANGELOG.md, docs/]}\n",
+            replace(PR, present={"CHANGELOG.md": False}),
+            False,
+            ["file_exists at #7's head aaaaaaaaaaaa: missing: CHANGELOG.md; not read: docs"],
+        ),
+        (
+            "          - {check: file_exists, paths: [NOTICE]}\n",
+            Facts(number=7, present={"NOTICE": False}),
+            False,
+            ["file_exists at #7's default branch: missing: NOTICE"],
+        ),
         ("          - {check: label_present, label: x, pr: 9}\n", PR, False, ["#9 was not read"]),
         (
             "          - {check: label_present, label: x, pr: 9}\n",

@@ -82,7 +82,10 @@ RUN_CANCELLED = "Squadron.Cancelled"
 #: What a waiting task asks of the router: the stage's own work, or one of the steps the compiler
 #: adds around it (a stage's ``condition``, a delay's poll, a notification, a reminder, an
 #: escalation, the pipeline's ``on_complete`` / ``on_error`` actions).
-Step = Literal["stage", "condition", "poll", "notify", "remind", "escalate", "on_complete", "on_error"]
+#: ``stop``: an agent stage's timeout fired for good (no extension left): its agent is stopped.
+Step = Literal[
+    "stage", "condition", "poll", "notify", "remind", "escalate", "on_complete", "on_error", "stop"
+]
 #: The longest step configuration a task carries, in characters (the stage's definition, as compiled).
 MAX_CONFIG_CHARS = 32 * 1024
 #: The error a Parallel branch ends with when it is the first to finish a "join any" (its

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from squadron.domain.event_fields import is_bot_account
 from squadron.domain.merge_gate import permissions_wanted
 from squadron.domain.pipelines.judge import CheckResult, Facts, Review
+from squadron.domain.pipelines.repo_paths import check_repo_path
 from squadron.domain.pipelines.work import Where
 
 #: (installation, repository, login) -> the login's repository permission
@@ -41,6 +42,10 @@ class RepositoryClient(Protocol):
 
     def collaborator_permission(self, login: str) -> str: ...
 
+    def get_repository(self) -> dict[str, Any]: ...
+
+    def list_directory(self, path: str, ref: str) -> list[dict[str, Any]] | dict[str, Any] | None: ...
+
 
 class ClientFor(Protocol):
     """:meth:`squadron.adapters.github.for_router.AppGitHub.client`."""
@@ -61,11 +66,27 @@ class GitHubFacts:
         self.bot_login = bot_login or str(getattr(github, "bot_login", None) or "")
         self.permission = permission
 
-    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Facts:
+    def facts(
+        self, where: Where, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+    ) -> Facts:
+        """``paths``: what the judgement's ``file_exists`` checks name (bounded and normalised by
+        :mod:`squadron.domain.pipelines.repo_paths`), read at each pull request's head."""
         client: RepositoryClient = self.github.client(where.installation_id, where.repo_full_name)
-        read = {other: self._one(client, where, other) for other in others}
-        own = self._one(client, where, number)
+        read = {other: self._present(client, self._one(client, where, other), paths) for other in others}
+        own = self._present(client, self._one(client, where, number), paths)
         return Facts(**{**own.__dict__, "others": read})
+
+    @staticmethod
+    def _present(client: RepositoryClient, facts: Facts, paths: tuple[str, ...]) -> Facts:
+        """``facts`` with whether each of ``paths`` exists at its head (an issue's: the default
+        branch); a pull request whose head GitHub does not name has them unread."""
+        if not paths:
+            return facts
+        ref = facts.head_sha if facts.is_pull else str(client.get_repository().get("default_branch") or "")
+        if not ref:
+            return facts
+        present = {path: client.list_directory(path, ref) is not None for path in paths if _plain(path)}
+        return Facts(**{**facts.__dict__, "present": present})
 
     def _permissions(self, client: RepositoryClient, where: Where, logins: list[str]) -> dict[str, str]:
         if self.permission is None:
@@ -134,3 +155,12 @@ class GitHubFacts:
             state="merged" if pull.get("merged") else str(pull.get("state") or "open"),
             head_sha=head,
         )
+
+
+def _plain(path: str) -> bool:
+    """Whether ``path`` is one the configuration accepts (a task's config passed the same check
+    when the definition was read; one that did not is left unread, never asked for)."""
+    try:
+        return check_repo_path(path) == path
+    except ValueError:
+        return False

@@ -62,6 +62,7 @@ from squadron.domain.pipeline_wire import (
 from squadron.domain.pipelines.agent_stage import Wake
 from squadron.domain.pipelines.judge import Facts, condition_holds
 from squadron.domain.pipelines.models import HumanStage
+from squadron.domain.pipelines.repo_paths import paths_read
 from squadron.domain.pipelines.templates import PipelineTemplateError
 from squadron.domain.pipelines.work import (
     Act,
@@ -76,6 +77,7 @@ from squadron.domain.pipelines.work import (
 )
 from squadron.errors import SquadronError
 from squadron.registry_ports import WriteClaims
+from squadron.shell.agent_stage_timeouts import stop_timed_out
 from squadron.shell.agent_stages import AgentStages, Waiting
 from squadron.shell.human_stages import HumanStages
 from squadron.shell.outbox import OutboxExecutor
@@ -92,7 +94,9 @@ class TaskAnswers(Protocol):
 class FactsReader(Protocol):
     """:class:`squadron.shell.pipeline_facts.GitHubFacts`."""
 
-    def facts(self, where: Where, number: int, others: tuple[int, ...] = ()) -> Facts: ...
+    def facts(
+        self, where: Where, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
+    ) -> Facts: ...
 
 
 class WebhookCaller(Protocol):
@@ -248,8 +252,10 @@ class PipelineTasks:
 
     def _report(self, task: PipelineTask, answer: StageAnswer, where: Where | None) -> None:
         """The transition's event, stored before the answer is sent (keyed by the task's entry:
-        once, however often the answer is sent). A repository not known here has none."""
-        if self.events is not None and where is not None:
+        once, however often the answer is sent). A repository not known here has none, nor an
+        agent stage's ``stop`` step (its event's schema has no such step yet: the timeout that
+        caused it is the stage's own failure, in the run's history)."""
+        if self.events is not None and where is not None and task.step != "stop":
             self.events(
                 stage_changed(
                     task,
@@ -267,6 +273,10 @@ class PipelineTasks:
         attempt claimed the task and stopped before recording its answer."""
         if task.stage_type == "human" and task.step == "stage" and self.humans is not None:
             return self._wait(task, where, outbox, self.humans, again=again)
+        if task.stage_type == "agent" and task.step == "stop":
+            if self.agents is None:
+                return not_carried_out(task, "no agent stages are wired")
+            return stop_timed_out(self.agents, task, where, outbox, _envelope(task, where, self.clock()))
         work = safe_plan(task, where)
         if isinstance(work, Refuse):
             return work.answer
@@ -275,7 +285,9 @@ class PipelineTasks:
             try:
                 if task.issue_number is None:
                     raise _NoSubject
-                facts = self.facts.facts(where, task.issue_number, numbers_read(work, task))
+                facts = self.facts.facts(
+                    where, task.issue_number, numbers_read(work, task), paths_read(work.checks)
+                )
                 result = judged(work, facts, task.input)
             except PipelineTemplateError as exc:
                 return StageFailed.of(STAGE_FAILED, f"stage {task.stage!r}: {exc}")

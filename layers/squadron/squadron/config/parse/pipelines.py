@@ -37,8 +37,8 @@ _ID = re.compile(ID_PATTERN)
 CUSTOM_GATES_PROBLEM = (
     "custom gate checks are not supported: the reference imports a Python module named in the "
     "configuration, and a repository's configuration never loads code into the framework "
-    "(every repository's events run there). Use a built-in check, or `check: command` "
-    "(run in the agent's sandbox)"
+    "(every repository's events run there). Use a built-in check (a command: `check: ci_status` "
+    "on the CI job that runs it)"
 )
 
 

@@ -29,7 +29,6 @@ CONTEXT = "__context__"
 #: A run that may be restarted part-way: ``__start__`` is a Choice between these and ``__fresh__``.
 FRESH = "__fresh__"
 RESTART = "__restart__"
-RESTART_CONTEXT = "__restart_context__"
 RESTART_FROM = "__restart_from__"
 
 

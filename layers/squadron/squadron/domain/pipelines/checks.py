@@ -13,6 +13,8 @@ puts it at its line. Checked, for every pipeline:
 * no loop of transitions without a bound (only a gate's ``on_fail`` loops, ``max_iterations``
   times);
 * a stage's ``condition`` nests at most MAX_CONDITION_DEPTH deep; a delay polls a check it can run;
+* no gate has a ``command`` check (the framework runs no repository's commands), and a gate's
+  ``file_exists`` checks name at most MAX_GATE_PATHS paths;
 
 and across pipelines: a sub-pipeline exists and has no trigger, no cycle of sub-pipelines,
 nesting at most MAX_NESTING_DEPTH deep, and at most MAX_EXPANDED_STAGES stages once every
@@ -32,8 +34,14 @@ from squadron.domain.pipelines.conditions import (
     GATE_CHECKS,
     AllCondition,
     AnyCondition,
+    CommandCheck,
 )
-from squadron.domain.pipelines.limits import MAX_CONDITION_DEPTH, MAX_EXPANDED_STAGES, MAX_NESTING_DEPTH
+from squadron.domain.pipelines.limits import (
+    MAX_CONDITION_DEPTH,
+    MAX_EXPANDED_STAGES,
+    MAX_GATE_PATHS,
+    MAX_NESTING_DEPTH,
+)
 from squadron.domain.pipelines.models import (
     AgentBranch,
     AgentStage,
@@ -52,6 +60,7 @@ from squadron.domain.pipelines.models import (
     PipelineStage,
     WebhookStage,
 )
+from squadron.domain.pipelines.repo_paths import paths_read
 from squadron.domain.pipelines.templates import template_problem
 from squadron.domain.pipelines.types import SPECIAL_TARGETS
 
@@ -177,6 +186,7 @@ class _Checker:
     def typed(self, here: KeyPath, stage: Any) -> Iterator[Found]:
         """What only some stage types have."""
         if isinstance(stage, GateStage):
+            yield from _gate_checks(here, stage)
             if isinstance(stage.on_fail, str):
                 yield from self.stage_ref((*here, "on_fail"), stage.on_fail)
             elif isinstance(stage.on_fail, OnFail):
@@ -213,6 +223,31 @@ class _Checker:
                 yield from self.stage_ref((*here, "restart_from"), handler.restart_from, special=False)
         if isinstance(handler, NotifyHandler):
             yield from self.notify((*here, "notify"), handler.notify)
+
+
+#: What ``check: command`` is told (docs/pipelines.md, "Extensions and deviations").
+COMMAND_PROBLEM = (
+    "`command` is not run by Squadron: a gate is judged by the framework's router, which runs "
+    "every repository's events on AWS Lambda and never runs a repository's commands (nor waits on "
+    "an agent). Run the command in CI and gate on its job with `check: ci_status` "
+    "(`workflows: [<its check name>]`), or ask an agent stage to run it in its sandbox"
+)
+
+
+def _gate_checks(here: KeyPath, stage: GateStage) -> Iterator[Found]:
+    """A gate's ``command`` checks (refused), and the paths its ``file_exists`` checks read."""
+    key = "conditions" if stage.conditions is not None else "any_of"
+    checks = stage.conditions if stage.conditions is not None else stage.any_of or []
+    for index, check in enumerate(checks):
+        if isinstance(check, CommandCheck):
+            yield (*here, key, index, "check"), COMMAND_PROBLEM
+    paths = paths_read(checks)
+    if len(paths) > MAX_GATE_PATHS:
+        yield (
+            (*here, key),
+            f"its file_exists checks name {len(paths)} paths, over the limit of {MAX_GATE_PATHS} "
+            "(MAX_GATE_PATHS)",
+        )
 
 
 def _free_form_templates(at: KeyPath, pipeline: Pipeline) -> Iterator[Found]:

@@ -60,7 +60,6 @@ from squadron.domain.pipelines.asl import (
     INPUT,
     MAX_STATE_NAME,
     RESTART,
-    RESTART_CONTEXT,
     RESTART_FROM,
     START,
     SUCCEEDED,
@@ -72,6 +71,7 @@ from squadron.domain.pipelines.asl import (
     state_key,
 )
 from squadron.domain.pipelines.models import (
+    AgentStage,
     DelayStage,
     GateStage,
     Goto,
@@ -223,7 +223,8 @@ class _Builder:
     def _restart_entry(self, first: str) -> str:
         """A run that may be restarted part-way (its ``on_events`` restart or re-evaluate): a
         ``Choice`` first. A run whose input has ``restart`` (:mod:`squadron.domain.pipelines.reactions`)
-        takes its stages' outputs, counts and timeouts from there and begins at ``restart.from``;
+        takes its stages' outputs, counts, timeouts and context from there and begins at
+        ``restart.from``;
         any other run starts as usual. The name of the state that starts as usual."""
         self.states[START] = {
             "Type": "Choice",
@@ -234,14 +235,18 @@ class _Builder:
             "Type": "Pass",
             "Parameters": {
                 "squadron.$": "$.squadron",
-                "data": {"trigger.$": "$.data", "stages.$": "$.restart.stages"},
+                # the run's context as it was, with the handler's on top (reactions.with_context)
+                "data": {
+                    "trigger.$": "$.data",
+                    "stages.$": "$.restart.stages",
+                    "context.$": "$.restart.context",
+                },
                 "counts.$": "$.restart.counts",
                 "timeouts.$": "$.restart.timeouts",
                 "restart_from.$": "$.restart.from",
             },
-            "Next": RESTART_CONTEXT,
+            "Next": RESTART_FROM,
         }
-        self.states[RESTART_CONTEXT] = {**self._context(), "Next": RESTART_FROM}
         self.states[RESTART_FROM] = {
             "Type": "Choice",
             "Choices": [
@@ -399,6 +404,14 @@ class _Builder:
                     "Next": self._timed_out(stage, position),
                 }
             )
+        elif isinstance(stage, AgentStage) and stage.timeout is not None:
+            catches.append(
+                {
+                    "ErrorEquals": TIMEOUT_ERRORS,
+                    "ResultPath": "$.error",
+                    "Next": self._stop_agent(stage, FAIL),
+                }
+            )
         if stage.on_error is not None and stage.on_error.then is not None:
             catches.append(
                 {
@@ -452,6 +465,8 @@ class _Builder:
                 end,
                 lenient=True,
             )
+        if isinstance(stage, AgentStage):
+            expired = self._stop_agent(stage, expired)
         if not on_timeout.max_extensions:
             return expired
         extensions = f"{key}_x"
@@ -485,6 +500,14 @@ class _Builder:
             "Default": expired,
         }
         return f"{stage.id}.timeout"
+
+    def _stop_agent(self, stage: AgentStage, next_state: str) -> str:
+        """An agent stage timed out for good: a task the router answers by stopping the stage's
+        agent (its record and its task), so a late answer of it moves nothing; then ``next_state``
+        whatever the answer (the timeout's error kept in ``$.error``)."""
+        name = f"{stage.id}.stop"
+        self.states[name] = self.task(name, "agent", "stop", dump(stage), next_state, lenient=True)
+        return name
 
     # --- stages ------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
 
 from squadron.domain.pipelines.limits import MAX_CONDITION_ITEMS, MAX_GATE_CONDITIONS, MAX_HUMAN_COUNT
+from squadron.domain.pipelines.repo_paths import RepoPath
 from squadron.domain.pipelines.types import BareExpression, ExpressionTemplate, Template, at_most
 from squadron.domain.repo_config.types import PathGlob
 
@@ -154,8 +155,11 @@ class CommandCheck(_Check):
 class FileExistsCheck(_Check):
     check: Literal["file_exists"]
     paths: Annotated[
-        list[PathGlob], Field(min_length=1), count_items(MAX_CONDITION_ITEMS, "MAX_CONDITION_ITEMS", "paths")
-    ] = Field(description="Paths that must all exist in the working copy.")
+        list[RepoPath], Field(min_length=1), count_items(MAX_CONDITION_ITEMS, "MAX_CONDITION_ITEMS", "paths")
+    ] = Field(
+        description="Paths (files or directories) that must all exist at the pull request's head "
+        "(an issue's run: the default branch), read through GitHub."
+    )
 
 
 class PrApprovalsMetCheck(_Check):

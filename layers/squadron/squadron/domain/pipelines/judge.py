@@ -97,6 +97,9 @@ class Facts:
     head_sha: str = ""
     #: Pull requests other than the run's a check names with ``pr`` (read by the shell first).
     others: Mapping[int, Facts] = field(default_factory=dict)
+    #: Whether each path a ``file_exists`` check names exists at the head (an issue's: the
+    #: default branch), as GitHub answered; a path missing here was not read.
+    present: Mapping[str, bool] = field(default_factory=dict)
 
 
 def namespaces(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,12 +207,24 @@ def check_problem(check: Any, facts: Facts, data: Mapping[str, Any]) -> str | No
                 if target.mergeable_state == "behind"
                 else None
             )
-        case CommandCheck() | FileExistsCheck():
-            return (
-                f"{name}: needs the repository's working copy, which only an agent's sandbox has; "
-                "the router does not judge it yet (use an agent stage, or ci_status on a workflow that runs it)"
-            )
+        case FileExistsCheck(paths=paths):
+            return _files_problem(target, which, paths)
+        case CommandCheck():
+            # refused by validation (checks.COMMAND_PROBLEM): a definition that has one is not published
+            return f"{name}: not run by Squadron (use ci_status on the CI job that runs it)"
     return f"{name}: unknown check"  # pragma: no cover - the model's union
+
+
+def _files_problem(target: Facts, which: str, paths: Sequence[str]) -> str | None:
+    where = f"{which}'s head {target.head_sha[:12]}" if target.is_pull else f"{which}'s default branch"
+    unread = [path for path in paths if path not in target.present]
+    missing = [path for path in paths if target.present.get(path) is False]
+    parts = []
+    if missing:
+        parts.append("missing: " + ", ".join(missing))
+    if unread:
+        parts.append("not read: " + ", ".join(unread))
+    return f"file_exists at {where}: " + "; ".join(parts) if parts else None
 
 
 def _ci_problem(target: Facts, which: str, workflows: list[str], expect: str) -> str | None:

@@ -35,6 +35,16 @@ MAX_ON_EVENTS = 20
 MAX_LIFECYCLE_ACTIONS = 10
 #: Longest stage, branch or pipeline id.
 MAX_ID_LENGTH = 64
+#: Most ``expected_outputs`` of one agent or webhook stage (as many as an agent may report,
+#: :data:`squadron.domain.commands.MAX_OUTPUTS`).
+MAX_EXPECTED_OUTPUTS = 20
+#: Longest name of one expected output (an agent's output key's bound).
+MAX_OUTPUT_NAME_LENGTH = 64
+#: Longest path of a ``file_exists`` check.
+MAX_PATH_LENGTH = 512
+#: Most distinct paths one gate's ``file_exists`` checks name together (each one read from GitHub
+#: whenever the gate is judged).
+MAX_GATE_PATHS = 20
 
 # --- repetition -------------------------------------------------------------------------------
 
@@ -86,6 +96,10 @@ LIMITS: dict[str, int] = {
     "MAX_ON_EVENTS": MAX_ON_EVENTS,
     "MAX_LIFECYCLE_ACTIONS": MAX_LIFECYCLE_ACTIONS,
     "MAX_ID_LENGTH": MAX_ID_LENGTH,
+    "MAX_EXPECTED_OUTPUTS": MAX_EXPECTED_OUTPUTS,
+    "MAX_OUTPUT_NAME_LENGTH": MAX_OUTPUT_NAME_LENGTH,
+    "MAX_PATH_LENGTH": MAX_PATH_LENGTH,
+    "MAX_GATE_PATHS": MAX_GATE_PATHS,
     "MAX_RETRIES": MAX_RETRIES,
     "MAX_ITERATIONS": MAX_ITERATIONS,
     "MAX_EXTENSIONS": MAX_EXTENSIONS,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     Discriminator,
     Field,
@@ -37,6 +38,7 @@ from squadron.domain.pipelines.conditions import (
 )
 from squadron.domain.pipelines.limits import (
     DEFAULT_RUN_TIME,
+    MAX_EXPECTED_OUTPUTS,
     MAX_EXTENSIONS,
     MAX_ITERATIONS,
     MAX_LIFECYCLE_ACTIONS,
@@ -55,6 +57,7 @@ from squadron.domain.pipelines.limits import (
 from squadron.domain.pipelines.types import (
     EventName,
     ExpressionTemplate,
+    OutputName,
     PipelineName,
     StageDuration,
     StageId,
@@ -63,9 +66,17 @@ from squadron.domain.pipelines.types import (
     WebhookUrl,
     at_most,
     duration_schema,
+    unique_names,
     within,
 )
 from squadron.domain.repo_config.types import Name, parse_duration
+
+#: An agent's or a webhook's ``expected_outputs``: names an agent can report, each once.
+ExpectedOutputs = Annotated[
+    list[OutputName],
+    _count_items(MAX_EXPECTED_OUTPUTS, "MAX_EXPECTED_OUTPUTS", "expected outputs"),
+    AfterValidator(unique_names),
+]
 
 RetryCount = Annotated[
     int,
@@ -183,7 +194,9 @@ class AgentStage(_Stage):
     continue_session: bool = Field(
         default=False, description="Resume the role's session rather than start one."
     )
-    expected_outputs: list[str] | None = Field(default=None, description="Output keys the agent must report.")
+    expected_outputs: ExpectedOutputs | None = Field(
+        default=None, description="Output keys the agent must report."
+    )
     pr: int | Template | None = Field(
         default=None, description="The pull request a review role works on, when not the run's (a template)."
     )
@@ -443,7 +456,9 @@ class WebhookStage(_Stage):
     type: Literal["webhook"]
     request: WebhookRequest
     expect: WebhookExpect | None = None
-    expected_outputs: list[str] | None = None
+    expected_outputs: ExpectedOutputs | None = Field(
+        default=None, description="Keys of the answer's JSON object taken as outputs."
+    )
     on_success: Transition | None = None
 
 

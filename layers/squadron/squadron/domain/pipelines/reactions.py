@@ -13,15 +13,18 @@ history) and :func:`reaction` says what to do with it:
   runs). Both, because Step Functions' StopExecution ends a run at once while moto's does not end
   one waiting on a task token; whichever comes second finds the run over, harmlessly;
 * ``invalidate_and_restart`` — the same stop, then a new execution of the same published version
-  (for the same repository and installation, which its tasks are carried out in) that begins at ``restart_from`` (``current``: the stage the run is in), with the finished
-  stages' outputs except the invalidated ones and the run's loop counts (a restart never resets
-  a bound). Its name is :func:`restart_name` of the triggering delivery and the run, so a
+  (for the same repository and installation, which its tasks are carried out in) that begins at
+  ``restart_from`` (``current``: the stage the run is in), with the finished stages' outputs
+  except the invalidated ones, the run's loop counts (a restart never resets a bound) and its
+  context with the handler's ``context`` on top (:func:`with_context`). Its name is
+  :func:`restart_name` of the triggering delivery and the run, so a
   redelivery, or the outbox's retry, starts it once;
 * ``reevaluate_gates`` — a gate is judged when the run reaches it and never waits here, so the
   gate to judge again is one that failed and sent the run round its ``on_fail`` loop: the run is
   restarted at that gate (as above, nothing invalidated). A run not in such a loop is left (its
   gates are judged when it reaches them; a delay's poll judges at its next interval);
-* ``notify`` — a comment on the run's issue or pull request (naming the handler's ``target``);
+* ``notify`` — a comment on the run's issue or pull request (naming the handler's ``target``),
+  its message rendered with the handler's ``context`` added to the run's;
 * ``wake_agent`` — decided with the event itself, where the issue's agents are known
   (:mod:`squadron.domain.routing.steering`); nothing here.
 
@@ -289,7 +292,7 @@ def reaction(
             if run.number is None or not running:
                 return [Leave(f"run {run.execution_arn} has no issue or pull request to notify")]
             try:
-                said = _notice(run, event, notify.target, notify.message, seen)
+                said = _notice(run, event, notify.target, notify.message, seen, context=handler.context)
             except PipelineTemplateError as exc:
                 return [Leave(f"run {run.execution_arn}: its notify message cannot be rendered: {exc}")]
             return [CommentOnRun(run.number, said)]
@@ -303,6 +306,7 @@ def reaction(
                 start=start,
                 invalidate=tuple(invalidate),
                 stages=stages,
+                context=handler.context,
             )
         case ReevaluateGates():
             if seen.looping_gate is None:
@@ -319,6 +323,7 @@ def reaction(
                 start=seen.looping_gate,
                 invalidate=(),
                 stages=stages,
+                context=handler.context,
             )
         case WakeAgent():
             return [Leave("wake_agent is decided with the event (the issue's agents)")]
@@ -334,6 +339,7 @@ def _restart(
     start: str | None,
     invalidate: tuple[str, ...],
     stages: Sequence[str],
+    context: Mapping[str, Any],
 ) -> list[Step]:
     if start is None or start not in stages:
         return [Leave(f"run {run.execution_arn}: no stage {start!r} to restart from")]
@@ -343,6 +349,10 @@ def _restart(
     assert isinstance(data, Mapping)
     finished = data.get("stages") if isinstance(data.get("stages"), Mapping) else {}
     assert isinstance(finished, Mapping)
+    try:
+        merged = with_context(data, context)
+    except PipelineTemplateError as exc:
+        return [Leave(f"run {run.execution_arn}: its handler's context cannot be rendered: {exc}")]
     dropped = {state_key(stage) for stage in (*invalidate, start)}
     kept = {name: value for name, value in finished.items() if name not in dropped}
     squadron = seen.input.get("squadron") if isinstance(seen.input.get("squadron"), Mapping) else {}
@@ -365,6 +375,7 @@ def _restart(
         "stages": kept,
         "counts": dict(seen.state.get("counts") or {}),
         "timeouts": dict(seen.state.get("timeouts") or {}),
+        "context": merged,
     }
     steps: list[Step] = []
     if seen.status == "RUNNING":
@@ -373,16 +384,34 @@ def _restart(
     return steps
 
 
-def _notice(run: RunRecord, event: str, target: str | None, message: str, seen: RunState) -> str:
-    """The handler's message, rendered against the run's data as it is now (its stages so far)."""
+def with_context(data: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's context (``data.context``) with a handler's ``context`` on top, its templates
+    rendered against the run's data (the reference's "additional context to inject"). Raises
+    :class:`~.templates.PipelineTemplateError` when one cannot be rendered."""
+    own = data.get("context")
+    merged = dict(own) if isinstance(own, Mapping) else {}
+    if context:
+        merged.update(render(dict(context), namespaces(data)))
+    return merged
+
+
+def _notice(
+    run: RunRecord,
+    event: str,
+    target: str | None,
+    message: str,
+    seen: RunState,
+    *,
+    context: Mapping[str, Any],
+) -> str:
+    """The handler's message, rendered against the run's data as it is now (its stages so far),
+    with the handler's ``context`` added to the run's."""
     data = seen.state.get("data") if seen.state is not None else None
+    if not isinstance(data, Mapping):
+        data = {"trigger": seen.input.get("data", {})}
+    data = {**data, "context": with_context(data, context)}
     said = (
-        str(
-            render(
-                message,
-                namespaces(data if isinstance(data, Mapping) else {"trigger": seen.input.get("data", {})}),
-            )
-        )
+        str(render(message, namespaces(data)))
         if message
         else f"`{event}` arrived while pipeline `{run.pipeline}` runs."
     )

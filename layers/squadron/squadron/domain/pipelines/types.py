@@ -12,7 +12,12 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
 
-from squadron.domain.pipelines.limits import MAX_ID_LENGTH, MAX_STAGE_TIMEOUT, MIN_DURATION
+from squadron.domain.pipelines.limits import (
+    MAX_ID_LENGTH,
+    MAX_OUTPUT_NAME_LENGTH,
+    MAX_STAGE_TIMEOUT,
+    MIN_DURATION,
+)
 from squadron.domain.pipelines.templates import is_template, template_problem
 from squadron.domain.repo_config.types import DURATION_PATTERN, format_duration, parse_duration
 from squadron.domain.routed import ROUTED_EVENTS
@@ -70,6 +75,45 @@ StageRef = Annotated[
         }
     ),
 ]
+
+
+#: The name of an expected output: a key an agent's ``report_complete`` can give
+#: (:data:`squadron.domain.commands.OutputKey`), read as ``stages.<id>.outputs.<name>``.
+OUTPUT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]*$"
+_OUTPUT_NAME_RE = re.compile(OUTPUT_NAME_PATTERN)
+
+
+def _check_output_name(value: str) -> str:
+    if len(value) > MAX_OUTPUT_NAME_LENGTH:
+        raise ValueError(
+            f"an output name is at most {MAX_OUTPUT_NAME_LENGTH} characters (MAX_OUTPUT_NAME_LENGTH); "
+            f"this one has {len(value)}"
+        )
+    if not _OUTPUT_NAME_RE.fullmatch(value):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise ValueError(
+            f"an output name is a letter, then letters, digits, '_' and '-' (got {shown!r}): "
+            "the keys an agent can report"
+        )
+    return value
+
+
+#: One name of a stage's ``expected_outputs``.
+OutputName = Annotated[
+    str,
+    AfterValidator(_check_output_name),
+    WithJsonSchema({"type": "string", "pattern": OUTPUT_NAME_PATTERN, "maxLength": MAX_OUTPUT_NAME_LENGTH}),
+]
+
+
+def unique_names(value: list[str]) -> list[str]:
+    """``value`` without a name twice (else an error naming the first repeated)."""
+    seen: set[str] = set()
+    for name in value:
+        if name in seen:
+            raise ValueError(f"{name!r} is named twice")
+        seen.add(name)
+    return value
 
 
 # --- bounded numbers and durations -------------------------------------------------------------

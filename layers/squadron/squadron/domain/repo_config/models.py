@@ -404,8 +404,8 @@ class RepoConfig(_Model):
         default_factory=dict,
         description=(
             "Pipelines in the reference's format: stages, gates, transitions, reactive "
-            "events (see docs/pipelines.md). Published as Step Functions state machines and started "
-            "by their triggers; stages are not carried out yet."
+            "events (see docs/pipelines.md). Published as Step Functions state machines, started "
+            "by their triggers and carried out by the router, agents and people included."
         ),
     )
     orchestration: Orchestration = Field(

@@ -20,6 +20,7 @@ What a vouched event does:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from squadron.domain.app_acts import is_app
@@ -96,9 +97,12 @@ def _wakes(
     is left to what wrote it)."""
     name = event_name(event)
     roles: set[str] = set()
+    context: dict[str, object] = {}
     for pipeline in policy.pipelines.values():
-        if isinstance(pipeline.on_events.get(name), WakeAgent):
+        handler = pipeline.on_events.get(name)
+        if isinstance(handler, WakeAgent):
             roles |= agent_roles(pipeline)
+            context.update(handler.context)
     if not roles or number is None:
         return []
     view = snap.view(number)
@@ -106,15 +110,30 @@ def _wakes(
     written = {write.record.agent_id for write in agent_writes(effects)}
     woken: list[Effect] = []
     for agent in (a for v in views for a in v.agents):
-        if agent.role not in roles or agent.agent_id in written:
+        if agent.role not in roles:
+            continue
+        summary = f"{name} on #{number} reached a pipeline that wakes you (wake_agent){_told(context)}"
+        if agent.agent_id in written:
+            # woken by what wrote it; the handler's context is still told (its own inbox item)
+            if context:
+                woken += notify_agent(agent, event, snap, "pipeline_event", summary, wake=False)
             continue
         written.add(agent.agent_id)
-        woken += notify_agent(
-            agent,
-            event,
-            snap,
-            "pipeline_event",
-            f"{name} on #{number} reached a pipeline that wakes you (wake_agent)",
-            wake=True,
-        )
+        woken += notify_agent(agent, event, snap, "pipeline_event", summary, wake=True)
     return woken
+
+
+#: The most characters of a ``wake_agent`` handler's context told to the agent.
+MAX_WAKE_CONTEXT = 2_000
+
+
+def _told(context: dict[str, object]) -> str:
+    """The waking handlers' ``context`` as the agent is told it: JSON, as the repository's
+    default-branch configuration (a writer's) says it; no run is read here, so a template in it
+    is told as written."""
+    if not context:
+        return ""
+    said = json.dumps(context, sort_keys=True, default=str)
+    if len(said) > MAX_WAKE_CONTEXT:
+        said = said[:MAX_WAKE_CONTEXT] + "..."
+    return f"; context: {said}"

@@ -314,7 +314,10 @@ def test_a_stage_that_timed_out_stops_its_agent_and_the_agents_later_completion_
     assert [arn for arn, _ in r.world.launcher.stopped] == [launched]
     wait = r.world.registry.stage_wait(REVIEWER)
     assert wait is not None and wait.sent  # settled: the agent's end sends nothing
-    assert reported == []  # no stage_changed event for the stop step (its schema has none)
+    # one transition reported: the stage's stop step, answered
+    assert [(e.detail_type, e.data["stage"], e.data["step"]) for e in reported] == [
+        ("pipeline.stage_changed.v1", "review.stop", "stop")
+    ]
 
     # the same stop delivered again stops nothing twice
     r.dispatch.handle(body)

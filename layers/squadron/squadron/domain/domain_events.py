@@ -201,7 +201,9 @@ class PipelineStageChanged(EventData):
     #: The state answered (the stage's id, or the step's state the compiler named after it).
     stage: str = Field(min_length=1, max_length=80)
     stage_type: Literal["agent", "human", "gate", "action", "webhook"]
-    step: Literal["stage", "condition", "poll", "notify", "remind", "escalate", "on_complete", "on_error"]
+    step: Literal[
+        "stage", "condition", "poll", "notify", "remind", "escalate", "stop", "on_complete", "on_error"
+    ]
     entered_at: datetime
     retry_count: int = Field(ge=0)
     #: ``succeeded`` (and ``passed``, a gate's or a poll's verdict), ``skipped`` (its condition was

@@ -252,10 +252,8 @@ class PipelineTasks:
 
     def _report(self, task: PipelineTask, answer: StageAnswer, where: Where | None) -> None:
         """The transition's event, stored before the answer is sent (keyed by the task's entry:
-        once, however often the answer is sent). A repository not known here has none, nor an
-        agent stage's ``stop`` step (its event's schema has no such step yet: the timeout that
-        caused it is the stage's own failure, in the run's history)."""
-        if self.events is not None and where is not None and task.step != "stop":
+        once, however often the answer is sent). A repository not known here has none."""
+        if self.events is not None and where is not None:
             self.events(
                 stage_changed(
                     task,

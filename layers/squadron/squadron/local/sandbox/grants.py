@@ -46,6 +46,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "pulls/create": ("pull_requests",),
     "pulls/list": ("pull_requests",),
     "pulls/get": ("pull_requests",),
+    "pulls/update": ("pull_requests",),
     "pulls/list-files": ("pull_requests",),
     "pulls/list-reviews": ("pull_requests",),
     "pulls/create-review": ("pull_requests",),

@@ -96,7 +96,7 @@ CASES: list[tuple[str, dict[str, str], str, str, dict[str, Any] | None, int]] = 
         403,
     ),
     ("contents:read comments not", {"contents": "read"}, "POST", "/issues/1/comments", {"body": "x"}, 403),
-    ("contents:read reads no issue", {"contents": "read"}, "GET", "/issues/1", None, 403),
+    ("contents:read reads a public repository's issue", {"contents": "read"}, "GET", "/issues/1", None, 200),
     ("issues:read reads an issue", {"issues": "read"}, "GET", "/issues/1", None, 200),
     ("issues:read comments not", {"issues": "read"}, "POST", "/issues/1/comments", {"body": "x"}, 403),
     ("issues:read edits not", {"issues": "read"}, "PATCH", "/issues/1", {"title": "taken"}, 403),
@@ -195,6 +195,50 @@ def test_a_token_minted_without_permissions_holds_the_installations(github: GitH
     assert answer.json()["permissions"] == {"metadata": "read", "issues": "read"}
     every = _app(github).installation_token(INSTALLATION).token
     assert github.token_permissions[every]["contents"] == "write"
+
+
+#: (what, the token's own repository private, target, method, path, expected status): the
+#: permissions guard private resources; a public repository's issues, comments, pull requests and
+#: files are read as anyone may (GitHub: "can be used without authentication or the aforementioned
+#: permissions if only public resources are requested"), never written.
+PUBLIC: list[tuple[str, bool, str, str, str, int]] = [
+    ("its own public issue", False, "octo/a", "GET", "/issues/1", 200),
+    ("its own public comments", False, "octo/a", "GET", "/issues/1/comments", 200),
+    ("its own public pull request", False, "octo/a", "GET", "/pulls/2", 200),
+    ("its own private issue", True, "octo/a", "GET", "/issues/1", 403),
+    ("its own private comments", True, "octo/a", "GET", "/issues/1/comments", 403),
+    ("its own private pull request", True, "octo/a", "GET", "/pulls/2", 403),
+    ("a public issue elsewhere", False, "octo/c", "GET", "/issues/1", 200),
+    ("a public pull request's files elsewhere", False, "octo/c", "GET", "/pulls/2/files", 200),
+    ("a private issue elsewhere", False, "octo/b", "GET", "/issues/1", 404),
+    ("no comment on its own public issue", False, "octo/a", "POST", "/issues/1/comments", 403),
+    ("no comment on a public issue elsewhere", False, "octo/c", "POST", "/issues/1/comments", 403),
+    ("no edit of a public issue elsewhere", False, "octo/c", "PATCH", "/issues/1", 403),
+]
+
+
+@pytest.mark.parametrize(
+    ("private", "target", "method", "path", "status"), [c[1:] for c in PUBLIC], ids=[c[0] for c in PUBLIC]
+)
+def test_a_token_without_the_permission_reads_public_resources_only(  # noqa: PLR0917 (the table's columns)
+    github: GitHubSandbox, private: bool, target: str, method: str, path: str, status: int
+) -> None:
+    github.repos["octo/a"].private = private
+    token = _app(github).installation_token(
+        INSTALLATION, repositories=("octo/a",), permissions={"contents": "read"}
+    )
+    before = _state(github, target)
+    body = None if method == "GET" else {"title": "taken"} if method == "PATCH" else {"body": "taken"}
+    answer = httpx.request(
+        method,
+        f"{github.base_url}/repos/{target}{path}",
+        json=body,
+        headers={"authorization": f"token {token.token}"},
+    )
+    assert answer.status_code == status, answer.text
+    if status != 200:
+        assert "taken" not in answer.text and "title" not in answer.text
+    assert _state(github, target) == before
 
 
 def _graphql(github: GitHubSandbox, token: str, query: str, variables: dict[str, Any]) -> Any:

@@ -33,6 +33,15 @@ def approval_command(body: str) -> str | None:
     return found.group("id") if found else None
 
 
+def is_change_set_command(event: EventEnvelope) -> bool:
+    """Whether ``event`` is a comment holding a change-set command: a command only, never a
+    message nor a person's comment answering a pipeline's human stage."""
+    comment = event.comment
+    return (
+        event.event == "issue_comment" and comment is not None and approval_command(comment.body) is not None
+    )
+
+
 def command_text(set_id: str) -> str:
     """The exact command that approves ``set_id``."""
     return f"/squadron change-set approve {set_id}"

@@ -168,6 +168,31 @@ def escalation_key(set_id: str) -> str:
     return f"change-set-escalation-{set_id}"
 
 
+def reverts_closed_key(set_id: str) -> str:
+    """The key of the one comment that says a revert pull request of the set was closed unmerged."""
+    return f"change-set-reverts-closed-{set_id}"
+
+
+def reverts_closed_text(
+    change_set: ChangeSet, closed: Mapping[str, int], *, mentions: tuple[str, ...] = ()
+) -> str:
+    """The comment on the origin issue when revert pull requests (``closed``: repository ->
+    number) were closed without merging: what stays merged, and that a person decides."""
+    listed = ", ".join(f"{name}#{number}" for name, number in closed.items())
+    merged = ", ".join(
+        f"{name}#{change_set.member(name).pr_number}" for name in closed if change_set.member(name).merged
+    )
+    return "\n\n".join(
+        [
+            f"Change set {change_set.id}: the revert pull request {listed} was closed without merging, "
+            f"so {merged or 'what it would undo'} stays merged while the rest of the set did not merge.",
+            "Squadron reverts nothing more for this set and stops following it: the set is escalated. "
+            "A person is needed to decide what happens to this change next."
+            + (" " + " ".join(mentions) if mentions else ""),
+        ]
+    )
+
+
 def revert_key(set_id: str, repository: str) -> str:
     """The key of a member's revert pull request."""
     return f"change-set-revert-{set_id}-{repository.lower()}"

@@ -10,6 +10,7 @@ members ("a needs b": b merges first). Its state moves only along :data:`ALLOWED
                                         ready -> working (a member's gate went back)
                                                  merging -> failed -> reverting -> reverted -> escalated
                                                             failed -> escalated (nothing had merged)
+                                                                      reverting -> escalated (a revert closed unmerged)
 
 Every transition here is a pure function returning the next set (its ``version`` one higher, which
 the registry's conditional write checks: a stale writer loses, the state never goes backwards) or
@@ -86,7 +87,7 @@ ALLOWED: Mapping[SetState, frozenset[SetState]] = {
     SetState.MERGING: frozenset({SetState.MERGED, SetState.FAILED}),
     SetState.MERGED: frozenset(),
     SetState.FAILED: frozenset({SetState.REVERTING, SetState.ESCALATED}),
-    SetState.REVERTING: frozenset({SetState.REVERTED}),
+    SetState.REVERTING: frozenset({SetState.REVERTED, SetState.ESCALATED}),
     SetState.REVERTED: frozenset({SetState.ESCALATED}),
     SetState.ESCALATED: frozenset(),
 }
@@ -353,6 +354,20 @@ def record_pull_request(change_set: ChangeSet, repository: str, pr_number: int, 
     return _with_member(change_set, member.model_copy(update={"pr_number": pr_number}), at)
 
 
+def drop_pull_request(change_set: ChangeSet, repository: str, pr_number: int, at: datetime) -> ChangeSet:
+    """A member's pull request was closed without merging (a person's say): it is no longer the
+    member's (its gate's verdict goes with it), so the set is not ready (back to ``working``)
+    until a pull request from the set's branch is recorded again (reopened, or a new one)."""
+    if change_set.state not in (SetState.WORKING, SetState.READY):
+        raise ChangeSetRefusedError(f"change set {change_set.id} is {change_set.state}: its members stay")
+    member = change_set.member(repository)
+    if member.pr_number != pr_number:
+        raise ChangeSetRefusedError(f"#{pr_number} is not {repository}'s pull request in the set")
+    dropped = member.model_copy(update={"pr_number": None, "gate": None, "head_sha": None})
+    updated = _with_member(change_set, dropped, at)
+    return updated.model_copy(update={"state": SetState.WORKING})
+
+
 def record_gate(
     change_set: ChangeSet, repository: str, verdict: GateVerdict, at: datetime, *, head_sha: str | None = None
 ) -> ChangeSet:
@@ -524,6 +539,20 @@ def record_reverted(change_set: ChangeSet, repository: str, at: datetime) -> Cha
     if all(m.reverted for m in updated.members if m.revert_pr is not None):
         return updated.model_copy(update={"state": SetState.REVERTED})
     return updated
+
+
+def record_reverts_closed(change_set: ChangeSet, repositories: Sequence[str], at: datetime) -> ChangeSet:
+    """Revert pull requests closed without merging (a person's say): ``reverting`` ->
+    ``escalated``, the failure naming them; what they would have undone stays merged, a person
+    decides (the shell tells them first)."""
+    if change_set.state is not SetState.REVERTING:
+        raise ChangeSetRefusedError(f"change set {change_set.id} is {change_set.state}: it reverts nothing")
+    named = [change_set.member(name) for name in repositories]
+    if not named or any(m.revert_pr is None or m.reverted for m in named):
+        raise ChangeSetRefusedError("only an open revert pull request of the set can be closed unmerged")
+    closed = ", ".join(f"{m.repository}#{m.revert_pr}" for m in named)
+    failure = f"{change_set.failure or 'a merge failed'}; its revert {closed} was closed without merging"
+    return _next(change_set, at, state=SetState.ESCALATED, failure=failure)
 
 
 def escalate(change_set: ChangeSet, at: datetime) -> ChangeSet:

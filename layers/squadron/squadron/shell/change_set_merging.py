@@ -25,8 +25,11 @@ its gate consents now, pinned to the head its gate judged (a head that moved is 
 set fails). A merge whose answer was lost (GitHub applied it, then answered 502) is read back and
 recorded merged, never sent twice nor counted failed; a refusal is read back too (another router
 may have merged it a moment before). A revert pull request is looked up by its branch before it
-is opened, and the escalation by its key before it is posted. Of two routers stepping at once
-one stores each step; the other reads the set again and finds the step taken.
+is opened. Telling a person is claimed in the registry under its key first (a conditional write:
+of two routers at once one tells, the other waits for its step to be stored, and a claim left by
+a router that died is taken over after :data:`TELLING`), then its comment is looked up by the key
+before it is posted. Of two routers stepping at once one stores each step; the other reads the
+set again and finds the step taken.
 """
 
 from __future__ import annotations
@@ -63,13 +66,15 @@ from squadron.domain.change_set_merges import (
     revert_body,
     revert_branch,
     revert_key,
+    reverts_closed_key,
+    reverts_closed_text,
     set_of_branch,
 )
 from squadron.domain.change_sets import ChangeSet, ChangeSetRefusedError, SetState
 from squadron.domain.effects import marked
 from squadron.domain.events import EventEnvelope
 from squadron.domain.routing import RoutingPolicy
-from squadron.registry_ports import ChangeSets
+from squadron.registry_ports import ChangeSets, WriteClaims
 from squadron.shell.merge_gate import MergeGate
 
 logger = logging.getLogger(__name__)
@@ -81,6 +86,13 @@ Json = dict[str, Any]
 MAX_STEPS = 4 * sets.MAX_REPOSITORIES + 8
 #: States a sweep steps (the others wait for a person, a gate, or are over).
 MOVING = frozenset({SetState.MERGING, SetState.FAILED, SetState.REVERTING, SetState.REVERTED})
+#: How long a claim to tell a person holds against another router (longer than a router's run);
+#: a claim older than this with nothing recorded was left by a router that died: taken over.
+TELLING = timedelta(minutes=2)
+
+
+class MergerRegistry(ChangeSets, WriteClaims, Protocol):
+    """The sets, and the claims that make telling a person once (``DynamoRegistry`` satisfies it)."""
 
 
 def _now() -> datetime:
@@ -93,6 +105,7 @@ class MemberGitHub(Protocol):
     def get_pull(self, number: int) -> Json: ...
     def find_pull(self, head: str, key: str, login: str | None, since: datetime) -> Json | None: ...
     def revert_pull(self, number: int, *, node_id: str, title: str, body: str) -> Json: ...
+    def merge_queue_entry(self, number: int) -> tuple[str, Json | None]: ...
 
 
 class MergerGitHub(Protocol):
@@ -145,7 +158,7 @@ class ChangeSetMerger:
     def __init__(
         self,
         *,
-        registry: ChangeSets,
+        registry: MergerRegistry,
         github: MergerGitHub,
         gate: MergeGate,
         policy_for: Callable[[str, int], RoutingPolicy],
@@ -187,15 +200,58 @@ class ChangeSetMerger:
         """The router's hook after each delivery (:class:`~squadron.shell.dispatch.Dispatcher`): a
         ``pull_request`` ``closed`` of a member's or a revert's pull request steps its set (the
         gate's echo of the App's own merge included). The summary says what it stepped."""
-        pull = envelope.pull_request
-        if envelope.event != "pull_request" or envelope.action != "closed" or pull is None:
+        pull, group = envelope.pull_request, envelope.merge_group
+        dropped = (
+            envelope.event == "merge_group"
+            and envelope.action == "destroyed"
+            and group is not None
+            and group.reason == "dequeued"
+            and group.pr_number is not None
+        )
+        closed = envelope.event == "pull_request" and envelope.action == "closed" and pull is not None
+        if not (dropped or closed):
             return {}
         try:
-            stepped = self._nudged(envelope.repository.full_name, pull.head_ref)
+            if dropped:
+                assert group is not None and group.pr_number is not None
+                stepped = self.on_dequeued(envelope.repository.full_name, group.pr_number)
+            else:
+                assert pull is not None
+                stepped = self._nudged(envelope.repository.full_name, pull.head_ref)
         except ChangeSetRefusedError as exc:  # a step the set's rules refuse: the delivery is done
             logger.warning("change set not stepped after %s: %s", envelope.delivery_id, exc)
             return {"change_set": {"refused": str(exc)}}
+        except ConflictError as exc:  # another router is at the step: it, or the next sweep, carries on
+            logger.info("change set not stepped after %s: %s", envelope.delivery_id, exc)
+            return {"change_set": {"deferred": str(exc)}}
         return {} if stepped is None else {"change_set": {"id": stepped.id, "state": str(stepped.state)}}
+
+    def on_dequeued(self, repository: str, number: int) -> ChangeSet | None:
+        """A ``merge_group`` ``destroyed`` (``dequeued``) webhook of pull request ``number`` of
+        ``repository``: its merge group failed a required check, or a person took it out of the
+        queue. When it is the member a merging set waits on, and GitHub shows it open and in no
+        queue now, the set fails (its reverts and a person told follow): never queued again and
+        again, never left ``merging``. The webhook is only a nudge; GitHub is read."""
+        for listed in self.registry.change_sets(50):
+            if listed.state is not SetState.MERGING or not _waits_on(listed, repository, number):
+                continue
+            for _ in range(MAX_STEPS):
+                found = self.registry.get_change_set(listed.id)
+                if found is None or not _waits_on(found, repository, number):
+                    return None if found is None else self.step(found.id)
+                github: MemberGitHub = self.github.client(found.installation_id, repository)
+                if pull_outcome(github.get_pull(number), None).outcome != "open":
+                    return self.step(found.id)  # merged or closed: the step reads which
+                _, entry = github.merge_queue_entry(number)
+                if entry is not None:
+                    return found  # queued again (a sweep's merge, a person): its group decides
+                failed = self._failed(found, repository, DROPPED)
+                if self._save(found, failed):
+                    return self.step(found.id)
+            raise ConflictError(
+                f"change set {listed.id} kept changing under this step: the next call carries on"
+            )
+        return None
 
     def _nudged(self, repository: str, head_ref: str) -> ChangeSet | None:
         """Only a nudge: a branch name is anyone's to choose, so the set acts only when
@@ -354,30 +410,67 @@ class ChangeSetMerger:
         return int(found["number"])
 
     def _reverted(self, change_set: ChangeSet, waiting: Mapping[str, int]) -> ChangeSet | None:
-        """The set with every revert pull request that merged recorded (None: none merged yet)."""
+        """The set with every revert pull request that merged recorded (None: none merged yet).
+        One closed without merging (a person's say) escalates the set: the person is told first."""
         after = change_set
+        closed: dict[str, int] = {}
         for repository, number in waiting.items():
             pr = self.github.client(change_set.installation_id, repository).get_pull(number)
             if pr.get("merged"):
                 after = sets.record_reverted(after, repository, self.clock())
+            elif pr.get("state") == "closed":
+                closed[repository] = number
+        if closed and after.state is SetState.REVERTING:
+            told = after
+            self._tell(
+                told,
+                {m.repository: m.revert_pr for m in told.members if m.revert_pr},
+                key=reverts_closed_key(told.id),
+                said=lambda mentions: reverts_closed_text(told, closed, mentions=mentions),
+                needs_issue=False,
+            )
+            return sets.record_reverts_closed(told, tuple(closed), self.clock())
         return None if after is change_set else after
 
     # --- telling a person ------------------------------------------------------------------------
 
-    def _tell(self, change_set: ChangeSet, reverts: Mapping[str, int]) -> None:
-        """The one escalation on the origin issue (its comment keyed, posted once) and the origin
-        repository's needs-human path: its escalation label, assignees and needs-human issue."""
+    def _tell(
+        self,
+        change_set: ChangeSet,
+        reverts: Mapping[str, int],
+        *,
+        key: str | None = None,
+        said: Callable[[tuple[str, ...]], str] | None = None,
+        needs_issue: bool = True,
+    ) -> None:
+        """The one escalation on the origin issue (claimed under its key, then its comment looked
+        up by the key and posted once) and the origin repository's needs-human path: its
+        escalation label, assignees and needs-human issue. ``key`` and ``said`` (the mentions ->
+        the words): another telling than the set's failure, with no needs-human issue of its own
+        unless ``needs_issue`` (the failure's is open already)."""
         repo, installation, issue = change_set.origin_repository, change_set.installation_id, change_set.issue
+        key = key or escalation_key(change_set.id)
+        scope = f"change-set-{change_set.id}"
+        held = self.registry.claim_write(scope, key, self.clock())
+        if held is not None and held.result is not None:
+            return  # told already
+        if held is not None and self.clock() - held.claimed_at < TELLING:
+            raise ConflictError(
+                f"change set {change_set.id}: another router is telling a person; it carries on"
+            )
         policy = self.policy_for(repo, installation)
-        key, since = escalation_key(change_set.id), change_set.created_at - timedelta(minutes=5)
-        text = escalation_text(change_set, reverts, mentions=policy.escalation_mentions)
+        since = change_set.created_at - timedelta(minutes=5)
+        if said is not None:
+            text = said(policy.escalation_mentions)
+        else:
+            text = escalation_text(change_set, reverts, mentions=policy.escalation_mentions)
         if not self.github.find_comment(installation, repo, issue, key, since):
             self.github.comment(installation, repo, issue, text, "framework", key=key)
         labels = (policy.escalation_label,)
         self.github.add_labels(installation, repo, issue, labels)
         if policy.escalation_assignees:
             self.github.add_assignees(installation, repo, issue, policy.escalation_assignees)
-        if policy.escalation_issue:
+        if policy.escalation_issue and needs_issue:
             issue_key = f"{key}-issue"
             if self.github.find_issue(installation, repo, issue_key, labels, since) is None:
                 self.github.create_issue(
@@ -389,6 +482,23 @@ class ChangeSetMerger:
                     assignees=policy.escalation_assignees,
                     key=issue_key,
                 )
+        self.registry.record_write(scope, key, {"told": True})
+
+
+#: Why a set fails when its member left the merge queue unmerged.
+DROPPED = (
+    "it was taken out of its merge queue unmerged (its merge group failed a required check, "
+    "or a person removed it)"
+)
+
+
+def _waits_on(change_set: ChangeSet, repository: str, number: int) -> bool:
+    """Whether ``change_set`` is merging and its next merge is pull request ``number`` of
+    ``repository``."""
+    step = next_step(change_set)
+    return (
+        isinstance(step, Merge) and step.repository.lower() == repository.lower() and step.pr_number == number
+    )
 
 
 class RecordQueue(Protocol):

@@ -214,6 +214,10 @@ class ChangeSetWork:
         report (its opened pull request, its push) is read as the webhook it stands for."""
         event = as_webhook(event, self.bot_login)
         pr = event.pull_request
+        if pr is not None and event.action == "closed":
+            return self.pull_request_closed(
+                event.installation_id, event.repository.full_name, pr.number, pr.head_ref
+            )
         if pr is None or event.action not in ("opened", "reopened", "synchronize"):
             return None
         found = self._set_of(event.installation_id, event.repository.full_name, pr.head_ref)
@@ -254,6 +258,33 @@ class ChangeSetWork:
         self.post_checks(current)
         self._tell_others(current, repository, pr.head_ref, pr.head_sha, pr.number)
         return current
+
+    def pull_request_closed(
+        self, installation_id: int | None, repo: str, number: int, head_ref: str
+    ) -> ChangeSet | None:
+        """A ``pull_request`` ``closed`` webhook: when pull request ``number`` is a member's of a
+        set still working or ready and GitHub shows it closed without merging, it is taken out of
+        the set (not ready; the combined check on the others says it waits for ``repo``); a
+        reopened or new App pull request from the set's branch is recorded again. Only a nudge:
+        GitHub is read. A closed member of a merging set is the merging's (it fails the set)."""
+        found = self._set_of(installation_id, repo, head_ref)
+        if found is None or found.member(repo).pr_number != number or found.state not in WORKING:
+            return None
+        repository = found.member(repo).repository
+        pull = self.github.client(found.installation_id, repository).get_pull(number)
+        if pull.get("state") != "closed" or pull.get("merged"):
+            return None
+
+        def decide(current: ChangeSet) -> ChangeSet | None:
+            if current.state not in WORKING or current.member(repository).pr_number != number:
+                return None
+            return domain.drop_pull_request(current, repository, number, self.clock())
+
+        current = self._step(found.id, decide, f"closed-{repository}-{number}")
+        logger.info(
+            "change set %s: %s#%s was closed unmerged: not a member now", current.id, repository, number
+        )
+        return self.post_checks(current)
 
     def _tell_others(
         self, change_set: ChangeSet, repository: str, branch: str, sha: str, pr_number: int

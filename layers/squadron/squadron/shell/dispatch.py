@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from squadron.domain.change_set_commands import is_change_set_command
 from squadron.domain.effects import Discard, LaunchAgent
 from squadron.domain.events import EventEnvelope
 from squadron.domain.outbox import maybe_redriven
@@ -130,8 +131,8 @@ class Dispatcher:
         """Events that may answer a waiting pipeline stage (a human stage's approval, comment,
         label): after routing, on every delivery, a redelivered one too (what answers a stage is
         idempotent under its own records). ``waiting`` in the summary when any was."""
-        if self.pipeline_tasks is None:
-            return {}
+        if self.pipeline_tasks is None or is_change_set_command(envelope):
+            return {}  # a change-set command is a command only, never a person's answer to a stage
         answered = self.pipeline_tasks.answer_waiting(envelope)
         return {"waiting": answered} if answered else {}
 

@@ -7,6 +7,14 @@ GitHub answers. Asking for a permission the installation was not granted, or at 
 ``422 The permissions requested are not granted to this installation.`` A token minted without
 ``permissions`` holds the installation's. ``metadata: read`` every token holds.
 
+The permissions guard private resources only: GitHub's "Permissions required for GitHub Apps"
+says "These permissions are required to access private resources. Some endpoints can also be used
+to access public resources without these permissions", and each read in :data:`PUBLIC_READS` is
+documented "can be used without authentication or the aforementioned permissions if only public
+resources are requested". So a token without ``issues`` reads a public repository's issues (any
+public repository: its repositories narrow what it may write and what private it may read, see
+``SandboxBase.check_scope``); it never writes one.
+
 :data:`NEEDS` names, per REST operation the sandbox serves, the permissions any one of which
 allows it (GitHub's "Permissions required for GitHub Apps" per endpoint); GraphQL's merge-queue
 mutations need ``merge_queues: write`` (:func:`graphql_need`).
@@ -38,6 +46,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "pulls/create": ("pull_requests",),
     "pulls/list": ("pull_requests",),
     "pulls/get": ("pull_requests",),
+    "pulls/update": ("pull_requests",),
     "pulls/list-files": ("pull_requests",),
     "pulls/list-reviews": ("pull_requests",),
     "pulls/create-review": ("pull_requests",),
@@ -60,6 +69,27 @@ NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The reads GitHub serves on a public repository whatever the token's permissions.
+PUBLIC_READS = frozenset(
+    {
+        "issues/list-for-repo",
+        "issues/get",
+        "issues/list-comments",
+        "pulls/list",
+        "pulls/get",
+        "pulls/list-files",
+        "pulls/list-reviews",
+        "repos/get-combined-status-for-ref",
+        "checks/list-for-ref",
+        "repos/get-content",
+        "repos/get",
+        "repos/list-branches",
+        "repos/get-branch",
+        "repos/get-branch-rules",
+    }
+)
+
+
 def held(asked: Mapping[str, str] | None, installation: Mapping[str, str]) -> dict[str, str]:
     """The permissions a token minted with ``asked`` holds (the installation's when none are
     asked); 422 when one asked for is more than the installation was granted."""
@@ -77,11 +107,16 @@ def allows(permissions: Mapping[str, str], needs: tuple[str, ...], write: bool) 
     return any(_LEVELS.get(permissions.get(name, ""), 0) >= wanted for name in needs)
 
 
-def check(permissions: Mapping[str, str] | None, operation: str, method: str) -> None:
-    """403 as GitHub answers when a token's permissions do not allow ``operation``."""
+def check(
+    permissions: Mapping[str, str] | None, operation: str, method: str, *, public: bool = False
+) -> None:
+    """403 as GitHub answers when a token's permissions do not allow ``operation`` (on a public
+    repository, :data:`PUBLIC_READS` need none)."""
     needs = NEEDS.get(operation)
     if permissions is None or needs is None:
         return  # a person, an App JWT, or an operation with no repository permission (apps/*)
+    if public and method in ("GET", "HEAD") and operation in PUBLIC_READS:
+        return
     if not allows(permissions, needs, write=method not in ("GET", "HEAD")):
         raise ApiError(403, FORBIDDEN)
 

@@ -1,4 +1,4 @@
-"""Pull requests: open, read, files, reviews, merge (branch protection and closing keywords), update branch.
+"""Pull requests: open, read, close or reopen, files, reviews, merge (branch protection and closing keywords), update branch.
 
 A push to a pull request's head branch (the git store's post-receive hook) refreshes it (and its
 ``refs/pull/<n>/head``) and sends ``synchronize``; a merge into the default branch closes the issues its body closes.
@@ -157,6 +157,29 @@ class PullOps(IssueOps):
         repo = self._repo(params)
         pr = self._pull(repo, int(params["pull_number"]))
         self._refresh_pull(repo, pr)
+        return 200, pr
+
+    def _op_pulls__update(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:
+        """A pull request closed unmerged or reopened (``state``; its title and body too), its
+        webhook sent (``closed`` with ``merged`` false, ``reopened``), as a person does on GitHub."""
+        repo = self._repo(params)
+        number = int(params["pull_number"])
+        pr = self._pull(repo, number)
+        issue = repo.issues[number]
+        now = github_now()
+        for field in ("title", "body"):
+            if field in body:
+                pr[field] = issue[field] = body[field]
+        state = body.get("state")
+        if state == "closed" and pr["state"] == "open":
+            pr.update({"state": "closed", "closed_at": now, "updated_at": now})
+            issue.update({"state": "closed", "closed_at": now, "updated_at": now})
+            self.emit(repo, "pull_request", "closed", {"pull_request": pr, "number": number}, caller)
+        elif state == "open" and pr["state"] == "closed" and not pr.get("merged"):
+            pr.update({"state": "open", "closed_at": None, "updated_at": now})
+            issue.update({"state": "open", "closed_at": None, "updated_at": now})
+            self._refresh_pull(repo, pr)
+            self.emit(repo, "pull_request", "reopened", {"pull_request": pr, "number": number}, caller)
         return 200, pr
 
     def _op_pulls__list_files(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:

@@ -181,9 +181,14 @@ class GitHubSandbox(SandboxState, AppOps, RepositoryOps, MergeQueueOps, CheckOps
             operation, params = validate_call(call)
             caller = self._caller(headers, operation.operation_id)
             credential = _credential(headers)
+            public = False
             if "owner" in params and "repo" in params:  # a token narrowed elsewhere, as GitHub answers it
                 self.check_scope(credential, method, f"{params['owner']}/{params['repo']}")
-            grants.check(self.token_permissions.get(credential), operation.operation_id, method)
+                named = self.repos.get(f"{params['owner']}/{params['repo']}")
+                public = named is not None and not named.private
+            grants.check(
+                self.token_permissions.get(credential), operation.operation_id, method, public=public
+            )
             payload = json.loads(body) if body else {}
             with self._lock:
                 self._credential = credential

@@ -188,6 +188,19 @@ def test_the_last_merge_refused_reverts_the_others_newest_first_and_tells_a_pers
     ]
     assert len(told) == 1, sandbox.repos[SCHEMA].comments.get(played.issue)
     assert CLIENT in told[0] and f"{SCHEMA}#{reverts[SCHEMA]}" in told[0]
-    labels = {label["name"] for label in sandbox.repos[SCHEMA].issues[played.issue]["labels"]}
-    assert "needs-human" in labels
+    # ... and as the schema's escalation says: its maintainers mentioned, its label and assignee,
+    # and a needs-human issue filed by the App.
+    assert "@octo-maintainer" in told[0]
+    origin = sandbox.repos[SCHEMA].issues[played.issue]
+    assert "needs-human" in {label["name"] for label in origin["labels"]}
+    assert "octo-maintainer" in {a["login"] for a in origin["assignees"]}
+    filed = [
+        i
+        for n, i in sandbox.repos[SCHEMA].issues.items()
+        if n > played.issue
+        and "pull_request" not in i
+        and i["user"]["login"] == sandbox.bot_login
+        and "needs-human" in {label["name"] for label in i["labels"]}
+    ]
+    assert len(filed) == 1, [i["title"] for i in filed]
     assert stack.errors == []

@@ -132,8 +132,9 @@ def test_a_set_merges_its_three_repositories_in_dependency_order(stack: LocalSta
         states = [
             s["state"] for s in sandbox.repos[repo].statuses.get(head, []) if s["context"] == CHECK_NAME
         ]
-        assert states and states[0] == "success", (repo, states)  # newest first
-        assert "success" not in states[1:] and "pending" in states[1:], (repo, states)
+        oldest_first = states[::-1]  # GitHub lists statuses newest first
+        assert oldest_first and oldest_first[-1] == "success", (repo, states)
+        assert "pending" in oldest_first[: oldest_first.index("success")], (repo, states)
     # Merged in dependency order: the order of GitHub's pull_request closed (merged) webhooks.
     merges = [
         d.payload["repository"]["full_name"]

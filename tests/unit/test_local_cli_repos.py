@@ -1,4 +1,5 @@
-"""``squadron local --repo``: one sandbox repository or several under the App's one installation."""
+"""``squadron local --repo``: one sandbox repository or several under the App's one installation;
+``--demo change-set`` plays on its own three."""
 
 from __future__ import annotations
 
@@ -16,10 +17,16 @@ CASES = [
     (["--repo", "octo/a"], "octo/a", ()),
     (["--repo", "octo/a", "--repo", "acme/b", "--repo", "octo/c"], "octo/a", ("acme/b", "octo/c")),
     (["--repo", "octo/a", "--repo", "octo/b", "--repo", "octo/a"], "octo/a", ("octo/b",)),
+    (["--demo", "change-set"], "octo/schema", ("octo/server", "octo/client")),
+    (["--demo"], "octo/demo", ()),
 ]
 
 
-@pytest.mark.parametrize(("argv", "repo", "extra"), CASES, ids=["default", "one", "three", "named twice"])
+@pytest.mark.parametrize(
+    ("argv", "repo", "extra"),
+    CASES,
+    ids=["default", "one", "three", "named twice", "the change-set demo", "the demo"],
+)
 def test_the_sandbox_serves_every_repository_named(
     tmp_path: Path, argv: list[str], repo: str, extra: tuple[str, ...]
 ) -> None:
@@ -36,3 +43,21 @@ def test_repositories_are_the_sandboxs_not_real_githubs(tmp_path: Path) -> None:
     out = io.StringIO()
     status = main(["local", "--repo", "octo/a", "--github-app", str(file)], out=out)
     assert status == 1 and "--repo names sandbox repositories" in out.getvalue()
+
+
+def test_the_change_set_demo_refuses_other_repositories_before_starting(tmp_path: Path) -> None:
+    out = io.StringIO()
+    argv = ["local", "--demo", "change-set", "--repo", "octo/a", "--state", str(tmp_path / "state")]
+    status = main(argv, out=out)
+    assert status == 1
+    assert (
+        "--demo change-set plays on its own repositories (octo/schema, octo/server, octo/client)"
+        in out.getvalue()
+    )
+    assert not (tmp_path / "state").exists()  # nothing started, nothing emptied
+
+
+def test_an_unknown_demo_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as caught:
+        build_parser().parse_args(["local", "--demo", "merge-train"])
+    assert caught.value.code == 2

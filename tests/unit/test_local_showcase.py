@@ -14,6 +14,7 @@ from squadron.config import load_directory
 from squadron.config.parse import parse_files
 from squadron.domain.authority import Authority, Rule
 from squadron.domain.trust import fence
+from squadron.local.change_set_demo import CHANGE_SET_FLOWS, change_set_policy
 from squadron.local.demo import DEMO_FLOWS, demo_policy
 from squadron.local.model import Json, Turn
 from squadron.local.showcase import SHOWCASE_FLOWS, Showcase, note, note_command, note_path, triaged_issues
@@ -323,6 +324,8 @@ FLOWS = ".squadron/workflows/approval-flows.yaml"
 SCRIPTS = [
     ("the sandbox, no model: the showcase", False, True, Showcase, SHOWCASE_FLOWS, True),
     ("--demo: the demo's script", True, True, type(demo_policy), DEMO_FLOWS, False),
+    ("--demo issue: the demo's script", "issue", True, type(demo_policy), DEMO_FLOWS, False),
+    ("--demo change-set: its script", "change-set", True, type(change_set_policy), CHANGE_SET_FLOWS, False),
     ("real GitHub without a Copilot token: the quiet model", False, False, type(None), None, False),
 ]
 

@@ -283,6 +283,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         (
             "squadron local                    # the whole system on this machine",
             "squadron local --demo --exit      # play the demo scenario, then stop",
+            "squadron local --demo change-set  # a change set across three repositories",
             "squadron local --state /tmp/sq --sandbox-port 9000",
             "squadron local --github-app github-app.yaml",
         ),

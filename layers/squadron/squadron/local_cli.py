@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 #: The agents' Copilot token with real GitHub: with it, each role's configured model answers.
 COPILOT_TOKEN_ENV = "SQUADRON_COPILOT_TOKEN"  # noqa: S105 (a variable's name)
 
+#: ``--demo``'s scenarios: one issue's whole life (:mod:`squadron.local.demo`), or a change set
+#: across three repositories (:mod:`squadron.local.change_set_demo`).
+DEMO_ISSUE, DEMO_CHANGE_SET = "issue", "change-set"
+
 #: The GitHub sandbox's port unless told otherwise: its pages stay at one address across restarts.
 SANDBOX_PORT = 8765
 
@@ -52,9 +56,13 @@ def configure_local(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--demo",
-        action="store_true",
-        help="play the demo scenario and print its timeline (in <state>/demo, emptied first: every demo "
-        "starts from nothing and your own local state is left alone)",
+        nargs="?",
+        const=DEMO_ISSUE,
+        choices=(DEMO_ISSUE, DEMO_CHANGE_SET),
+        help="play a demo scenario and print its timeline (in <state>/demo, emptied first: every demo "
+        f"starts from nothing and your own local state is left alone): '{DEMO_ISSUE}' (the default) one "
+        f"issue's whole life; '{DEMO_CHANGE_SET}' a change set across three sandbox repositories "
+        "(docs/change-sets.md)",
     )
     parser.add_argument(
         "--exit",
@@ -91,7 +99,7 @@ def run_local(args: argparse.Namespace, out: TextIO) -> int:
     import signal  # noqa: PLC0415 (the other commands start without the local stack)
     import threading  # noqa: PLC0415
 
-    from squadron.local import demo  # noqa: PLC0415
+    from squadron.local import change_set_demo, demo  # noqa: PLC0415
     from squadron.local.credentials import CredentialsError, load_credentials  # noqa: PLC0415
     from squadron.local.feed import stack_feed  # noqa: PLC0415
     from squadron.local.stack import LocalStack  # noqa: PLC0415
@@ -106,7 +114,7 @@ def run_local(args: argparse.Namespace, out: TextIO) -> int:
     except CredentialsError as exc:
         out.write(f"{exc}\n")
         return EXIT_PROBLEMS
-    if github is not None and (refused := _sandbox_only(args)):
+    if (refused := _demo_repos_refused(args)) or (github is not None and (refused := _sandbox_only(args))):
         out.write(f"{refused}\n")
         return EXIT_PROBLEMS
     state_dir = _state_dir(args, out)
@@ -133,7 +141,9 @@ def run_local(args: argparse.Namespace, out: TextIO) -> int:
     try:
         if args.demo:
             try:
-                demo.play(stack, out, feed=feed)
+                (change_set_demo.play_change_set if args.demo == DEMO_CHANGE_SET else demo.play)(
+                    stack, out, feed=feed
+                )
                 out.write("demo: the scenario completed\n")
             except demo.DemoStuck as exc:
                 out.write(f"demo: {exc}\n")
@@ -161,7 +171,7 @@ def local_options(
     """The stack's options from the command line, the model's script and the App's credentials."""
     from squadron.local.wiring import LocalOptions  # noqa: PLC0415
 
-    repo, *extra = sandbox_repositories(args.repos)
+    repo, *extra = demo_repositories(args.demo) or sandbox_repositories(args.repos)
     return LocalOptions(
         root=root,
         state_dir=state_dir,
@@ -178,6 +188,14 @@ def local_options(
     )
 
 
+def _demo_repos_refused(args: argparse.Namespace) -> str | None:
+    """Why ``--repo`` cannot name the sandbox's repositories for this demo (None: it can)."""
+    if args.demo == DEMO_CHANGE_SET and args.repos:
+        named = ", ".join(demo_repositories(args.demo))
+        return f"--demo {DEMO_CHANGE_SET} plays on its own repositories ({named}): leave out --repo"
+    return None
+
+
 def _sandbox_only(args: argparse.Namespace) -> str | None:
     """Why the options ask for the sandbox when real GitHub is configured (None: they do not)."""
     if args.demo:
@@ -188,6 +206,13 @@ def _sandbox_only(args: argparse.Namespace) -> str | None:
             "its installations cover"
         )
     return None
+
+
+def demo_repositories(demo: str | None) -> list[str]:
+    """The sandbox repositories a demo scenario plays on (none: the ones ``--repo`` names)."""
+    from squadron.local.change_set_demo import REPOSITORIES  # noqa: PLC0415
+
+    return list(REPOSITORIES) if demo == DEMO_CHANGE_SET else []
 
 
 def sandbox_repositories(named: list[str] | None) -> list[str]:
@@ -203,15 +228,22 @@ def _write_history(stack: Any, feed: Any, out: TextIO) -> None:
             out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
 
 
-def local_script(root: Path, out: TextIO, *, demo: bool, sandbox: bool) -> dict[str, Any] | None:
-    """The scripted model's part of the stack's options: the demo's; with the sandbox and no
+def local_script(root: Path, out: TextIO, *, demo: bool | str | None, sandbox: bool) -> dict[str, Any] | None:
+    """The scripted model's part of the stack's options: the demo's (``demo``: its scenario, or
+    True for one issue's); with the sandbox and no
     model configured, the showcase's (its agents, its approval flow, its stand-in CI); with real
     GitHub and no Copilot token, none (the quiet model). None: the checkout's configuration,
     which the showcase reads, has problems (said on ``out``)."""
+    from squadron.local import change_set_demo  # noqa: PLC0415
     from squadron.local import demo as scenario  # noqa: PLC0415
     from squadron.local.showcase import SHOWCASE_FLOWS, Showcase  # noqa: PLC0415
 
     flows = f"{CONFIG_DIR}/workflows/approval-flows.yaml"
+    if demo == DEMO_CHANGE_SET:
+        return {
+            "model_policy": change_set_demo.change_set_policy,
+            "files": {flows: change_set_demo.CHANGE_SET_FLOWS},
+        }
     if demo:
         return {"model_policy": scenario.demo_policy, "files": {flows: scenario.DEMO_FLOWS}}
     if sandbox:

@@ -306,3 +306,69 @@ def test_a_comment_notifies_on_the_pull_request_once_and_the_run_goes_on(stack: 
     notes = [body for _, n, body, _ in w.github.comments if n == 7 and "A comment came" in body]
     assert notes == ["A comment came while run 7 waits"]
     assert stack.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+
+
+HEADED = Pipeline.model_validate(
+    {
+        "trigger": {"event": "pull_request.opened"},
+        "on_events": {
+            "pull_request.synchronize": {"action": "invalidate_and_restart", "restart_from": "say"}
+        },
+        "stages": [
+            {
+                "id": "say",
+                "type": "action",
+                "action": "comment",
+                "config": {
+                    "message": "head {{ trigger.head_sha }} ({{ trigger.event }} by {{ trigger.sender }})"
+                },
+            },
+            {"id": "then", "type": "action", "action": "comment", "config": {"message": "then"}},
+        ],
+    }
+)
+
+
+def test_a_restarted_runs_trigger_is_the_push_that_restarted_it(stack: Stack) -> None:
+    """A template reading ``trigger.head_sha`` in the restarted run sees the pushed head (and the
+    push's event and sender), not the head the run started on; the repository stays the run's."""
+    people = {**PEOPLE, "bob": "write"}
+    w = World(policy=RoutingPolicy(pipelines={"lifecycle": HEADED}), github=FakeRouterGitHub(people))
+    w.router.pipelines = PipelineRuns(stack.pipelines, queue_url=stack.queue_url, index=w.registry)
+    tasks = PipelineTasks(
+        stack.pipelines,
+        prefix=PREFIX,
+        outbox=w.router._outbox,
+        claims=w.registry,
+        facts=NoFacts(),
+        where_for=RunRepositories(stack.pipelines),
+        clock=lambda: w.now,
+    )
+    opened = w.events.pr(7, "feat/x", author="alice")
+    assert opened.pull_request is not None
+    w.send(opened)
+    tasks.handle(next_task(stack))
+    assert next_task(stack).stage == "then"  # left unanswered: the run waits here
+    event = push(w, by="bob")
+    assert event.pull_request is not None
+    pushed = event.model_copy(
+        update={"pull_request": event.pull_request.model_copy(update={"head_sha": "fedcba98765"})}
+    )
+
+    w.send(pushed)
+
+    again = next_task(stack)
+    assert again.stage == "say"
+    tasks.handle(again)
+    said = [body for _, n, body, _ in w.github.comments if n == 7]
+    assert said == [
+        f"head {opened.pull_request.head_sha} (pull_request.opened by alice)",
+        "head fedcba98765 (pull_request.synchronize by bob)",
+    ]
+    restarted = json.loads(stack.sfn.describe_execution(executionArn=again.execution_arn)["input"])
+    assert restarted["data"]["delivery"] == pushed.delivery_id
+    assert (restarted["data"]["repository"], restarted["data"]["number"]) == ("octo/repo", 7)
+    assert (restarted["squadron"]["repository"], restarted["squadron"]["installation_id"]) == (
+        "octo/repo",
+        77,
+    )

@@ -105,6 +105,17 @@ def test_only_what_a_writer_vouched_for_steers_a_run(
             event.delivery_id,
             "alice",
         ), case
+        # the webhook's facts, which a run it restarts gets as its trigger (its new head)
+        assert event.pull_request is not None
+        assert {
+            k: steer.trigger.get(k) for k in ("event", "delivery", "sender", "head_sha", "head_branch")
+        } == {
+            "event": "pull_request.synchronize",
+            "delivery": event.delivery_id,
+            "sender": "alice",
+            "head_sha": event.pull_request.head_sha,
+            "head_branch": "feat/x",
+        }, case
     else:
         assert steered(effects) == [], case
         assert any(isinstance(e, Discard) and refused in e.reason for e in effects), [
@@ -184,7 +195,22 @@ STATE: dict[str, Any] = {
 }
 #: The router's words when it started the run: where its tasks (and its restart's) are carried out.
 WHERE = {"repository": "octo/repo", "installation_id": 77}
-INPUT = {"squadron": {**STATE["squadron"], **WHERE}, "data": {"n": 7}}
+#: The run's trigger, as the event that started it gave it.
+STARTED = {
+    "n": 7,
+    "event": "pull_request.opened",
+    "repository": "octo/repo",
+    "number": 7,
+    "head_sha": "old0sha",
+}
+INPUT = {"squadron": {**STATE["squadron"], **WHERE}, "data": STARTED}
+
+
+def facts(event: str) -> dict[str, Any]:
+    """What the steering effect carries of the restarting webhook (``trigger_data``): a repository
+    and subject other than the run's, which the restarted run must not take."""
+    return {"event": event, "delivery": "d-1", "sender": "alice", "head_sha": "new1sha",
+            "repository": "octo/other", "number": 8}  # fmt: skip
 
 
 def seen(status: str = "RUNNING", **changes: Any) -> RunState:
@@ -202,12 +228,19 @@ def seen(status: str = "RUNNING", **changes: Any) -> RunState:
     return RunState(**values)
 
 
-def restart(start: str, kept: dict[str, Any]) -> StartRestart:
+def restart(start: str, kept: dict[str, Any], event: str | None = None) -> StartRestart:
+    """The restart ``event`` starts: the run's trigger with the event's facts laid over (its new
+    head, its event, delivery and sender), the repository and the subject the run's own; with no
+    event (an effect committed before it carried the facts), the run's trigger unchanged."""
+    data = dict(STARTED)
+    if event is not None:
+        data.update({"event": event, "delivery": "d-1", "sender": "alice", "head_sha": "new1sha"})
     return StartRestart(
         VERSION,
         restart_name("d-1", RUN),
         {
             **INPUT,
+            "data": data,
             "restart": {
                 "from": start,
                 "stages": kept,
@@ -233,21 +266,21 @@ REACTIONS: list[tuple[str, str, RunState | None, list[Any]]] = [
     ("a run that does not exist", "pull_request.closed", None, [Leave]),
     ("an event the run's version does not handle", "pull_request.reopened", seen(), [Leave]),
     ("invalidate and restart: stop, then the same version from restart_from, invalidated outputs dropped", SYNC,
-     seen(), [StopRun(ARN, ("tok-1",), cause(SYNC)), restart("test-coverage", {})]),
+     seen(), [StopRun(ARN, ("tok-1",), cause(SYNC)), restart("test-coverage", {}, SYNC)]),
     ("restart from current keeps what came before it", "pull_request.edited", seen(),
      [StopRun(ARN, ("tok-1",), cause("pull_request.edited")),
-      restart("code-review", {"test_1coverage": {"ok": 1}, "security_1review": {"ok": 2}})]),
+      restart("code-review", {"test_1coverage": {"ok": 1}, "security_1review": {"ok": 2}}, "pull_request.edited")]),
     ("a retry after the stop (moto: ended through its cancelled tasks) starts the same restart", SYNC,
      seen("FAILED", error="Squadron.Cancelled", cause="the pipeline was cancelled", cancelled=(cause(SYNC),)),
-     [restart("test-coverage", {})]),
+     [restart("test-coverage", {}, SYNC)]),
     ("a retry after StopExecution (its cause is ours) starts the same restart", SYNC,
-     seen("ABORTED", cause=cause(SYNC)), [restart("test-coverage", {})]),
+     seen("ABORTED", cause=cause(SYNC)), [restart("test-coverage", {}, SYNC)]),
     ("a run stopped by another delivery is left", SYNC,
      seen("ABORTED", cause=stop_cause("another-key", SYNC, RUN)), [Leave]),
     ("re-evaluate a gate whose on_fail loop runs: restarted at the gate", "pull_request_review.submitted",
      seen(looping_gate="approval-gate"),
      [StopRun(ARN, ("tok-1",), cause("pull_request_review.submitted")),
-      restart("approval-gate", STAGE_OUTPUTS)]),
+      restart("approval-gate", STAGE_OUTPUTS, "pull_request_review.submitted")]),
     ("re-evaluate with no gate waiting in a loop: left", "pull_request_review.submitted", seen(), [Leave]),
     ("notify: a comment on the run's pull request, rendered against the run's data", "issue_comment.created",
      seen(), [CommentOnRun(7, "run at 7")]),
@@ -256,7 +289,7 @@ REACTIONS: list[tuple[str, str, RunState | None, list[Any]]] = [
 
 @pytest.mark.parametrize(("case", "event", "state", "expected"), REACTIONS, ids=[r[0] for r in REACTIONS])
 def test_a_handler_reaches_a_run(case: str, event: str, state: RunState | None, expected: list[Any]) -> None:
-    steps = reaction(RUN, state, event=event, delivery="d-1", key=KEY)
+    steps = reaction(RUN, state, event=event, delivery="d-1", key=KEY, trigger=facts(event))
     if expected == [Leave]:
         assert [type(s) for s in steps] == [Leave], (case, steps)
     else:
@@ -317,6 +350,12 @@ def test_a_handlers_context_reaches_the_restarted_run_and_its_message(
     else:
         (left,) = steps
         assert isinstance(left, Leave) and expected in left.why
+
+
+def test_an_effect_committed_without_the_events_facts_restarts_with_the_runs_own_trigger() -> None:
+    """An outbox entry written before the effect carried the facts is still carried out."""
+    steps = reaction(RUN, seen(), event=SYNC, delivery="d-1", key=KEY)
+    assert steps == [StopRun(ARN, ("tok-1",), cause(SYNC)), restart("test-coverage", {})]
 
 
 def test_a_restart_is_named_by_the_delivery_and_the_run() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal, assert_never
 
@@ -305,6 +305,9 @@ class SteerPipelineRuns:
     event: str
     delivery: str
     by: str
+    #: The event's facts, as a run it started would get them (``trigger_data`` of the webhook):
+    #: what a run it restarts holds as ``trigger`` (its new head), laid over the run's own.
+    trigger: dict[str, Any] = field(default_factory=dict)
     kind: Literal["steer_pipeline_runs"] = "steer_pipeline_runs"
 
 

@@ -11,7 +11,8 @@ read from Step Functions (DescribeExecution, and the newest page of its history)
   the execution and its child runs (StopExecution ends a run at once on AWS; moto's does not end
   one waiting on a task token, which the answers do);
 * a restart starts the new execution under its deterministic name (Step Functions starts a name
-  once) and records it, so the next event reaches it;
+  once), its ``trigger`` the run's with the effect's event facts laid over (a push's new head),
+  and records it, so the next event reaches it;
 * a notification is a comment under a key of the effect and the run (a retry looks it up first).
 
 A run found over is forgotten once its steps are done (a retry in between finds it again and
@@ -76,7 +77,9 @@ class PipelineSteering:
         done: list[str] = []
         for run in to_steer(self.index.runs_of(effect.repo_id, effect.number), effect.event, effect.delivery):
             seen = self._seen(run)
-            steps = reaction(run, seen, event=effect.event, delivery=effect.delivery, key=key)
+            steps = reaction(
+                run, seen, event=effect.event, delivery=effect.delivery, key=key, trigger=effect.trigger
+            )
             for step in steps:
                 match step:
                     case StopRun(execution_arn=arn, tokens=tokens, cause=cause):

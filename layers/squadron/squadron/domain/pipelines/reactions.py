@@ -15,9 +15,10 @@ history) and :func:`reaction` says what to do with it:
 * ``invalidate_and_restart`` — the same stop, then a new execution of the same published version
   (for the same repository and installation, which its tasks are carried out in) that begins at
   ``restart_from`` (``current``: the stage the run is in), with the finished stages' outputs
-  except the invalidated ones, the run's loop counts (a restart never resets a bound) and its
-  context with the handler's ``context`` on top (:func:`with_context`). Its name is
-  :func:`restart_name` of the triggering delivery and the run, so a
+  except the invalidated ones, the run's loop counts (a restart never resets a bound), its
+  context with the handler's ``context`` on top (:func:`with_context`), and as ``trigger`` the
+  run's own with the restarting event's facts laid over (:func:`restarted_trigger`: a push's new
+  head). Its name is :func:`restart_name` of the triggering delivery and the run, so a
   redelivery, or the outbox's retry, starts it once;
 * ``reevaluate_gates`` — a gate is judged when the run reaches it and never waits here, so the
   gate to judge again is one that failed and sent the run round its ``on_fail`` loop: the run is
@@ -63,6 +64,9 @@ MAX_RUNS_PER_SUBJECT = 20
 MAX_TOKENS = 20
 #: The handlers that start a new execution part-way: a pipeline with one compiles a restart entry.
 RESTARTING = ("invalidate_and_restart", "reevaluate_gates")
+#: What a restarted run's ``trigger`` keeps of its own whatever the restarting event says: the
+#: repository it runs in and the issue or pull request it follows.
+RUN_OWN = ("repository", "number")
 
 _HANDLER: TypeAdapter[Any] = TypeAdapter(ReactiveHandler)
 
@@ -238,6 +242,14 @@ def stop_cause(key: str, event: str, run: RunRecord) -> str:
     return f"{event} reached run {run.execution_arn} ({key})"
 
 
+def restarted_trigger(started: Mapping[str, Any], restarting: Mapping[str, Any]) -> dict[str, Any]:
+    """A restarted run's ``trigger``: its run's (``started``), with the facts of the event that
+    restarted it (``restarting``: :func:`~squadron.domain.routing.pipelines.trigger_data` of the
+    verified webhook) laid over — its event, delivery and sender, and for a pull request its head
+    SHA and branches, so a template sees the head the run now follows — except :data:`RUN_OWN`."""
+    return {**started, **{name: value for name, value in restarting.items() if name not in RUN_OWN}}
+
+
 def restart_name(delivery: str, run: RunRecord) -> str:
     """The restarted run's name: one per triggering delivery and run (a retry is the same run)."""
     return execution_name(delivery, run.execution_arn, "restart")
@@ -272,9 +284,12 @@ def reaction(
     event: str,
     delivery: str,
     key: str,
+    trigger: Mapping[str, Any] | None = None,
 ) -> list[Step]:
-    """What ``event`` (delivered as ``delivery``; the reaction's outbox ``key``) does to ``run``,
-    given what Step Functions says of it (``seen``; None: no such execution)."""
+    """What ``event`` (delivered as ``delivery``; the reaction's outbox ``key``; its facts
+    ``trigger``, which a restart lays over the run's: :func:`restarted_trigger`) does to ``run``,
+    given what Step Functions says of it (``seen``; None: no such execution). An effect committed
+    before it carried the facts (``trigger`` None) restarts a run with its own ``trigger``."""
     stages = run.stages
     handler = run.handler(event)
     if handler is None:
@@ -303,6 +318,7 @@ def reaction(
                 seen,
                 cause=cause,
                 delivery=delivery,
+                trigger=trigger or {},
                 start=start,
                 invalidate=tuple(invalidate),
                 stages=stages,
@@ -320,6 +336,7 @@ def reaction(
                 seen,
                 cause=cause,
                 delivery=delivery,
+                trigger=trigger or {},
                 start=seen.looping_gate,
                 invalidate=(),
                 stages=stages,
@@ -336,6 +353,7 @@ def _restart(
     *,
     cause: str,
     delivery: str,
+    trigger: Mapping[str, Any],
     start: str | None,
     invalidate: tuple[str, ...],
     stages: Sequence[str],
@@ -357,20 +375,20 @@ def _restart(
     kept = {name: value for name, value in finished.items() if name not in dropped}
     squadron = seen.input.get("squadron") if isinstance(seen.input.get("squadron"), Mapping) else {}
     assert isinstance(squadron, Mapping)
-    trigger = seen.input.get("data") if isinstance(seen.input.get("data"), Mapping) else {}
-    assert isinstance(trigger, Mapping)
+    started = seen.input.get("data") if isinstance(seen.input.get("data"), Mapping) else {}
+    assert isinstance(started, Mapping)
     issue = squadron.get("issue_number")
     # Where the run's tasks are carried out (the router's own words when it started the run): the
     # restart is carried out in the same repository, or not at all (its tasks are refused).
     where = run_repository(run.repo_id, dict(seen.input))
-    started = run_input(
+    restarted = run_input(
         run.repo_id,
         issue if isinstance(issue, int) else None,
-        dict(trigger),
+        restarted_trigger(started, trigger),
         repository=where[0] if where is not None else None,
         installation_id=where[1] if where is not None else None,
     )
-    started["restart"] = {
+    restarted["restart"] = {
         "from": start,
         "stages": kept,
         "counts": dict(seen.state.get("counts") or {}),
@@ -380,7 +398,7 @@ def _restart(
     steps: list[Step] = []
     if seen.status == "RUNNING":
         steps.append(StopRun(run.execution_arn, seen.tokens, cause))
-    steps.append(StartRestart(run.version_arn, restart_name(delivery, run), started, run.pipeline, start))
+    steps.append(StartRestart(run.version_arn, restart_name(delivery, run), restarted, run.pipeline, start))
     return steps
 
 

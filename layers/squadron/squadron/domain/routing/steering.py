@@ -12,7 +12,8 @@ What a vouched event does:
 * :class:`~squadron.domain.effects.SteerPipelineRuns`, carried out from the outbox: each
   recorded run of the subject is read from Step Functions and its own version's handler applied
   (:func:`squadron.domain.pipelines.reactions.reaction`: cancel, invalidate and restart,
-  re-evaluate gates, notify);
+  re-evaluate gates, notify); it carries the event's facts (:func:`trigger_data`, from this
+  webhook), which a run it restarts gets as its ``trigger``;
 * for a ``wake_agent`` handler, the issue's agents of the roles the pipeline's agent stages name
   are woken here, through the router's wake path (an inbox item, then a launch), since the
   issue's agents are what this decision reads.
@@ -30,7 +31,7 @@ from squadron.domain.pipelines.models import AgentBranch, AgentStage, ParallelSt
 from squadron.domain.pipelines.reactions import could_steer
 from squadron.domain.pipelines.triggers import event_name, subject
 from squadron.domain.routing.builders import notify_agent
-from squadron.domain.routing.pipelines import vouched
+from squadron.domain.routing.pipelines import trigger_data, vouched
 from squadron.domain.routing.policy import RoutingPolicy
 from squadron.domain.routing.snapshot import Snapshot
 
@@ -84,6 +85,7 @@ def pipeline_steering(
             event=name,
             delivery=event.delivery_id,
             by=by,
+            trigger=trigger_data(event, number),
         )
     ]
     return steered + _wakes(event, snap, policy, [*effects, *steered], number)

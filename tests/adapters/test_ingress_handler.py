@@ -320,3 +320,17 @@ def test_a_body_that_is_not_utf8_says_so(stack: Stack, base64_encoded: bool) -> 
     assert response["statusCode"] == 400
     assert "not UTF-8 text" in reason and "base64" not in reason
     assert stack.drain() == []
+
+
+def test_a_label_on_a_pull_request_is_enqueued_in_its_group_for_its_pipelines(stack: Stack) -> None:
+    """``pull_request.labeled`` reaches the router (a human stage waiting for a label on a pull
+    request, a pipeline it triggers or steers: docs/pipelines.md), in the pull request's group."""
+    payload = example("pull_request", "labeled")
+    response = stack.post(payload, "pull_request")
+    (message,) = stack.drain()
+    assert (response["statusCode"], response["json"]["status"]) == (202, "accepted")
+    envelope = EventEnvelope.from_message(message["Body"])
+    assert (envelope.event, envelope.action) == ("pull_request", "labeled")
+    assert envelope.label == payload["label"]["name"]
+    group = f"{payload['repository']['id']}#{payload['pull_request']['number']}"
+    assert message["Attributes"]["MessageGroupId"] == group

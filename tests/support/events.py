@@ -221,6 +221,18 @@ class Events:
             ),
         )
 
+    def pr_labeled(
+        self, number: int, branch: str, label: str, *, by: str = "alice", author: str = BOT
+    ) -> EventEnvelope:
+        """``by`` adds ``label`` to pull request #``number`` (GitHub's ``pull_request.labeled``)."""
+        return self._base(
+            "pull_request",
+            "labeled",
+            sender=by,
+            pull_request=self._pr(number, branch, author=author),
+            label=label,
+        )
+
     def pr_closed(
         self,
         number: int,

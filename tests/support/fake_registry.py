@@ -770,6 +770,7 @@ class FakeRouterGitHub:
         self.comments: list[tuple[str, int, str, str]] = []
         self.closed: list[tuple[str, int, str]] = []
         self.labelled: list[tuple[str, int, tuple[str, ...]]] = []
+        self.unlabelled: list[tuple[str, int, str]] = []
         self.assigned: list[tuple[str, int, tuple[str, ...]]] = []
         self.created: list[dict[str, object]] = []
         self.permission_calls = 0
@@ -809,6 +810,9 @@ class FakeRouterGitHub:
         self, installation_id: int | None, repo_full_name: str, number: int, labels: tuple[str, ...]
     ) -> None:
         self.labelled.append((repo_full_name, number, labels))
+
+    def remove_label(self, installation_id: int | None, repo_full_name: str, number: int, label: str) -> None:
+        self.unlabelled.append((repo_full_name, number, label))
 
     def add_assignees(
         self, installation_id: int | None, repo_full_name: str, number: int, logins: tuple[str, ...]

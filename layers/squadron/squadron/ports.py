@@ -104,6 +104,10 @@ class RouterGitHub(Protocol):
         self, installation_id: int | None, repo_full_name: str, number: int, labels: tuple[str, ...]
     ) -> None: ...
 
+    def remove_label(self, installation_id: int | None, repo_full_name: str, number: int, label: str) -> None:
+        """Take ``label`` off the issue or pull request; one not there (removed already) is no error."""
+        ...
+
     def add_assignees(
         self, installation_id: int | None, repo_full_name: str, number: int, logins: tuple[str, ...]
     ) -> None:

@@ -299,13 +299,13 @@ CASES: list[tuple[str, str, list[str]]] = [
     ),
     (
         "an event the App does not receive, as trigger and as reactive handler",
-        "pipelines:\n  p:\n    trigger: {event: push}\n    on_events:\n      pull_request.labeled: {action: cancel}\n"
+        "pipelines:\n  p:\n    trigger: {event: push}\n    on_events:\n      pull_request.unlabeled: {action: cancel}\n"
         "    stages:\n      - {id: a, type: agent, agent: feat-dev}\n",
         [
             "config.yaml:7:15: pipelines.p.trigger.event: unknown event 'push': only the events the App receives can "
             "start or steer a pipeline (listed in docs/pipelines.md)",
-            "config.yaml:9:7: pipelines.p.on_events.pull_request.labeled: unknown event 'pull_request.labeled' "
-            "(did you mean 'pull_request.opened'?): only the events the App receives can start or steer a pipeline "
+            "config.yaml:9:7: pipelines.p.on_events.pull_request.unlabeled: unknown event 'pull_request.unlabeled' "
+            "(did you mean 'pull_request.labeled'?): only the events the App receives can start or steer a pipeline "
             "(listed in docs/pipelines.md)",
         ],
     ),

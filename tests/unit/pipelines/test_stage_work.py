@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from squadron.config import parse_files
-from squadron.domain.effects import AddLabels, CloseIssue, EvaluateMerge, PostComment
+from squadron.domain.effects import AddLabels, CloseIssue, EvaluateMerge, PostComment, RemoveLabel
 from squadron.domain.pipeline_wire import (
     STAGE_FAILED,
     STAGE_REJECTED,
@@ -263,6 +263,11 @@ def test_a_condition_step_and_a_poll_are_judged() -> None:
             {"labelled": "env-prod"},
         ),
         (
+            '{id: r, type: action, action: remove_label, config: {label: "env-{{ context.env }}"}}',
+            (RemoveLabel("octo/app", 77, 7, "env-prod"),),
+            {"unlabelled": "env-prod"},
+        ),
+        (
             '{id: k, type: action, action: comment, config: {message: "Done <!-- squadron:effect x -->"}}',
             (PostComment("octo/app", 77, 7, "Done <!-- squadron:effect x -->", "framework"),),
             {"commented": True},
@@ -276,18 +281,28 @@ def test_an_action_stage_plans_its_effects(
     assert safe_plan(task(stage), WHERE) == Act(effects, output)
 
 
+def test_a_parallel_stages_remove_label_branch_plans_its_removal() -> None:
+    (stage,) = stages(
+        "      - {id: p, type: parallel, branches: "
+        "[{id: b, type: action, action: remove_label, config: {label: x}}]}\n"
+    ).values()
+    (branch,) = stage.branches
+    assert safe_plan(task(branch), WHERE) == Act((RemoveLabel("octo/app", 77, 7, "x"),), {"unlabelled": "x"})
+
+
 def test_lifecycle_actions_and_escalation_plan_comments_and_labels() -> None:
     actions = [
         {"type": "comment", "body": "run {{ trigger.n }} failed"},
-        {"type": "label", "add": "needs-human"},
+        {"type": "label", "add": "needs-human", "remove": "in-{{ context.env }}"},
     ]
     step = task(None, step="on_error", config={"actions": actions})
     assert safe_plan(step, WHERE) == Act(
         (
             PostComment("octo/app", 77, 7, "run 7 failed", "framework"),
             AddLabels("octo/app", 77, 7, ("needs-human",)),
+            RemoveLabel("octo/app", 77, 7, "in-prod"),
         ),
-        {"done": 2},
+        {"done": 3},
     )
     escalate = safe_plan(task(None, step="escalate", config={"actions": []}), WHERE)
     assert isinstance(escalate, Act)
@@ -299,7 +314,6 @@ def test_lifecycle_actions_and_escalation_plan_comments_and_labels() -> None:
     ("yaml_stage", "why"),
     [
         ("{id: h, type: human, human: {description: ok}}", "waits for people's answer"),
-        ("{id: r, type: action, action: remove_label, config: {label: x}}", "no label removal yet"),
     ],
 )
 def test_what_the_router_does_not_carry_out_is_refused_with_the_reason(yaml_stage: str, why: str) -> None:

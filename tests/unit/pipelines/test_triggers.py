@@ -158,6 +158,30 @@ def test_the_apps_own_label_starts_nothing() -> None:
         assert starts(w.send(w.events.labeled(number, "pipeline", by=BOT))) == []
 
 
+PR_LABELLED = {"ship": pipeline({"event": "pull_request.labeled", "conditions": {"label": "ship-it"}})}
+PR_LABELLERS: list[tuple[str, str, str, list[int]]] = [
+    ("a writer's label on a stranger's pull request", "alice", "ship-it", [7]),
+    ("an admin's label", "bob", "ship-it", [7]),
+    ("another label", "alice", "later", []),
+    ("a triager's label", "tia", "ship-it", []),
+    ("a stranger's label on a stranger's pull request", "mallory", "ship-it", []),
+    ("the App's own label", BOT, "ship-it", []),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "labeller", "label", "expected"), PR_LABELLERS, ids=[p[0] for p in PR_LABELLERS]
+)
+def test_a_label_on_a_pull_request_starts_a_run_only_when_a_writer_adds_it(
+    case: str, labeller: str, label: str, expected: list[int]
+) -> None:
+    w = World(policy=RoutingPolicy(pipelines=PR_LABELLED), github=FakeRouterGitHub(dict(PEOPLE)))
+    effects = w.send(w.events.pr_labeled(7, "feat/x", label, by=labeller, author="mallory"))
+    assert [r.issue_number for r in starts(effects)] == expected, case
+    if labeller in ("tia", "mallory"):  # the authority rule refuses the label itself
+        assert any(isinstance(e, Discard) and e.rule for e in effects), effects
+
+
 OPENED = {"intake": pipeline({"event": "issues.opened"})}
 OPENERS: list[tuple[str, str, TriageConfig, list[int]]] = [
     ("a writer's issue", "alice", TriageConfig(), [40]),

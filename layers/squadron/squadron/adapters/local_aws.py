@@ -26,6 +26,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, HISTORY_ENTITY, TABLE_DEFINITION
+from squadron.adapters.moto_clock import SCALE_ENV
 from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
 from squadron.domain.dashboard_refresh import DASHBOARD_EVENTS
 from squadron.domain.domain_events import SOURCE
@@ -405,8 +406,11 @@ class MotoProcess:
     (docs/local-stack.md).
     """
 
-    def __init__(self, log: Path) -> None:
+    def __init__(self, log: Path, *, wait_scale: int = 1) -> None:
         self.log = log
+        #: How many times faster its Step Functions ``Wait`` states pass (a test clock:
+        #: :mod:`squadron.adapters.moto_clock`); 1, as written.
+        self.wait_scale = wait_scale
         self.process: subprocess.Popen[bytes] | None = None
         self.endpoint = ""
 
@@ -422,7 +426,7 @@ class MotoProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 # Where its Step Functions interpreter sends a state's service calls: itself.
-                env={**os.environ, "MOTO_PORT": str(port)},
+                env={**os.environ, "MOTO_PORT": str(port), SCALE_ENV: str(self.wait_scale)},
                 start_new_session=True,  # the stack stops it; a terminal's Ctrl-C goes to the stack
             )
         self.endpoint = f"http://127.0.0.1:{port}"

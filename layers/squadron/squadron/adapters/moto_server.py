@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import sys
 import threading
 from typing import Any
@@ -27,7 +28,7 @@ from moto.dynamodb.responses import DynamoHandler
 from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 from moto.server import main
 
-from squadron.adapters import moto_step_functions
+from squadron.adapters import moto_clock, moto_step_functions
 
 ONE_AT_A_TIME = threading.RLock()
 
@@ -168,4 +169,6 @@ def patch_dynamodb() -> None:
 
 if __name__ == "__main__":  # pragma: no cover - the local stack's subprocess
     patch()
+    # The local stack's test clock, when it asks for one (docs/local-stack.md).
+    moto_clock.compress_waits(moto_clock.scale_of(os.environ))
     main(sys.argv[1:])

@@ -128,7 +128,7 @@ def human_input(event: EventEnvelope, bot_login: str) -> HumanInput | None:
         return HumanInput("review_dismissal", (event.sender,))
     if pair == ("issues", "edited"):
         return HumanInput("issue_edit", (event.sender,))
-    if pair == ("issues", "labeled"):
+    if pair in {("issues", "labeled"), ("pull_request", "labeled")}:
         return HumanInput("label", (event.sender,))
     if (
         pair == ("issues", "assigned")

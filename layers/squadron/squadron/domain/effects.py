@@ -178,6 +178,18 @@ class AddLabels:
 
 
 @dataclass(frozen=True)
+class RemoveLabel:
+    """Take a label off an issue or pull request (a pipeline's ``remove_label``); one already
+    gone is no error, so a retry is harmless."""
+
+    repo_full_name: str
+    installation_id: int | None
+    number: int
+    label: str
+    kind: Literal["remove_label"] = "remove_label"
+
+
+@dataclass(frozen=True)
 class AssignIssue:
     """Assign people to an issue or pull request (a pipeline's human stage, ``auto_assign``)."""
 
@@ -359,6 +371,7 @@ Effect = (
     | PostComment
     | CloseIssue
     | AddLabels
+    | RemoveLabel
     | AssignIssue
     | CreateIssue
     | EvaluateMerge
@@ -371,7 +384,7 @@ Effect = (
     | Discard
 )
 
-GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, AssignIssue, CreateIssue)
+GITHUB_EFFECTS = (PostComment, CloseIssue, AddLabels, RemoveLabel, AssignIssue, CreateIssue)
 TASK_EFFECTS = (LaunchAgent, StopAgentTask)
 
 #: News of the event itself: idempotent, guarded by GitHub's time or id, applied before the commit.
@@ -384,6 +397,7 @@ Outside = (
     PostComment
     | CloseIssue
     | AddLabels
+    | RemoveLabel
     | AssignIssue
     | CreateIssue
     | LaunchAgent
@@ -436,6 +450,7 @@ def split_decision(effects: Iterable[Effect]) -> Split:
                 PostComment()
                 | CloseIssue()
                 | AddLabels()
+                | RemoveLabel()
                 | AssignIssue()
                 | CreateIssue()
                 | LaunchAgent()

@@ -30,7 +30,17 @@ ROUTED_EVENTS: Mapping[str, frozenset[str] | None] = {
     ),
     "issue_comment": frozenset({"created", "edited"}),
     "pull_request": frozenset(
-        {"opened", "reopened", "edited", "synchronize", "closed", "ready_for_review", "converted_to_draft"}
+        {
+            "opened",
+            "reopened",
+            "edited",
+            "synchronize",
+            "closed",
+            "ready_for_review",
+            "converted_to_draft",
+            # for pipelines: a trigger, a handler, a human stage waiting for a label
+            "labeled",
+        }
     ),
     "pull_request_review": frozenset({"submitted", "dismissed"}),
     "pull_request_review_comment": frozenset({"created"}),

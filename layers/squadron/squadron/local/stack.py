@@ -153,7 +153,7 @@ class LocalStack:
         # First, before anything starts: a second stack on this state is refused (StateInUseError).
         self._lock = StateLock.take(state)
         github = self.options.github
-        self.moto = MotoProcess(state / "logs" / "moto.log")
+        self.moto = MotoProcess(state / "logs" / "moto.log", wait_scale=self.options.wait_scale)
         aws = self.moto.start()
         self._set_env(
             {

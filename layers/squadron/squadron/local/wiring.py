@@ -86,6 +86,10 @@ class LocalOptions:
     #: CONFIG_TTL_SECONDS; the stage's are 300 s). Tests that push a new default-branch
     #: configuration set 0: the next event reads it (docs/local-stack.md).
     config_ttl_seconds: int = 5
+    #: A test clock: the moto server's Step Functions ``Wait`` states pass this many times faster
+    #: (a reminder's hour in a second at 3600; :mod:`squadron.adapters.moto_clock`). Task and run
+    #: timeouts are as written. 1: as written (docs/local-stack.md).
+    wait_scale: int = 1
 
 
 def app_slug(api_url: str, app_id: int, private_key: str) -> str:

@@ -34,6 +34,7 @@ from squadron.domain.pipelines.humans import (
     HumanWait,
     answer_of,
     entered,
+    extended,
     human_act,
     needs_permission,
     refusal,
@@ -77,17 +78,32 @@ class HumanStages:
         self.bot_login = bot_login
 
     def enter(self, task: PipelineTask, stage: HumanStage, where: Where, now: Any) -> Entered:
-        """Keep the wait ``task`` opens (the one kept already, on a retry); what to say and do."""
-        decided = entered(
-            task,
-            stage,
-            repo_full_name=where.repo_full_name,
-            installation_id=where.installation_id,
-            groups=self.groups(where),
-            now=now,
-        )
+        """Keep the wait ``task`` opens (the one kept already, on a retry); what to say and do.
+
+        An entry that extends a timed-out one (:func:`~squadron.domain.pipelines.humans.extended`)
+        continues its wait: it says and assigns nothing again, and the earlier wait is closed (its
+        task is over). What is said follows the wait as kept, so a retry of the task decides as
+        its first attempt did."""
+        assert task.issue_number is not None
+
+        def decide(earlier: HumanWait | None) -> Entered:
+            return entered(
+                task,
+                stage,
+                repo_full_name=where.repo_full_name,
+                installation_id=where.installation_id,
+                groups=self.groups(where),
+                now=now,
+                earlier=earlier,
+            )
+
+        earlier = extended(task, self.waits.open_waits(task.repository_id, task.issue_number))
+        decided = decide(earlier)
         kept = self.waits.open_wait(decided.wait)
-        return Entered(kept, decided.effects)
+        if kept.extends is not None:
+            self.waits.close_wait(task.repository_id, task.issue_number, kept.extends)
+            return Entered(kept, ())
+        return Entered(kept, decided.effects if earlier is None else decide(None).effects)
 
     def answer_from(self, event: EventEnvelope) -> dict[str, Any]:
         """Count ``event``'s act toward the open waits of its issue or pull request, and answer the

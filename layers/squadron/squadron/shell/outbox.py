@@ -32,6 +32,7 @@ from squadron.domain.effects import (
     OpenRetrospective,
     Outside,
     PostComment,
+    RemoveLabel,
     StartPipelineRun,
     SteerPipelineRuns,
     StopAgentTask,
@@ -178,6 +179,19 @@ class OutboxExecutor:
         )
         self.failed.append(failed.effect)
 
+    def _issue_write(self, effect: CloseIssue | AddLabels | RemoveLabel | AssignIssue) -> None:
+        """An issue's or pull request's state, labels or assignees (each idempotent on GitHub)."""
+        github, repo, inst, number = self.github, effect.repo_full_name, effect.installation_id, effect.number
+        match effect:
+            case CloseIssue(reason=reason):
+                github.close_issue(inst, repo, number, reason)
+            case AddLabels(labels=labels):
+                github.add_labels(inst, repo, number, labels)
+            case RemoveLabel(label=label):
+                github.remove_label(inst, repo, number, label)
+            case AssignIssue(logins=logins):
+                github.add_assignees(inst, repo, number, logins)
+
     def _outside(self, event: EventEnvelope, effect: Outside, key: str, look_since: datetime | None) -> None:
         github = self.github
         match effect:
@@ -186,12 +200,8 @@ class OutboxExecutor:
                     logger.info("comment %s on %s#%s was posted already", key, repo, number)
                     return
                 github.comment(inst, repo, number, body, effect.author, key=key)
-            case CloseIssue(repo_full_name=repo, installation_id=inst, number=number, reason=reason):
-                github.close_issue(inst, repo, number, reason)
-            case AddLabels(repo_full_name=repo, installation_id=inst, number=number, labels=labels):
-                github.add_labels(inst, repo, number, labels)
-            case AssignIssue(repo_full_name=repo, installation_id=inst, number=number, logins=logins):
-                github.add_assignees(inst, repo, number, logins)
+            case CloseIssue() | AddLabels() | RemoveLabel() | AssignIssue():
+                self._issue_write(effect)
             case CreateIssue(repo_full_name=repo, installation_id=inst):
                 found = (
                     github.find_issue(inst, repo, key, effect.labels, look_since)

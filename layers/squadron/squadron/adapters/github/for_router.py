@@ -127,6 +127,9 @@ class AppGitHub:
     ) -> None:
         self.client(installation_id, repo_full_name).add_labels(number, labels)
 
+    def remove_label(self, installation_id: int | None, repo_full_name: str, number: int, label: str) -> None:
+        self.client(installation_id, repo_full_name).remove_label(number, label)
+
     def add_assignees(
         self, installation_id: int | None, repo_full_name: str, number: int, logins: tuple[str, ...]
     ) -> None:

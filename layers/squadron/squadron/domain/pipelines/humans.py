@@ -83,6 +83,12 @@ class HumanWait(BaseModel):
     retry_count: int = Field(default=0, ge=0)
     #: Who counted so far, each once (the registry adds to it).
     counted: tuple[str, ...] = ()
+    #: The entry of the wait this one continues: the stage timed out and its ``on_timeout``
+    #: extended it, entering it again (None: the stage's first entry). An extension is not
+    #: announced again, and whoever counted toward the earlier entry still counts.
+    extends: str | None = None
+    #: Who counted toward the entries this one continues (kept with the wait when it opens).
+    carried: tuple[str, ...] = ()
     #: The answer, kept before it is sent.
     answer: dict[str, Any] | None = None
     #: The answer was sent (or the task was over): the wait is closed.
@@ -121,12 +127,17 @@ def entered(
     installation_id: int | None,
     groups: Mapping[str, Sequence[str]],
     now: datetime,
+    earlier: HumanWait | None = None,
 ) -> Entered:
     """The wait ``task`` opens and what is said and done (see the module). The run must have an
-    issue or pull request (``task.issue_number``)."""
+    issue or pull request (``task.issue_number``). ``earlier``: the wait of the same stage of the
+    same run that this entry extends (:func:`extended`): the new wait keeps its members and who
+    counted, and nothing is said or assigned again."""
     assert task.issue_number is not None
     human = stage.human
     members = tuple(groups.get(human.from_, ())) if human.from_ is not None else ()
+    if earlier is not None:
+        members = earlier.members
     wait = HumanWait(
         repo_id=task.repository_id,
         number=task.issue_number,
@@ -142,7 +153,11 @@ def entered(
         opened_at=now,
         entered_at=task.entered_at,
         retry_count=task.retry_count,
+        extends=earlier.entry if earlier is not None else None,
+        carried=_people(earlier.carried, earlier.counted) if earlier is not None else (),
     )
+    if earlier is not None:
+        return Entered(wait, ())
     effects: list[Outside] = []
     notify = human.notify
     if notify is not None and notify.on_enter is not None:
@@ -152,6 +167,30 @@ def entered(
     if human.auto_assign and members:
         effects.append(AssignIssue(repo_full_name, installation_id, wait.number, members[:MAX_ASSIGNEES]))
     return Entered(wait, tuple(effects))
+
+
+def extended(task: PipelineTask, waits: Sequence[HumanWait]) -> HumanWait | None:
+    """The open wait ``task`` extends: one of the same run's same stage, entered before, with no
+    answer kept (its entry timed out; ``on_timeout.extend`` entered the stage again). None when
+    ``task`` is the stage's first entry, or one after an answered entry (a gate's loop back)."""
+    found = [
+        wait
+        for wait in waits
+        if wait.execution_arn == task.execution_arn
+        and wait.stage == task.stage
+        and wait.entry != task.entry
+        and wait.answer is None
+    ]
+    return found[-1] if found else None
+
+
+def _people(*groups: Sequence[str]) -> tuple[str, ...]:
+    """Each login once (case-insensitively), in order."""
+    seen: dict[str, str] = {}
+    for group in groups:
+        for login in group:
+            seen.setdefault(login.casefold(), login)
+    return tuple(seen.values())
 
 
 def _waits_for(wait: HumanWait) -> str:
@@ -226,11 +265,15 @@ def counted(wait: HumanWait, login: str) -> tuple[str, ...]:
 
 
 def satisfied(wait: HumanWait) -> bool:
-    return len({login.casefold() for login in wait.counted}) >= wait.count
+    return len(_people(wait.carried, wait.counted)) >= wait.count
 
 
 def answer_of(wait: HumanWait) -> StageSucceeded:
     """The stage's answer once enough people counted: what it waited for, from whom, and who."""
     return StageSucceeded(
-        output={"wait_for": wait.wait_for, "from": wait.group, "by": sorted(wait.counted, key=str.casefold)}
+        output={
+            "wait_for": wait.wait_for,
+            "from": wait.group,
+            "by": sorted(_people(wait.carried, wait.counted), key=str.casefold),
+        }
     )

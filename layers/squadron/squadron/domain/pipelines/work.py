@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from pydantic import TypeAdapter, ValidationError
 
-from squadron.domain.effects import AddLabels, CloseIssue, EvaluateMerge, Outside, PostComment
+from squadron.domain.effects import AddLabels, CloseIssue, EvaluateMerge, Outside, PostComment, RemoveLabel
 from squadron.domain.pipeline_wire import (
     STAGE_FAILED,
     STAGE_REJECTED,
@@ -283,7 +283,8 @@ def _action(task: PipelineTask, where: Where, action: Any, data: Mapping[str, An
             body = str(render(action.config.message, ns))
             return Act((PostComment(repo, inst, number, body, AUTHOR),), {"commented": True})
         case RemoveLabelStage() | RemoveLabelBranch():
-            raise _NotYet("remove_label: the router's outbox has no label removal yet")
+            label = str(render(action.config.label, ns))
+            return Act((RemoveLabel(repo, inst, number, label),), {"unlabelled": label})
     raise _NotYet(f"action {getattr(action, 'action', '?')!r}")  # pragma: no cover - the union
 
 
@@ -298,7 +299,6 @@ def _lifecycle(task: PipelineTask, where: Where, actions: Sequence[Any], data: M
     ns = namespaces(data)
     repo, inst = where.repo_full_name, where.installation_id
     effects: list[Outside] = []
-    skipped: list[str] = []
     if task.step == "escalate":
         effects.append(
             PostComment(
@@ -319,11 +319,8 @@ def _lifecycle(task: PipelineTask, where: Where, actions: Sequence[Any], data: M
                 if add is not None:
                     effects.append(AddLabels(repo, inst, number, (str(render(add, ns)),)))
                 if remove is not None:
-                    skipped.append(f"remove label {render(remove, ns)!r} (not carried out yet)")
-    output: dict[str, Any] = {"done": len(effects)}
-    if skipped:
-        output["skipped"] = skipped
-    return Act(tuple(effects), output)
+                    effects.append(RemoveLabel(repo, inst, number, str(render(remove, ns))))
+    return Act(tuple(effects), {"done": len(effects)})
 
 
 def _for(target: str | None) -> str:

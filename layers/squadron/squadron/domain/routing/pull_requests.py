@@ -181,6 +181,9 @@ PULL_REQUEST_ROUTES: Mapping[tuple[str, str | None], Handler] = {
     ("pull_request", "edited"): _on_pull_request_opened,
     ("pull_request", "converted_to_draft"): lambda e, s, p: [Discard("converted to draft; reviews wait")],
     ("pull_request", "closed"): _on_pull_request_closed,
+    # A person's label on a pull request is for its pipelines alone (a trigger, a handler, a human
+    # stage waiting for a label: docs/pipelines.md); the fixed routing does nothing with it.
+    ("pull_request", "labeled"): lambda e, s, p: [Discard("a pull request's label: for its pipelines only")],
     ("pull_request_review", "submitted"): _on_review,
     ("pull_request_review", "dismissed"): _on_review,
 }

@@ -93,11 +93,6 @@ class HostResult:
     saved: str = ""
 
 
-def told_key(item: InboxItem) -> tuple[str, str]:
-    """An inbox item's identity (the inbox stores one per delivery and kind), for :attr:`AgentHost.told`."""
-    return (item.delivery_id, item.kind)
-
-
 def resolved_blockers(items: Iterable[InboxItem]) -> list[int]:
     """The blockers whose closing the inbox reports (the router's ``blocker_closed`` items)."""
     return sorted(
@@ -189,9 +184,6 @@ class AgentHost(ModelSpending):
         #: task's tokens, and every call it forwards is admitted by :meth:`_admit_model_call` first.
         self.model_gateway = model_gateway
         self.agent_role: ResolvedRole | None = None
-        #: Inbox items the model was already told of (its wake prompt, a news prompt): an item it
-        #: leaves unread is news once, never a prompt every turn until a breaker trips.
-        self.told: set[tuple[str, str]] = set()
         self._init_spending(model_gateway)
 
     async def run(self) -> HostResult:
@@ -414,7 +406,6 @@ class AgentHost(ModelSpending):
                 ),
                 resolved_blockers=resolved_blockers(pending),
             )
-            self.told |= {told_key(item) for item in pending}
         else:
             prompt = start_prompt(agent, self.facts)
             prompt = "\n\n".join(part for part in (*self._brief(agent), prompt) if part)
@@ -430,8 +421,7 @@ class AgentHost(ModelSpending):
             return "", "", ""
 
     async def _news(self) -> bool:
-        """Whether news waits in the inbox (items the model was not told of yet, which it is now),
-        lingering up to ``linger_seconds`` for some to come.
+        """Whether news waits in the inbox, lingering up to ``linger_seconds`` for some to come.
 
         It looks quickly at first, then less and less often (a lingering PM is a few gateway
         calls a minute, not one a second).
@@ -440,11 +430,7 @@ class AgentHost(ModelSpending):
         deadline = loop.time() + self.linger_seconds
         polls = 0
         while True:
-            fresh = [
-                i for i in await asyncio.to_thread(self.door.pending_inbox) if told_key(i) not in self.told
-            ]
-            if fresh:
-                self.told |= {told_key(item) for item in fresh}
+            if await asyncio.to_thread(self.door.pending_inbox):
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0 or self.stop.is_set() or self.lease_lost:

@@ -39,16 +39,12 @@ from moto.core.exceptions import AWSError
 from moto.core.responses import EmptyResult
 from moto.stepfunctions.models import StateMachineVersion
 from moto.stepfunctions.parser.api import ExecutionStatus, InvalidExecutionInput, InvalidToken
-from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
-    StateTaskServiceCallback,
-)
+from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import EvalTimeoutError
+from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
     StateTaskServiceSfn,
 )
-from moto.stepfunctions.parser.asl.eval.callback.callback import (
-    CallbackConsumerTimeout,
-    CallbackOutcomeTimedOut,
-)
+from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackConsumerTimeout
 from moto.stepfunctions.parser.backend.execution import Execution
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
@@ -159,20 +155,25 @@ def _failure_of_running(send: Any) -> Any:
     return send_task_failure
 
 
-def _timed_out_refuses(wait: Any) -> Any:
-    """A task whose wait for its token timed out refuses a later answer, as AWS's ``TaskTimedOut``
-    (moto keeps the token's endpoint, and a late SendTaskSuccess is taken and lost)."""
+def _timed_out_refuses(evaluate: Any) -> Any:
+    """A task whose wait for its token ended without an answer (its ``TimeoutSeconds`` ran out)
+    refuses a later answer, as AWS's ``TaskTimedOut``: moto keeps the token's endpoint, and takes
+    a late SendTaskSuccess and loses it. Marked before the state's ``Catch`` moves the run on, so
+    no later answer finds the endpoint open."""
 
-    @functools.wraps(wait)
-    def eval_wait_for_task_token(self: Any, *args: Any, **kwargs: Any) -> Any:
-        outcome = wait(self, *args, **kwargs)
-        if isinstance(outcome, CallbackOutcomeTimedOut):
-            endpoint = kwargs["callback_endpoint"] if "callback_endpoint" in kwargs else args[2]
-            endpoint.report(CallbackConsumerTimeout())
-        return outcome
+    @functools.wraps(evaluate)
+    def marked(self: Any, env: Any) -> None:
+        try:
+            evaluate(self, env)
+        except EvalTimeoutError:
+            token = (env.states.context_object.context_object_data.get("Task") or {}).get("Token")
+            endpoint = env.callback_pool_manager.get(token) if token else None
+            if endpoint is not None and endpoint.get_outcome() is None:
+                endpoint.report(CallbackConsumerTimeout())
+            raise
 
-    eval_wait_for_task_token._timed_out_refuses = True  # type: ignore[attr-defined]
-    return eval_wait_for_task_token
+    marked._timed_out_refuses = True  # type: ignore[attr-defined]
+    return marked
 
 
 class _TaskTimedOut(AWSError):
@@ -222,10 +223,9 @@ def patch() -> None:
         StepFunctionsParserBackend.send_task_success = _success_of_waiting(  # type: ignore[method-assign]
             StepFunctionsParserBackend.send_task_success
         )
-    callback = StateTaskServiceCallback
-    if not getattr(callback._eval_wait_for_task_token, "_timed_out_refuses", False):
-        callback._eval_wait_for_task_token = _timed_out_refuses(  # type: ignore[method-assign]
-            callback._eval_wait_for_task_token
+    if not getattr(ExecutionState._evaluate_with_timeout, "_timed_out_refuses", False):
+        ExecutionState._evaluate_with_timeout = _timed_out_refuses(  # type: ignore[method-assign]
+            ExecutionState._evaluate_with_timeout
         )
     if not getattr(StepFunctionsParserBackend.start_execution, "_on_versions", False):
         StepFunctionsParserBackend.start_execution = _on_versions(  # type: ignore[method-assign]

@@ -104,6 +104,8 @@ class Play:
     merge_answers: list[int]
     #: The merges GitHub applied (its git store's merge commits).
     applied: list[str]
+    #: What happens on GitHub right before the next merge request is handled (one each).
+    before_merge: list[Callable[[], None]]
 
     @property
     def number(self) -> int:
@@ -142,9 +144,14 @@ def play(stack: Stack, sandbox: Sandbox) -> Play:
     answers: list[int] = []
     handle = sandbox.github.handle
 
+    before_merge: list[Callable[[], None]] = []
+
     def answered(method: str, path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, Any]:
+        merging = method == "PUT" and path.split("?", maxsplit=1)[0].endswith(f"/pulls/{pr['number']}/merge")
+        if merging and before_merge:
+            before_merge.pop(0)()
         status, answer = handle(method, path, body, headers)
-        if method == "PUT" and path.split("?", maxsplit=1)[0].endswith(f"/pulls/{pr['number']}/merge"):
+        if merging:
             answers.append(status)
         return status, answer
 
@@ -180,7 +187,7 @@ def play(stack: Stack, sandbox: Sandbox) -> Play:
         version, execution_name("d-1", "p"), run_input(42, pr["number"])
     ).execution_arn
     events = Events(repo_id=42, full_name=REPO)
-    return Play(stack, sandbox, pr, arn, router, events, answers, applied)
+    return Play(stack, sandbox, pr, arn, router, events, answers, applied, before_merge)
 
 
 def gate_first(p: Play) -> None:
@@ -216,6 +223,16 @@ def lost_answer_of_the_gates_merge(p: Play) -> None:
     assert p.run_asks() == ["merge"]
 
 
+def both_at_once(p: Play) -> None:
+    p.sandbox.client("ci-bot").create_check_run(
+        name="ci", head_sha=str(p.pr["head"]["sha"]), status="completed", conclusion="success"
+    )
+    # merge_pr's judgement passed; before its merge reaches GitHub, CI's event is judged and merged
+    p.before_merge.append(p.ci_passes)
+    assert p.run_asks() == ["merge"]
+    assert p.merge_answers == [200, 405], p.merge_answers  # the run's merge refused: merged already
+
+
 def dropped_answer_then_the_run_asks(p: Play) -> None:
     p.merge_fails("drop")  # applied, the connection dropped before the answer
     p.ci_passes()
@@ -226,6 +243,7 @@ CASES: list[tuple[str, Callable[[Play], None]]] = [
     ("the gate merges on CI first, then merge_pr asks", gate_first),
     ("merge_pr asks first (CI pending), then CI's event merges", run_first),
     ("the gate merges on CI, CI runs again, then merge_pr asks", run_merges_then_ci_again),
+    ("CI's merge lands between merge_pr's judgement and its merge", both_at_once),
     ("merge_pr's merge is applied and answered 502, then CI's event", lost_answer_of_the_runs_merge),
     (
         "the gate's merge on CI is applied and answered 502, then merge_pr asks",

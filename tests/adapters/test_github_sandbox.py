@@ -156,6 +156,64 @@ def test_a_human_issue_and_the_apps_answers_become_signed_webhooks_the_ingress_a
     assert {k.lower() for k in headers} >= {"x-github-event", "x-github-delivery", "x-hub-signature-256"}
 
 
+#: A person adds and removes a label: on an issue GitHub sends ``issues``, on a pull request
+#: ``pull_request`` (never ``issues``); the router takes a label added, and no removal
+#: (docs/pipelines.md: ``pull_request.unlabeled`` cannot start or steer a pipeline, and a human
+#: stage's ``wait_for: label`` counts a label added).
+LABEL_EVENTS = [
+    ("an issue", False, ("issues", "labeled", "accepted"), ("issues", "unlabeled", "not_routed")),
+    (
+        "a pull request",
+        True,
+        ("pull_request", "labeled", "accepted"),
+        ("pull_request", "unlabeled", "not_routed"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pull", "added", "removed"),
+    [case[1:] for case in LABEL_EVENTS],
+    ids=[case[0] for case in LABEL_EVENTS],
+)
+def test_a_label_added_and_removed_is_sent_as_github_sends_it(
+    sandbox: Sandbox, pull: bool, added: tuple[str, str, str], removed: tuple[str, str, str]
+) -> None:
+    alice = sandbox.client("alice")
+    if pull:
+        sandbox.push("feat/label", {"app.py": "print('v2')\n"}, "Work")
+        number = int(
+            sandbox.client().create_pull(title="Work", head="feat/label", base="main", body="")["number"]
+        )
+    else:
+        number = int(alice.create_issue("Export API", "CSV please")["number"])
+    sandbox.settle()
+    before = len(sandbox.github.deliveries)
+    alice.add_labels(number, ["ready"])
+    alice.remove_label(number, "ready")
+    sandbox.settle()
+
+    sent = sandbox.github.deliveries[before:]
+    decisions = sandbox.receiver.decisions[before:]
+    seen = [
+        (d.event, d.action, "accepted" if isinstance(decision, Accepted) else getattr(decision, "code", ""))
+        for d, decision in zip(sent, decisions, strict=True)
+    ]
+    assert seen == [added, removed]
+    for delivery in sent:
+        payload = delivery.payload
+        assert payload["label"]["name"] == "ready"
+        if pull:  # GitHub's pull_request payload: the number and the pull request, no issue
+            assert payload["number"] == number and "issue" not in payload
+            assert payload["pull_request"]["number"] == number
+        else:
+            assert payload["issue"]["number"] == number and "pull_request" not in payload
+    removal = sent[-1].payload
+    subject = removal["pull_request"] if pull else removal["issue"]
+    assert subject["labels"] == []  # as it is after the removal
+    assert (alice.get_pull(number) if pull else alice.get_issue(number))["labels"] == []
+
+
 def test_a_pull_request_lives_on_real_git_from_push_to_merge(sandbox: Sandbox) -> None:
     alice, bot = sandbox.client("alice"), sandbox.client()
     issue = alice.create_issue("Export API", "CSV please")

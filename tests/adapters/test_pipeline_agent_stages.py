@@ -480,6 +480,108 @@ def test_agent_branches_of_a_parallel_stage_each_put_their_role_to_work(stack: S
     assert stack.finished(arn)["status"] == "SUCCEEDED"
 
 
+PARALLEL_TIMED = PARALLEL.replace(
+    '{id: sec, agent: security-review, action: "Look for injection"}',
+    '{id: sec, agent: security-review, action: "Look for injection", timeout: 1s}',
+)
+SECURITY = "42-7-security-review"
+
+
+def test_an_agent_branch_that_timed_out_stops_its_agent_as_an_agent_stage_does(stack: Stack) -> None:
+    r = Router(stack)
+    arn = started(stack, PARALLEL_TIMED)
+    handled = sorted((r.task()[1]["waiting"], r.task()[1]["waiting"]))
+    assert handled == [REVIEWER, SECURITY]
+    for agent_id in handled:
+        r.begun(agent_id)
+    launched = r.world.agent(SECURITY).task_arn
+    assert launched is not None
+
+    # the branch's timeout ran out while its agent worked: the branch asks the router to stop it
+    _, stop = r.task()
+    assert (stop["pipeline_task"], stop["answered"]) == ("sec.stop", True)
+    assert r.world.agent(SECURITY).status is AgentStatus.CANCELLED
+    assert [arn for arn, _ in r.world.launcher.stopped] == [launched]
+    # the timeout goes on to the parallel stage as before: no on_timeout there, the run fails
+    ended = stack.finished(arn)
+    assert ended["status"] == "FAILED"
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    failed = [e["executionFailedEventDetails"] for e in history if e["type"] == "ExecutionFailed"]
+    assert [f["error"] for f in failed] == ["Squadron.Failed"]
+
+    # the stopped agent's late end answers nothing
+    agent = r.world.agent(SECURITY)
+    _, routed = r.ended(SECURITY, outcome="idle", launch_token=agent.launch_token)
+    assert not (routed.get("pipeline_stage") or {}).get("answered")
+
+
+#: (why, the parallel stage's join, its first branch, the states that branch has)
+BRANCH_TIMEOUTS = [
+    (
+        "an agent branch with a timeout stops its agent, then ends as timed out",
+        "all",
+        "{id: sec, agent: security-review, timeout: 1h}",
+        {"sec", "sec.stop", "sec.timed-out"},
+    ),
+    (
+        "an agent branch without a timeout has nothing to stop",
+        "all",
+        "{id: sec, agent: security-review}",
+        {"sec"},
+    ),
+    (
+        "an agent branch of join any with a timeout",
+        "any",
+        "{id: sec, agent: security-review, timeout: 1h}",
+        {"sec", "sec.first", "sec.stop", "sec.timed-out"},
+    ),
+    (
+        "an action branch with a timeout has no agent to stop",
+        "all",
+        "{id: sec, type: action, action: comment, config: {message: hi}, timeout: 1h}",
+        {"sec"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("join", "branch", "states"), [c[1:] for c in BRANCH_TIMEOUTS], ids=[c[0] for c in BRANCH_TIMEOUTS]
+)
+def test_an_agent_branch_compiles_a_stop_only_with_a_timeout(
+    join: str, branch: str, states: set[str]
+) -> None:
+    text = (
+        "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n"
+        f"      - id: reviews\n        type: parallel\n        join: {join}\n"
+        "        timeout: 2h\n        on_timeout: {then: escalate}\n        branches:\n"
+        f"          - {branch}\n          - {{id: code, agent: pr-review}}\n"
+    )
+    pipelines = parse_files(files_with(text)).config.pipelines
+    compiled = compile_pipeline("p", pipelines, queue_url="q", repository_id=42, children={}).definition
+    parallel = compiled["States"]["reviews"]
+    (sec, code) = parallel["Branches"]
+    assert set(sec["States"]) == states
+    assert set(code["States"]) <= {"code", "code.first"}  # no timeout: nothing to stop
+    # the parallel stage's on_timeout takes a branch's timeout, raised again after its stop
+    (timeouts,) = [c for c in parallel["Catch"] if "States.Timeout" in c["ErrorEquals"]]
+    assert "Squadron.BranchTimedOut" in timeouts["ErrorEquals"]
+    if "sec.stop" in states:
+        task, stop = sec["States"]["sec"], sec["States"]["sec.stop"]
+        assert task["TimeoutSeconds"] == 3600
+        assert task["Catch"] == [
+            {
+                "ErrorEquals": ["States.Timeout", "States.HeartbeatTimeout"],
+                "ResultPath": "$.error",
+                "Next": "sec.stop",
+            }
+        ]
+        body = stop["Parameters"]["MessageBody"]
+        assert (body["stage_type"], body["step"]) == ("agent", "stop")
+        assert json.loads(body["config"])["agent"] == "security-review"
+        assert stop["Next"] == "sec.timed-out" and stop["Catch"][0]["Next"] == "sec.timed-out"
+        assert sec["States"]["sec.timed-out"]["Error"] == "Squadron.BranchTimedOut"
+
+
 class LosesTheFirstAnswer:
     """Step Functions, and a router that stops right before its first answer is sent."""
 

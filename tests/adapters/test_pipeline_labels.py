@@ -201,3 +201,51 @@ def test_an_approval_before_the_timeout_and_one_after_the_extension_answer_the_e
     assert stack.finished(arn)["status"] == "SUCCEEDED"
     assert r.world.github.comments[-1][2] == "by alice, bob"
     assert sum(body.endswith("please") for _, _, body, _ in r.world.github.comments) == 1
+
+
+#: (why, the stage's count, who approved before the timeout, who approved after it, before the
+#: extension's entry reached the router)
+LATE_ANSWERS = [
+    ("the one approval needed comes late", 1, (), ("alice",)),
+    ("one approval before the timeout, the second late", 2, ("alice",), ("bob",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("count", "before", "late"), [c[1:] for c in LATE_ANSWERS], ids=[c[0] for c in LATE_ANSWERS]
+)
+def test_an_answer_between_the_timeout_and_the_extensions_entry_answers_the_extension(
+    stack: Stack, count: int, before: tuple[str, ...], late: tuple[str, ...]
+) -> None:
+    """The stage timed out and its extension enters it again; the approval that completes it comes
+    in between (its own entry's task is over: "gone"). It counts for the extension, which is
+    answered at once and says nothing again."""
+    r = waiting_router(stack)
+    ask = f"{{from: maintainers, count: {count}, auto_assign: true, notify: {{on_enter: please}}}}"
+    arn = started(
+        stack,
+        pipeline(ask, more="        timeout: 1s\n        on_timeout: {extend: 1h, max_extensions: 1}\n"),
+    )
+    _, message = next_task(stack)
+    handle(r, message)
+    for login in before:
+        deliver(r, EVENTS.review(7, "feat/x", "approved", by=login))
+    extension, message = next_task(stack)  # it timed out: the stage's entry again, not handled yet
+    assert extension.stage == "ask"
+
+    for login in late:
+        answered = deliver(r, EVENTS.review(7, "feat/x", "approved", by=login))
+        (wait,) = answered["waiting"]["waits"]
+        assert wait["answered"] is False and wait["gone"], wait  # its own entry's task is over
+
+    entry = handle(r, message)
+
+    assert entry["outcome"] == "passed"
+    drive(stack, r, arn)
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+    everyone = sorted((*before, *late))
+    assert r.world.github.comments[-1][2] == f"by {', '.join(everyone)}"
+    said = [body for _, _, body, _ in r.world.github.comments]
+    assert sum(body.endswith("please") for body in said) == 1, said  # announced once
+    assert len(r.world.github.assigned) == 1
+    assert r.world.registry.open_waits(42, 7) == []  # each entry's wait closed

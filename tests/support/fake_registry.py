@@ -568,7 +568,7 @@ class FakeRegistry:
 
     def open_wait(self, wait: HumanWait) -> HumanWait:
         self.calls["open_wait"] += 1
-        fresh = wait.model_copy(update={"counted": (), "answer": None, "sent": False})
+        fresh = wait.model_copy(update={"counted": (), "answer": None, "sent": False, "gone": False})
         return self.human_waits.setdefault((wait.repo_id, wait.number, wait.entry), fresh)
 
     def open_waits(self, repo_id: int, number: int) -> list[HumanWait]:
@@ -606,6 +606,12 @@ class FakeRegistry:
         held = self.human_waits.get((repo_id, number, entry))
         if held is not None:
             self.human_waits[(repo_id, number, entry)] = held.model_copy(update={"sent": True})
+
+    def mark_gone(self, repo_id: int, number: int, entry: str) -> None:
+        self.calls["mark_gone"] += 1
+        held = self.human_waits.get((repo_id, number, entry))
+        if held is not None:
+            self.human_waits[(repo_id, number, entry)] = held.model_copy(update={"gone": True})
 
     def hold_stage_wait(self, wait: StageWait, *, replacing: str | None = None) -> StageWait:
         self.calls["hold_stage_wait"] += 1

@@ -315,6 +315,11 @@ class HumanWaits(Protocol):
         """The wait's answer was sent (or its task is over): it is no longer open."""
         ...
 
+    def mark_gone(self, repo_id: int, number: int, entry: str) -> None:
+        """The wait's kept answer found its task over: it stays open (``gone``) for an extension
+        of its stage to take (nothing when there is no such wait)."""
+        ...
+
 
 class PipelineRunIndex(Protocol):
     """The pipeline runs started on each issue or pull request, so an event can reach them

@@ -20,6 +20,7 @@ from squadron.domain.pipelines.humans import (
     answer_of,
     counted,
     entered,
+    extended,
     human_act,
     needs_permission,
     refusal,
@@ -293,3 +294,28 @@ def test_what_is_said_and_kept_on_entry(
     assert (w.entry, w.task_token, w.number, w.opened_at) == (task(config).entry, "token-1", 7, T0)
     assert w.wait_for == human.get("wait_for", "approval") and w.count == human.get("count", 1)
     assert w.group == human.get("from") and w.members == GROUPS.get(human.get("from", ""), ())
+
+
+# --- which open wait an entry of the stage continues ---------------------------------------------
+
+OTHER_RUN = "arn:aws:states:us-east-1:123456789012:execution:sq_1-p:run-2"
+EXTENDED: list[tuple[str, list[HumanWait], str | None]] = [
+    ("the stage's first entry continues nothing", [], None),
+    ("an entry that timed out, unanswered", [wait()], "e1"),
+    (
+        "an entry whose answer came after its timeout (gone)",
+        [wait(answer={"by": ["alice"]}, gone=True)],
+        "e1",
+    ),
+    ("an answered entry, not yet sent: a loop back starts afresh", [wait(answer={"by": ["alice"]})], None),
+    ("another run's wait", [wait(execution_arn=OTHER_RUN)], None),
+    ("another stage's wait", [wait(stage="sign")], None),
+    ("the newest of two", [wait(), wait(entry="e2", gone=True, answer={"by": ["Bob"]})], "e2"),
+]
+
+
+@pytest.mark.parametrize(("waits", "found"), [c[1:] for c in EXTENDED], ids=[c[0] for c in EXTENDED])
+def test_which_wait_an_entry_extends(waits: list[HumanWait], found: str | None) -> None:
+    extension = task({"id": "ask", "type": "human", "human": {"from": "maintainers"}})
+    held = extended(extension, waits)
+    assert (held.entry if held is not None else None) == found

@@ -83,3 +83,17 @@ def test_the_first_answer_kept_stays(registry: Subject) -> None:
     assert registry.open_waits(REPO, 7) == []
     with pytest.raises(ConflictError):
         registry.keep_answer(REPO, 7, "missing", {})
+
+
+def test_an_answer_whose_task_was_over_keeps_the_wait_open_as_gone(registry: Subject) -> None:
+    registry.open_wait(wait())
+    registry.keep_answer(REPO, 7, "e1", {"by": ["alice", "bob"]})
+    registry.mark_gone(REPO, 7, "e1")
+    (held,) = registry.open_waits(REPO, 7)
+    assert held.gone and held.answer == {"by": ["alice", "bob"]} and not held.sent
+    # a retry of the task's arrival keeps what is kept
+    assert registry.open_wait(wait()).gone
+    registry.close_wait(REPO, 7, "e1")
+    assert registry.open_waits(REPO, 7) == []
+    registry.mark_gone(REPO, 7, "nothing")  # no such wait: nothing happens
+    assert registry.open_waits(REPO, 7) == []

@@ -7,7 +7,9 @@ the reminder's comment. With a scale of N, every ``Wait`` state of moto's interp
 ``SecondsPath``, ``Timestamp``) waits ``ceil(seconds / N)`` seconds, at least one when it waits at
 all: the run's states keep their order, only time is compressed. Task timeouts
 (``TimeoutSeconds``) and the state machine's own are untouched, so a stage still times out when
-its configuration says.
+its configuration says: a timeout is measured against work this clock does not compress (an
+agent's real run, CI, the test's own steps), and scaled it would time out a stage the test plays
+at real speed (issue 30 asked; a test of a timeout writes a short one, ``timeout: 1s``).
 
 Only the local stack's moto server takes it (:class:`squadron.adapters.local_aws.MotoProcess` sets
 :data:`SCALE_ENV` from ``LocalOptions.wait_scale``; docs/local-stack.md): the definitions the

@@ -19,7 +19,9 @@ epoch seconds as AWS's JSON has them.
 
 A stage's failure is answered with SendTaskFailure: moto drops its ``cause`` on the way in, and
 looks for the token among finished executions too (a second answer to a finished task is taken);
-AWS keeps the cause and answers ``InvalidToken`` (or ``TaskTimedOut``). The patch does both.
+AWS keeps the cause and answers ``InvalidToken`` (or ``TaskTimedOut``). The patch does both. And
+a task whose ``TimeoutSeconds`` ran out keeps its token in moto, which takes a late answer and
+drops it; AWS answers ``TaskTimedOut``, as the patch makes moto do.
 
 Applied by :func:`squadron.adapters.moto_server.patch` and by the tests that use ``mock_aws``.
 """
@@ -33,12 +35,16 @@ import json
 import uuid
 from typing import Any
 
+from moto.core.exceptions import AWSError
 from moto.core.responses import EmptyResult
 from moto.stepfunctions.models import StateMachineVersion
 from moto.stepfunctions.parser.api import ExecutionStatus, InvalidExecutionInput, InvalidToken
+from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import EvalTimeoutError
+from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
     StateTaskServiceSfn,
 )
+from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackConsumerTimeout
 from moto.stepfunctions.parser.backend.execution import Execution
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
@@ -149,6 +155,48 @@ def _failure_of_running(send: Any) -> Any:
     return send_task_failure
 
 
+def _timed_out_refuses(evaluate: Any) -> Any:
+    """A task whose wait for its token ended without an answer (its ``TimeoutSeconds`` ran out)
+    refuses a later answer, as AWS's ``TaskTimedOut``: moto keeps the token's endpoint, and takes
+    a late SendTaskSuccess and loses it. Marked before the state's ``Catch`` moves the run on, so
+    no later answer finds the endpoint open."""
+
+    @functools.wraps(evaluate)
+    def marked(self: Any, env: Any) -> None:
+        try:
+            evaluate(self, env)
+        except EvalTimeoutError:
+            token = (env.states.context_object.context_object_data.get("Task") or {}).get("Token")
+            endpoint = env.callback_pool_manager.get(token) if token else None
+            if endpoint is not None and endpoint.get_outcome() is None:
+                endpoint.report(CallbackConsumerTimeout())
+            raise
+
+    marked._timed_out_refuses = True  # type: ignore[attr-defined]
+    return marked
+
+
+class _TaskTimedOut(AWSError):
+    """AWS's answer to a task token whose task timed out (moto's own cannot be raised: it has no
+    message)."""
+
+    TYPE = "TaskTimedOut"
+    STATUS = 400
+
+
+def _success_of_waiting(send: Any) -> Any:
+    @functools.wraps(send)
+    def send_task_success(self: Any, task_token: str, outcome: str) -> Any:
+        for execution in self._get_executions(ExecutionStatus.RUNNING):
+            endpoint = execution.exec_worker.env.callback_pool_manager.get(task_token)
+            if endpoint is not None and isinstance(endpoint.consumer_error, CallbackConsumerTimeout):
+                raise _TaskTimedOut("Task Timed Out")
+        return send(self, task_token, outcome)
+
+    send_task_success._of_waiting = True  # type: ignore[attr-defined]
+    return send_task_success
+
+
 def _with_cause(self: Any) -> Any:
     """moto's SendTaskFailure handler, passing the ``cause`` on."""
     self.stepfunction_backend.send_task_failure(
@@ -171,6 +219,14 @@ def patch() -> None:
             StepFunctionsParserBackend.send_task_failure
         )
     StepFunctionResponse.send_task_failure = _with_cause  # type: ignore[method-assign]
+    if not getattr(StepFunctionsParserBackend.send_task_success, "_of_waiting", False):
+        StepFunctionsParserBackend.send_task_success = _success_of_waiting(  # type: ignore[method-assign]
+            StepFunctionsParserBackend.send_task_success
+        )
+    if not getattr(ExecutionState._evaluate_with_timeout, "_timed_out_refuses", False):
+        ExecutionState._evaluate_with_timeout = _timed_out_refuses(  # type: ignore[method-assign]
+            ExecutionState._evaluate_with_timeout
+        )
     if not getattr(StepFunctionsParserBackend.start_execution, "_on_versions", False):
         StepFunctionsParserBackend.start_execution = _on_versions(  # type: ignore[method-assign]
             StepFunctionsParserBackend.start_execution

@@ -91,6 +91,9 @@ MAX_CONFIG_CHARS = 32 * 1024
 #: The error a Parallel branch ends with when it is the first to finish a "join any" (its
 #: Parallel catches it: ASL has no native "any").
 JOIN_ANY = "Squadron.JoinAny"
+#: The error an agent branch ends with when its timeout ran out (after its ``.stop`` task stopped
+#: its agent); its parallel stage catches it as a timeout (a ``Fail`` cannot raise ``States.*``).
+BRANCH_TIMED_OUT = "Squadron.BranchTimedOut"
 
 _ARN = re.compile(
     r"^arn:aws[a-z-]*:states:[a-z0-9-]{1,32}:\d{12}:execution:(?P<machine>[A-Za-z0-9_-]{1,80}):"

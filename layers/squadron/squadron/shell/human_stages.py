@@ -14,8 +14,10 @@ too): a person's approval, comment, label or dismissal on the issue or pull requ
 its open waits when :func:`~squadron.domain.pipelines.humans.refusal` lets it (a member of the
 stage's group with write access, each person once); when ``count`` people counted, the answer is
 kept, sent (SendTaskSuccess with who), and the wait closed. A kept answer not yet sent is sent by
-the next event of that issue; an answer to a task that is over ("gone": it timed out, the run
-stopped) closes the wait all the same.
+the next event of that issue. An answer to a task that is over ("gone": it timed out, the run
+stopped) closes the wait when the run is over; while the run goes on, it is kept on the wait,
+marked gone: the wait counts nobody more and sends nothing, and when the stage's timeout extended
+it, the entry that follows takes the answer (:meth:`HumanStages.enter`); else it expires.
 """
 
 from __future__ import annotations
@@ -82,8 +84,10 @@ class HumanStages:
 
         An entry that extends a timed-out one (:func:`~squadron.domain.pipelines.humans.extended`)
         continues its wait: it says and assigns nothing again, and the earlier wait is closed (its
-        task is over). What is said follows the wait as kept, so a retry of the task decides as
-        its first attempt did."""
+        task is over). When enough people counted already (an answer came after the timeout,
+        before this entry: its task was over, so it was kept ``gone``), the entry's wait is kept
+        answered and closed, and the caller answers the task with it. What is said follows the
+        wait as kept, so a retry of the task decides as its first attempt did."""
         assert task.issue_number is not None
 
         def decide(earlier: HumanWait | None) -> Entered:
@@ -97,11 +101,18 @@ class HumanStages:
                 earlier=earlier,
             )
 
-        earlier = extended(task, self.waits.open_waits(task.repository_id, task.issue_number))
+        repo_id, number = task.repository_id, task.issue_number
+        earlier = extended(task, self.waits.open_waits(repo_id, number))
         decided = decide(earlier)
         kept = self.waits.open_wait(decided.wait)
         if kept.extends is not None:
-            self.waits.close_wait(task.repository_id, task.issue_number, kept.extends)
+            self.waits.close_wait(repo_id, number, kept.extends)
+            if kept.answer is None and satisfied(kept):
+                # Enough people counted toward the entries it continues (an answer that came
+                # after the timeout, before this entry): the extension is answered at once.
+                kept = self.waits.keep_answer(repo_id, number, kept.entry, answer_of(kept).output)
+            if kept.answer is not None:
+                self.waits.close_wait(repo_id, number, kept.entry)  # answered by the task's answer
             return Entered(kept, ())
         return Entered(kept, decided.effects if earlier is None else decide(None).effects)
 
@@ -124,6 +135,8 @@ class HumanStages:
 
         done: list[dict[str, Any]] = []
         for wait in waits:
+            if wait.gone:  # its answer is kept for an extension of its stage: nothing to count
+                continue
             current: HumanWait | None = wait
             if wait.answer is None:
                 known = permission_of(act.login) if needs_permission(wait, act, self.bot_login) else None
@@ -141,7 +154,12 @@ class HumanStages:
             sent = self.answers.answer(current.task_token, StageSucceeded(output=current.answer))
             if sent.delivered:
                 self._report(current, event)
-            self.waits.close_wait(repo_id, act.number, wait.entry)
+                self.waits.close_wait(repo_id, act.number, wait.entry)
+            elif self._running(wait.execution_arn):
+                # The entry's task is over, its run goes on: an extension may enter the stage again.
+                self.waits.mark_gone(repo_id, act.number, wait.entry)
+            else:
+                self.waits.close_wait(repo_id, act.number, wait.entry)
             logger.info(
                 "pipeline %s stage %s on #%s answered by %s (%s)",
                 wait.pipeline,
@@ -154,6 +172,12 @@ class HumanStages:
                 {"stage": wait.stage, "answered": sent.delivered, "gone": sent.gone, **current.answer}
             )
         return {"waits": done}
+
+    def _running(self, execution_arn: str) -> bool:
+        """Whether the run still runs (Step Functions' DescribeExecution; asked only of an answer
+        that found its task over)."""
+        run = self.answers.describe(execution_arn)
+        return run is not None and run.status == "RUNNING"
 
     def _report(self, wait: HumanWait, event: EventEnvelope) -> None:
         """The stage's transition event, once its answer is delivered: keyed by the entry, it is

@@ -335,6 +335,8 @@ class PipelineTasks:
             opened = humans.enter(task, stage, where, self.clock())
         except PipelineTemplateError as exc:
             return StageFailed.of(STAGE_FAILED, f"stage {task.stage!r}: {exc}")
+        if opened.wait.extends is not None and opened.wait.answer is not None:
+            return StageSucceeded(output=opened.wait.answer)  # an extension its people answered
         if opened.effects:
             # What GitHub refused for good is recorded for operators; the stage waits all the same.
             self._act(task, where, Act(opened.effects, {}), outbox, again=again)

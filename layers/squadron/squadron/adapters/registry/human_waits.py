@@ -3,7 +3,8 @@
 One item per wait, in its issue's own partition of waits (``WAIT#<repo>#<number>`` / the task's
 entry), apart from the issue's partition (:meth:`issue_view` reads that one whole): what the wait
 is (JSON), who counted (a string set: DynamoDB's ``ADD`` keeps each login once), the answer kept
-before it is sent, and whether it was. Kept until the longest run is over (TTL).
+before it is sent, whether it was, and whether its task was over when it was (``gone``). Kept
+until the longest run is over (TTL).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def _wait(item: dict[str, Any]) -> HumanWait:
     answer = item.get("answer")
     value["answer"] = json.loads(str(answer)) if answer is not None else None
     value["sent"] = bool(item.get("sent", False))
+    value["gone"] = bool(item.get("gone", False))
     return HumanWait.model_validate(value)
 
 
@@ -38,7 +40,7 @@ class DynamoHumanWaits(DynamoTable):
     """Conditional writes on one item per wait; every read is a Query of the issue's waits."""
 
     def open_wait(self, wait: HumanWait) -> HumanWait:
-        static = wait.model_dump(mode="json", exclude={"counted", "answer", "sent"})
+        static = wait.model_dump(mode="json", exclude={"counted", "answer", "sent", "gone"})
         item = {
             "PK": wait_pk(wait.repo_id, wait.number),
             "SK": wait.entry,
@@ -60,7 +62,7 @@ class DynamoHumanWaits(DynamoTable):
             if held:
                 return _wait(load_item(held))  # type: ignore[arg-type]
             raise  # pragma: no cover - DynamoDB returns the item it kept
-        return wait.model_copy(update={"counted": (), "answer": None, "sent": False})
+        return wait.model_copy(update={"counted": (), "answer": None, "sent": False, "gone": False})
 
     def open_waits(self, repo_id: int, number: int) -> list[HumanWait]:
         items = self._query(
@@ -114,14 +116,21 @@ class DynamoHumanWaits(DynamoTable):
         return _wait(load_item(done["Attributes"]))
 
     def close_wait(self, repo_id: int, number: int, entry: str) -> None:
+        self._set(repo_id, number, entry, "sent")
+
+    def mark_gone(self, repo_id: int, number: int, entry: str) -> None:
+        self._set(repo_id, number, entry, "gone")
+
+    def _set(self, repo_id: int, number: int, entry: str, flag: str) -> None:
+        """Set the wait's ``flag`` (nothing when there is no such wait)."""
         try:
             self._call(
                 "update_item",
                 TableName=self.table_name,
                 Key=dump_item({"PK": wait_pk(repo_id, number), "SK": entry}),
-                UpdateExpression="SET #sent = :true",
+                UpdateExpression="SET #flag = :true",
                 ConditionExpression="attribute_exists(PK)",
-                ExpressionAttributeNames={"#sent": "sent"},
+                ExpressionAttributeNames={"#flag": flag},
                 ExpressionAttributeValues=dump_item({":true": True}),
             )
         except ClientError as exc:

@@ -93,6 +93,10 @@ class HumanWait(BaseModel):
     answer: dict[str, Any] | None = None
     #: The answer was sent (or the task was over): the wait is closed.
     sent: bool = False
+    #: The answer was kept but its task was over when it was sent ("gone": the stage timed out,
+    #: or its run stopped): the wait stays open, counting nobody and sending nothing, so that an
+    #: extension entering the stage again takes the answer (:func:`extended`); else it expires.
+    gone: bool = False
 
     @property
     def expires_at(self) -> datetime:
@@ -170,16 +174,18 @@ def entered(
 
 
 def extended(task: PipelineTask, waits: Sequence[HumanWait]) -> HumanWait | None:
-    """The open wait ``task`` extends: one of the same run's same stage, entered before, with no
-    answer kept (its entry timed out; ``on_timeout.extend`` entered the stage again). None when
-    ``task`` is the stage's first entry, or one after an answered entry (a gate's loop back)."""
+    """The open wait ``task`` extends: one of the same run's same stage, entered before, whose
+    answer was not delivered (its entry timed out; ``on_timeout.extend`` entered the stage again):
+    none kept yet, or one kept after the entry had timed out (``gone``), which the extension takes.
+    None when ``task`` is the stage's first entry, or one after an answered entry (a gate's loop
+    back)."""
     found = [
         wait
         for wait in waits
         if wait.execution_arn == task.execution_arn
         and wait.stage == task.stage
         and wait.entry != task.entry
-        and wait.answer is None
+        and (wait.answer is None or wait.gone)
     ]
     return found[-1] if found else None
 

@@ -10,8 +10,15 @@ import math
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from squadron.domain.pipeline_wire import JOIN_ANY, START_CHILD, StageType, Step, child_parameters
-from squadron.domain.pipelines.asl import FAIL, dump, is_set, state_key
+from squadron.domain.pipeline_wire import (
+    BRANCH_TIMED_OUT,
+    JOIN_ANY,
+    START_CHILD,
+    StageType,
+    Step,
+    child_parameters,
+)
+from squadron.domain.pipelines.asl import FAIL, TIMEOUT_ERRORS, dump, is_set, state_key
 from squadron.domain.pipelines.models import (
     AgentBranch,
     DelayStage,
@@ -265,5 +272,22 @@ def one_branch(b: Core, branch: Any, join: str) -> dict[str, Any]:
                 states[f"{bid}.done"] = {"Type": "Succeed"}
     if branch.timeout is not None:
         task["TimeoutSeconds"] = branch.timeout
+        if isinstance(branch, AgentBranch):
+            stop_timed_out_branch(b, branch, task, states)
     states[bid] = task
     return {"StartAt": start, "States": states}
+
+
+def stop_timed_out_branch(
+    b: Core, branch: AgentBranch, task: dict[str, Any], states: dict[str, dict[str, Any]]
+) -> None:
+    """An agent branch whose timeout ran out stops its agent, as an agent stage does (its
+    ``<id>.stop`` task, answered whatever happens), and then ends its branch with
+    :data:`~squadron.domain.pipeline_wire.BRANCH_TIMED_OUT`, which its parallel stage catches as
+    the timeout it is (:data:`~squadron.domain.pipelines.asl.TIMEOUT_ERRORS` cannot be raised by a
+    ``Fail``)."""
+    bid = str(branch.id)
+    stop, timed_out = f"{bid}.stop", f"{bid}.timed-out"
+    task["Catch"] = [{"ErrorEquals": TIMEOUT_ERRORS, "ResultPath": "$.error", "Next": stop}]
+    states[stop] = b.task(stop, "agent", "stop", dump(branch), timed_out, lenient=True)
+    states[timed_out] = {"Type": "Fail", "Error": BRANCH_TIMED_OUT, "Cause": f"branch {bid} timed out"}

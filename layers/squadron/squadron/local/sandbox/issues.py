@@ -129,14 +129,19 @@ class IssueOps(WebhookOps):
                 label = self._label(name)
                 issue["labels"].append(label)
                 issue["updated_at"] = github_now()
-                kind = "pull_request" if "pull_request" in issue else "issues"
-                subject = (
-                    {"pull_request": repo.pulls[issue["number"]]}
-                    if kind == "pull_request"
-                    else {"issue": issue}
-                )
-                self.emit(repo, kind, "labeled", {**subject, "label": label}, caller)
+                self._emit_label(repo, issue, "labeled", label, caller)
         return 200, issue["labels"]
+
+    def _emit_label(self, repo: Repo, issue: Json, action: str, label: Json, caller: str) -> None:
+        """A label added to or removed from an issue or pull request, as GitHub sends it: on a
+        pull request the ``pull_request`` event (its ``number``, ``pull_request`` and ``label``),
+        not ``issues``."""
+        number = int(issue["number"])
+        if "pull_request" in issue:
+            parts: Json = {"number": number, "pull_request": repo.pulls[number], "label": label}
+            self.emit(repo, "pull_request", action, parts, caller)
+        else:
+            self.emit(repo, "issues", action, {"issue": issue, "label": label}, caller)
 
     def _op_issues__remove_label(self, params: Json, query: Json, body: Json, caller: str) -> tuple[int, Any]:
         repo = self._repo(params)
@@ -144,8 +149,10 @@ class IssueOps(WebhookOps):
         name = unquote(params["name"])
         if name not in {label["name"] for label in issue["labels"]}:
             raise ApiError(404, "Label does not exist")
-        issue["labels"] = [label for label in issue["labels"] if label["name"] != name]
-        self.emit(repo, "issues", "unlabeled", {"issue": issue, "label": self._label(name)}, caller)
+        # In place: a pull request's object shares its issue's list of labels.
+        issue["labels"][:] = [label for label in issue["labels"] if label["name"] != name]
+        issue["updated_at"] = github_now()
+        self._emit_label(repo, issue, "unlabeled", self._label(name), caller)
         return 200, issue["labels"]
 
     def _op_issues__add_assignees(

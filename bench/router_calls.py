@@ -32,6 +32,7 @@ from squadron.adapters.dynamo_registry import TABLE_DEFINITION
 from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.events import EventEnvelope
 from squadron.shell import wiring
+from tests.support import github_fake
 from tests.support.aws import agent_compute
 from tests.support.events import Events
 from tests.support.github_fake import FakeGitHub, app_private_key
@@ -152,6 +153,15 @@ WRITES_CHANGE: dict[str, tuple[str, ...]] = {
     "POST /repos/{owner}/{repo}/issues/{n}/labels": (ISSUE, PULL),
     "PATCH /repos/{owner}/{repo}/issues/{n}": (ISSUE, PULL),
     "POST /app/installations/{n}/access_tokens": (),
+}
+
+
+#: The fake's repository under ``orchestration: fixed``: the lifecycle measured is the fixed
+#: routing's (under the default pipelines a run's stages do an assignment's work, through Step
+#: Functions, which this harness does not run).
+FIXED_FILES: dict[str, github_fake.Content] = {
+    **github_fake.FILES,
+    ".squadron/config.yaml": github_fake.FILES[".squadron/config.yaml"] + "orchestration: fixed\n",
 }
 
 
@@ -302,7 +312,7 @@ def _provision() -> dict[str, str]:
 def router_harness() -> Iterator[Harness]:
     """The router Lambda on moto with a counting GitHub; everything undone on the way out."""
     aws = AwsCalls()
-    github = CountingGitHub()
+    github = CountingGitHub(fake=FakeGitHub(files=FIXED_FILES))
     counting_http = functools.partial(GitHubHttp, transport=github.transport())
     with (
         scoped_env({**FAKE_AWS, **QUIET_LAMBDA}, unset=AWS_UNSET),

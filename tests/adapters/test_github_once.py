@@ -25,7 +25,6 @@ from squadron.adapters.github.for_router import AppGitHub
 from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.adapters.local_aws import EVENTS_VISIBILITY
 from squadron.adapters.sqs import SqsEventQueue
-from squadron.config import load_directory
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentStatus
@@ -45,6 +44,7 @@ from tests.support.fake_registry import FakeLauncher
 from tests.support.gateway import ROOT, door_of, gateway_for
 from tests.support.git_remote import IDENTITY, git
 from tests.support.github_fake import app_private_key
+from tests.support.orchestration import FIXED, fixed_policy
 
 BOT = "squadron[bot]"
 REPO = "octo/repo"
@@ -137,7 +137,7 @@ def test_the_routers_escalation_and_the_agents_comment_appear_once_when_github_a
             registry=registry,
             launcher=launcher,
             github=AppGitHub(sandbox.app, bot_login=BOT),
-            policies=lambda _e: routing_policy(load_directory(ROOT / ".squadron")),
+            policies=lambda _e: fixed_policy(ROOT / ".squadron"),
             clock=lambda: clock[0],
         )
         events = Events(full_name=REPO)
@@ -197,7 +197,7 @@ def test_the_reconcilers_timeout_notice_appears_once_and_its_assignment_follows(
     )
     flows = parse_files(
         {
-            "config.yaml": "version: 1\n",
+            "config.yaml": "version: 1\n" + FIXED,
             "workflows/approval-flows.yaml": (
                 "version: 1\ndefault:\n  required_reviews: []\n"
                 "  escalation:\n    on_timeout: {hours: 48, label: needs-human, assign: [alice]}\n"
@@ -287,7 +287,7 @@ def test_a_router_run_past_its_timeout_is_stopped_and_its_event_carried_out_once
             registry=registry,
             launcher=FakeLauncher(),
             github=AppGitHub(app, bot_login=BOT),
-            policies=lambda _e: routing_policy(load_directory(ROOT / ".squadron")),
+            policies=lambda _e: fixed_policy(ROOT / ".squadron"),
             clock=lambda: clock[0],
         )
         events = Events(full_name=REPO)

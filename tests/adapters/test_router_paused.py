@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 handler_module = load_handler("router")
 
 APP, OTHER = "octo/app", "octo/other"
-VALID = {".squadron/config.yaml": "version: 1\nmax_issue_depth: 4\n"}
+#: The fixed routing's: an assignment starts its agent here (no Step Functions to carry out a run).
+VALID = {".squadron/config.yaml": "version: 1\nmax_issue_depth: 4\norchestration: fixed\n"}
 LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=False)
 )

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from squadron.config import load_directory
-from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentStatus
+from tests.support.orchestration import fixed_policy
 from tests.support.world import World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,8 +14,9 @@ A38 = "1-38-feat-dev"
 
 def world() -> World:
     # This repository's own flows: on_ci_failure and on_review_rejection allow 3 retries; a CI
-    # escalation notifies the maintainers.
-    w = World(policy=routing_policy(load_directory(ROOT / ".squadron")))
+    # escalation notifies the maintainers. The fixed routing's rules: its agent starts on the
+    # assignment (under the default pipelines a run's stage would start it).
+    w = World(policy=fixed_policy(ROOT / ".squadron"))
     w.send(w.events.assigned(38))
     w.send(w.events.pr(101, "feat/issue-38", "Closes #38"))
     return w

@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from squadron.config import ConfigLoader
+from squadron.config.default_pipelines import default_pipelines
+from squadron.domain.orchestration import DEFAULT_ORCHESTRATION, effective_pipelines
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.policies import PolicyCache
 from tests.support.repo_files import FakeRepositoryFiles
@@ -68,7 +70,8 @@ def test_a_repository_that_was_never_valid_routes_with_the_defaults() -> None:
     files, clock = FakeRepositoryFiles(), Clock()
     files.commit("octo/app", "sha1", BROKEN)
     cache = _cache(files, clock)
-    assert cache.policy_for("octo/app") == RoutingPolicy()
+    builtins = effective_pipelines({}, default_pipelines(), DEFAULT_ORCHESTRATION)
+    assert cache.policy_for("octo/app") == RoutingPolicy(pipelines=builtins)
     assert cache.problem("octo/app") is not None
 
 

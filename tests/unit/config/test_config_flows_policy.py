@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from squadron.config import load_directory
+from squadron.config.default_pipelines import default_pipelines
 from squadron.config.parse import parse_files
 from squadron.config.policy import routing_policy
 from squadron.domain.agents import RoleKind
+from squadron.domain.orchestration import DEFAULT_ORCHESTRATION, effective_pipelines
 from squadron.domain.repo_config.flows import agent_review_roles, resolve_flow
 from squadron.domain.repo_config.models import ApprovalFlowsFile
 from squadron.domain.routing import RoutingPolicy
@@ -120,8 +122,11 @@ def test_reference_config_gives_its_routing_policy() -> None:
 
 
 def test_defaults_only_policy_equals_the_routing_defaults() -> None:
-    """The documented configuration defaults and RoutingPolicy's own defaults must agree."""
-    assert routing_policy(parse_files({})) == RoutingPolicy()
+    """The documented configuration defaults and RoutingPolicy's own defaults must agree; the
+    defaults-only policy also carries the built-in pipelines its default orchestration runs."""
+    builtins = effective_pipelines({}, default_pipelines(), DEFAULT_ORCHESTRATION)
+    assert builtins
+    assert routing_policy(parse_files({})) == RoutingPolicy(pipelines=builtins)
 
 
 @pytest.mark.parametrize(

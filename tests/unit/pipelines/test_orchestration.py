@@ -188,9 +188,15 @@ pipelines:
 """
 
 
-def test_the_default_is_today_s_fixed_routing() -> None:
-    assert DEFAULT_ORCHESTRATION == "fixed"
+def test_the_default_is_the_default_pipelines() -> None:
+    assert DEFAULT_ORCHESTRATION == "pipelines"
     policy = _policy("version: 1\n")
+    assert policy.orchestration == "pipelines"
+    assert sorted(policy.pipelines) == sorted(set(default_pipelines()) - set(KEPT_BY_FRAMEWORK))
+
+
+def test_fixed_is_today_s_fixed_routing_alone() -> None:
+    policy = _policy("orchestration: fixed\n")
     assert (policy.orchestration, dict(policy.pipelines)) == ("fixed", {})
 
 

@@ -1,11 +1,12 @@
 """Who orchestrates a repository's issues: the fixed routing or the default pipelines — pure
 (docs/pipelines.md, "Default pipelines").
 
-``orchestration`` in ``.squadron/config.yaml`` chooses. With ``fixed`` (the default, today's
-behaviour) the router's fixed routing (:mod:`squadron.domain.routing`) starts every agent, and
-only the repository's own ``pipelines:`` run beside it. With ``pipelines`` the built-in pipelines
-(``squadron/config/default_pipelines.yaml``) run as well, each overridable by name, and an event
-that starts a run leaves its work to the run (:mod:`squadron.domain.routing.orchestration`).
+``orchestration`` in ``.squadron/config.yaml`` chooses. With ``pipelines`` (the default) the
+built-in pipelines (``squadron/config/default_pipelines.yaml``) run beside the repository's own
+``pipelines:``, each overridable by name, and an event that starts a run leaves its work to the run
+(:mod:`squadron.domain.routing.orchestration`). With ``fixed`` the router's fixed routing
+(:mod:`squadron.domain.routing`) starts every agent, and only the repository's own ``pipelines:``
+run beside it.
 
 Two built-ins stay the framework's under ``pipelines`` (:data:`KEPT_BY_FRAMEWORK`), each for the
 reason given there; a repository that defines a pipeline of the same name runs its own.
@@ -19,9 +20,9 @@ from typing import Literal
 from squadron.domain.pipelines.models import Pipeline
 
 Orchestration = Literal["fixed", "pipelines"]
-#: The project's default (flipping it to ``"pipelines"`` is the one line that makes the default
-#: pipelines every repository's behaviour).
-DEFAULT_ORCHESTRATION: Orchestration = "fixed"
+#: The project's default: the default pipelines are every repository's behaviour unless it chooses
+#: ``fixed``.
+DEFAULT_ORCHESTRATION: Orchestration = "pipelines"
 
 #: Built-ins that are not run under ``orchestration: pipelines``, and why (the fixed routing
 #: keeps doing what they describe).

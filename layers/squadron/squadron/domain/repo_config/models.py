@@ -410,8 +410,9 @@ class RepoConfig(_Model):
     )
     orchestration: Orchestration = Field(
         default=DEFAULT_ORCHESTRATION,
-        description="`fixed`: the fixed routing starts agents, pipelines run beside it; `pipelines`: the "
-        "built-in default pipelines run too, and an event that starts a run leaves its work to the run.",
+        description="`pipelines`: the built-in default pipelines run beside the repository's own, and an "
+        "event that starts a run leaves its work to the run; `fixed`: the fixed routing starts agents, "
+        "the repository's own pipelines run beside it.",
     )
 
     def label_roles(self) -> dict[str, str]:

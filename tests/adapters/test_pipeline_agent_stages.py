@@ -633,3 +633,68 @@ def test_an_end_delivered_again_sends_the_answer_kept_when_the_first_attempt_sto
     assert say["pipeline_task"] == "say"
     assert stack.finished(arn)["status"] == "SUCCEEDED"
     assert [body.split("\n")[0] for _, _, body, _ in r.world.github.comments] == ["Verdict: kept"]
+
+
+DEV = "42-7-feat-dev"
+IMPLEMENT = """pipelines:
+  p:
+    trigger: {event: issues.labeled}
+    stages:
+      - {id: implement, type: agent, agent: feat-dev, action: "Implement #{{ trigger.n }}", continue_session: true}
+"""
+
+
+def _end_of_the_first_task(r: Router, first: str) -> dict[str, Any]:
+    _, routed = r.ended(DEV, outcome="sleeping", reason="blocked by #9", launch_token=first)
+    return routed
+
+
+def _blocker_closed(r: Router, first: str) -> dict[str, Any]:
+    return r.dispatch.handle(r.world.events.closed(9).to_message())
+
+
+#: Issue 30: the dev agent files its blocker and its first task winds down (its "sleeping" end on
+#: its way) while a person closes the blocker — in either order, the stage waits for the task the
+#: close wakes.
+ORDERS = [
+    ("its end, then the close", (_end_of_the_first_task, _blocker_closed)),
+    ("the close while its task still ends", (_blocker_closed, _end_of_the_first_task)),
+]
+#: What the woken task does, and how the run ends.
+WOKEN = [
+    ("completes", {"outcome": "idle"}, "SUCCEEDED"),
+    ("escalates", {"outcome": "escalated", "reason": "it cannot decide"}, "FAILED"),
+]
+
+
+SLEEPS = [
+    pytest.param(steps, fields, status, id=f"{order}; the woken task {woken}")
+    for order, steps in ORDERS
+    for woken, fields, status in WOKEN
+]
+
+
+@pytest.mark.parametrize(("steps", "fields", "status"), SLEEPS)
+def test_a_stage_whose_agent_sleeps_on_a_blocker_is_answered_by_the_task_its_close_wakes(
+    stack: Stack, steps: Any, fields: dict[str, Any], status: str
+) -> None:
+    r = Router(stack)
+    arn = started(stack, IMPLEMENT)
+    _, summary = r.task()
+    assert summary["waiting"] == DEV
+    r.begun(DEV)
+    first = r.world.agent(DEV).launch_token
+    asleep = r.world.events.register_blocker(7, 9, agent_id=DEV, token=first, sleep=True)
+    r.dispatch.handle(asleep.to_message())
+    assert r.world.agent(DEV).status is AgentStatus.SLEEPING
+
+    for step in steps:
+        routed = step(r, first)
+        assert "pipeline_stage" not in routed, routed  # neither settles the stage
+    assert stack.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING"
+    assert r.world.agent(DEV).launch_token != first  # woken: its next task is launched
+
+    r.begun(DEV)
+    _, routed = r.ended(DEV, **fields)
+    assert routed["pipeline_stage"]["answered"] is True
+    assert stack.finished(arn)["status"] == status

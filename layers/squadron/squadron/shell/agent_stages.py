@@ -226,6 +226,7 @@ class AgentStages:
             reason=command.reason,
             outputs=command.outputs,
             agent=agent,
+            launch_token=command.launch_token,
         )
         if answer is None:
             answer = forgotten_answer(wait, agent)

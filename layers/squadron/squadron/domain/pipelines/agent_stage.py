@@ -415,6 +415,18 @@ def counts(wait: StageWait, launch_token: str) -> bool:
     return launch is not None and launch[0] == wait.generation and launch[1] >= wait.since_launch
 
 
+def replaced(launch_token: str, agent: AgentRecord | None) -> bool:
+    """Whether the task ``launch_token`` names is no longer ``agent``'s latest: the agent (of the
+    same generation) was launched again since it was launched."""
+    launch = launch_of(launch_token)
+    return (
+        agent is not None
+        and launch is not None
+        and launch[0] == agent.generation
+        and launch[1] < agent.counters.launches
+    )
+
+
 def ending_answer(
     wait: StageWait,
     *,
@@ -422,10 +434,12 @@ def ending_answer(
     reason: str,
     outputs: Mapping[str, str],
     agent: AgentRecord | None,
+    launch_token: str | None = None,
 ) -> StageAnswer | None:
     """The stage's answer when a counting task of its agent ended ``outcome`` (TaskEnded's), the
     agent as the router left it after; None when the stage goes on waiting (the task crashed and
-    is relaunched, or the agent runs again at once)."""
+    is relaunched, or the agent runs again at once). ``launch_token``: the ended task's (None:
+    not known)."""
     where = f"agent stage {wait.stage!r} of pipeline {wait.pipeline!r} ({wait.agent_id})"
     if agent is not None and agent.status is AgentStatus.ESCALATED:
         why = agent.escalation_reason or reason or "it was handed to humans"
@@ -440,6 +454,10 @@ def ending_answer(
     ):
         # Asleep on blocker issues the router registered: the stage waits (within its timeout) for
         # the task that runs when they close, as the fixed routing's agent would.
+        return None
+    if outcome == "sleeping" and launch_token is not None and replaced(launch_token, agent):
+        # Its blockers closed while this task still wound down (issue 30): the agent was woken,
+        # and the task that runs now answers — its report, whenever it comes, says nothing.
         return None
     if outcome == "sleeping":
         return StageFailed.of(STAGE_FAILED, f"{where}: the agent is blocked: {reason or 'no reason given'}")

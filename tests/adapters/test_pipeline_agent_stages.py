@@ -502,7 +502,15 @@ def test_an_agent_branch_that_timed_out_stops_its_agent_as_an_agent_stage_does(s
     assert (stop["pipeline_task"], stop["answered"]) == ("sec.stop", True)
     assert r.world.agent(SECURITY).status is AgentStatus.CANCELLED
     assert [arn for arn, _ in r.world.launcher.stopped] == [launched]
-    # the timeout goes on to the parallel stage as before: no on_timeout there, the run fails
+    # the timeout goes on to the parallel stage: on its way out it stops its other branch's agent
+    # (its own stopped agent is left as it is), and with no on_timeout there the run fails
+    reviewer = r.world.agent(REVIEWER).task_arn
+    _, own = r.task()
+    assert (own["pipeline_task"], own["answered"]) == ("sec.ended", True)
+    _, other = r.task()
+    assert (other["pipeline_task"], other["answered"]) == ("code.ended", True)
+    assert r.world.agent(REVIEWER).status is AgentStatus.CANCELLED
+    assert [arn for arn, _ in r.world.launcher.stopped] == [launched, reviewer]
     ended = stack.finished(arn)
     assert ended["status"] == "FAILED"
     history = stack.sfn.get_execution_history(executionArn=arn)["events"]
@@ -513,6 +521,97 @@ def test_an_agent_branch_that_timed_out_stops_its_agent_as_an_agent_stage_does(s
     agent = r.world.agent(SECURITY)
     _, routed = r.ended(SECURITY, outcome="idle", launch_token=agent.launch_token)
     assert not (routed.get("pipeline_stage") or {}).get("answered")
+
+
+JOIN_ANY = PARALLEL.replace("type: parallel", "type: parallel\n        join: any")
+
+
+@pytest.mark.parametrize(
+    ("join", "first_end", "status"),
+    [
+        ("any", {"outcome": "idle"}, "SUCCEEDED"),
+        ("all", {"outcome": "escalated", "reason": "stuck"}, "FAILED"),
+    ],
+    ids=["join any: the first branch done", "a branch failed"],
+)
+def test_a_parallel_stage_that_ended_early_stops_its_other_branches_agents_once(
+    stack: Stack, join: str, first_end: dict[str, str], status: str
+) -> None:
+    r = Router(stack)
+    arn = started(stack, JOIN_ANY if join == "any" else PARALLEL)
+    handled = sorted((r.task()[1]["waiting"], r.task()[1]["waiting"]))
+    assert handled == [REVIEWER, SECURITY]
+    for agent_id in handled:
+        r.begun(agent_id)
+    reviewer = r.world.agent(REVIEWER).task_arn
+    assert reviewer is not None
+
+    # the security branch ends first (done, or failed): the stage is over for the reviewer too
+    r.ended(SECURITY, **first_end)
+    _, own = r.task()
+    assert (own["pipeline_task"], own["answered"]) == ("sec.ended", True)
+    assert r.world.agent(SECURITY).status is not AgentStatus.CANCELLED  # it ended its branch itself
+    body, other = r.task()
+    assert (other["pipeline_task"], other["answered"]) == ("code.ended", True)
+    assert r.world.agent(REVIEWER).status is AgentStatus.CANCELLED
+    assert [arn for arn, _ in r.world.launcher.stopped] == [reviewer]
+    assert stack.finished(arn)["status"] == status
+
+    # the same stop delivered again stops nothing more; the stopped agent's late end moves nothing
+    r.dispatch.handle(body, "again")
+    assert [arn for arn, _ in r.world.launcher.stopped] == [reviewer]
+    agent = r.world.agent(REVIEWER)
+    _, routed = r.ended(REVIEWER, outcome="idle", launch_token=agent.launch_token)
+    assert not (routed.get("pipeline_stage") or {}).get("answered")
+
+
+#: (why, the parallel stage's join, its first branch, each catch's first state on the way out)
+STAGE_ENDS = [
+    (
+        "join any: the first branch done, then a failure, each stops the agent branches first",
+        "any",
+        "{id: sec, agent: security-review}",
+        {"Squadron.JoinAny": "sec.ended", "States.ALL": "sec.ended-2"},
+    ),
+    (
+        "join all: a failure stops them; an action branch has no agent to stop",
+        "all",
+        "{id: sec, type: action, action: comment, config: {message: hi}}",
+        {"States.ALL": "code.ended"},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("join", "branch", "ends"), [c[1:] for c in STAGE_ENDS], ids=[c[0] for c in STAGE_ENDS]
+)
+def test_a_parallel_stage_stops_its_agent_branches_on_every_way_out_but_its_end(
+    join: str, branch: str, ends: dict[str, str]
+) -> None:
+    text = (
+        "pipelines:\n  p:\n    trigger: {event: pull_request.opened}\n    stages:\n"
+        f"      - id: reviews\n        type: parallel\n        join: {join}\n        branches:\n"
+        f"          - {branch}\n          - {{id: code, agent: pr-review}}\n"
+    )
+    pipelines = parse_files(files_with(text)).config.pipelines
+    states = compile_pipeline("p", pipelines, queue_url="q", repository_id=42, children={}).definition[
+        "States"
+    ]
+    parallel = states["reviews"]
+    assert {c["ErrorEquals"][0]: c["Next"] for c in parallel["Catch"]} == ends
+    assert parallel["Next"] not in ends.values()  # a join all that ends with every branch stops nothing
+    for number, (error, first) in enumerate(ends.items(), start=1):
+        chain, after = [], first
+        while after.endswith(".ended") or ".ended-" in after:
+            chain.append(after)
+            stop = states[after]
+            body = stop["Parameters"]["MessageBody"]
+            assert (body["stage_type"], body["step"]) == ("agent", "stop")
+            assert stop["Catch"][0]["Next"] == stop["Next"]  # answered whatever happens
+            after = stop["Next"]
+        agents = ["sec", "code"] if "agent:" in branch else ["code"]
+        assert chain == [a + (".ended" if number == 1 else f".ended-{number}") for a in agents]
+        assert after == (parallel["Next"] if error == "Squadron.JoinAny" else "__fail__")
 
 
 #: (why, the parallel stage's join, its first branch, the states that branch has)

@@ -130,8 +130,9 @@ def _parallel_any(c: Compiled) -> None:
     assert parallel["Catch"][0] == {
         "ErrorEquals": [JOIN_ANY],
         "ResultPath": "$.data.stages.both",
-        "Next": COMPLETE,
+        "Next": "one.ended",  # its agent branch's agent stopped first (left if it came first)
     }
+    assert states(c)["one.ended"]["Next"] == COMPLETE and "two.ended" not in states(c)
     for branch, bid in zip(parallel["Branches"], ["one", "two"], strict=True):
         assert branch["States"][bid]["Next"] == f"{bid}.first"
         assert branch["States"][f"{bid}.first"] == {"Type": "Fail", "Error": JOIN_ANY, "Cause": bid}

@@ -1,5 +1,6 @@
-"""An agent stage that timed out for good stops its agent (docs/pipelines.md, "What the router
-carries out").
+"""An agent stage that timed out for good stops its agent, and so does a parallel stage that
+ended early for the agents of its other branches (docs/pipelines.md, "What the router carries
+out").
 
 When an agent stage's ``timeout`` fires and no extension is left, the compiled run enters the
 stage's ``<id>.stop`` task (:mod:`squadron.domain.pipelines.compile`) before its ``on_timeout``
@@ -15,6 +16,12 @@ or its failure. The router answers it here:
 
 An agent that moved on — to another stage, another run, or a later generation — is left as it
 is: the stage it works on now is not this one.
+
+A parallel stage that ended early (join any's first branch, a branch that failed or timed out)
+enters a ``<branch>.ended`` stop task per agent branch on its way out
+(:func:`squadron.domain.pipelines.own_states.stop_other_branches`). It is answered the same way,
+except that a branch already over on its own — its agent's answer kept on the wait, or its own
+timeout's stop — is left as it is: the first branch of a join any is not stopped for winning.
 """
 
 from __future__ import annotations
@@ -60,12 +67,22 @@ def stop_timed_out(
     wait = stages.waits.stage_wait(agent_id)
     if wait is None or wait.execution_arn != task.execution_arn or wait.stage != stage_id:
         return _left(f"{agent_id} works on no wait of this stage")
-    reason = f"pipeline {task.pipeline!r} stage {stage_id!r} timed out"
+    timed_out = task.stage.endswith(".stop")
+    reason = (
+        f"pipeline {task.pipeline!r} stage {stage_id!r} timed out"
+        if timed_out
+        else f"pipeline {task.pipeline!r} branch {stage_id!r} stopped: its parallel stage ended"
+    )
+    stopped = dump_answer(StageFailed.of(STAGE_FAILED, f"{reason} ({agent_id} stopped)"))
+    kept = wait.answer
     if not wait.sent:
-        stages.waits.answer_stage_wait(
-            agent_id, wait.entry, dump_answer(StageFailed.of(STAGE_FAILED, f"{reason} ({agent_id} stopped)"))
-        )
-        stages.waits.mark_stage_wait_sent(agent_id, wait.entry)
+        stored = stages.waits.answer_stage_wait(agent_id, wait.entry, stopped)
+        kept = stored.answer if stored is not None else None
+        if timed_out or kept == stopped:
+            stages.waits.mark_stage_wait_sent(agent_id, wait.entry)
+    if not timed_out and kept != stopped:
+        # the branch is over on its own: its agent's answer (kept first), or its timeout's stop
+        return _left(f"{agent_id} ended its branch")
     key = f"pipeline-stop-{task.entry}"
     committed = stages.registry.decision(key)
     if committed is None:

@@ -225,8 +225,28 @@ def parallel(b: Core, stage: ParallelStage, position: int) -> None:
     catches = b.catches(stage, position)
     if stage.join == "any":
         catches.insert(0, {"ErrorEquals": [JOIN_ANY], "ResultPath": f"$.data.stages.{key}", "Next": done})
+    agents = [branch for branch in stage.branches if isinstance(branch, AgentBranch)]
+    if agents:
+        for number, catch in enumerate(catches, start=1):
+            catch["Next"] = stop_other_branches(b, agents, number, catch["Next"])
     state["Catch"] = catches
     b.states[stage.id] = state
+
+
+def stop_other_branches(b: Core, agents: list[AgentBranch], number: int, next_state: str) -> str:
+    """A parallel stage that ended early (join any's first branch, a branch that failed or timed
+    out, a cancelled run: every way out through its ``Catch``) stops the agents of its branches
+    still at work before it goes on to ``next_state``: one ``<branch>.ended[-n]`` stop task per
+    agent branch (``n``: which of the stage's catches), answered as a timed-out agent stage's stop
+    is (:mod:`squadron.shell.agent_stage_timeouts`), whatever happens. An agent whose branch is
+    over (it answered, or its branch stopped it) is left as it is. Step Functions abandons the
+    other branches' tasks, not the agents they put to work. Returns the first state."""
+    first = next_state
+    for branch in reversed(agents):
+        state = f"{branch.id}.ended" if number == 1 else f"{branch.id}.ended-{number}"
+        b.states[state] = b.task(state, "agent", "stop", dump(branch), first, lenient=True)
+        first = state
+    return first
 
 
 def one_branch(b: Core, branch: Any, join: str) -> dict[str, Any]:

@@ -372,7 +372,7 @@ def test_a_pipelines_merge_pr_on_a_queued_branch_is_queued_by_the_gate_and_merge
         prefix="sq",
         outbox=outbox,
         claims=world.registry,
-        facts=_NoReads(),
+        facts=NoReads(),
         where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
         clock=lambda: world.now,
     )
@@ -407,7 +407,7 @@ def test_a_pipelines_merge_pr_on_a_queued_branch_is_queued_by_the_gate_and_merge
     assert '"merge":"asked"' in output.replace(" ", "")
 
 
-class _NoReads:
+class NoReads:
     def facts(
         self, where: Where, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
     ) -> Facts:

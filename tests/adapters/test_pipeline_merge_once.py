@@ -35,7 +35,7 @@ from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.pipelines import PipelineTasks
-from tests.adapters.test_merge_queue import BOT, FILES, REPO, Faults, Sandbox, _NoReads
+from tests.adapters.test_merge_queue import BOT, FILES, REPO, Faults, NoReads, Sandbox
 from tests.adapters.test_pipeline_stage_work import Router, drive
 from tests.support.events import Events
 from tests.support.git_remote import IDENTITY
@@ -175,7 +175,7 @@ def play(stack: Stack, sandbox: Sandbox) -> Play:
         prefix="sq",
         outbox=outbox,
         claims=world.registry,
-        facts=_NoReads(),
+        facts=NoReads(),
         where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
         clock=lambda: world.now,
     )

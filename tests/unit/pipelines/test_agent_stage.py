@@ -21,6 +21,7 @@ from squadron.domain.pipelines.agent_stage import (
     counts,
     ending_answer,
     forgotten_answer,
+    generation_start,
     over,
     put_to_work,
 )
@@ -375,3 +376,31 @@ def test_when_another_stages_wait_on_the_agent_is_over(
     held = WAIT.model_copy(update={"execution_arn": WAIT.execution_arn.replace("run-1", "run-0"), **changes})
     found = over(held, agent_task("{id: a, type: agent, agent: pr-review}"), now, running)
     assert (found is None) if why is None else (found is not None and why in found)
+
+
+ENTERED = datetime(2026, 11, 28, 16, 1, 16, 840_000, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("trigger", "started"),
+    [
+        # The run's trigger (the writer's assignment): the fresh agent's generation starts there,
+        # so a comment after the assignment, routed before the stage entered, still reaches it.
+        ({"occurred_at": "2026-11-28T16:01:12+00:00"}, datetime(2026, 11, 28, 16, 1, 12, tzinfo=UTC)),
+        # No time (a run started before the trigger carried one), or one that cannot be read, or
+        # without a zone, or after now: now to the second (GitHub's times are whole seconds, so
+        # a comment stamped 16:01:16 is not older than an agent started at 16:01:16.84).
+        ({}, datetime(2026, 11, 28, 16, 1, 16, tzinfo=UTC)),
+        ({"occurred_at": "yesterday"}, datetime(2026, 11, 28, 16, 1, 16, tzinfo=UTC)),
+        ({"occurred_at": 1764345672}, datetime(2026, 11, 28, 16, 1, 16, tzinfo=UTC)),
+        ({"occurred_at": "2026-11-28T16:01:12"}, datetime(2026, 11, 28, 16, 1, 16, tzinfo=UTC)),
+        ({"occurred_at": "2026-11-28T17:00:00+00:00"}, datetime(2026, 11, 28, 16, 1, 16, tzinfo=UTC)),
+    ],
+)
+def test_a_stage_s_fresh_agent_starts_its_generation_at_the_run_s_trigger(
+    trigger: dict[str, Any], started: datetime
+) -> None:
+    stage_task = agent_task("{id: a, type: agent, agent: feat-dev}", input={"trigger": trigger})
+    assert generation_start(stage_task, ENTERED) == started
+    comment = datetime(2026, 11, 28, 16, 1, 16, tzinfo=UTC)  # a writer's, GitHub's whole second
+    assert not record("feat-dev", generation_started_at=started).predates(comment)

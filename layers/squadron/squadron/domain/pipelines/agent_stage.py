@@ -311,6 +311,27 @@ def _working(agent: AgentRecord) -> bool:
     return agent.status in LIVE and (agent.task_arn is not None or agent.pending_launch is not None)
 
 
+def generation_start(task: PipelineTask, now: datetime) -> datetime:
+    """When a stage's fresh agent's generation starts: the run's trigger (the event that started or
+    restarted it), as the fixed routing's agent starts at the event that assigned it; so an event
+    of the issue after the trigger (a writer's comment routed before the stage entered, or
+    stamped in the same second: GitHub's times are whole seconds) is not taken for an older
+    generation's and dropped. ``now`` to the second when the trigger has no time (a run started
+    before it carried one), never later than ``now``."""
+    floor = now.replace(microsecond=0)
+    trigger = namespaces(task.input).get("trigger") or {}
+    at = trigger.get("occurred_at") if isinstance(trigger, Mapping) else None
+    if not isinstance(at, str):
+        return floor
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        return floor
+    if when.tzinfo is None or when > now:
+        return floor
+    return when
+
+
 def _fresh(
     task: PipelineTask,
     number: int,
@@ -323,9 +344,10 @@ def _fresh(
     installation_id: int | None,
     now: datetime,
 ) -> AgentRecord:
+    started = generation_start(task, now)
     return AgentRecord(
-        generation_started_at=now,
-        last_event_at=now,
+        generation_started_at=started,
+        last_event_at=started,
         agent_id=agent_id_for(task.repository_id, role, number),
         role=role,
         kind=kind,

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from squadron.domain.pipeline_wire import (
-    BRANCH_TIMED_OUT,
     MERGE_CONFLICT,
     RUN_CANCELLED,
     RUN_ESCALATED,
@@ -163,14 +162,6 @@ def _sub_pipelines(pipeline: Pipeline) -> set[str]:
         elif isinstance(stage, ParallelStage):
             found |= {b.pipeline for b in stage.branches if isinstance(b, PipelineBranch)}
     return found
-
-
-def timeout_errors(stage: Any) -> list[str]:
-    """What a stage's timeout catches: its task's timeout; for a parallel stage, an agent
-    branch's, raised again once the branch stopped its agent (:func:`.own_states.one_branch`)."""
-    if isinstance(stage, ParallelStage):
-        return [*TIMEOUT_ERRORS, BRANCH_TIMED_OUT]
-    return TIMEOUT_ERRORS
 
 
 class _Builder:
@@ -408,7 +399,7 @@ class _Builder:
         if stage.timeout is not None and stage.on_timeout is not None:
             catches.append(
                 {
-                    "ErrorEquals": timeout_errors(stage),
+                    "ErrorEquals": own_states.timeout_errors(stage),
                     "ResultPath": "$.error",
                     "Next": self._timed_out(stage, position),
                 }

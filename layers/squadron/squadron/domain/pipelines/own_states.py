@@ -311,3 +311,11 @@ def stop_timed_out_branch(
     task["Catch"] = [{"ErrorEquals": TIMEOUT_ERRORS, "ResultPath": "$.error", "Next": stop}]
     states[stop] = b.task(stop, "agent", "stop", dump(branch), timed_out, lenient=True)
     states[timed_out] = {"Type": "Fail", "Error": BRANCH_TIMED_OUT, "Cause": f"branch {bid} timed out"}
+
+
+def timeout_errors(stage: Any) -> list[str]:
+    """What a stage's timeout catches: its task's timeout; for a parallel stage, an agent
+    branch's, raised again once the branch stopped its agent (:func:`one_branch`)."""
+    if isinstance(stage, ParallelStage):
+        return [*TIMEOUT_ERRORS, BRANCH_TIMED_OUT]
+    return TIMEOUT_ERRORS

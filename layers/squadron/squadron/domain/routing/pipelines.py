@@ -61,6 +61,10 @@ def trigger_data(event: EventEnvelope, number: int | None) -> dict[str, Any]:
         "sender": event.sender.login,
         "number": number,
     }
+    if event.occurred_at is not None:
+        # When it happened (GitHub's whole seconds): a stage's fresh agent starts its generation
+        # there, as the fixed routing's agent starts at its assignment (agent_stage.generation_start).
+        data["occurred_at"] = event.occurred_at.isoformat()
     if event.issue is not None:
         data["issue_number"] = event.issue.number
         data["labels"] = list(event.issue.labels)

@@ -23,6 +23,7 @@ from squadron.adapters.github.for_router import AppGitHub
 from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.config.parse import parse_files
 from squadron.domain import change_sets as domain
+from squadron.domain.change_set_events import events_of
 from squadron.domain.change_set_steps import marked_set
 from squadron.domain.change_sets import CHECK_NAME, ChangeSet, SetState, branch_for
 from squadron.domain.event_trimming import pull_request_fields
@@ -150,9 +151,9 @@ def approved(stage: Stage) -> ChangeSet:
         open_sets=0,
         at=T0,
     )
-    stage.registry.create_change_set(created, domain.events_of(None, created, correlation_id="p"))
+    stage.registry.create_change_set(created, events_of(None, created, correlation_id="p"))
     after, _ = domain.approve(created, "alice", dict.fromkeys(REPOS, "write"), T0)
-    stage.registry.save_change_set(created, after, domain.events_of(created, after, correlation_id="a"))
+    stage.registry.save_change_set(created, after, events_of(created, after, correlation_id="a"))
     # the origin issue, a person's
     stage.client(SCHEMA, "alice").create_issue("Rename the user field", "schema, server and client")
     for _ in range(4):

@@ -19,6 +19,7 @@ from squadron.adapters.operations import Target
 from squadron.cli import main
 from squadron.cli_types import EXIT_PROBLEMS, EXIT_UNAVAILABLE
 from squadron.domain import change_sets as cs
+from squadron.domain.change_set_events import events_of
 from squadron.domain.change_sets import ChangeSet
 
 T0 = datetime(2026, 11, 28, 5, 0, tzinfo=UTC)
@@ -69,7 +70,7 @@ def stored(registry: DynamoRegistry, origin: str, others: tuple[str, ...], n: in
         open_sets=0,
         at=T0 + timedelta(minutes=n),
     )
-    registry.create_change_set(created, cs.events_of(None, created, correlation_id=f"d-{n}"))
+    registry.create_change_set(created, events_of(None, created, correlation_id=f"d-{n}"))
     approved, _ = cs.approve(created, "alice", {origin: "write"}, T0)
     registry.save_change_set(created, approved, ())
     return approved

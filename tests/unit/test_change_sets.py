@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 
 from squadron.domain import change_sets as cs
+from squadron.domain.change_set_events import events_of
 from squadron.domain.change_sets import ChangeSet, ChangeSetRefusedError, SetState
 from squadron.domain.domain_events import DomainEvent
 
@@ -387,9 +388,9 @@ def _valid(event_types: list[str], events: list[DomainEvent]) -> None:
 
 def test_the_lifecycle_reports_its_events_each_matching_its_schema() -> None:
     created = proposed()
-    _valid(["change_set.created.v1"], cs.events_of(None, created, correlation_id="d1"))
+    _valid(["change_set.created.v1"], events_of(None, created, correlation_id="d1"))
     partly, now = cs.approve(created, "alice", {"octo/schema": "write"}, T0)
-    events = cs.events_of(created, partly, correlation_id="d2", approved=now, by="alice")
+    events = events_of(created, partly, correlation_id="d2", approved=now, by="alice")
     _valid(["change_set.approved.v1"], events)
     assert events[0].data["waiting"] == ["octo/server", "octo/client"]
     assert (events[0].repository.full_name, events[0].issue, events[0].installation) == ("octo/schema", 5, 77)
@@ -400,21 +401,21 @@ def test_the_lifecycle_reports_its_events_each_matching_its_schema() -> None:
     for member in working.members[:2]:
         almost = cs.record_gate(almost, member.repository, "ready", T0)
     whole = cs.record_gate(almost, "octo/client", "ready", T0)
-    _valid(["change_set.ready.v1"], cs.events_of(almost, whole, correlation_id="d3"))
+    _valid(["change_set.ready.v1"], events_of(almost, whole, correlation_id="d3"))
     started = cs.begin_merging(whole, T0)
-    _valid(["change_set.merging.v1"], cs.events_of(whole, started, correlation_id="d4"))
+    _valid(["change_set.merging.v1"], events_of(whole, started, correlation_id="d4"))
     one = cs.record_merged(started, "octo/schema", "a", T0)
-    assert cs.events_of(started, one, correlation_id="d5") == []
+    assert events_of(started, one, correlation_id="d5") == []
     two = cs.record_merged(cs.record_merged(one, "octo/server", "b", T0), "octo/client", "c", T0)
-    _valid(["change_set.merged.v1"], cs.events_of(one, two, correlation_id="d6"))
+    _valid(["change_set.merged.v1"], events_of(one, two, correlation_id="d6"))
     failed, _ = cs.record_merge_failed(one, "octo/server", "conflict", T0)
     reverting = cs.start_reverting(failed, {"octo/schema": 40}, T0)
     reverted = cs.record_reverted(reverting, "octo/schema", T0)
-    events = cs.events_of(reverting, reverted, correlation_id="d7")
+    events = events_of(reverting, reverted, correlation_id="d7")
     _valid(["change_set.reverted.v1"], events)
     assert events[0].data["reverts"] == [{"repository": "octo/schema", "pr_number": 40}]
     escalated = cs.escalate(reverted, T0)
-    events = cs.events_of(reverted, escalated, correlation_id="d8")
+    events = events_of(reverted, escalated, correlation_id="d8")
     _valid(["change_set.escalated.v1"], events)
     assert events[0].data["failure"] == "merging octo/server failed: conflict"
     assert events[0].data["reverted"] == ["octo/schema"]
@@ -422,5 +423,5 @@ def test_the_lifecycle_reports_its_events_each_matching_its_schema() -> None:
 
 def test_an_events_id_is_the_same_on_every_attempt() -> None:
     created = proposed()
-    first = cs.events_of(None, created, correlation_id="d1")
-    assert [e.id for e in first] == [e.id for e in cs.events_of(None, created, correlation_id="d1-again")]
+    first = events_of(None, created, correlation_id="d1")
+    assert [e.id for e in first] == [e.id for e in events_of(None, created, correlation_id="d1-again")]

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem, IssueState
+from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, InboxItem, IssueState
 from squadron.domain.change_sets import ChangeSet
 from squadron.domain.dashboard import GateView
 from squadron.domain.domain_events import DomainEvent
@@ -238,6 +238,23 @@ class Decisions(Protocol):
     def unfinished_decisions(self, decided_before: datetime, limit: int = 100) -> list[Decision]:
         """Decisions not carried out and not tried since ``decided_before``, longest untouched first."""
         ...
+
+
+def commit_or_resume(
+    decisions: Decisions, writes: Sequence[Write], decision: Decision
+) -> tuple[Decision, bool]:
+    """Commit ``decision`` with its ``writes``: the decision to carry out, and whether an earlier
+    attempt committed it (a conflict where the decision of that key is stored already: that one is
+    resumed). A conflict with no such decision propagates (what was read changed since: the
+    caller's work is delivered again)."""
+    try:
+        decisions.commit(writes, decision)
+    except ConflictError:
+        committed = decisions.decision(decision.key)
+        if committed is None:
+            raise
+        return committed, True
+    return decision, False
 
 
 class Outbox(Protocol):

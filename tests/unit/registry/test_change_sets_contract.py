@@ -13,6 +13,7 @@ import pytest
 from squadron.adapters.registry.change_sets import DynamoChangeSets
 from squadron.domain import change_sets as cs
 from squadron.domain.agents import ConflictError
+from squadron.domain.change_set_events import events_of
 from squadron.domain.change_sets import ChangeSet, SetState
 from squadron.registry_ports import ChangeSets, History
 from tests.unit.registry.support import IMPLEMENTATIONS, T0, implementation
@@ -60,7 +61,7 @@ def _history(registry: Subject) -> list[str]:
 
 def test_a_set_is_stored_with_its_event_and_read_back_whole(registry: Subject) -> None:
     created = proposal()
-    registry.create_change_set(created, cs.events_of(None, created, correlation_id="d1"))
+    registry.create_change_set(created, events_of(None, created, correlation_id="d1"))
     assert registry.get_change_set(created.id) == created
     assert registry.get_change_set("cs-000000000000") is None
     assert registry.open_change_sets(77) == 1
@@ -76,11 +77,11 @@ def test_two_routers_approving_at_once_one_wins_and_the_state_never_goes_backwar
     alice, now_a = cs.approve(created, "alice", {"octo/schema": "write"}, T0)
     bob, now_b = cs.approve(created, "bob", {m.repository: "write" for m in created.members}, T0)
     registry.save_change_set(
-        created, bob, cs.events_of(created, bob, correlation_id="d-bob", approved=now_b, by="bob")
+        created, bob, events_of(created, bob, correlation_id="d-bob", approved=now_b, by="bob")
     )
     with pytest.raises(ConflictError, match="expected version 1"):
         registry.save_change_set(
-            created, alice, cs.events_of(created, alice, correlation_id="d-alice", approved=now_a, by="alice")
+            created, alice, events_of(created, alice, correlation_id="d-alice", approved=now_a, by="alice")
         )
     stored = registry.get_change_set(created.id)
     assert stored == bob and stored.state is SetState.APPROVED
@@ -126,7 +127,7 @@ def test_an_installation_holds_at_most_its_bound_of_open_sets_and_one_over_frees
     for name in cs.merge_order(first):
         steps.append(cs.record_merged(steps[-1], name, "sha", T0))
     assert steps[-1].state is SetState.MERGED
-    registry.save_change_set(first, steps[-1], cs.events_of(steps[-2], steps[-1], correlation_id="m"))
+    registry.save_change_set(first, steps[-1], events_of(steps[-2], steps[-1], correlation_id="m"))
     assert registry.open_change_sets(77) == 19
     registry.create_change_set(sets[-1], ())
     assert registry.open_change_sets(77) == 20

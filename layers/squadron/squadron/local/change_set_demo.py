@@ -18,18 +18,15 @@ answers are scripted (:func:`change_set_policy`).
 
 from __future__ import annotations
 
-import json
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TextIO
 
 from squadron.domain.change_sets import CHECK_NAME, ChangeSet, SetState
-from squadron.local.demo import HUMAN, DemoStuck, Timeline, last_prompt, prompt_role
+from squadron.local.demo import HUMAN, DemoStuck, Timeline, last_prompt, prompt_role, sandbox_call
 from squadron.local.feed import Feed, stack_feed
 from squadron.local.model import Json, Turn, calls_since_prompt
 
@@ -161,18 +158,7 @@ class _Play:
             )
 
     def api(self, repo: str, method: str, path: str, who: str, **body: Any) -> Any:
-        request = urllib.request.Request(  # noqa: S310 (the sandbox on loopback)
-            f"{self.sandbox.base_url}/repos/{repo}{path}",
-            data=json.dumps(body).encode() if body else None,
-            method=method,
-            headers={"authorization": f"token human:{who}", "content-type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
-                content = answer.read()
-        except urllib.error.HTTPError as exc:
-            raise DemoStuck(f"{method} {repo}{path} as {who}: {exc.code} {exc.read().decode()}") from exc
-        return json.loads(content) if content else None
+        return sandbox_call(self.sandbox.base_url, repo, method, path, who, **body)
 
     def say(self, text: str) -> None:
         self.timeline.say(text)

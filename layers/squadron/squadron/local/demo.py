@@ -189,6 +189,24 @@ def fresh_state(state_dir: Path, *, running: Callable[[Path], bool]) -> Path:
     return demo
 
 
+def sandbox_call(base: str, repo: str, method: str, path: str, who: str, **body: Any) -> Any:
+    """``method`` on ``/repos/<repo><path>`` of the GitHub sandbox at ``base`` as the person
+    ``who``, with ``body`` as JSON; the JSON answer (None when empty), or DemoStuck naming the
+    call and the sandbox's refusal."""
+    request = urllib.request.Request(  # noqa: S310 (the sandbox on loopback)
+        f"{base}/repos/{repo}{path}",
+        data=json.dumps(body).encode() if body else None,
+        method=method,
+        headers={"authorization": f"token human:{who}", "content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+            content = answer.read()
+    except urllib.error.HTTPError as exc:
+        raise DemoStuck(f"{method} {repo}{path} as {who}: {exc.code} {exc.read().decode()}") from exc
+    return json.loads(content) if content else None
+
+
 def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | None = None) -> Timeline:
     """Run the scenario on a started :class:`~squadron.local.stack.LocalStack`; raise DemoStuck."""
     timeline = Timeline(out)
@@ -196,18 +214,7 @@ def play(stack: Any, out: TextIO, *, step_timeout: float = 180.0, feed: Feed | N
     repo = stack.options.repo
 
     def api(method: str, path: str, who: str, **body: Any) -> Any:
-        request = urllib.request.Request(  # noqa: S310 (the sandbox on loopback)
-            f"{base}/repos/{repo}{path}",
-            data=json.dumps(body).encode() if body else None,
-            method=method,
-            headers={"authorization": f"token human:{who}", "content-type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
-                content = answer.read()
-        except urllib.error.HTTPError as exc:
-            raise DemoStuck(f"{method} {path} as {who}: {exc.code} {exc.read().decode()}") from exc
-        return json.loads(content) if content else None
+        return sandbox_call(base, repo, method, path, who, **body)
 
     feed = feed or stack_feed(stack)
 

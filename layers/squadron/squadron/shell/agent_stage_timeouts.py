@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from squadron.domain.agents import TERMINAL, AgentStatus, ConflictError, agent_id_for
+from squadron.domain.agents import TERMINAL, AgentStatus, agent_id_for
 from squadron.domain.effects import Decision, split_decision
 from squadron.domain.events import EventEnvelope
 from squadron.domain.lifecycle.transitions import finish
@@ -39,6 +39,7 @@ from squadron.domain.pipeline_wire import STAGE_FAILED, PipelineTask, StageFaile
 from squadron.domain.pipelines.agent_stage import dump_answer, subject, wake_of
 from squadron.domain.pipelines.templates import PipelineTemplateError
 from squadron.domain.pipelines.work import Where
+from squadron.registry_ports import commit_or_resume
 
 if TYPE_CHECKING:
     from squadron.shell.agent_stages import AgentStages
@@ -91,29 +92,26 @@ def stop_timed_out(
             return _left(f"{agent_id} is not the stage's agent any more")
         step = finish(agent, now=stages.clock(), reason=reason, status=AgentStatus.CANCELLED)
         split = split_decision(step.effects)
-        decision = Decision(
-            key,
-            stages.clock(),
-            split.outside,
-            installation_id=where.installation_id,
-            repo_full_name=where.repo_full_name,
-            repo_id=task.repository_id,
+        decision, resumed = commit_or_resume(
+            stages.registry,
+            split.writes,
+            Decision(
+                key,
+                stages.clock(),
+                split.outside,
+                installation_id=where.installation_id,
+                repo_full_name=where.repo_full_name,
+                repo_id=task.repository_id,
+            ),
         )
-        try:
-            stages.registry.commit(split.writes, decision)
-        except ConflictError:
-            committed = stages.registry.decision(key)
-            if committed is None:
-                raise  # the agent changed since it was read: the task is delivered again
-            decision = committed
     else:
-        decision = committed
+        decision, resumed = committed, True
     outbox.carry_out(
         envelope,
         decision.key,
         decision.outside,
         decision.decided_at,
-        resumed=committed is not None,
+        resumed=resumed,
         finish=True,
     )
     logger.info("pipeline %s stage %s timed out: %s stopped", task.pipeline, stage_id, agent_id)

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from squadron.adapters.step_functions import Answer, RunView
-from squadron.domain.agents import TERMINAL, AgentStatus, ConflictError, agent_id_for
+from squadron.domain.agents import TERMINAL, AgentStatus, agent_id_for
 from squadron.domain.commands import RecoverAgent, TaskEnded
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.effects import Decision
@@ -48,7 +48,7 @@ from squadron.domain.pipelines.agent_stage import (
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
 from squadron.errors import SquadronError
-from squadron.registry_ports import StageWaits
+from squadron.registry_ports import StageWaits, commit_or_resume
 
 if TYPE_CHECKING:
     from squadron.ports import Registry
@@ -147,13 +147,7 @@ class AgentStages:
             repo_full_name=where.repo_full_name,
             repo_id=task.repository_id,
         )
-        try:
-            self.registry.commit(work.writes, decision)
-        except ConflictError:
-            committed = self.registry.decision(decision_key)
-            if committed is None:
-                raise  # the agent changed since it was read: the task is delivered again
-            decision = committed
+        decision, _ = commit_or_resume(self.registry, work.writes, decision)
         self._carry_out(outbox, envelope, decision, resumed=False)
         logger.info("pipeline %s stage %s: %s %s", task.pipeline, task.stage, work.how, work.wait.agent_id)
         return Waiting(work.wait.agent_id, work.how)

@@ -50,6 +50,7 @@ from squadron.adapters.github.errors import (
 from squadron.adapters.github.keyed import once
 from squadron.domain import change_sets as sets
 from squadron.domain.agents import ConflictError
+from squadron.domain.change_set_events import events_of
 from squadron.domain.change_set_merges import (
     SWEEP_GROUP,
     SWEEP_KIND,
@@ -324,7 +325,7 @@ class ChangeSetMerger:
 
     def _save(self, before: ChangeSet, after: ChangeSet) -> bool:
         """Store the step with its events; False when another router stored the set first."""
-        events = sets.events_of(before, after, correlation_id=f"{after.id}-merging")
+        events = events_of(before, after, correlation_id=f"{after.id}-merging")
         try:
             self.registry.save_change_set(before, after, events)
         except ConflictError:

@@ -28,6 +28,7 @@ from squadron.adapters.github.keyed import once
 from squadron.domain import change_sets as domain
 from squadron.domain.agents import ConflictError
 from squadron.domain.approval import MERGE_CONTEXT
+from squadron.domain.change_set_events import events_of
 from squadron.domain.change_set_steps import (
     SET_MERGES,
     WAITS_FOR_SET,
@@ -435,7 +436,7 @@ class ChangeSetWork:
                 return found
             try:
                 self.registry.save_change_set(
-                    found, after, domain.events_of(found, after, correlation_id=correlation_id)
+                    found, after, events_of(found, after, correlation_id=correlation_id)
                 )
             except ConflictError:
                 continue

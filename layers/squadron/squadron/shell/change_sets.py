@@ -21,6 +21,7 @@ from typing import Protocol
 from squadron.domain import change_sets as domain
 from squadron.domain.agents import ConflictError
 from squadron.domain.change_set_commands import COMMAND, approval_command
+from squadron.domain.change_set_events import events_of
 from squadron.domain.change_sets import ChangeSet, ChangeSetRefusedError
 from squadron.registry_ports import ChangeSets
 
@@ -86,7 +87,7 @@ class ChangeSetDesk:
             at=self.clock(),
         )
         try:
-            self.registry.create_change_set(created, domain.events_of(None, created, correlation_id=proposal))
+            self.registry.create_change_set(created, events_of(None, created, correlation_id=proposal))
         except ConflictError as exc:
             stored = self.registry.get_change_set(set_id)
             if stored is not None:
@@ -111,7 +112,7 @@ class ChangeSetDesk:
                     f"change set {set_id} is approved on {found.origin_repository}#{found.issue}, where it was proposed"
                 )
             after, approved = domain.approve(found, login, self._permissions(found, login), self.clock())
-            events = domain.events_of(found, after, correlation_id=delivery, approved=approved, by=login)
+            events = events_of(found, after, correlation_id=delivery, approved=approved, by=login)
             try:
                 self.registry.save_change_set(found, after, events)
             except ConflictError:

@@ -45,7 +45,7 @@ from squadron.agent.writes import GatewayWrites
 from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
-from squadron.domain.agents import AgentRecord, AgentStatus
+from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
 from squadron.domain.commands import RegisterBlocker, TaskEnded
 from squadron.domain.cost import Cost
 from squadron.domain.events import EventEnvelope
@@ -190,6 +190,9 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 
 
 def _stack(tmp_path: Path, config: SquadronConfig) -> Iterator[Stack]:
+    # The fixed routing starts the agents here: the router is wired to fakes without Step
+    # Functions, which the default pipelines' runs would need (tests.support.orchestration).
+    config = config.model_copy(update={"config": config.config.model_copy(update={"orchestration": "fixed"})})
     unpack_cli(CLI, CLI_CACHE)
     root = tmp_path / "agents-root"
     root.mkdir()
@@ -764,6 +767,49 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     ended = reported[-1].command  # what it reported it produced (a pipeline stage's outputs)
     assert isinstance(ended, TaskEnded) and ended.outputs == {"verdict": "approve"}
     assert stack.registry.reviews_of(1, 101)["squadron[bot]"].state == "approved"
+
+
+def test_an_agent_that_completes_without_reading_its_inbox_is_told_once_and_its_task_ends(
+    stack: Stack,
+) -> None:
+    """A pipeline stage's instruction waits in the reviewer's inbox; the model does its work and
+    reports complete but never calls check_for_events. The host tells it of the news once; the
+    model leaves it unread again, and the task ends done (its stage completes), not prompted
+    turn after turn until the turns breaker hands it to humans."""
+    stack.route(stack.events.assigned(38))
+    stack.route(stack.events.pr(101, "feat/issue-38", body="Closes #38"))
+    reviewer = "1-101-pr-review"
+    stack.registry.deliver(
+        InboxItem(
+            agent_id=reviewer,
+            delivery_id="pipeline-run-1.review",
+            received_at=T0,
+            kind="pipeline_stage",
+            summary="Pipeline `pr-flow`, stage `review`: work on it, then call report_complete.",
+            body="Review the pull request.",
+        )
+    )
+    model = ScriptedModel(
+        [
+            ToolCall("post_status", {"state": "success", "description": "Reviewed"}),
+            ToolCall("report_complete", {"summary": "Approved."}),
+            Say("Reviewed."),
+            Say("Already reviewed."),  # the news prompt's turn: it still reads nothing
+        ]
+    )
+    with serve(model):
+        result = run(stack.host(model, reviewer, facts=IssueFacts(head_sha=HEAD_SHA)))
+    assert result.outcome == "idle"
+    prompts = [m for m in model.requests[-1]["messages"] if m.get("role") == "user"]
+    assert sum("New events arrived while you worked" in str(m.get("content")) for m in prompts) == 1
+    assert len(model.requests) == 4
+    (item,) = stack.registry.pending_inbox(reviewer)  # unread: the next task still finds it
+    # The router is told the model was told of it: routing the end wakes nothing (the agent
+    # waits for its next event), not a relaunch for the same unread item, task after task.
+    (ended,) = [e for e in stack.route_queued() if isinstance(e.command, TaskEnded)]
+    assert isinstance(ended.command, TaskEnded) and ended.command.told == [item.key]
+    agent = stack.agent(reviewer)
+    assert agent.task_arn is None and agent.pending_launch is None
 
 
 def test_every_documented_framework_tool_is_implemented(stack: Stack) -> None:

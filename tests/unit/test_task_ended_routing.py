@@ -77,6 +77,18 @@ CASES: list[Case] = [
         [f"put {A38} ACTIVE (v5)", f"launch {A38} wake"],
     ),
     (
+        "news its model was told of and left unread waits for its next task: nothing wakes",
+        lambda w: _then(working, lambda: w.send(w.events.comment(38, "one more thing")))(w),
+        lambda w: ended(w, outcome="idle", told=[i.key for i in w.registry.pending_inbox(A38)]),
+        [f"put {A38} ACTIVE (v5)"],
+    ),
+    (
+        "news besides what its model was told of wakes the agent at once",
+        lambda w: _then(working, lambda: w.send(w.events.comment(38, "one more thing")))(w),
+        lambda w: ended(w, outcome="idle", told=[f"{i.key}-another" for i in w.registry.pending_inbox(A38)]),
+        [f"put {A38} ACTIVE (v5)", f"launch {A38} wake"],
+    ),
+    (
         "an escalated end hands the issue to humans with the agent's summary",
         working,
         lambda w: ended(w, outcome="escalated", reason="turns reached 21 of 20", summary="I looped."),

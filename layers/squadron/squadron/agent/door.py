@@ -341,6 +341,7 @@ class Door:
         saved: str = "",
         finished: bool = True,
         outputs: dict[str, str] | None = None,
+        told: list[str] | None = None,
     ) -> str:
         return self.call(
             lambda: Send(
@@ -353,6 +354,7 @@ class Door:
                     usage=usage,
                     finished=finished,
                     outputs=dict(outputs or {}),
+                    told=list(told or []),
                 ),
             ),
             SendAnswer,

@@ -46,6 +46,7 @@ from squadron.config.parse import ResolvedRole, SquadronConfig
 from squadron.domain import breakers, lifecycle
 from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
+from squadron.domain.commands import MAX_TOLD
 from squadron.domain.cost import agent_cost
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.lifecycle import NEWS_POLL_SECONDS, Outcome
@@ -184,6 +185,11 @@ class AgentHost(ModelSpending):
         #: task's tokens, and every call it forwards is admitted by :meth:`_admit_model_call` first.
         self.model_gateway = model_gateway
         self.agent_role: ResolvedRole | None = None
+        #: Inbox items (their keys) the model was already told of (its wake prompt, a news
+        #: prompt): an item it leaves unread is news once, never a prompt every turn until a
+        #: breaker trips; the task's end names them, so the router does not wake the agent for
+        #: them either (they wait for its next task).
+        self.told: set[str] = set()
         self._init_spending(model_gateway)
 
     async def run(self) -> HostResult:
@@ -274,6 +280,7 @@ class AgentHost(ModelSpending):
                     saved=result.saved,
                     finished=True,
                     outputs=dict(self.state.outputs) if told == "idle" else {},
+                    told=sorted(self.told)[:MAX_TOLD],
                 )
         except Exception as exc:  # the reconciler notices a task that ended without a word
             logger.error("%s: the end of the task was not reported: %s", self.agent_id, exc)
@@ -406,6 +413,7 @@ class AgentHost(ModelSpending):
                 ),
                 resolved_blockers=resolved_blockers(pending),
             )
+            self.told |= {item.key for item in pending}
         else:
             prompt = start_prompt(agent, self.facts)
             prompt = "\n\n".join(part for part in (*self._brief(agent), prompt) if part)
@@ -421,7 +429,8 @@ class AgentHost(ModelSpending):
             return "", "", ""
 
     async def _news(self) -> bool:
-        """Whether news waits in the inbox, lingering up to ``linger_seconds`` for some to come.
+        """Whether news waits in the inbox (items the model was not told of yet, which it is now),
+        lingering up to ``linger_seconds`` for some to come.
 
         It looks quickly at first, then less and less often (a lingering PM is a few gateway
         calls a minute, not one a second).
@@ -430,7 +439,9 @@ class AgentHost(ModelSpending):
         deadline = loop.time() + self.linger_seconds
         polls = 0
         while True:
-            if await asyncio.to_thread(self.door.pending_inbox):
+            fresh = [i for i in await asyncio.to_thread(self.door.pending_inbox) if i.key not in self.told]
+            if fresh:
+                self.told |= {item.key for item in fresh}
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0 or self.stop.is_set() or self.lease_lost:

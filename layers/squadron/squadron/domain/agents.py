@@ -344,6 +344,12 @@ class InboxItem(BaseModel):
     #: reads, so nothing parses the summary, which is words for the model.
     subject: int | None = None
 
+    @property
+    def key(self) -> str:
+        """The item's identity (the inbox stores one per delivery and kind): what a task's end
+        names of the items its model was told of (:attr:`~squadron.domain.commands.TaskEnded.told`)."""
+        return f"{self.delivery_id} {self.kind}"
+
 
 #: Most inbox items an agent is handed at once, oldest first (check_for_events reads the rest
 #: on its next call): a busy issue never floods the model's context or the gateway's answer.

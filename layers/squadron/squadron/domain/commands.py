@@ -29,6 +29,9 @@ from squadron.domain.usage import MAX_MODELS, ModelTokens
 MAX_OUTPUTS = 20
 OutputKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")]
 OutputValue = Annotated[str, Field(max_length=2_000)]
+#: Most inbox items a task's end names as told (:attr:`TaskEnded.told`), and an item's key.
+MAX_TOLD = 200
+InboxKey = Annotated[str, Field(min_length=1, max_length=400)]
 
 
 class RegisterBlocker(EnvelopeModel):
@@ -138,6 +141,10 @@ class TaskEnded(EnvelopeModel):
     #: What report_complete said the work produced (a pipeline agent stage's outputs, its
     #: ``expected_outputs``: docs/pipelines.md): the agent's words, keyed by a name.
     outputs: dict[OutputKey, OutputValue] = Field(default_factory=dict, max_length=MAX_OUTPUTS)
+    #: The inbox items (their :attr:`~squadron.domain.agents.InboxItem.key`) its model was told of
+    #: (its wake prompt, a news prompt) and left unread: they wait for its next task and wake
+    #: nothing now; an item not among them came as the task wound down, and wakes the agent.
+    told: list[InboxKey] = Field(default_factory=list, max_length=MAX_TOLD)
 
 
 class _AgentAction(EnvelopeModel):

@@ -28,7 +28,7 @@ from squadron.domain.agents import AgentRecord, InboxItem, RegistryError, parse_
 from squadron.domain.artifacts import MAX_ARTIFACT_CHARS
 from squadron.domain.artifacts import NAME_PATTERN as ARTIFACT_NAME
 from squadron.domain.change_sets import MAX_REPOSITORIES
-from squadron.domain.commands import MAX_OUTPUTS, OutputKey, OutputValue, TaskUsage
+from squadron.domain.commands import MAX_OUTPUTS, MAX_TOLD, InboxKey, OutputKey, OutputValue, TaskUsage
 from squadron.domain.event_fields import IssueNumber
 from squadron.domain.launches import REFUSAL_CODES, LaunchRefusedError, RefusalCode
 from squadron.domain.memory import MAX_EVIDENCE_CHARS, MAX_QUERY_CHARS, MAX_RECALLED, Audience
@@ -215,6 +215,8 @@ class Ended(BaseModel):
     finished: bool = True
     #: What report_complete said the work produced (:attr:`TaskEnded.outputs`).
     outputs: dict[OutputKey, OutputValue] = Field(default_factory=dict, max_length=MAX_OUTPUTS)
+    #: The inbox items its model was told of (:attr:`TaskEnded.told`).
+    told: list[InboxKey] = Field(default_factory=list, max_length=MAX_TOLD)
 
 
 AgentMessage = Annotated[Pushed | Blocker | Ended, Field(discriminator="kind")]

@@ -81,6 +81,7 @@ def demo_policy(request: Json) -> Turn | None:
         return _dev(request, done)
     if role in ("pr-review", "security-review"):
         steps: list[Turn] = [
+            ("check_for_events", {}),  # a pipeline stage's instruction waits there
             ("read_pull_request", {}),
             ("submit_review", {"event": "APPROVE", "body": "Read the diff: the export is small and tested."}),
             ("post_status", {"state": "success", "description": "approved"}),

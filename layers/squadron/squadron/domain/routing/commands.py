@@ -293,8 +293,11 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
         done = lifecycle.finish(base, now=snap.now, reason="its retrospective is held", task_ended=True)
         return [*done.effects, *warning]
     if command.outcome == "idle" and agent.status is AgentStatus.ACTIVE and agent.pending_launch is None:
-        if snap.inbox:
-            kinds = ", ".join(sorted({item.kind for item in snap.inbox}))
+        # What its model was told of and left unread waits for its next task: only news it
+        # was not told of wakes it (else a model that never reads its inbox is relaunched forever).
+        news = [item for item in snap.inbox if item.key not in set(command.told)]
+        if news:
+            kinds = ", ".join(sorted({item.kind for item in news}))
             reason = f"news arrived as its task ended ({kinds})"
             woken = lifecycle.relaunch(
                 base, now=snap.now, cause=event.delivery_id, reason=reason, task_arn=None

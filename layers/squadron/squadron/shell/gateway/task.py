@@ -253,6 +253,7 @@ def _envelope(
                 usage=message.usage,
                 finished=message.finished,
                 outputs=message.outputs,
+                told=message.told,
             )
             what = "ended"
     return gw.stamped(agent, command, f"cmd-{launch_token}-{what}")

@@ -237,6 +237,13 @@ def test_parallel_branches_join(stack: Stack, join: str) -> None:
     answer(stack, by_stage["code"], {"lgtm": True})
     if join == "all":
         answer(stack, by_stage["sec"], {"lgtm": False})
+    else:
+        # join any ended the stage early: a stop per agent branch before the run goes on (the
+        # router leaves the branch that answered alone)
+        for branch in ("sec", "code"):
+            stop = next_task(stack)
+            assert stop.stage == f"{branch}.ended"
+            answer(stack, stop)
     after = next_task(stack)
     assert after.stage == "after"
     if join == "all":

@@ -82,6 +82,44 @@ def test_validate_with_only_a_config_file_uses_defaults_for_the_rest(tmp_path: P
     assert "6 built-in" in output
 
 
+OWN_FEATURE_PIPELINE = """
+pipelines:
+  feature-development:
+    trigger: {event: issues.assigned}
+    stages:
+      - {id: build, type: agent, agent: feat-dev}
+"""
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            "dashboard: false\n",
+            "  orchestration: pipelines (built-in pipelines run: bug-development, feature-development; "
+            "docs/pipelines.md)",
+        ),
+        (
+            "orchestration: pipelines\n" + OWN_FEATURE_PIPELINE,
+            "  orchestration: pipelines (built-in pipelines run: bug-development; docs/pipelines.md)",
+        ),
+        (
+            "orchestration: fixed\n" + OWN_FEATURE_PIPELINE,
+            "  orchestration: fixed (the fixed routing starts every agent; only the pipelines above run)",
+        ),
+    ],
+    ids=["default", "own-pipeline-overrides-a-built-in", "fixed"],
+)
+def test_validate_says_what_orchestrates_the_issues(tmp_path: Path, config: str, expected: str) -> None:
+    (tmp_path / "config.yaml").write_text(config)
+
+    status, output = run("validate", str(tmp_path))
+
+    assert status == 0, output
+    assert expected in output.splitlines()
+    assert "being built" not in output
+
+
 def test_schema_writes_every_schema(tmp_path: Path) -> None:
     status, output = run("schema", "--out", str(tmp_path / "schemas"))
 

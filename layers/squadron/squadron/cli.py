@@ -25,7 +25,9 @@ from squadron.cli_types import (
     repo_name,
 )
 from squadron.config import ConfigError, SquadronConfig, load_directory, read_directory, write_schemas
+from squadron.config.default_pipelines import default_pipelines
 from squadron.config.migration import migration_text, validate_notices
+from squadron.domain.orchestration import effective_pipelines
 from squadron.domain.permissions import Caller
 from squadron.domain.protection import protected_branches, protection_for
 from squadron.domain.repo_config.constants import CONFIG_DIR
@@ -144,11 +146,28 @@ def _summary(path: str, config: SquadronConfig) -> str:
                 + (f"on {p.trigger.event}" if p.trigger is not None else "sub-pipeline")
                 for name, p in pipelines.items()
             )
-            + "); validated only: their execution is being built (docs/pipelines.md)"
+            + ")"
         )
+    lines.append(_orchestration_line(config))
     if config.defaults:
         lines.append(f"  documented defaults used for: {', '.join(config.defaults)}")
     return "\n".join(lines) + "\n"
+
+
+def _orchestration_line(config: SquadronConfig) -> str:
+    """What runs the repository's issues, and which built-in pipelines run beside its own."""
+    repo = config.config
+    if repo.orchestration != "pipelines":
+        return "  orchestration: fixed (the fixed routing starts every agent; only the pipelines above run)"
+    builtins = sorted(
+        set(effective_pipelines(repo.pipelines, default_pipelines(), repo.orchestration))
+        - set(repo.pipelines)
+    )
+    return (
+        "  orchestration: pipelines (built-in pipelines run: "
+        + (", ".join(builtins) or "none")
+        + "; docs/pipelines.md)"
+    )
 
 
 # --- schema ------------------------------------------------------------------------------------

@@ -14,13 +14,15 @@ ended: :func:`~squadron.domain.pipelines.agent_stage.over`) is taken for this on
 :meth:`AgentStages.after_routing` — after the router routed an agent's :class:`TaskEnded` (or the
 reconciler's :class:`RecoverAgent`): when the task's end is the stage's, the answer is kept on the
 wait before it is sent, and marked sent after; a redelivered end sends a kept answer not yet
-marked sent, and nothing once it was. An answer to a task that is over is "gone", and harmless.
+marked sent, and nothing once it was. An answer to a task that is over is "gone", and harmless. An agent that a person's event finished
+(its issue closed or unassigned, its pull request closed) fails its stage with why, as that
+event is routed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -34,6 +36,7 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.pipeline_events import Answered, answered
 from squadron.domain.pipeline_wire import STAGE_FAILED, PipelineTask, StageAnswer, StageFailed, StageSucceeded
 from squadron.domain.pipelines.agent_stage import (
+    ENDS_AGENTS,
     StageWait,
     Wake,
     counts,
@@ -190,8 +193,11 @@ class AgentStages:
 
     # --- an agent's task ended ------------------------------------------------------------------
 
-    def after_routing(self, envelope: EventEnvelope) -> dict[str, Any] | None:
-        """Answer the stage an agent's routed end (or rescue) settles; what was done, or None."""
+    def after_routing(self, envelope: EventEnvelope, ended: Iterable[str] = ()) -> dict[str, Any] | None:
+        """Answer the stage an agent's routed end (or rescue) settles, or the stages of agents the
+        routing of a webhook finished (``ended``, from its effects); what was done, or None."""
+        if envelope.origin == "github":
+            return self._ended_by_others(envelope, ended)
         command = envelope.command
         if isinstance(command, TaskEnded):
             # Only the agent's own task speaks of its end (the gateway stamps who it is): a task
@@ -225,6 +231,29 @@ class AgentStages:
         if answer is None:
             answer = forgotten_answer(wait, agent)
         return self._settle(wait, answer)
+
+    def _ended_by_others(self, envelope: EventEnvelope, ended: Iterable[str]) -> dict[str, Any] | None:
+        """Agents a person's event finished (their issue closed or unassigned, their pull request
+        closed) fail their stages at once with why, rather than at the stages' timeouts. The
+        agents are those the routing finished now (``ended``) and, for an event that ends agents,
+        every agent of its issue or pull request found finished: a delivery again after an
+        attempt that stopped between the routing and the answer finds the same."""
+        ids = set(ended)
+        number = envelope.subject_number
+        if number is not None and (envelope.event, envelope.action) in ENDS_AGENTS:
+            ids |= {a.agent_id for a in self.registry.issue_view(envelope.repository.id, number).agents}
+        settled = []
+        for agent_id in sorted(ids):
+            wait = self.waits.stage_wait(agent_id)
+            if wait is None or wait.sent:
+                continue
+            if wait.answer is not None:
+                settled.append(self._send(wait, load_answer(wait.answer)))
+                continue
+            done = self._settle(wait, forgotten_answer(wait, self.registry.get_agent(agent_id)))
+            if done is not None:
+                settled.append(done)
+        return {"ended": settled} if settled else None
 
     def _rescued(self, agent_id: str) -> dict[str, Any] | None:
         """The reconciler's rescue escalated or ended the agent: its stage fails with why."""

@@ -33,6 +33,7 @@ from squadron.domain.effects import Discard, LaunchAgent
 from squadron.domain.events import EventEnvelope
 from squadron.domain.outbox import maybe_redriven
 from squadron.domain.pipeline_wire import TASK_KIND, WireError, parse_task
+from squadron.domain.pipelines.agent_stage import ended_agents
 from squadron.errors import SquadronError
 from squadron.shell.pipelines import PipelineTasks
 from squadron.shell.router import RouterService
@@ -154,7 +155,7 @@ class Dispatcher:
         # An agent's routed end may settle a pipeline's agent stage (answered once, before this
         # delivery is recorded done: a retry answers what is left).
         stages = self.pipeline_tasks.agents if self.pipeline_tasks is not None else None
-        stage = stages.after_routing(envelope) if stages is not None else None
+        stage = stages.after_routing(envelope, ended_agents(result.effects)) if stages is not None else None
         self._routed = True
         return {
             "delivery_id": result.delivery_id,

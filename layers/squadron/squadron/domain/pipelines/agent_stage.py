@@ -19,7 +19,9 @@ answered when a task of the agent launched for it (or later: a relaunch counts) 
 (``expected_outputs`` each required); blocked, with humans (it escalated, a breaker tripped, its
 budget ran out) fails ``Squadron.StageFailed`` with the reason, so the stage's ``on_error``
 applies. A task that crashed is relaunched by the reconciler and answers nothing yet, nor does
-one whose agent sleeps on blocker issues (the task that runs when they close answers).
+one whose agent sleeps on blocker issues (the task that runs when they close answers). An agent
+finished by someone else — its issue closed or unassigned from the App, its pull request closed —
+fails its stage at once with why (:func:`forgotten_answer`), as the router routes that event.
 
 The run's input never carries an issue's title or body: the agent reads the issue through its
 own tools, each text by its author's trust.
@@ -28,7 +30,7 @@ own tools, each text by its author's trust.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -525,6 +527,28 @@ def forgotten_answer(wait: StageWait, agent: AgentRecord | None) -> StageFailed 
             f"{agent.end_reason or 'no reason'}) before it completed the stage",
         )
     return None
+
+
+#: Webhook events whose routing may end an issue's or a pull request's agents (the issue closed,
+#: deleted, transferred or unassigned from the App; the pull request closed or merged).
+ENDS_AGENTS = frozenset(
+    {
+        ("issues", "closed"),
+        ("issues", "deleted"),
+        ("issues", "transferred"),
+        ("issues", "unassigned"),
+        ("pull_request", "closed"),
+    }
+)
+
+
+def ended_agents(effects: Iterable[Effect]) -> set[str]:
+    """The agents a routing's ``effects`` finish (completed or cancelled)."""
+    return {
+        effect.write.record.agent_id
+        for effect in effects
+        if isinstance(effect, PutAgent) and effect.write.record.status in TERMINAL
+    }
 
 
 def over(held: StageWait, task: PipelineTask, now: datetime, run_running: bool) -> str | None:

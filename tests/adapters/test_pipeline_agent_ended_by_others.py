@@ -1,7 +1,8 @@
 """An agent stage whose agent a person's event finished (issue 30): its issue closed, deleted or
 unassigned from the App, its pull request closed. The router routes the event (the agent is
-completed or cancelled, its task stopped) and the stage fails at once with why, so the stage's
-``on_error`` applies, rather than waiting out its timeout (or, without one, Step Functions' year).
+completed or cancelled, its task stopped) and the stage's run is cancelled at once with why,
+rather than waiting out its timeout (or, without one, Step Functions' year); the stage's
+``on_error`` does not retry it, which would put an agent to work again on a closed issue.
 
 On moto's Step Functions with the real dispatcher, routing service and agent stages over the fake
 registry and launcher (the same harness as test_pipeline_agent_stages.py).
@@ -39,10 +40,15 @@ IMPLEMENT_THEN_TELL = """pipelines:
         type: agent
         agent: feat-dev
         action: "Implement #{{ trigger.n }}"
-        on_error: {then: tell}
+        on_error: {retry: 1, then: tell}
       - {id: done, type: action, action: comment, config: {message: "Implemented"}, on_success: __complete__}
       - {id: tell, type: action, action: comment, config: {message: "The implementation stopped"}}
 """
+# the same review, in a pipeline that an event may cancel (its stages catch the cancel to its end)
+STEERED_REVIEW = REVIEW_THEN_COMMENT.replace(
+    "    trigger: {event: pull_request.opened}\n",
+    "    trigger: {event: pull_request.opened}\n    on_events:\n      pull_request.labeled: {action: cancel}\n",
+)
 
 Ending = Callable[[Router], EventEnvelope]
 
@@ -98,6 +104,14 @@ CASES = [
         AgentStatus.CANCELLED,
         "PR #7",
     ),
+    Case(
+        "pull request merged, in a run an event may cancel",
+        STEERED_REVIEW,
+        REVIEWER,
+        lambda r: r.world.events.pr_closed(7, "feature", merged=True),
+        AgentStatus.COMPLETED,
+        "PR #7 merged by alice",
+    ),
 ]
 
 
@@ -107,13 +121,9 @@ def _now(r: Router, envelope: EventEnvelope) -> str:
     return envelope.model_copy(update={"occurred_at": at, "received_at": at}).to_message()
 
 
-def _first_lines(r: Router) -> list[str]:
-    return [body.split("\n")[0] for _, _, body, _ in r.world.github.comments]
-
-
-def _failed_causes(stack: Stack, arn: str) -> list[str]:
+def _failed(stack: Stack, arn: str) -> list[dict[str, str]]:
     history = stack.sfn.get_execution_history(executionArn=arn)["events"]
-    return [e["taskFailedEventDetails"]["cause"] for e in history if e["type"] == "TaskFailed"]
+    return [e["taskFailedEventDetails"] for e in history if e["type"] == "TaskFailed"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
@@ -131,19 +141,24 @@ def test_an_agent_a_persons_event_finished_fails_its_stage_at_once_with_why(stac
     assert (settled["agent"], settled["answered"], settled["outcome"]) == (
         case.agent_id,
         True,
-        "Squadron.StageFailed",
+        "Squadron.Cancelled",
     )
-    # the stage's on_error runs now: its comment, and the run ends
-    _, tell = r.task()
-    assert tell["pipeline_task"] == "tell"
-    assert stack.finished(arn)["status"] == "SUCCEEDED"
-    (cause,) = _failed_causes(stack, arn)
-    assert "before it completed the stage" in cause and case.why in cause, cause
+    # the run is cancelled with why: no retry puts the agent to work again, no on_error runs
+    held = stack.finished(arn)
+    steered = "on_events" in case.pipeline
+    assert (held["status"], held.get("error")) == (
+        "FAILED",
+        "Squadron.Cancelled" if steered else "Squadron.Failed",
+    ), held
+    (failed,) = _failed(stack, arn)
+    assert failed["error"] == "Squadron.Cancelled"
+    assert "was ended before it completed the stage" in failed["cause"] and case.why in failed["cause"]
+    assert [a for a, _, _ in r.world.launcher.launched.values()] == [case.agent_id]
+    assert r.world.github.comments == []
     # the agent's task, stopped by the router, ends late: it answers nothing more
     late = r.ended(case.agent_id, outcome="idle", outputs={"verdict": "late"})[1]
     assert "pipeline_stage" not in late
-    assert _first_lines(r)[-1] in ("The implementation stopped", "The review failed")
-    assert len(_failed_causes(stack, arn)) == 1
+    assert len(_failed(stack, arn)) == 1
 
 
 def test_an_event_that_ends_no_agent_leaves_the_stage_waiting(stack: Stack) -> None:
@@ -192,9 +207,8 @@ def test_a_close_delivered_again_after_an_attempt_that_stopped_before_the_answer
     again: dict[str, Any] = r.dispatch.handle(closed)
     (settled,) = again["pipeline_stage"]["ended"]
     assert settled["answered"] is True
-    _, tell = r.task()
-    assert tell["pipeline_task"] == "tell"
-    assert stack.finished(arn)["status"] == "SUCCEEDED"
+    assert stack.finished(arn)["status"] == "FAILED"
     # and once more: nothing is answered twice
     assert "pipeline_stage" not in r.dispatch.handle(closed)
-    assert len(_failed_causes(stack, arn)) == 1
+    assert len(_failed(stack, arn)) == 1
+    assert len(r.world.launcher.launched) == 1

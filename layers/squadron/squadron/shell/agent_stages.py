@@ -15,8 +15,8 @@ ended: :func:`~squadron.domain.pipelines.agent_stage.over`) is taken for this on
 reconciler's :class:`RecoverAgent`): when the task's end is the stage's, the answer is kept on the
 wait before it is sent, and marked sent after; a redelivered end sends a kept answer not yet
 marked sent, and nothing once it was. An answer to a task that is over is "gone", and harmless. An agent that a person's event finished
-(its issue closed or unassigned, its pull request closed) fails its stage with why, as that
-event is routed.
+(its issue closed or unassigned, its pull request closed) cancels its stage's run with why, as
+that event is routed.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from squadron.domain.pipelines.agent_stage import (
     Wake,
     counts,
     dump_answer,
+    ended_by_others_answer,
     ending_answer,
     forgotten_answer,
     load_answer,
@@ -234,7 +235,8 @@ class AgentStages:
 
     def _ended_by_others(self, envelope: EventEnvelope, ended: Iterable[str]) -> dict[str, Any] | None:
         """Agents a person's event finished (their issue closed or unassigned, their pull request
-        closed) fail their stages at once with why, rather than at the stages' timeouts. The
+        closed) cancel their stages' runs at once with why, rather than leave them to the stages'
+        timeouts. The
         agents are those the routing finished now (``ended``) and, for an event that ends agents,
         every agent of its issue or pull request found finished: a delivery again after an
         attempt that stopped between the routing and the answer finds the same."""
@@ -250,7 +252,7 @@ class AgentStages:
             if wait.answer is not None:
                 settled.append(self._send(wait, load_answer(wait.answer)))
                 continue
-            done = self._settle(wait, forgotten_answer(wait, self.registry.get_agent(agent_id)))
+            done = self._settle(wait, ended_by_others_answer(wait, self.registry.get_agent(agent_id)))
             if done is not None:
                 settled.append(done)
         return {"ended": settled} if settled else None

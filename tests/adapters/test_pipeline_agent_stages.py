@@ -22,7 +22,14 @@ from squadron.domain.agents import AgentStatus
 from squadron.domain.commands import SQUADRON_EVENT, TaskEnded, TaskUsage
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import EventEnvelope
-from squadron.domain.pipeline_wire import execution_name, run_input
+from squadron.domain.pipeline_wire import (
+    STAGE_FAILED,
+    StageFailed,
+    StageSucceeded,
+    execution_name,
+    parse_task,
+    run_input,
+)
 from squadron.domain.pipelines.compile import compile_pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy
@@ -30,6 +37,7 @@ from squadron.shell.agent_stages import AgentStages
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.pipelines import PipelineTasks
+from tests.adapters.test_pipelines_compiled import publish
 from tests.support.events import Events
 from tests.support.step_functions import PREFIX, Stack, step_functions, wait_for
 from tests.support.world import World
@@ -70,6 +78,7 @@ class Router:
                 policy=lambda _task, _where: self.policy,
                 clock=lambda: world.now,
             ),
+            runs=stack.pipelines,
         )
         # no gate in these pipelines: the router reads nothing from GitHub
         self.tasks.facts = _NoFacts()
@@ -741,6 +750,71 @@ def test_a_parallel_stage_extended_waits_for_the_same_agents_again(stack: Stack)
         assert routed["pipeline_stage"]["outcome"] == "passed"
     assert stack.finished(arn)["status"] == "SUCCEEDED"
     assert r.world.launcher.stopped == []
+
+
+#: A parallel stage with a sub-pipeline branch (a child run, waiting on its one task) beside an
+#: action branch; the parallel stage's join and timeout filled in per case.
+SUB_BRANCH = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: both
+        type: parallel
+        join: JOIN
+        TIMEOUT
+        branches:
+          - {id: sub, type: pipeline, pipeline: child}
+          - {id: say, type: action, action: comment, config: {message: hi}}
+  child:
+    stages:
+      - {id: hold, type: action, action: comment, config: {message: wait}}
+"""
+
+#: (why, the join, the stage's timeout, how the action branch ends, the run's status)
+SUB_ENDS = [
+    ("join any: the other branch done first", "any", "", "done", "SUCCEEDED"),
+    ("join all: the other branch failed", "all", "", "failed", "FAILED"),
+    ("the stage's timeout ran out", "all", "timeout: 1s\n        on_timeout: {then: fail}", None, "FAILED"),
+]
+
+
+@pytest.mark.parametrize(
+    ("join", "timeout", "other", "status"), [c[1:] for c in SUB_ENDS], ids=[c[0] for c in SUB_ENDS]
+)
+def test_a_parallel_stage_that_ended_early_stops_its_sub_pipeline_branchs_child_run(
+    stack: Stack, join: str, timeout: str, other: str | None, status: str
+) -> None:
+    """Step Functions abandons the branch's ``startExecution.sync`` task, not the child run it
+    started: the stage stops it on its way out, as it stops its agents."""
+    r = Router(stack)
+    versions = publish(stack, SUB_BRANCH.replace("JOIN", join).replace("TIMEOUT", timeout), "p")
+    arn = stack.pipelines.start(
+        versions["p"], execution_name("d-1", "p"), run_input(42, 7, {"n": 7})
+    ).execution_arn
+    # the child run's task and the action branch's, read as the router reads them (not carried out)
+    tasks = {}
+    for _ in range(2):
+        task = parse_task(wait_for("a task", r._receive)["Body"])
+        assert task is not None
+        tasks[task.stage] = task
+    child = tasks["hold"].execution_arn
+    assert child != arn and tasks["say"].execution_arn == arn
+    if other == "done":
+        assert stack.pipelines.answer(tasks["say"].task_token, StageSucceeded(output={})).delivered
+    elif other == "failed":
+        assert stack.pipelines.answer(
+            tasks["say"].task_token, StageFailed(error=STAGE_FAILED, cause="it broke")
+        ).delivered
+
+    def over() -> str | None:
+        got = r._receive()  # the stage's way out: what it asks the router, the router carries out
+        if got is not None:
+            r.dispatch.handle(got["Body"], got["MessageId"])
+        held = stack.sfn.describe_execution(executionArn=arn)["status"]
+        return None if held == "RUNNING" else str(held)
+
+    assert wait_for("the run to end", over) == status
+    assert stack.sfn.describe_execution(executionArn=child)["status"] == "ABORTED"
 
 
 class LosesTheFirstAnswer:

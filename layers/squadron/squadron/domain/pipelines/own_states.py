@@ -227,10 +227,11 @@ def parallel(b: Core, stage: ParallelStage, position: int) -> None:
     if stage.join == "any":
         catches.insert(0, {"ErrorEquals": [JOIN_ANY], "ResultPath": f"$.data.stages.{key}", "Next": done})
     agents = [branch for branch in stage.branches if isinstance(branch, AgentBranch)]
-    if agents:
-        for number, catch in enumerate(catches, start=1):
-            if stage.on_timeout is not None and catch["ErrorEquals"] == timeout_errors(stage):
-                continue  # its on_timeout stops them once the timeout ran out for good (expired_branches)
+    for number, catch in enumerate(catches, start=1):
+        if stage.on_timeout is not None and catch["ErrorEquals"] == timeout_errors(stage):
+            continue  # its on_timeout stops them once the timeout ran out for good (expired_branches)
+        catch["Next"] = stop_child_runs(b, stage, f"{stage.id}.subs-ended", number, catch["Next"])
+        if agents:
             catch["Next"] = stop_other_branches(b, agents, number, catch["Next"])
     state["Catch"] = catches
     b.states[stage.id] = state
@@ -258,12 +259,30 @@ def expired_branches(b: Core, stage: ParallelStage, next_state: str) -> str:
     are (an agent whose branch is over is left), then goes on to ``next_state``. An extension
     stops nothing: it enters the stage again, its branches' agents still at work. Returns the
     first state."""
-    first = next_state
+    first = stop_child_runs(b, stage, f"{stage.id}.subs-expired", 1, next_state)
     for branch in reversed([each for each in stage.branches if isinstance(each, AgentBranch)]):
         state = f"{branch.id}.expired"
         b.states[state] = b.task(state, "agent", "stop", dump(branch), first, lenient=True)
         first = state
     return first
+
+
+def stop_child_runs(b: Core, stage: ParallelStage, name: str, number: int, next_state: str) -> str:
+    """A parallel stage with sub-pipeline branches, on a way out before its end (see
+    :func:`stop_other_branches`, :func:`expired_branches`): one task ``name`` (``-n``: which of its
+    catches) the router answers by stopping the run's child runs still running
+    (:meth:`squadron.adapters.step_functions.Pipelines.stop_children`), whatever happens, then
+    ``next_state``. Step Functions abandons a branch's ``startExecution.sync`` task, and moto
+    leaves its child running; AWS stops it at best effort, which the task does not rely on.
+    Without such branches, ``next_state`` itself."""
+    subs = [branch.id for branch in stage.branches if isinstance(branch, PipelineBranch)]
+    if not subs:
+        return next_state
+    state = name if number == 1 else f"{name}-{number}"
+    b.states[state] = b.task(
+        state, "action", "stop", {"stage": stage.id, "branches": subs}, next_state, lenient=True
+    )
+    return state
 
 
 def one_branch(b: Core, branch: Any, stage: ParallelStage) -> dict[str, Any]:

@@ -22,7 +22,14 @@ from squadron.domain.agents import AgentStatus
 from squadron.domain.commands import SQUADRON_EVENT, TaskEnded, TaskUsage
 from squadron.domain.effects import AgentWrite
 from squadron.domain.events import EventEnvelope
-from squadron.domain.pipeline_wire import execution_name, run_input
+from squadron.domain.pipeline_wire import (
+    STAGE_FAILED,
+    StageFailed,
+    StageSucceeded,
+    execution_name,
+    parse_task,
+    run_input,
+)
 from squadron.domain.pipelines.compile import compile_pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy
@@ -30,6 +37,7 @@ from squadron.shell.agent_stages import AgentStages
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.pipelines import PipelineTasks
+from tests.adapters.test_pipelines_compiled import publish
 from tests.support.events import Events
 from tests.support.step_functions import PREFIX, Stack, step_functions, wait_for
 from tests.support.world import World
@@ -70,6 +78,7 @@ class Router:
                 policy=lambda _task, _where: self.policy,
                 clock=lambda: world.now,
             ),
+            runs=stack.pipelines,
         )
         # no gate in these pipelines: the router reads nothing from GitHub
         self.tasks.facts = _NoFacts()
@@ -623,10 +632,10 @@ BRANCH_TIMEOUTS = [
         {"sec", "sec.stop", "sec.timed-out"},
     ),
     (
-        "an agent branch without a timeout has nothing to stop",
+        "an agent branch without a timeout has the stage's, and nothing to stop of its own",
         "all",
         "{id: sec, agent: security-review}",
-        {"sec"},
+        {"sec", "sec.timed-out"},
     ),
     (
         "an agent branch of join any with a timeout",
@@ -635,10 +644,10 @@ BRANCH_TIMEOUTS = [
         {"sec", "sec.first", "sec.stop", "sec.timed-out"},
     ),
     (
-        "an action branch with a timeout has no agent to stop",
+        "an action branch with a timeout has no agent to stop: it ends as timed out",
         "all",
         "{id: sec, type: action, action: comment, config: {message: hi}, timeout: 1h}",
-        {"sec"},
+        {"sec", "sec.timed-out"},
     ),
 ]
 
@@ -660,7 +669,8 @@ def test_an_agent_branch_compiles_a_stop_only_with_a_timeout(
     parallel = compiled["States"]["reviews"]
     (sec, code) = parallel["Branches"]
     assert set(sec["States"]) == states
-    assert set(code["States"]) <= {"code", "code.first"}  # no timeout: nothing to stop
+    # no timeout of its own: the stage's, ended by name, its agent stopped by the stage
+    assert set(code["States"]) - {"code.first"} == {"code", "code.timed-out"}
     # the parallel stage's on_timeout takes a branch's timeout, raised again after its stop
     (timeouts,) = [c for c in parallel["Catch"] if "States.Timeout" in c["ErrorEquals"]]
     assert "Squadron.BranchTimedOut" in timeouts["ErrorEquals"]
@@ -679,6 +689,132 @@ def test_an_agent_branch_compiles_a_stop_only_with_a_timeout(
         assert json.loads(body["config"])["agent"] == "security-review"
         assert stop["Next"] == "sec.timed-out" and stop["Catch"][0]["Next"] == "sec.timed-out"
         assert sec["States"]["sec.timed-out"]["Error"] == "Squadron.BranchTimedOut"
+
+
+STAGE_TIMED = PARALLEL.replace(
+    "type: parallel", "type: parallel\n        timeout: 1s\n        on_timeout: {then: escalate}"
+)
+
+
+def test_a_parallel_stage_whose_timeout_ran_out_stops_its_agents_and_escalates(stack: Stack) -> None:
+    """The stage's own timeout bounds its branches (a ``Parallel`` has none of its own): when it
+    runs out the stage's ``on_timeout`` applies, its branches' agents stopped first."""
+    r = Router(stack)
+    arn = started(stack, STAGE_TIMED)
+    handled = sorted((r.task()[1]["waiting"], r.task()[1]["waiting"]))
+    assert handled == [REVIEWER, SECURITY]
+    for agent_id in handled:
+        r.begun(agent_id)
+    launched = [r.world.agent(agent_id).task_arn for agent_id in (SECURITY, REVIEWER)]
+
+    # the stage's timeout ran out while both agents worked: each branch's agent is stopped
+    for stop in ("sec.expired", "code.expired"):
+        _, stopped = r.task()
+        assert (stopped["pipeline_task"], stopped["answered"]) == (stop, True)
+    assert [r.world.agent(agent_id).status for agent_id in handled] == [AgentStatus.CANCELLED] * 2
+    assert [arn for arn, _ in r.world.launcher.stopped] == launched
+    # then its on_timeout: the run escalates
+    _, escalated = r.task()
+    assert escalated["pipeline_task"] == "__escalate__"
+    assert stack.finished(arn)["status"] == "FAILED"
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    failed = [e["executionFailedEventDetails"] for e in history if e["type"] == "ExecutionFailed"]
+    assert [f["error"] for f in failed] == ["Squadron.Escalated"]
+
+    # a stopped agent's late end answers nothing
+    agent = r.world.agent(REVIEWER)
+    _, routed = r.ended(REVIEWER, outcome="idle", launch_token=agent.launch_token)
+    assert not (routed.get("pipeline_stage") or {}).get("answered")
+
+
+def test_a_parallel_stage_extended_waits_for_the_same_agents_again(stack: Stack) -> None:
+    """An extension enters the stage again with the extension as its timeout: nothing is stopped,
+    the branches wait for the agents already at work, whose ends complete the stage."""
+    r = Router(stack)
+    arn = started(
+        stack,
+        STAGE_TIMED.replace("{then: escalate}", "{extend: 1h, max_extensions: 1, then: escalate}"),
+    )
+    handled = sorted((r.task()[1]["waiting"], r.task()[1]["waiting"]))
+    assert handled == [REVIEWER, SECURITY]
+    for agent_id in handled:
+        r.begun(agent_id)
+
+    # the first timeout ran out: the branches are entered again, each waiting on its agent
+    again = sorted((r.task()[1]["waiting"], r.task()[1]["waiting"]))
+    assert again == handled
+    assert r.world.launcher.stopped == []
+    assert len(r.world.launcher.launched) == 2  # no second launch either
+    for agent_id in handled:
+        _, routed = r.ended(agent_id, outcome="idle")
+        assert routed["pipeline_stage"]["outcome"] == "passed"
+    assert stack.finished(arn)["status"] == "SUCCEEDED"
+    assert r.world.launcher.stopped == []
+
+
+#: A parallel stage with a sub-pipeline branch (a child run, waiting on its one task) beside an
+#: action branch; the parallel stage's join and timeout filled in per case.
+SUB_BRANCH = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: both
+        type: parallel
+        join: JOIN
+        TIMEOUT
+        branches:
+          - {id: sub, type: pipeline, pipeline: child}
+          - {id: say, type: action, action: comment, config: {message: hi}}
+  child:
+    stages:
+      - {id: hold, type: action, action: comment, config: {message: wait}}
+"""
+
+#: (why, the join, the stage's timeout, how the action branch ends, the run's status)
+SUB_ENDS = [
+    ("join any: the other branch done first", "any", "", "done", "SUCCEEDED"),
+    ("join all: the other branch failed", "all", "", "failed", "FAILED"),
+    ("the stage's timeout ran out", "all", "timeout: 1s\n        on_timeout: {then: fail}", None, "FAILED"),
+]
+
+
+@pytest.mark.parametrize(
+    ("join", "timeout", "other", "status"), [c[1:] for c in SUB_ENDS], ids=[c[0] for c in SUB_ENDS]
+)
+def test_a_parallel_stage_that_ended_early_stops_its_sub_pipeline_branchs_child_run(
+    stack: Stack, join: str, timeout: str, other: str | None, status: str
+) -> None:
+    """Step Functions abandons the branch's ``startExecution.sync`` task, not the child run it
+    started: the stage stops it on its way out, as it stops its agents."""
+    r = Router(stack)
+    versions = publish(stack, SUB_BRANCH.replace("JOIN", join).replace("TIMEOUT", timeout), "p")
+    arn = stack.pipelines.start(
+        versions["p"], execution_name("d-1", "p"), run_input(42, 7, {"n": 7})
+    ).execution_arn
+    # the child run's task and the action branch's, read as the router reads them (not carried out)
+    tasks = {}
+    for _ in range(2):
+        task = parse_task(wait_for("a task", r._receive)["Body"])
+        assert task is not None
+        tasks[task.stage] = task
+    child = tasks["hold"].execution_arn
+    assert child != arn and tasks["say"].execution_arn == arn
+    if other == "done":
+        assert stack.pipelines.answer(tasks["say"].task_token, StageSucceeded(output={})).delivered
+    elif other == "failed":
+        assert stack.pipelines.answer(
+            tasks["say"].task_token, StageFailed(error=STAGE_FAILED, cause="it broke")
+        ).delivered
+
+    def over() -> str | None:
+        got = r._receive()  # the stage's way out: what it asks the router, the router carries out
+        if got is not None:
+            r.dispatch.handle(got["Body"], got["MessageId"])
+        held = stack.sfn.describe_execution(executionArn=arn)["status"]
+        return None if held == "RUNNING" else str(held)
+
+    assert wait_for("the run to end", over) == status
+    assert stack.sfn.describe_execution(executionArn=child)["status"] == "ABORTED"
 
 
 class LosesTheFirstAnswer:

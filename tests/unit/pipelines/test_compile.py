@@ -139,6 +139,43 @@ def _parallel_any(c: Compiled) -> None:
     assert "ResultSelector" not in parallel
 
 
+def _parallel_timeout(c: Compiled) -> None:
+    """A parallel stage's timeout bounds each branch without its own (a branch's own replaces it),
+    raised by name; past its extensions it stops the agent branches, then notifies and escalates;
+    an extension enters the stage again and stops nothing."""
+    s = states(c)
+    parallel = s["reviews"]
+    assert s["__start__"]["Parameters"]["timeouts"] == {"reviews": 7200}
+    (sec, code, say) = parallel["Branches"]
+    for branch, bid in ((sec, "sec"), (say, "say")):
+        task = branch["States"][bid]
+        assert task["TimeoutSecondsPath"] == "$.timeouts.reviews" and "TimeoutSeconds" not in task
+        assert task["Catch"] == [
+            {
+                "ErrorEquals": ["States.Timeout", "States.HeartbeatTimeout"],
+                "ResultPath": "$.error",
+                "Next": f"{bid}.timed-out",
+            }
+        ]
+        assert branch["States"][f"{bid}.timed-out"]["Error"] == "Squadron.BranchTimedOut"
+    assert code["States"]["code"]["TimeoutSeconds"] == 600  # its own timeout
+    assert "TimeoutSecondsPath" not in code["States"]["code"]
+    (timeout,) = [c for c in parallel["Catch"] if "States.Timeout" in c["ErrorEquals"]]
+    assert timeout["ErrorEquals"] == ["States.Timeout", "States.HeartbeatTimeout", "Squadron.BranchTimedOut"]
+    assert timeout["Next"] == "reviews.timeout"  # no stop on the way: an extension waits for them
+    assert s["reviews.extended"]["Next"] == "reviews.notify-ext"
+    assert s["reviews.notify-ext"]["Next"] == "reviews"
+    assert s["reviews.timeout"]["Default"] == "sec.expired"
+    assert s["sec.expired"]["Next"] == "code.expired" and s["code.expired"]["Next"] == "reviews.notify-end"
+    for stop in ("sec.expired", "code.expired"):
+        assert (body(s[stop])["stage_type"], body(s[stop])["step"]) == ("agent", "stop")
+        assert s[stop]["Catch"][0]["Next"] == s[stop]["Next"]  # answered whatever happens
+    assert s["reviews.notify-end"]["Next"] == ESCALATE
+    # its other ways out still stop the agents first
+    (other,) = [c for c in parallel["Catch"] if c["ErrorEquals"] == ["States.ALL"]]
+    assert other["Next"].startswith("sec.ended")
+
+
 def _gate(c: Compiled) -> None:
     s = states(c)
     verdict = s["approval-gate.ran"]
@@ -343,6 +380,21 @@ CASES: list[tuple[str, str, str, Callable[[Compiled], None]]] = [
         """,
         "",
         _parallel_any,
+    ),
+    (
+        "parallel with a timeout, extended, then escalating",
+        """
+        - id: reviews
+          type: parallel
+          timeout: 2h
+          on_timeout: {notify: {message: late}, extend: 1h, max_extensions: 1, then: escalate}
+          branches:
+            - {id: sec, agent: security-review}
+            - {id: code, agent: pr-review, timeout: 10m}
+            - {id: say, type: action, action: comment, config: {message: hi}}
+        """,
+        "",
+        _parallel_timeout,
     ),
     (
         "gate looping back, then escalating",

@@ -21,7 +21,8 @@ A stage's failure is answered with SendTaskFailure: moto drops its ``cause`` on 
 looks for the token among finished executions too (a second answer to a finished task is taken);
 AWS keeps the cause and answers ``InvalidToken`` (or ``TaskTimedOut``). The patch does both. And
 a task whose ``TimeoutSeconds`` ran out keeps its token in moto, which takes a late answer and
-drops it; AWS answers ``TaskTimedOut``, as the patch makes moto do.
+drops it; AWS answers ``TaskTimedOut``, as the patch makes moto do. StopExecution ends a run at
+once on AWS; moto's leaves a run waiting on a task token running, which the patch ends.
 
 Applied by :func:`squadron.adapters.moto_server.patch` and by the tests that use ``mock_aws``.
 """
@@ -36,7 +37,7 @@ import uuid
 from typing import Any
 
 from moto.core.exceptions import AWSError
-from moto.core.responses import EmptyResult
+from moto.core.responses import ActionResult, EmptyResult
 from moto.stepfunctions.models import StateMachineVersion
 from moto.stepfunctions.parser.api import ExecutionStatus, InvalidExecutionInput, InvalidToken
 from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import EvalTimeoutError
@@ -45,6 +46,8 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
     StateTaskServiceSfn,
 )
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackConsumerTimeout
+from moto.stepfunctions.parser.asl.eval.environment import Environment
+from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution import Execution
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
@@ -176,6 +179,52 @@ def _timed_out_refuses(evaluate: Any) -> Any:
     return marked
 
 
+def _stop_ends_waits(stop: Any) -> Any:
+    """StopExecution ends the run at once, as on AWS: moto marks it stopped but leaves its thread
+    waiting on a task token (the run RUNNING until an answer comes, if ever). The stopped run's
+    open waits are released, so it ends ``ABORTED`` (with :func:`_stopped_stays_stopped`)."""
+
+    @functools.wraps(stop)
+    def stopped(self: Execution, *args: Any, **kwargs: Any) -> None:
+        stop(self, *args, **kwargs)
+        worker = self.exec_worker
+        if worker is None or worker.env is None:
+            return
+        for endpoint in list(worker.env.callback_pool_manager._pool.values()):
+            if endpoint.get_outcome() is None:
+                endpoint.interrupt_all()
+
+    stopped._ends_waits = True  # type: ignore[attr-defined]
+    return stopped
+
+
+def _stop_with_reason(self: Any) -> Any:
+    """moto's StopExecution handler, keeping the ``error`` and ``cause`` a running execution is
+    stopped with (AWS's DescribeExecution shows them; moto drops them)."""
+    arn = self._get_param("executionArn")
+    running = self.stepfunction_backend.describe_execution(arn).exec_status == ExecutionStatus.RUNNING
+    execution = self.stepfunction_backend.stop_execution(arn)
+    if running:
+        for field in ("error", "cause"):
+            if self._get_param(field) is not None:
+                setattr(execution, field, self._get_param(field))
+    return ActionResult({"stopDate": execution.stop_date})
+
+
+def _stopped_stays_stopped(set_error: Any) -> Any:
+    """A stopped run's released wait fails its task on the way out (moto reads no outcome as a
+    timeout); the run stays stopped, as AWS's does, instead of failing with it."""
+
+    @functools.wraps(set_error)
+    def kept(self: Environment, *args: Any, **kwargs: Any) -> None:
+        if isinstance(self.program_state(), ProgramStopped):
+            return
+        set_error(self, *args, **kwargs)
+
+    kept._stopped_stays_stopped = True  # type: ignore[attr-defined]
+    return kept
+
+
 class _TaskTimedOut(AWSError):
     """AWS's answer to a task token whose task timed out (moto's own cannot be raised: it has no
     message)."""
@@ -219,6 +268,7 @@ def patch() -> None:
             StepFunctionsParserBackend.send_task_failure
         )
     StepFunctionResponse.send_task_failure = _with_cause  # type: ignore[method-assign]
+    StepFunctionResponse.stop_execution = _stop_with_reason  # type: ignore[method-assign]
     if not getattr(StepFunctionsParserBackend.send_task_success, "_of_waiting", False):
         StepFunctionsParserBackend.send_task_success = _success_of_waiting(  # type: ignore[method-assign]
             StepFunctionsParserBackend.send_task_success
@@ -227,6 +277,10 @@ def patch() -> None:
         ExecutionState._evaluate_with_timeout = _timed_out_refuses(  # type: ignore[method-assign]
             ExecutionState._evaluate_with_timeout
         )
+    if not getattr(Execution.stop, "_ends_waits", False):
+        Execution.stop = _stop_ends_waits(Execution.stop)  # type: ignore[method-assign]
+    if not getattr(Environment.set_error, "_stopped_stays_stopped", False):
+        Environment.set_error = _stopped_stays_stopped(Environment.set_error)  # type: ignore[method-assign]
     if not getattr(StepFunctionsParserBackend.start_execution, "_on_versions", False):
         StepFunctionsParserBackend.start_execution = _on_versions(  # type: ignore[method-assign]
             StepFunctionsParserBackend.start_execution

@@ -13,7 +13,8 @@
   ``InvalidToken``, ``TaskDoesNotExist``) is answered "gone" with the service's reason, never an
   error to retry forever.
 - :meth:`Pipelines.stop` stops a run and, after it, the child runs it started (sub-pipelines:
-  their input names the parent under ``AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID``), to any depth.
+  their input names the parent under ``AWS_STEP_FUNCTIONS_STARTED_BY_EXECUTION_ID``), to any depth;
+  :meth:`Pipelines.stop_children` only the child runs.
 
 See docs/architecture.md, "Pipelines on Step Functions".
 """
@@ -324,6 +325,13 @@ class Pipelines:
                 cause=cause[:32768],
             )
             stopped.append(execution_arn)
+        return stopped + self.stop_children(execution_arn, error=error, cause=cause)
+
+    def stop_children(self, execution_arn: str, *, error: str, cause: str) -> list[str]:
+        """Stop the runs ``execution_arn`` started that still run (and theirs, to any depth),
+        leaving the run itself; the ARNs stopped now. A parallel stage that ended early abandons
+        its sub-pipeline branches' tasks, not the child runs they started."""
+        stopped: list[str] = []
         machine = execution_arn.split(":execution:", 1)[1].split(":", 1)[0]
         head = machines_head(self.prefix)
         repository = machine.removeprefix(head).split("-", 1)[0] if machine.startswith(head) else ""

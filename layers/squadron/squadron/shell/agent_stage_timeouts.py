@@ -69,10 +69,11 @@ def stop_timed_out(
     if wait is None or wait.execution_arn != task.execution_arn or wait.stage != stage_id:
         return _left(f"{agent_id} works on no wait of this stage")
     timed_out = task.stage.endswith(".stop")
+    why = "timed out" if task.stage.endswith(".expired") else "ended"
     reason = (
         f"pipeline {task.pipeline!r} stage {stage_id!r} timed out"
         if timed_out
-        else f"pipeline {task.pipeline!r} branch {stage_id!r} stopped: its parallel stage ended"
+        else f"pipeline {task.pipeline!r} branch {stage_id!r} stopped: its parallel stage {why}"
     )
     stopped = dump_answer(StageFailed.of(STAGE_FAILED, f"{reason} ({agent_id} stopped)"))
     kept = wait.answer

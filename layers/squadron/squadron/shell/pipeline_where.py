@@ -116,4 +116,5 @@ def carrying_out(
         humans=humans,
         events=events,
         agents=agents,
+        runs=pipelines,
     )

@@ -50,6 +50,7 @@ from squadron.domain.effects import Decision
 from squadron.domain.events import EventEnvelope
 from squadron.domain.pipeline_events import stage_changed
 from squadron.domain.pipeline_wire import (
+    RUN_CANCELLED,
     STAGE_FAILED,
     STAGE_REJECTED,
     TASK_INVALID,
@@ -89,6 +90,12 @@ class TaskAnswers(Protocol):
     """What answers a task token (:class:`squadron.adapters.step_functions.Pipelines`)."""
 
     def answer(self, token: str, answer: StageSucceeded | StageFailed) -> Answer: ...
+
+
+class ChildRuns(Protocol):
+    """What stops the child runs a run started (:class:`squadron.adapters.step_functions.Pipelines`)."""
+
+    def stop_children(self, execution_arn: str, *, error: str, cause: str) -> list[str]: ...
 
 
 class FactsReader(Protocol):
@@ -166,7 +173,11 @@ class PipelineTasks:
         events: Callable[[DomainEvent], bool] | None = None,
         where_for: Callable[[PipelineTask], Where | None] | None = None,
         agents: AgentStages | None = None,
+        runs: ChildRuns | None = None,
     ) -> None:
+        #: Stops the child runs a parallel stage's sub-pipeline branches left (None: such a task
+        #: is answered :data:`STAGE_REJECTED`, and its run goes on all the same).
+        self.runs = runs
         #: Carries out agent stages (None: they are answered :data:`STAGE_REJECTED`).
         self.agents = agents
         self.answers = answers
@@ -275,6 +286,8 @@ class PipelineTasks:
             if self.agents is None:
                 return not_carried_out(task, "no agent stages are wired")
             return stop_timed_out(self.agents, task, where, outbox, _envelope(task, where, self.clock()))
+        if task.stage_type == "action" and task.step == "stop":
+            return self._stop_child_runs(task)
         work = safe_plan(task, where)
         if isinstance(work, Refuse):
             return work.answer
@@ -303,6 +316,21 @@ class PipelineTasks:
                 return not_carried_out(task, "no agent stages are wired")
             return self.agents.begin(task, where, work, outbox, _envelope(task, where, self.clock()))
         return self._act(task, where, work, outbox, again=again)
+
+    def _stop_child_runs(self, task: PipelineTask) -> StageAnswer:
+        """A parallel stage that ended early (or timed out) with sub-pipeline branches: the child
+        runs of the task's run still running are stopped (none is legitimately at work then: its
+        stages run one at a time, and the stage's other branches are over). Stopping a run that
+        is over is nothing, so a task delivered again stops nothing twice."""
+        if self.runs is None:
+            return not_carried_out(task, "no child runs can be stopped here")
+        stage = task.stage.split(".", 1)[0]
+        stopped = self.runs.stop_children(
+            task.execution_arn,
+            error=RUN_CANCELLED,
+            cause=f"pipeline {task.pipeline!r} stage {stage!r} ended before its sub-pipeline branch",
+        )
+        return StageSucceeded(output={"stopped": len(stopped)})
 
     def _wait(
         self, task: PipelineTask, where: Where, outbox: OutboxExecutor, humans: HumanStages, *, again: bool

@@ -18,8 +18,8 @@ router owns work:
   with its iteration count, ``on_error`` after its retries, ``on_conflict``) are ``Next``,
   ``Choice`` states on the router's answer (``passed``, ``skipped``), ``Retry`` and ``Catch``;
 * a stage's ``timeout`` is ``TimeoutSeconds`` caught to its ``on_timeout`` (notify, extend up to
-  ``max_extensions`` times, then fail, escalate or cancel); a human stage's reminders are a
-  loop running beside its wait;
+  ``max_extensions`` times, then fail, escalate or cancel); a parallel stage's is each branch's
+  without a timeout of its own; a human stage's reminders are a loop running beside its wait;
 * the run ends through ``__complete__`` (the pipeline's ``on_complete`` actions), ``__escalate__``
   (escalation, then ``on_error``), ``__fail__`` (``on_error``) or ``__cancel__``.
 
@@ -467,6 +467,8 @@ class _Builder:
             )
         if isinstance(stage, AgentStage):
             expired = self._stop_agent(stage, expired)
+        elif isinstance(stage, ParallelStage):
+            expired = own_states.expired_branches(self, stage, expired)
         if not on_timeout.max_extensions:
             return expired
         extensions = f"{key}_x"

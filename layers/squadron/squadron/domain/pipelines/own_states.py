@@ -34,6 +34,7 @@ class Core(Protocol):
 
     states: dict[str, dict[str, Any]]
     children: Mapping[str, str]
+    timeouts: dict[str, int]
 
     def task(
         self,
@@ -208,7 +209,7 @@ def child(b: Core, stage: PipelineStage, position: int) -> None:
 def parallel(b: Core, stage: ParallelStage, position: int) -> None:
     done = b.done(stage, position)
     key = state_key(stage.id)
-    branches = [one_branch(b, each, stage.join) for each in stage.branches]
+    branches = [one_branch(b, each, stage) for each in stage.branches]
     state: dict[str, Any] = {
         "Type": "Parallel",
         "Branches": branches,
@@ -226,8 +227,11 @@ def parallel(b: Core, stage: ParallelStage, position: int) -> None:
     if stage.join == "any":
         catches.insert(0, {"ErrorEquals": [JOIN_ANY], "ResultPath": f"$.data.stages.{key}", "Next": done})
     agents = [branch for branch in stage.branches if isinstance(branch, AgentBranch)]
-    if agents:
-        for number, catch in enumerate(catches, start=1):
+    for number, catch in enumerate(catches, start=1):
+        if stage.on_timeout is not None and catch["ErrorEquals"] == timeout_errors(stage):
+            continue  # its on_timeout stops them once the timeout ran out for good (expired_branches)
+        catch["Next"] = stop_child_runs(b, stage, f"{stage.id}.subs-ended", number, catch["Next"])
+        if agents:
             catch["Next"] = stop_other_branches(b, agents, number, catch["Next"])
     state["Catch"] = catches
     b.states[stage.id] = state
@@ -249,9 +253,49 @@ def stop_other_branches(b: Core, agents: list[AgentBranch], number: int, next_st
     return first
 
 
-def one_branch(b: Core, branch: Any, join: str) -> dict[str, Any]:
+def expired_branches(b: Core, stage: ParallelStage, next_state: str) -> str:
+    """A parallel stage whose timeout ran out for good (past its extensions) stops the agents of
+    its branches, one ``<branch>.expired`` stop task each, answered as :func:`stop_other_branches`'
+    are (an agent whose branch is over is left), then goes on to ``next_state``. An extension
+    stops nothing: it enters the stage again, its branches' agents still at work. Returns the
+    first state."""
+    first = stop_child_runs(b, stage, f"{stage.id}.subs-expired", 1, next_state)
+    for branch in reversed([each for each in stage.branches if isinstance(each, AgentBranch)]):
+        state = f"{branch.id}.expired"
+        b.states[state] = b.task(state, "agent", "stop", dump(branch), first, lenient=True)
+        first = state
+    return first
+
+
+def stop_child_runs(b: Core, stage: ParallelStage, name: str, number: int, next_state: str) -> str:
+    """A parallel stage with sub-pipeline branches, on a way out before its end (see
+    :func:`stop_other_branches`, :func:`expired_branches`): one task ``name`` (``-n``: which of its
+    catches) the router answers by stopping the run's child runs still running
+    (:meth:`squadron.adapters.step_functions.Pipelines.stop_children`), whatever happens, then
+    ``next_state``. Step Functions abandons a branch's ``startExecution.sync`` task, and moto
+    leaves its child running; AWS stops it at best effort, which the task does not rely on.
+    Without such branches, ``next_state`` itself."""
+    subs = [branch.id for branch in stage.branches if isinstance(branch, PipelineBranch)]
+    if not subs:
+        return next_state
+    state = name if number == 1 else f"{name}-{number}"
+    b.states[state] = b.task(
+        state, "action", "stop", {"stage": stage.id, "branches": subs}, next_state, lenient=True
+    )
+    return state
+
+
+def one_branch(b: Core, branch: Any, stage: ParallelStage) -> dict[str, Any]:
     """One branch of a parallel stage: its task, and for join any the ``Fail`` that ends the
-    ``Parallel`` when it is the first done (a skipped branch only ends itself)."""
+    ``Parallel`` when it is the first done (a skipped branch only ends itself).
+
+    A branch's own ``timeout`` bounds its task (an agent branch then stops its agent:
+    :func:`stop_timed_out_branch`); a branch without one has the stage's (a ``Parallel`` has no
+    ``TimeoutSeconds``), extended with the stage's ``on_timeout`` (its current timeout read from
+    the run's ``timeouts``); it ends with :data:`~squadron.domain.pipeline_wire.BRANCH_TIMED_OUT`
+    when that runs out, its agent stopped by the stage's timeout (:func:`expired_branches`) or its
+    way out (:func:`stop_other_branches`), never by an extension."""
+    join = stage.join
     states: dict[str, dict[str, Any]] = {}
     bid = str(branch.id)
     finish: str | None = None
@@ -290,10 +334,23 @@ def one_branch(b: Core, branch: Any, join: str) -> dict[str, Any]:
             states[f"{bid}.skipped"] = {"Type": "Succeed"}
             if finish is None:
                 states[f"{bid}.done"] = {"Type": "Succeed"}
-    if branch.timeout is not None:
+    if branch.timeout is not None and isinstance(branch, AgentBranch):
         task["TimeoutSeconds"] = branch.timeout
-        if isinstance(branch, AgentBranch):
-            stop_timed_out_branch(b, branch, task, states)
+        stop_timed_out_branch(b, branch, task, states)
+    elif branch.timeout is not None or stage.timeout is not None:
+        if branch.timeout is not None:
+            task["TimeoutSeconds"] = branch.timeout
+        elif stage.timeout is not None and stage.on_timeout is not None and stage.on_timeout.max_extensions:
+            key = state_key(stage.id)
+            b.timeouts[key] = stage.timeout
+            task["TimeoutSecondsPath"] = f"$.timeouts.{key}"
+        else:
+            task["TimeoutSeconds"] = stage.timeout
+        # raised again by name, as an agent branch's is: a Parallel in moto cannot pass a
+        # branch's States.Timeout on (AWS can; the parallel stage catches both)
+        timed_out = f"{bid}.timed-out"
+        task["Catch"] = [{"ErrorEquals": TIMEOUT_ERRORS, "ResultPath": "$.error", "Next": timed_out}]
+        states[timed_out] = {"Type": "Fail", "Error": BRANCH_TIMED_OUT, "Cause": f"branch {bid} timed out"}
     states[bid] = task
     return {"StartAt": start, "States": states}
 

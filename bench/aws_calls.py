@@ -13,6 +13,7 @@ on-demand billing would charge; the adapter does not ask for ``ReturnConsumedCap
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -69,6 +70,10 @@ class AwsCalls:
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     dynamo: DynamoUsage = field(default_factory=DynamoUsage)
     _pending: list[tuple[str, dict[str, Any], list[_Target]]] = field(default_factory=list)
+    #: The thread whose calls count (the one that installed the hooks): moto's Step Functions
+    #: interpreter runs each execution in a thread of its own, and its calls are AWS's, not ours.
+    _thread: int | None = None
+    _aside: bool = False
 
     def reset(self) -> None:
         self.calls.clear()
@@ -77,15 +82,31 @@ class AwsCalls:
     def operations(self, service: str) -> dict[str, int]:
         return {op: n for (svc, op), n in sorted(self.calls.items()) if svc == service}
 
+    @contextmanager
+    def aside(self) -> Iterator[None]:
+        """Calls made inside are not counted (the harness's own: reading a queue, a history)."""
+        self._aside = True
+        try:
+            yield
+        finally:
+            self._aside = False
+
+    def _counts(self) -> bool:
+        return not self._aside and self._thread in (None, threading.get_ident())
+
     # --- the hooks -------------------------------------------------------------------------
 
     def _before(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if not self._counts():
+            return
         service = model.service_model.service_name
         self.calls[(service, model.name)] += 1
         if service == "dynamodb":
             self._pending.append((model.name, params, self._targets(model.name, params)))
 
     def _after(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        if not self._counts():
+            return
         if model.service_model.service_name != "dynamodb" or not self._pending:
             return
         operation, params, targets = self._pending.pop()
@@ -185,6 +206,7 @@ class AwsCalls:
             ("after-call", self._after),
         ]
         saved = boto3.DEFAULT_SESSION
+        self._thread = threading.get_ident()
         handlers.BUILTIN_HANDLERS.extend(hooks)
         boto3.DEFAULT_SESSION = None
         try:
@@ -193,3 +215,4 @@ class AwsCalls:
             for hook in hooks:
                 handlers.BUILTIN_HANDLERS.remove(hook)
             boto3.DEFAULT_SESSION = saved
+            self._thread = None

@@ -66,7 +66,7 @@ what, out, assigned, woken, repos, issues = sys.argv[1], sys.argv[2], *map(int, 
 import squadron
 assert Path(squadron.__file__).resolve().is_relative_to(ROOT.resolve()), squadron.__file__
 if what == "calls":
-    result = router_calls.bench_router_calls()
+    result = router_calls.bench_router_calls(pipelines=False)
     figures = {
         "lifecycle": {k: v for k, v in result["lifecycle_total"].items() if not isinstance(v, dict)},
         "dynamodb_by_operation": result["lifecycle_total"]["dynamodb"],

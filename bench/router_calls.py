@@ -9,8 +9,11 @@ every call each record causes is counted (see :mod:`bench.aws_calls`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import json
+import logging
 import re
 import uuid
 from collections import Counter
@@ -227,19 +230,29 @@ class Harness:
     events: Events = field(default_factory=Events)
     summaries: list[dict[str, Any]] = field(default_factory=list)
     failures: list[BaseException] = field(default_factory=list)
+    #: Under the default pipelines: events.fifo, whose messages (the runs' tasks, the router's own
+    #: sends) are routed after each event until every run waits on the router or an agent.
+    queue_url: str | None = None
+    sqs: Any = None
+    sfn: Any = None
 
     def route(self, envelope: EventEnvelope) -> dict[str, Any]:
         """One record through the Lambda handler; the routing summary (raises if it failed)."""
-        body = envelope.to_message()
+        return self.deliver(
+            envelope.to_message(), envelope.message_group_id, envelope.delivery_id, str(uuid.uuid4())
+        )
+
+    def deliver(self, body: str, group: str, deduplication: str, message_id: str) -> dict[str, Any]:
+        """One events.fifo message (its body and attributes) through the Lambda handler."""
         message = {
-            "MessageId": str(uuid.uuid4()),
+            "MessageId": message_id,
             "ReceiptHandle": "bench",
             "Body": body,
             "MD5OfBody": hashlib.md5(body.encode(), usedforsecurity=False).hexdigest(),
             "Attributes": {
                 "ApproximateReceiveCount": "1",
-                "MessageGroupId": envelope.message_group_id,
-                "MessageDeduplicationId": envelope.delivery_id,
+                "MessageGroupId": group,
+                "MessageDeduplicationId": deduplication,
                 "SentTimestamp": "1795348800000",
             },
         }
@@ -247,7 +260,7 @@ class Harness:
         self.failures.clear()
         response = self.module.handler(sqs_lambda_event([message], self.queue_arn), FakeLambdaContext())
         if response["batchItemFailures"] or self.failures:
-            raise RuntimeError(f"routing {envelope.event}.{envelope.action} failed") from (
+            raise RuntimeError(f"routing {_kind(body)} failed") from (
                 self.failures[0] if self.failures else None
             )
         return self.summaries[-1]
@@ -257,7 +270,9 @@ class Harness:
         self.aws.reset()
         self.github.routes.clear()
         self.github.not_modified.clear()
+        runs_before = self._runs()
         summary = self.route(envelope)
+        followed = self._drain(runs_before)
         dynamodb = self.aws.operations("dynamodb")
         sqs = self.aws.operations("sqs")
         ecs = self.aws.operations("ecs")
@@ -279,7 +294,100 @@ class Harness:
             **{f"dynamodb_{key}": value for key, value in self.aws.dynamo.as_dict().items()},
             "other_aws": other,
         }
+        if self.queue_url is not None:
+            sfn = self.aws.operations("stepfunctions")
+            runs = self._runs()
+            counts["stepfunctions"] = sum(sfn.values())
+            counts["stepfunctions_by_operation"] = sfn
+            counts["sfn_transitions"] = runs.transitions - runs_before.transitions
+            counts["runs_started"] = runs.executions - runs_before.executions
+            counts["followed_by"] = dict(Counter(followed))
         return counts, summary
+
+    # --- under the default pipelines ----------------------------------------------------------
+
+    def _drain(self, before: Runs) -> list[str]:
+        """Route what events.fifo holds until the runs are quiet: each run still going waits on a
+        task the router holds (an agent's or a person's), and every answer the router sent has
+        moved its run on. The kinds routed, in order."""
+        if self.queue_url is None:
+            return []
+        routed: list[str] = []
+        from tests.support.step_functions import wait_for  # noqa: PLC0415 (paired's old tree has none)
+
+        for _ in range(100):
+            message = wait_for("a message on events.fifo, or the runs quiet", lambda: self._next(before))
+            if message == "quiet":
+                return routed
+            assert isinstance(message, dict)
+            attributes = message["Attributes"]
+            routed.append(_kind(message["Body"]))
+            self.deliver(
+                message["Body"],
+                attributes["MessageGroupId"],
+                attributes["MessageDeduplicationId"],
+                message["MessageId"],
+            )
+        raise RuntimeError(f"events.fifo never went quiet: {routed}")
+
+    def _next(self, before: Runs) -> dict[str, Any] | str | None:
+        with self.aws.aside():
+            # The runs first: a task is on the queue before its run's history says TaskSubmitted.
+            runs = self._runs()
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=1, AttributeNames=["All"]
+            ).get("Messages", [])
+            if got:
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
+                message: dict[str, Any] = got[0]
+                return message
+        sent = sum(self.calls_of("stepfunctions", "SendTaskSuccess", "SendTaskFailure"))
+        if runs.waiting and runs.answered - before.answered >= sent:
+            return "quiet"
+        return None
+
+    def calls_of(self, service: str, *operations: str) -> list[int]:
+        return [self.aws.calls[(service, operation)] for operation in operations]
+
+    def _runs(self) -> Runs:
+        """Every execution's history, summed (the harness's own reads, not counted)."""
+        if self.sfn is None:
+            return Runs()
+        runs = Runs()
+        with self.aws.aside():
+            for machine in self.sfn.list_state_machines()["stateMachines"]:
+                for execution in self.sfn.list_executions(stateMachineArn=machine["stateMachineArn"])[
+                    "executions"
+                ]:
+                    history = self.sfn.get_execution_history(
+                        executionArn=execution["executionArn"], maxResults=1000
+                    )
+                    kinds = [str(event["type"]) for event in history["events"]]
+                    runs.executions += 1
+                    runs.transitions += sum(kind.endswith("StateEntered") for kind in kinds)
+                    runs.answered += sum(kind in ("TaskSucceeded", "TaskFailed") for kind in kinds)
+                    if execution["status"] == "RUNNING" and kinds and kinds[-1] != "TaskSubmitted":
+                        runs.waiting = False
+        return runs
+
+
+@dataclass
+class Runs:
+    """What the pipelines' executions have done so far (their histories, summed)."""
+
+    executions: int = 0
+    transitions: int = 0
+    answered: int = 0
+    #: Every execution still running waits on a task it sent (its last event TaskSubmitted).
+    waiting: bool = True
+
+
+def _kind(body: str) -> str:
+    """What an events.fifo message is: a run's task (pipeline:stage:step) or an event's name."""
+    value = json.loads(body)
+    if value.get("kind") == "squadron.pipeline_task":
+        return f"task {value['pipeline']}:{value['stage']}:{value['step']}"
+    return ".".join(part for part in (value.get("event"), value.get("action")) if part)
 
 
 def _provision() -> dict[str, str]:
@@ -308,25 +416,48 @@ def _provision() -> dict[str, str]:
     }
 
 
+#: The deployment's pipelines under the default orchestration (docs/pipelines.md).
+PIPELINES_PREFIX = "sq"
+PIPELINES_ROLE = "arn:aws:iam::123456789012:role/squadron-bench-pipelines"
+
+
 @contextmanager
-def router_harness() -> Iterator[Harness]:
-    """The router Lambda on moto with a counting GitHub; everything undone on the way out."""
+def router_harness(orchestration: str = "fixed") -> Iterator[Harness]:
+    """The router Lambda on moto with a counting GitHub; everything undone on the way out.
+
+    ``fixed``: the repository says ``orchestration: fixed``. ``pipelines`` (the default): its
+    configuration as the fake has it, the deployment's pipelines on moto's Step Functions
+    interpreter (executions really run), and every message the runs or the router put on
+    events.fifo routed after each event (:meth:`Harness.counted`)."""
     aws = AwsCalls()
-    github = CountingGitHub(fake=FakeGitHub(files=FIXED_FILES))
+    pipelines = orchestration == "pipelines"
+    files: dict[str, github_fake.Content] = dict(github_fake.FILES) if pipelines else FIXED_FILES
+    github = CountingGitHub(fake=FakeGitHub(files=files))
     counting_http = functools.partial(GitHubHttp, transport=github.transport())
+    moto_config: dict[str, Any] = {}
+    if pipelines:
+        from squadron.adapters import moto_step_functions  # noqa: PLC0415 (paired's old tree has none)
+
+        moto_step_functions.patch()
+        moto_config = {"stepfunctions": {"execute_state_machine": True}}
     with (
         scoped_env({**FAKE_AWS, **QUIET_LAMBDA}, unset=AWS_UNSET),
         aws.installed(),
-        mock_aws(),
+        mock_aws(config=moto_config or None),  # type: ignore[arg-type]
     ):
         environment = _provision()
         queue_arn = environment.pop("QUEUE_ARN")
+        if pipelines:
+            environment |= {"PIPELINES_PREFIX": PIPELINES_PREFIX, "PIPELINES_ROLE_ARN": PIPELINES_ROLE}
         with (
             scoped_env(environment),
             mock.patch.object(wiring, "GitHubHttp", counting_http),
             fresh_handler("router") as module,
         ):
             harness = Harness(module, queue_arn, aws, github)
+            if pipelines:
+                harness.queue_url = environment["EVENTS_QUEUE_URL"]
+                harness.sqs, harness.sfn = boto3.client("sqs"), boto3.client("stepfunctions")
             record_handler = module.record_handler
 
             def recording(record: Any) -> dict[str, Any]:
@@ -343,6 +474,18 @@ def router_harness() -> Iterator[Harness]:
                     yield harness
                 finally:
                     module.runtime.cache_clear()
+                    if pipelines:
+                        _stop_runs(harness.sfn)
+
+
+def _stop_runs(sfn: Any) -> None:
+    """Every run still going stopped (moto's interpreter threads wait for their tokens otherwise)."""
+    for machine in sfn.list_state_machines()["stateMachines"]:
+        for run in sfn.list_executions(stateMachineArn=machine["stateMachineArn"], statusFilter="RUNNING")[
+            "executions"
+        ]:
+            with contextlib.suppress(Exception):  # a run that ended meanwhile has no worker
+                sfn.stop_execution(executionArn=run["executionArn"])
 
 
 def _note(description: str, summary: dict[str, Any]) -> str:
@@ -350,8 +493,23 @@ def _note(description: str, summary: dict[str, Any]) -> str:
     return f"{description}; effects: {effects}"
 
 
-def bench_router_calls() -> dict[str, Any]:
-    """DynamoDB, GitHub, SQS and ECS calls per event type over one issue's lifecycle."""
+def _lifecycle(harness: Harness) -> dict[str, dict[str, Any]]:
+    """``LIFECYCLE`` routed in order through ``harness``: each event's calls."""
+    e = harness.events
+    runtime = harness.module.runtime()
+    events: dict[str, dict[str, Any]] = {}
+    for name, description, make, changed in LIFECYCLE:
+        # Collaborator permissions are cached for minutes; an issue's events are further apart.
+        runtime.dispatcher.service.github._permissions.clear()
+        harness.github.changed.update(changed)
+        counts, summary = harness.counted(make(e))
+        events[name] = {**counts, "note": _note(description, summary)}
+    return events
+
+
+def bench_router_calls(pipelines: bool = True) -> dict[str, Any]:
+    """DynamoDB, GitHub, SQS and ECS calls per event type over one issue's lifecycle, under
+    ``orchestration: fixed`` and (``pipelines``) under the default pipelines, side by side."""
     with router_harness() as harness:
         e = harness.events
         # A fresh container's first event pays the App's installation token and the repository's
@@ -363,14 +521,8 @@ def bench_router_calls() -> dict[str, Any]:
         policies = gate.config_for.__self__  # the PolicyCache (bound method of the gate's config)
         policies._entries.clear()  # as when its TTL lapsed: the configuration is checked again
         recheck, _ = harness.counted(e.status(("nobody",), "failure"))
-
-        events: dict[str, dict[str, Any]] = {}
-        for name, description, make, changed in LIFECYCLE:
-            # Collaborator permissions are cached for minutes; an issue's events are further apart.
-            runtime.dispatcher.service.github._permissions.clear()
-            harness.github.changed.update(changed)
-            counts, summary = harness.counted(make(e))
-            events[name] = {**counts, "note": _note(description, summary)}
+        events = _lifecycle(harness)
+    under_pipelines = bench_pipelines(events) if pipelines else {}
     return {
         "method": (
             "the router Lambda handler (functions/router/handler.py) wired by build_router from its "
@@ -415,6 +567,62 @@ def bench_router_calls() -> dict[str, Any]:
             "warm": warm,
             "config_recheck": recheck,
         },
+        **under_pipelines,
+    }
+
+
+#: The figures compared per event, fixed against pipelines.
+COMPARED = ("dynamodb_total", "github", "sqs_sent", "ecs", "stepfunctions")
+
+
+def bench_pipelines(fixed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The same lifecycle under the default orchestration (``pipelines``), and the comparison."""
+    # moto's interpreter logs the Fail a join-any branch ends with (caught by its Parallel) as an error
+    logging.getLogger("moto").setLevel(logging.CRITICAL)
+    with router_harness("pipelines") as harness:
+        harness.counted(harness.events.status(("nobody",), "failure"))  # the container warmed, as above
+        events = _lifecycle(harness)
+    # Structural facts of the default pipelines (docs/pipelines.md, "Default pipelines").
+    assigned = events["issues.assigned"]
+    assert assigned["runs_started"] == 2, "an assignment starts feature-development and bug-development"
+    assert assigned["followed_by"] == {
+        "task bug-development:fix:stage": 1,
+        "task feature-development:implement:stage": 1,
+    }, assigned["followed_by"]
+    assert sum(e["runs_started"] for e in events.values()) == 2, (
+        "no other event of the lifecycle starts a run"
+    )
+    total = _total(events)
+    return {
+        "pipelines": {
+            "method": (
+                "the same lifecycle, the same harness, under the default orchestration: the fake's "
+                "repository configuration without orchestration: fixed, the router's environment "
+                "naming the deployment's pipelines (PIPELINES_PREFIX, PIPELINES_ROLE_ARN), Step "
+                "Functions on moto's interpreter (executions run, squadron.adapters.moto_step_functions "
+                "applied). After each event, every message on events.fifo (a run's task, the "
+                "router's own sends) is routed through the same handler, in order, until the runs are "
+                "quiet (each running execution waits on a task the router holds, every answer sent "
+                "has moved its run); those calls are the event's (followed_by: what was routed). "
+                "stepfunctions: the router's calls to Step Functions; sfn_transitions: the states "
+                "the runs entered meanwhile (what Standard workflows bill); the interpreter's own "
+                "calls (its SQS sends) are not the router's and are not counted. The lifecycle "
+                "sends no agent's task_ended, as under fixed: the feature-development run waits "
+                "at its implement stage from the assignment on (its review, gate and merge stages "
+                "are bench/pipeline_transitions.py's)"
+            ),
+            "events": events,
+            "lifecycle_total": total,
+            "lifecycle_events": len(events),
+        },
+        "comparison": {
+            "note": "per event: fixed -> pipelines (the pipelines' follow-up tasks included)",
+            "events": {
+                name: {key: [fixed[name].get(key, 0), counts.get(key, 0)] for key in COMPARED}
+                for name, counts in events.items()
+            },
+            "lifecycle_total": {key: [_total(fixed).get(key, 0), total.get(key, 0)] for key in COMPARED},
+        },
     }
 
 
@@ -444,5 +652,16 @@ def summary(result: dict[str, Any]) -> str:
     return (
         f"one issue's lifecycle ({result['lifecycle_events']} events): {total['dynamodb_total']} DynamoDB, "
         f"{total['github']} GitHub ({total['github_not_modified']} of them 304 Not Modified), "
-        f"{total['sqs_sent']} SQS sends, {total['ecs']} ECS calls"
+        f"{total['sqs_sent']} SQS sends, {total['ecs']} ECS calls" + _pipelines_summary(result)
+    )
+
+
+def _pipelines_summary(result: dict[str, Any]) -> str:
+    if "pipelines" not in result:
+        return ""
+    total = result["pipelines"]["lifecycle_total"]
+    return (
+        f"; under the default pipelines: {total['dynamodb_total']} DynamoDB, {total['github']} GitHub, "
+        f"{total['sqs_sent']} SQS sends, {total['ecs']} ECS, {total['stepfunctions']} Step Functions calls, "
+        f"{total['sfn_transitions']} transitions"
     )

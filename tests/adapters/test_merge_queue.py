@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -342,6 +342,40 @@ def stack() -> Iterator[Stack]:
         yield made
 
 
+def merge_run(
+    stack: Stack, world: World, gate: Callable[[], MergeGate], pipeline_yaml: str, pr: int
+) -> tuple[Router, str]:
+    """A router whose outbox asks ``gate()`` to merge, carrying out the tasks of pipeline ``p`` of
+    ``pipeline_yaml`` (compiled for repository 42, :data:`REPO`), and that run started on ``pr``:
+    (the router, the run's execution ARN)."""
+
+    def outbox() -> OutboxExecutor:
+        return OutboxExecutor(
+            registry=world.registry,
+            launcher=world.launcher,
+            github=world.github,
+            policies=lambda _event: world.policy,
+            clock=lambda: world.now,
+            merge_gate=gate(),
+        )
+
+    tasks = PipelineTasks(
+        stack.pipelines,
+        prefix="sq",
+        outbox=outbox,
+        claims=world.registry,
+        facts=NoReads(),
+        where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
+        clock=lambda: world.now,
+    )
+    router = Router(world, None, None, tasks, Dispatcher(world.router, pipeline_tasks=tasks))  # type: ignore[arg-type]
+    pipelines = parse_files(files_with(pipeline_yaml)).config.pipelines
+    compiled = compile_pipeline("p", pipelines, queue_url=stack.queue_url, repository_id=42, children={})
+    version = stack.pipelines.ensure(42, "p", compiled.definition).version_arn
+    arn = stack.pipelines.start(version, execution_name("d-1", "p"), run_input(42, pr)).execution_arn
+    return router, arn
+
+
 def test_a_pipelines_merge_pr_on_a_queued_branch_is_queued_by_the_gate_and_merged_by_the_queue(
     stack: Stack, sandbox: Sandbox
 ) -> None:
@@ -355,34 +389,7 @@ def test_a_pipelines_merge_pr_on_a_queued_branch_is_queued_by_the_gate_and_merge
         return faults(method, path)
 
     sandbox.github.api_fault = seen
-    world = World()
-
-    def outbox() -> OutboxExecutor:
-        return OutboxExecutor(
-            registry=world.registry,
-            launcher=world.launcher,
-            github=world.github,
-            policies=lambda _event: world.policy,
-            clock=lambda: world.now,
-            merge_gate=sandbox.gate(),
-        )
-
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix="sq",
-        outbox=outbox,
-        claims=world.registry,
-        facts=NoReads(),
-        where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
-        clock=lambda: world.now,
-    )
-    r = Router(world, None, None, tasks, Dispatcher(world.router, pipeline_tasks=tasks))  # type: ignore[arg-type]
-    pipelines = parse_files(files_with(PIPELINE_MERGE)).config.pipelines
-    compiled = compile_pipeline("p", pipelines, queue_url=stack.queue_url, repository_id=42, children={})
-    version = stack.pipelines.ensure(42, "p", compiled.definition).version_arn
-    arn = stack.pipelines.start(
-        version, execution_name("d-1", "p"), run_input(42, pr["number"])
-    ).execution_arn
+    r, arn = merge_run(stack, World(), sandbox.gate, PIPELINE_MERGE, pr["number"])
 
     handled = drive(stack, r, arn)
 

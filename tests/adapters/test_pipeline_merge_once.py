@@ -26,23 +26,16 @@ import pytest
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.config.parse import parse_files
-from squadron.domain.pipeline_wire import execution_name, run_input
-from squadron.domain.pipelines.compile import compile_pipeline
-from squadron.domain.pipelines.work import Where
 from squadron.local.examples import first_examples
 from squadron.local.sandbox import ApiFault, GitHubSandbox
-from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
-from squadron.shell.outbox import OutboxExecutor
-from squadron.shell.pipelines import PipelineTasks
-from tests.adapters.test_merge_queue import BOT, FILES, REPO, Faults, NoReads, Sandbox
+from tests.adapters.test_merge_queue import BOT, FILES, REPO, Faults, Sandbox, merge_run
 from tests.adapters.test_pipeline_stage_work import Router, drive
 from tests.support.events import Events
 from tests.support.git_remote import IDENTITY
 from tests.support.github_fake import app_private_key
 from tests.support.step_functions import Stack, step_functions
 from tests.support.world import World
-from tests.unit.pipelines.test_pipeline_config import files_with
 
 #: auto_merge on, no review required, the ``ci`` check required: met once CI passes.
 ON_CI = parse_files(
@@ -159,33 +152,7 @@ def play(stack: Stack, sandbox: Sandbox) -> Play:
     gate = MergeGate(client=lambda _i, _r: sandbox.client(), config_for=lambda _r: ON_CI, bot_login=BOT)
     world = World()
     world.router.merge_gate = gate
-
-    def outbox() -> OutboxExecutor:
-        return OutboxExecutor(
-            registry=world.registry,
-            launcher=world.launcher,
-            github=world.github,
-            policies=lambda _event: world.policy,
-            clock=lambda: world.now,
-            merge_gate=gate,
-        )
-
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix="sq",
-        outbox=outbox,
-        claims=world.registry,
-        facts=NoReads(),
-        where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
-        clock=lambda: world.now,
-    )
-    router = Router(world, None, None, tasks, Dispatcher(world.router, pipeline_tasks=tasks))  # type: ignore[arg-type]
-    pipelines = parse_files(files_with(PIPELINE)).config.pipelines
-    compiled = compile_pipeline("p", pipelines, queue_url=stack.queue_url, repository_id=42, children={})
-    version = stack.pipelines.ensure(42, "p", compiled.definition).version_arn
-    arn = stack.pipelines.start(
-        version, execution_name("d-1", "p"), run_input(42, pr["number"])
-    ).execution_arn
+    router, arn = merge_run(stack, world, lambda: gate, PIPELINE, pr["number"])
     events = Events(repo_id=42, full_name=REPO)
     return Play(stack, sandbox, pr, arn, router, events, answers, applied, before_merge)
 

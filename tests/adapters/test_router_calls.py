@@ -31,7 +31,8 @@ LEAST_NOT_MODIFIED = 9
 
 @pytest.fixture(scope="module")
 def lifecycle() -> dict[str, Any]:
-    return bench_router_calls()
+    # The fixed routing's lifecycle; the default pipelines' is the bench's (python -m bench router_calls).
+    return bench_router_calls(pipelines=False)
 
 
 def _by_event(lifecycle: dict[str, Any], figure: str) -> str:

@@ -146,6 +146,22 @@ def _json_dates(normalise: Any) -> Any:
     return normalised
 
 
+def _begun_only(get_executions: Any) -> Any:
+    """Executions whose interpreter thread has begun. moto marks a run RUNNING before its thread
+    makes the run's environment (``exec_worker.env`` is None until then), and every caller of
+    ``_get_executions`` (an answer to a task, a heartbeat, a map run) reads that environment: an
+    answer to one run's task given while another run's thread has not begun yet (two runs started
+    by one event) failed with ``AttributeError``. A run not begun holds no token nor map run."""
+
+    @functools.wraps(get_executions)
+    def begun(self: Any, execution_status: Any = None) -> list[Any]:
+        executions: list[Any] = get_executions(self, execution_status)
+        return [e for e in executions if e.exec_worker is not None and e.exec_worker.env is not None]
+
+    begun._begun_only = True  # type: ignore[attr-defined]
+    return begun
+
+
 def _failure_of_running(send: Any) -> Any:
     @functools.wraps(send)
     def send_task_failure(self: Any, task_token: str, error: Any = None, cause: Any = None) -> Any:
@@ -263,6 +279,10 @@ def patch() -> None:
         service._eval_service_task = _api_names(service._eval_service_task)  # type: ignore[method-assign]
     if not getattr(service._normalise_response, "_json_dates", False):
         service._normalise_response = _json_dates(service._normalise_response)  # type: ignore[method-assign]
+    if not getattr(StepFunctionsParserBackend._get_executions, "_begun_only", False):
+        StepFunctionsParserBackend._get_executions = _begun_only(  # type: ignore[method-assign]
+            StepFunctionsParserBackend._get_executions
+        )
     if not getattr(StepFunctionsParserBackend.send_task_failure, "_of_running", False):
         StepFunctionsParserBackend.send_task_failure = _failure_of_running(  # type: ignore[method-assign]
             StepFunctionsParserBackend.send_task_failure

@@ -24,9 +24,9 @@ class CountingDoor:
         self.reads: list[float] = []
         self.started = time.monotonic()
 
-    def pending_inbox(self) -> list[Any]:
+    def inbox_news(self) -> tuple[list[Any], list[str]]:
         self.reads.append(round(time.monotonic() - self.started, 2))
-        return []
+        return [], []
 
 
 def bench_pm_idle() -> dict[str, Any]:

@@ -45,8 +45,8 @@ from squadron.agent.writes import GatewayWrites
 from squadron.config import FRAMEWORK_TOOLS, load_directory
 from squadron.config.parse import SquadronConfig
 from squadron.config.policy import routing_policy
-from squadron.domain.agents import AgentRecord, AgentStatus, InboxItem
-from squadron.domain.commands import RegisterBlocker, TaskEnded
+from squadron.domain.agents import INBOX_PAGE_ITEMS, AgentRecord, AgentStatus, InboxItem
+from squadron.domain.commands import MAX_TOLD, RegisterBlocker, TaskEnded
 from squadron.domain.cost import Cost
 from squadron.domain.events import EventEnvelope
 from squadron.domain.launches import LaunchRefusedError
@@ -810,6 +810,60 @@ def test_an_agent_that_completes_without_reading_its_inbox_is_told_once_and_its_
     assert isinstance(ended.command, TaskEnded) and ended.command.told == [item.key]
     agent = stack.agent(reviewer)
     assert agent.task_arn is None and agent.pending_launch is None
+
+
+@pytest.mark.parametrize(
+    ("waiting", "named"),
+    [
+        (1, 1),
+        (INBOX_PAGE_ITEMS, INBOX_PAGE_ITEMS),
+        (INBOX_PAGE_ITEMS + 1, INBOX_PAGE_ITEMS + 1),  # one item past the first page
+        (3 * INBOX_PAGE_ITEMS + 5, 3 * INBOX_PAGE_ITEMS + 5),
+        # past the bound: its first MAX_TOLD are named, the rest wait for its next task unwoken
+        (MAX_TOLD + 7, MAX_TOLD),
+    ],
+)
+def test_news_past_the_inbox_first_page_is_told_once_and_its_task_end_wakes_nothing(
+    stack: Stack, waiting: int, named: int
+) -> None:
+    """More items wait in the reviewer's inbox than its first page holds (the gateway hands 20 at
+    once), and the model never reads them. The host tells it of the whole inbox once; its task's
+    end names every item it was told of, so routing the end relaunches nothing — not the agent
+    woken "for news" on every idle end because the items past the first page went unnamed."""
+    stack.route(stack.events.assigned(38))
+    stack.route(stack.events.pr(101, "feat/issue-38", body="Closes #38"))
+    reviewer = "1-101-pr-review"
+    for n in range(waiting):
+        stack.registry.deliver(
+            InboxItem(
+                agent_id=reviewer,
+                delivery_id=f"d-{n:03}",
+                received_at=T0 + timedelta(seconds=n),
+                kind="comment",
+                summary=f"maintainer commented on #101 ({n})",
+                body=f"note {n}",
+            )
+        )
+    model = ScriptedModel(
+        [
+            ToolCall("post_status", {"state": "success", "description": "Reviewed"}),
+            ToolCall("report_complete", {"summary": "Approved."}),
+            Say("Reviewed."),
+            Say("Already reviewed."),  # the news prompt's turn: it still reads nothing
+        ]
+    )
+    with serve(model):
+        result = run(stack.host(model, reviewer, facts=IssueFacts(head_sha=HEAD_SHA)))
+    assert result.outcome == "idle"
+    prompts = [m for m in model.requests[-1]["messages"] if m.get("role") == "user"]
+    assert sum("New events arrived while you worked" in str(m.get("content")) for m in prompts) == 1
+    pending = stack.registry.pending_inbox(reviewer)
+    assert len(pending) == waiting  # unread: the next task finds them all
+    (ended,) = [e for e in stack.route_queued() if isinstance(e.command, TaskEnded)]
+    agent = stack.agent(reviewer)
+    assert (agent.task_arn, agent.pending_launch) == (None, None)  # not relaunched "for news"
+    assert isinstance(ended.command, TaskEnded)
+    assert ended.command.told == [item.key for item in pending[:named]]
 
 
 def test_every_documented_framework_tool_is_implemented(stack: Stack) -> None:

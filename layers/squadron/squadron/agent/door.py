@@ -210,6 +210,12 @@ class Door:
         answer = self.call(lambda: ReadInbox(**self.caller), InboxAnswer)
         return answer.items, answer.more
 
+    def inbox_news(self) -> tuple[list[InboxItem], list[str]]:
+        """The inbox's first page and the keys of all its items, oldest first (up to MAX_TOLD):
+        what news waits, past the page the model reads first too."""
+        answer = self.call(lambda: ReadInbox(**self.caller), InboxAnswer)
+        return answer.items, answer.keys or [item.key for item in answer.items]
+
     def ack_inbox(self, agent_id: str | None, items: list[InboxItem]) -> None:
         if items:
             self.call(lambda: AckInbox(**self.caller, items=items), AckAnswer)

@@ -46,7 +46,6 @@ from squadron.config.parse import ResolvedRole, SquadronConfig
 from squadron.domain import breakers, lifecycle
 from squadron.domain.agents import AgentRecord, InboxItem, RoleKind
 from squadron.domain.breakers import Usage, before_tool_call
-from squadron.domain.commands import MAX_TOLD
 from squadron.domain.cost import agent_cost
 from squadron.domain.launches import LaunchRefusedError
 from squadron.domain.lifecycle import NEWS_POLL_SECONDS, Outcome
@@ -190,6 +189,9 @@ class AgentHost(ModelSpending):
         #: breaker trips; the task's end names them, so the router does not wake the agent for
         #: them either (they wait for its next task).
         self.told: set[str] = set()
+        #: The keys of the inbox's items when the host last looked (every page's, oldest first, up
+        #: to MAX_TOLD): its task's end names those of them the model was told of.
+        self.seen: list[str] = []
         self._init_spending(model_gateway)
 
     async def run(self) -> HostResult:
@@ -280,7 +282,9 @@ class AgentHost(ModelSpending):
                     saved=result.saved,
                     finished=True,
                     outputs=dict(self.state.outputs) if told == "idle" else {},
-                    told=sorted(self.told)[:MAX_TOLD],
+                    # the told items still in the inbox when it last looked (any page's, at
+                    # most MAX_TOLD): what was read since is gone, what came since is news
+                    told=[key for key in self.seen if key in self.told],
                 )
         except Exception as exc:  # the reconciler notices a task that ended without a word
             logger.error("%s: the end of the task was not reported: %s", self.agent_id, exc)
@@ -401,7 +405,7 @@ class AgentHost(ModelSpending):
         self, agent: AgentRecord, role: ResolvedRole, values: dict[str, Any], *, resume: bool, found: str
     ) -> str:
         if agent.wake_reason is not None and resume:
-            pending = self.door.pending_inbox()
+            pending, self.seen = self.door.inbox_news()
             prompt = wake_prompt(
                 role,
                 values,
@@ -439,9 +443,10 @@ class AgentHost(ModelSpending):
         deadline = loop.time() + self.linger_seconds
         polls = 0
         while True:
-            fresh = [i for i in await asyncio.to_thread(self.door.pending_inbox) if i.key not in self.told]
-            if fresh:
-                self.told |= {item.key for item in fresh}
+            # every page's items: the news prompt tells of the whole inbox, past its first page
+            _, self.seen = await asyncio.to_thread(self.door.inbox_news)
+            if any(key not in self.told for key in self.seen):
+                self.told |= set(self.seen)
                 return True
             remaining = deadline - loop.time()
             if remaining <= 0 or self.stop.is_set() or self.lease_lost:

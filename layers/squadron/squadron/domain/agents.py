@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from squadron.domain.commands import MAX_TOLD
 from squadron.domain.trust import Vouched
 from squadron.domain.usage import ModelTokens
 from squadron.errors import SquadronError
@@ -343,12 +344,29 @@ class InboxItem(BaseModel):
     #: The issue or pull request the item is about (a closed blocker's number, ...): what code
     #: reads, so nothing parses the summary, which is words for the model.
     subject: int | None = None
+    #: When what it tells of happened (GitHub's time), for an item held for an agent that did not
+    #: exist yet (a writer's comment routed before a pipeline stage started the issue's dev agent:
+    #: :func:`squadron.domain.routing.comments.held_for_stage_agents`): it reaches a generation
+    #: started at or before that time, never a later one (:func:`reaches`). None: it reaches
+    #: whichever generation finds it (the router told a live agent, or the framework wrote it).
+    occurred_at: datetime | None = None
 
     @property
     def key(self) -> str:
         """The item's identity (the inbox stores one per delivery and kind): what a task's end
         names of the items its model was told of (:attr:`~squadron.domain.commands.TaskEnded.told`)."""
         return f"{self.delivery_id} {self.kind}"
+
+
+def reaches(agent: AgentRecord, item: InboxItem) -> bool:
+    """Whether ``item`` in ``agent``'s inbox is news for its generation (not held for it before
+    an earlier one's time: :attr:`InboxItem.occurred_at`)."""
+    return not agent.predates(item.occurred_at)
+
+
+def current_inbox(agent: AgentRecord, items: list[InboxItem]) -> list[InboxItem]:
+    """The items of ``agent``'s inbox its generation reads (:func:`reaches`), oldest first."""
+    return [item for item in items if reaches(agent, item)]
 
 
 #: Most inbox items an agent is handed at once, oldest first (check_for_events reads the rest
@@ -358,6 +376,20 @@ INBOX_PAGE_ITEMS = 20
 #: stays on GitHub for read_issue.
 INBOX_BODY_CHARS = 4000
 INBOX_BODY_CUT = "\n(cut here: read the issue or pull request for the rest)"
+
+
+def inbox_keys(items: list[InboxItem]) -> list[str]:
+    """The keys of the first :data:`~squadron.domain.commands.MAX_TOLD` items of an inbox (oldest
+    first): what a task can be told of, whichever page its model reads; past them, an item waits
+    for the agent's next task without waking it (:func:`news_besides`)."""
+    return [item.key for item in items[:MAX_TOLD]]
+
+
+def news_besides(items: list[InboxItem], told: list[str]) -> list[InboxItem]:
+    """The items of an inbox (oldest first) that are news besides those a task's model was told
+    of: among its first MAX_TOLD (what its task could name), those it does not name."""
+    known = set(told)
+    return [item for item in items[:MAX_TOLD] if item.key not in known]
 
 
 def inbox_page(items: list[InboxItem]) -> tuple[list[InboxItem], int]:

@@ -29,7 +29,8 @@ from squadron.domain.usage import MAX_MODELS, ModelTokens
 MAX_OUTPUTS = 20
 OutputKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z][A-Za-z0-9_-]*$")]
 OutputValue = Annotated[str, Field(max_length=2_000)]
-#: Most inbox items a task's end names as told (:attr:`TaskEnded.told`), and an item's key.
+#: Most inbox items a task's end names as told (:attr:`TaskEnded.told`), and an item's key:
+#: a task learns the keys of its inbox's first MAX_TOLD items (:func:`squadron.domain.agents.inbox_keys`).
 MAX_TOLD = 200
 InboxKey = Annotated[str, Field(min_length=1, max_length=400)]
 

@@ -381,6 +381,10 @@ class InboxAnswer(WireAnswer):
     items: list[InboxItem]
     #: How many items wait after this page.
     more: int
+    #: The keys of the inbox's items, this page's and those after it, oldest first, up to
+    #: :data:`~squadron.domain.commands.MAX_TOLD` (:func:`~squadron.domain.agents.inbox_keys`):
+    #: what the host tells its model of, whichever page the model reads.
+    keys: list[InboxKey] = Field(default_factory=list, max_length=MAX_TOLD)
 
 
 class AckAnswer(WireAnswer):

@@ -14,6 +14,8 @@ from squadron.domain.agents import (
     IssueState,
     RegistryError,
     RoleKind,
+    current_inbox,
+    news_besides,
     parse_agent_id,
 )
 from squadron.domain.app_acts import AgentReported, app_act
@@ -295,7 +297,8 @@ def _on_task_ended(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) 
     if command.outcome == "idle" and agent.status is AgentStatus.ACTIVE and agent.pending_launch is None:
         # What its model was told of and left unread waits for its next task: only news it
         # was not told of wakes it (else a model that never reads its inbox is relaunched forever).
-        news = [item for item in snap.inbox if item.key not in set(command.told)]
+        # The inbox as its task reads it: its generation's items, every page's (up to MAX_TOLD).
+        news = news_besides(current_inbox(agent, list(snap.inbox)), command.told)
         if news:
             kinds = ", ".join(sorted({item.kind for item in news}))
             reason = f"news arrived as its task ended ({kinds})"

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 from squadron.adapters.github.blockers import blocker_refused
 from squadron.adapters.github.errors import GitHubError
 from squadron.domain import lifecycle
-from squadron.domain.agents import AgentRecord, AgentStatus, ConflictError, RoleKind, inbox_page
+from squadron.domain.agents import (
+    AgentRecord,
+    AgentStatus,
+    ConflictError,
+    RoleKind,
+    current_inbox,
+    inbox_keys,
+    inbox_page,
+)
 from squadron.domain.commands import AgentPushedCommits, RegisterBlocker, TaskEnded
 from squadron.domain.effects import AgentWrite
 from squadron.domain.event_trimming import pull_request_fields
@@ -71,9 +79,11 @@ def _release(gw: AgentGateway, request: Release) -> Answer:
 
 
 def _inbox(gw: AgentGateway, request: ReadInbox) -> Answer:
-    verified(gw, request)
-    page, more = inbox_page(gw.registry.pending_inbox(request.agent_id))
-    return Answer(InboxAnswer(items=page, more=more))
+    agent = verified(gw, request)
+    # What its generation reads (an item held for a later-started generation is not its news).
+    items = current_inbox(agent, gw.registry.pending_inbox(request.agent_id))
+    page, more = inbox_page(items)
+    return Answer(InboxAnswer(items=page, more=more, keys=inbox_keys(items)))
 
 
 def _github_token(gw: AgentGateway, request: GitHubToken) -> Answer:

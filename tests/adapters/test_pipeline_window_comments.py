@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from squadron.adapters.registry.keys import TTL_ATTRIBUTE, inbox_item, load_item
 from squadron.config.default_pipelines import default_pipelines
-from squadron.domain.agents import AgentStatus, InboxItem
+from squadron.domain.agents import HELD_RETENTION, AgentStatus, InboxItem
 from squadron.domain.events import EventEnvelope
 from squadron.domain.pipeline_wire import parse_task
 from squadron.domain.pipelines.agent_stage import STAGE_ITEM
@@ -138,3 +139,35 @@ def test_a_writers_comment_after_the_dev_agent_started_reaches_it_as_before(stac
     assert [(item.kind, item.body) for item in items if item.kind == "comment"] == [
         ("comment", "after the start: mind the docs")
     ]
+
+
+def _held(w: World) -> list[InboxItem]:
+    return list(w.registry.inbox.get(DEV, {}).values())
+
+
+def test_a_comment_held_for_an_agent_no_stage_came_for_is_dropped_after_its_retention(stack: Stack) -> None:
+    """An issue nobody assigns: the held item has a TTL, written as the table's epoch seconds and
+    read back as the time it was."""
+    w = world(stack)
+    w.send(w.events.opened(7, by="alice"))
+    sent = comment(w, "nobody assigned this yet", "alice")
+    w.send(sent)
+
+    (item,) = _held(w)
+    assert item.expires_at == sent.received_at + HELD_RETENTION
+    stored = inbox_item(item)
+    assert stored[TTL_ATTRIBUTE] == {"N": str(int(item.expires_at.timestamp()))}
+    fields = {k: v for k, v in load_item(stored).items() if k not in ("PK", "SK", "entity")}
+    assert InboxItem.model_validate(fields) == item
+    # an item the router tells a live agent carries none: it waits until the agent reads it
+    assert TTL_ATTRIBUTE not in inbox_item(item.model_copy(update={"expires_at": None}))
+
+
+def test_a_comment_on_a_closed_issue_is_held_for_nobody(stack: Stack) -> None:
+    """A run that starts there starts at its reopening or assignment, after the comment."""
+    w = world(stack)
+    w.send(w.events.opened(7, by="alice"))
+    w.send(w.events.closed(7))
+    w.send(comment(w, "closed, but one more thing", "alice"))
+
+    assert _held(w) == []

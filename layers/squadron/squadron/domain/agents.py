@@ -323,6 +323,12 @@ class IssueState(StrEnum):
     CLOSED = "closed"
 
 
+#: How long an inbox item held for an agent that does not exist yet is kept unread: a run's agent
+#: stage starts its agent seconds after the trigger, and an item older than the trigger is no news
+#: for it (:func:`reaches`), so one no stage came for is dropped (an issue nobody assigned).
+HELD_RETENTION = timedelta(days=2)
+
+
 class InboxItem(BaseModel):
     """Something an agent should know about, waiting until it calls check_for_events."""
 
@@ -350,6 +356,9 @@ class InboxItem(BaseModel):
     #: started at or before that time, never a later one (:func:`reaches`). None: it reaches
     #: whichever generation finds it (the router told a live agent, or the framework wrote it).
     occurred_at: datetime | None = None
+    #: When the registry may drop the item unread (its TTL): an item held for an agent a pipeline
+    #: stage may never start (:data:`HELD_RETENTION`). None: kept until the agent reads it.
+    expires_at: datetime | None = None
 
     @property
     def key(self) -> str:

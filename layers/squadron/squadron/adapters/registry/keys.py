@@ -166,14 +166,10 @@ def history_time(at: datetime) -> str:
 
 def inbox_item(item: InboxItem) -> dict[str, Any]:
     parse_agent_id(item.agent_id)
-    return dump_item(
-        {
-            **item.model_dump(mode="json"),
-            "PK": f"INBOX#{item.agent_id}",
-            "SK": inbox_sk(item),
-            "entity": "inbox",
-        }
-    )
+    fields = item.model_dump(mode="json", exclude={"expires_at"})
+    if item.expires_at is not None:  # the table's TTL: epoch seconds
+        fields[TTL_ATTRIBUTE] = int(item.expires_at.timestamp())
+    return dump_item({**fields, "PK": f"INBOX#{item.agent_id}", "SK": inbox_sk(item), "entity": "inbox"})
 
 
 def inbox_sk(item: InboxItem) -> str:

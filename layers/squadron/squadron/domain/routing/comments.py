@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from squadron.domain.agents import (
+    HELD_RETENTION,
     TERMINAL,
     AgentRecord,
     InboxItem,
+    IssueState,
     RoleKind,
     agent_id_for,
 )
@@ -40,7 +42,14 @@ def _on_comment(event: EventEnvelope, snap: Snapshot, policy: RoutingPolicy) -> 
         agent = snap.view(comment.number).agent_of_kind(RoleKind.DEV)
         if agent is None or agent.status in TERMINAL:
             held = held_for_stage_agents(
-                event, policy, comment.number, agent, summary=summary, body=comment.body, url=comment.url
+                event,
+                policy,
+                comment.number,
+                agent,
+                closed=snap.view(comment.number).state is IssueState.CLOSED,
+                summary=summary,
+                body=comment.body,
+                url=comment.url,
             )
             if held:
                 return held
@@ -53,6 +62,7 @@ def held_for_stage_agents(
     number: int,
     agent: AgentRecord | None,
     *,
+    closed: bool,
     summary: str,
     body: str,
     url: str | None,
@@ -65,8 +75,10 @@ def held_for_stage_agents(
     reaches none (:func:`squadron.domain.agents.reaches`). Stored once (a redelivery, an edit of
     the same delivery: the inbox keys an item by delivery and kind); only a comment the authority
     rule passed gets here (a stranger's is refused before any route). None under ``fixed``: the
-    assignment started its agent already."""
-    if policy.orchestration != "pipelines":
+    assignment started its agent already, nor on a closed issue (a run that starts there starts
+    later, at its reopening or assignment). An item no stage came for is dropped after
+    :data:`~squadron.domain.agents.HELD_RETENTION` (its TTL)."""
+    if policy.orchestration != "pipelines" or closed:
         return []
     roles = sorted(
         {
@@ -83,6 +95,7 @@ def held_for_stage_agents(
                 delivery_id=event.delivery_id,
                 received_at=event.received_at,
                 occurred_at=event.occurred_at or event.received_at,
+                expires_at=event.received_at + HELD_RETENTION,
                 kind="comment",
                 summary=summary,
                 actor=event.sender.login,

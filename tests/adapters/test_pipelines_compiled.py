@@ -279,14 +279,10 @@ def test_a_sub_pipeline_runs_as_a_child_and_its_output_comes_back(stack: Stack) 
 #: read their timeout off the run's ``timeouts`` (``TimeoutSecondsPath``)
 CONDITIONAL_BRANCHES = [
     ("no timeout", ""),
+    ("a timeout that extends", "timeout: 1h\non_timeout: {extend: 1h, max_extensions: 1, then: fail}"),
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (own_states.one_branch): a sub-pipeline branch's `.if` task has result_path '$', "
-    "so its child run finds no $.data.trigger (moto: States.Runtime); fix pending",
-)
 @pytest.mark.parametrize(
     "timeout", [c[1] for c in CONDITIONAL_BRANCHES], ids=[c[0] for c in CONDITIONAL_BRANCHES]
 )

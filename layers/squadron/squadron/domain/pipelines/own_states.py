@@ -285,6 +285,10 @@ def stop_child_runs(b: Core, stage: ParallelStage, name: str, number: int, next_
     return state
 
 
+#: Where a sub-pipeline branch's condition answer goes in the branch's state.
+BRANCH_CONDITION = "$.branch_condition"
+
+
 def one_branch(b: Core, branch: Any, stage: ParallelStage) -> dict[str, Any]:
     """One branch of a parallel stage: its task, and for join any the ``Fail`` that ends the
     ``Parallel`` when it is the first done (a skipped branch only ends itself).
@@ -313,14 +317,16 @@ def one_branch(b: Core, branch: Any, stage: ParallelStage) -> dict[str, Any]:
                 "condition",
                 {"stage": bid, "condition": dump(branch)["condition"]},
                 f"{bid}.skip",
-                result_path="$",
+                # beside the branch's input, never in its place: the child run reads the run's
+                # data, and the branch's timeout may read the run's timeouts
+                result_path=BRANCH_CONDITION,
             )
             states[f"{bid}.skip"] = {
                 "Type": "Choice",
-                "Choices": [{**is_set("$.skipped"), "Next": f"{bid}.skipped"}],
+                "Choices": [{**is_set(f"{BRANCH_CONDITION}.skipped"), "Next": f"{bid}.skipped"}],
                 "Default": bid,
             }
-            states[f"{bid}.skipped"] = {"Type": "Succeed"}
+            states[f"{bid}.skipped"] = {"Type": "Pass", "Result": {"skipped": True}, "End": True}
     else:
         stage_type: StageType = "agent" if isinstance(branch, AgentBranch) else "action"
         after = f"{bid}.ran" if branch.condition is not None else finish

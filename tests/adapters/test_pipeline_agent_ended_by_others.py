@@ -1,8 +1,9 @@
 """An agent stage whose agent a person's event finished (issue 30): its issue closed, deleted or
 unassigned from the App, its pull request closed. The router routes the event (the agent is
 completed or cancelled, its task stopped) and the stage's run is cancelled at once with why,
-rather than waiting out its timeout (or, without one, Step Functions' year); the stage's
-``on_error`` does not retry it, which would put an agent to work again on a closed issue.
+rather than waiting out its timeout (or, without one, Step Functions' year), at the run's cancel
+end: the stage's ``on_error`` does not retry it, which would put an agent to work again on a closed
+issue, and the run's ``on_error`` does not run, whether or not an event of its own may cancel it.
 
 On moto's Step Functions with the real dispatcher, routing service and agent stages over the fake
 registry and launcher (the same harness as test_pipeline_agent_stages.py).
@@ -35,6 +36,8 @@ DEV = "42-7-feat-dev"
 IMPLEMENT_THEN_TELL = """pipelines:
   p:
     trigger: {event: issues.labeled}
+    on_error:
+      - {type: label, add: needs-human}
     stages:
       - id: implement
         type: agent
@@ -121,6 +124,11 @@ def _now(r: Router, envelope: EventEnvelope) -> str:
     return envelope.model_copy(update={"occurred_at": at, "received_at": at}).to_message()
 
 
+def _entered(stack: Stack, arn: str) -> set[str]:
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    return {e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e}
+
+
 def _failed(stack: Stack, arn: str) -> list[dict[str, str]]:
     history = stack.sfn.get_execution_history(executionArn=arn)["events"]
     return [e["taskFailedEventDetails"] for e in history if e["type"] == "TaskFailed"]
@@ -143,13 +151,11 @@ def test_an_agent_a_persons_event_finished_fails_its_stage_at_once_with_why(stac
         True,
         "Squadron.Cancelled",
     )
-    # the run is cancelled with why: no retry puts the agent to work again, no on_error runs
+    # the run is cancelled with why, whether or not an event of its own may cancel it: no retry
+    # puts the agent to work again, and neither the stage's nor the run's on_error runs
     held = stack.finished(arn)
-    steered = "on_events" in case.pipeline
-    assert (held["status"], held.get("error")) == (
-        "FAILED",
-        "Squadron.Cancelled" if steered else "Squadron.Failed",
-    ), held
+    assert (held["status"], held.get("error")) == ("FAILED", "Squadron.Cancelled"), held
+    assert not {"__fail__", "__escalate__", "tell"} & _entered(stack, arn)
     (failed,) = _failed(stack, arn)
     assert failed["error"] == "Squadron.Cancelled"
     assert "was ended before it completed the stage" in failed["cause"] and case.why in failed["cause"]

@@ -515,9 +515,9 @@ def test_an_agent_branch_that_timed_out_stops_its_agent_as_an_agent_stage_does(s
     # (its own stopped agent is left as it is), and with no on_timeout there the run fails
     reviewer = r.world.agent(REVIEWER).task_arn
     _, own = r.task()
-    assert (own["pipeline_task"], own["answered"]) == ("sec.ended", True)
+    assert (own["pipeline_task"], own["answered"]) == ("sec.ended-2", True)  # the 2nd catch: States.ALL
     _, other = r.task()
-    assert (other["pipeline_task"], other["answered"]) == ("code.ended", True)
+    assert (other["pipeline_task"], other["answered"]) == ("code.ended-2", True)
     assert r.world.agent(REVIEWER).status is AgentStatus.CANCELLED
     assert [arn for arn, _ in r.world.launcher.stopped] == [launched, reviewer]
     ended = stack.finished(arn)
@@ -557,11 +557,13 @@ def test_a_parallel_stage_that_ended_early_stops_its_other_branches_agents_once(
 
     # the security branch ends first (done, or failed): the stage is over for the reviewer too
     r.ended(SECURITY, **first_end)
+    # join any: the 1st catch (Squadron.JoinAny); a failure: the 2nd of join all (States.ALL)
+    ended = "sec.ended" if join == "any" else "sec.ended-2"
     _, own = r.task()
-    assert (own["pipeline_task"], own["answered"]) == ("sec.ended", True)
+    assert (own["pipeline_task"], own["answered"]) == (ended, True)
     assert r.world.agent(SECURITY).status is not AgentStatus.CANCELLED  # it ended its branch itself
     body, other = r.task()
-    assert (other["pipeline_task"], other["answered"]) == ("code.ended", True)
+    assert (other["pipeline_task"], other["answered"]) == (ended.replace("sec", "code"), True)
     assert r.world.agent(REVIEWER).status is AgentStatus.CANCELLED
     assert [arn for arn, _ in r.world.launcher.stopped] == [reviewer]
     assert stack.finished(arn)["status"] == status
@@ -580,13 +582,13 @@ STAGE_ENDS = [
         "join any: the first branch done, then a failure, each stops the agent branches first",
         "any",
         "{id: sec, agent: security-review}",
-        {"Squadron.JoinAny": "sec.ended", "States.ALL": "sec.ended-2"},
+        {"Squadron.JoinAny": "sec.ended", "Squadron.Cancelled": "sec.ended-2", "States.ALL": "sec.ended-3"},
     ),
     (
         "join all: a failure stops them; an action branch has no agent to stop",
         "all",
         "{id: sec, type: action, action: comment, config: {message: hi}}",
-        {"States.ALL": "code.ended"},
+        {"Squadron.Cancelled": "code.ended", "States.ALL": "code.ended-2"},
     ),
 ]
 
@@ -620,7 +622,8 @@ def test_a_parallel_stage_stops_its_agent_branches_on_every_way_out_but_its_end(
             after = stop["Next"]
         agents = ["sec", "code"] if "agent:" in branch else ["code"]
         assert chain == [a + (".ended" if number == 1 else f".ended-{number}") for a in agents]
-        assert after == (parallel["Next"] if error == "Squadron.JoinAny" else "__fail__")
+        ending = {"Squadron.JoinAny": parallel["Next"], "Squadron.Cancelled": "__cancel__"}
+        assert after == ending.get(error, "__fail__")
 
 
 #: (why, the parallel stage's join, its first branch, the states that branch has)

@@ -224,7 +224,7 @@ def _on_error(c: Compiled) -> None:
         {"ErrorEquals": [STAGE_FAILED], "MaxAttempts": 1, "IntervalSeconds": 1, "BackoffRate": 2.0}
     ]
     assert {"ErrorEquals": [STAGE_FAILED], "ResultPath": "$.error", "Next": ESCALATE} in task["Catch"]
-    assert task["Catch"][0] == {"ErrorEquals": [MERGE_CONFLICT], "ResultPath": "$.error", "Next": "fix"}
+    assert task["Catch"][1] == {"ErrorEquals": [MERGE_CONFLICT], "ResultPath": "$.error", "Next": "fix"}
     assert body(task)["stage_type"] == "action" and config_of(task)["action"] == "merge_pr"
 
 
@@ -329,8 +329,14 @@ def _cancellable(c: Compiled) -> None:
 
 def _not_steered(c: Compiled) -> None:
     s = states(c)
-    assert s["__start__"]["Type"] == "Pass" and "__cancel__" not in s
-    assert all(catch["ErrorEquals"] != ["Squadron.Cancelled"] for catch in s["review"]["Catch"])
+    assert s["__start__"]["Type"] == "Pass" and "__restart__" not in s
+    # No event of its own cancels it, but a person who ends its agent (closes the issue, merges the
+    # PR) does: its stages still end the run at its cancel end, never through its on_error.
+    assert s["review"]["Catch"][0] == {
+        "ErrorEquals": ["Squadron.Cancelled"],
+        "ResultPath": "$.error",
+        "Next": "__cancel__",
+    }
 
 
 STEERED_STAGES = """

@@ -81,7 +81,7 @@ from squadron.domain.pipelines.models import (
     PipelineBranch,
     PipelineStage,
 )
-from squadron.domain.pipelines.reactions import restarts, steered
+from squadron.domain.pipelines.reactions import restarts
 
 #: Step Functions' largest state machine definition we publish (bytes of its JSON); a pipeline
 #: past it is refused with the reason, never published cut.
@@ -386,8 +386,9 @@ class _Builder:
         """A stage's ``Catch``: a merge conflict, a timeout, a failure after its retries, then any
         other error fails the run (its ``on_error`` actions)."""
         catches: list[dict[str, Any]] = []
-        if steered(self.pipeline):  # an event cancelled the run (its waiting task is answered so)
-            catches.append({"ErrorEquals": [RUN_CANCELLED], "ResultPath": "$.error", "Next": CANCEL})
+        # The run was cancelled (its waiting task is answered so): by its own ``on_events``, or by a
+        # person who ended its agent (closed the issue, merged the PR...), which any run may meet.
+        catches.append({"ErrorEquals": [RUN_CANCELLED], "ResultPath": "$.error", "Next": CANCEL})
         if isinstance(stage, MergePrStage) and stage.on_conflict is not None:
             catches.append(
                 {

@@ -113,12 +113,6 @@ def restarts(pipeline: Pipeline) -> bool:
     return any(handler.action in RESTARTING for handler in pipeline.on_events.values())
 
 
-def steered(pipeline: Pipeline) -> bool:
-    """Whether runs of ``pipeline`` may be stopped by an event (cancelled, or restarted): its
-    stages catch :data:`RUN_CANCELLED` to the run's cancel end."""
-    return any(handler.action in (*RESTARTING, "cancel") for handler in pipeline.on_events.values())
-
-
 def could_steer(pipelines: Mapping[str, Pipeline], event: str) -> bool:
     """Whether any configured pipeline handles ``event`` (what makes the router look for runs)."""
     return any(event in pipeline.on_events for pipeline in pipelines.values())

@@ -5,11 +5,14 @@ answers that treat a finished task as done."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.stub import Stubber
+from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from squadron.adapters.step_functions import (
     DIGEST_TAG,
@@ -169,7 +172,6 @@ def test_a_retried_start_is_harmless(stack: Stack) -> None:
 def test_an_answer_to_a_finished_task_is_done_with_its_reason(
     stack: Stack, answer: StageSucceeded | StageFailed, status: str
 ) -> None:
-    # (moto takes a heartbeat only from a task with HeartbeatSeconds; AWS from any waiting task)
     made = stack.pipelines.ensure(42, "triage", waiting(stack, HeartbeatSeconds=600, TimeoutSeconds=3600))
     run = stack.pipelines.start(made.version_arn, execution_name("d", "triage"), run_input(42, 7))
     token = stack.bodies(1)[0]["task_token"]
@@ -209,3 +211,100 @@ def test_describe_and_stop_a_run(stack: Stack) -> None:
     # (moto 5.2.5 does not wake a stopped run's waiting stage, so its end is not asserted here;
     # AWS ends it ABORTED at once. The parent of test_pipelines_on_moto's sub-pipeline does end.)
     assert stack.pipelines.describe(run.execution_arn.replace(":run-", ":nope-")) is None
+
+
+#: (what answers run A's task while run B's interpreter thread has not begun, A's status after it)
+ANSWERS_BESIDE_A_RUN_NOT_BEGUN: list[tuple[str, str]] = [
+    ("a success", "SUCCEEDED"),
+    ("a failure", "FAILED"),
+    ("a heartbeat", "RUNNING"),
+]
+
+
+@pytest.mark.parametrize(("answer", "status"), ANSWERS_BESIDE_A_RUN_NOT_BEGUN)
+def test_an_answer_while_another_run_has_not_begun_reaches_its_run(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, answer: str, status: str
+) -> None:
+    """moto marks a run RUNNING before its interpreter thread makes the run's environment; every
+    answer looks through the running runs' environments for its token. Two runs started by one
+    event (the default pipelines at an assignment) met this window in bench/router_calls.py:
+    the answer failed with AttributeError (moto_step_functions' ``_begun_only``)."""
+    made = stack.pipelines.ensure(42, "triage", waiting(stack, HeartbeatSeconds=600, TimeoutSeconds=3600))
+    # the first run's interpreter thread is held before it begins (its environment not made yet);
+    # the second runs, and its task is answered while the first is listed ahead of it
+    held = threading.Event()
+    holding = [True]
+    logic = ExecutionWorker._execution_logic
+
+    def begins_when_let(worker: ExecutionWorker) -> None:
+        if holding:
+            holding.clear()
+            held.wait()
+        logic(worker)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(ExecutionWorker, "_execution_logic", begins_when_let)
+    second = stack.pipelines.start(made.version_arn, execution_name("d-1", "triage"), run_input(42, 8))
+    first = stack.pipelines.start(made.version_arn, execution_name("d-2", "triage"), run_input(42, 7))
+    token = stack.bodies(1)[0]["task_token"]
+    try:
+        if answer == "a heartbeat":
+            assert stack.pipelines.heartbeat(token).delivered
+        else:
+            outcome = (
+                StageSucceeded() if answer == "a success" else StageFailed(error="Squadron.X", cause="no")
+            )
+            assert stack.pipelines.answer(token, outcome).delivered
+        if status == "RUNNING":
+            assert stack.sfn.describe_execution(executionArn=first.execution_arn)["status"] == status
+        else:
+            assert stack.finished(first.execution_arn)["status"] == status
+    finally:
+        held.set()
+    # the held run begins as soon as it is let, and waits for its own answer
+    assert stack.bodies(1)[0]["task_token"] != token
+    assert stack.sfn.describe_execution(executionArn=second.execution_arn)["status"] == "RUNNING"
+
+
+#: (the task that waits, whether its heartbeat clock is held back from starting)
+HEARTBEATS: list[tuple[str, dict[str, Any], bool]] = [
+    ("a task without HeartbeatSeconds", {"TimeoutSeconds": 3600}, False),
+    ("a task with HeartbeatSeconds", {"HeartbeatSeconds": 600, "TimeoutSeconds": 3600}, False),
+    (
+        "a heartbeat between the task's message and its heartbeat clock",
+        {"HeartbeatSeconds": 600, "TimeoutSeconds": 3600},
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(("waits", "state", "held"), HEARTBEATS, ids=[c[0] for c in HEARTBEATS])
+def test_a_heartbeat_is_taken_from_any_task_waiting_on_its_token(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, waits: str, state: dict[str, Any], held: bool
+) -> None:
+    """As AWS takes it, and the answer after it. moto took a heartbeat only from a task with
+    HeartbeatSeconds, and only once its heartbeat clock was set up, after the message that carries
+    the token was sent: a router that heartbeats as soon as it reads the message was told
+    ``InvalidToken``, as if the task were over; an answer in that window waited out the
+    task's HeartbeatSeconds."""
+    let = threading.Event()
+    setup = CallbackEndpoint.setup_heartbeat_endpoint
+
+    def after_let(endpoint: CallbackEndpoint, heartbeat_seconds: int) -> Any:
+        let.wait()
+        return setup(endpoint, heartbeat_seconds)
+
+    if held:
+        monkeypatch.setattr(CallbackEndpoint, "setup_heartbeat_endpoint", after_let)
+    else:
+        let.set()
+    made = stack.pipelines.ensure(42, "triage", waiting(stack, **state))
+    run = stack.pipelines.start(made.version_arn, execution_name("d", "triage"), run_input(42, 7))
+    token = stack.bodies(1)[0]["task_token"]
+    try:
+        assert stack.pipelines.heartbeat(token).delivered, waits
+        # the answer too comes before the clock: the run moves on when the clock is set, as AWS's
+        # does at once (moto's waited out HeartbeatSeconds: the clock heard of no answer)
+        assert stack.pipelines.answer(token, StageSucceeded()).delivered
+    finally:
+        let.set()
+    assert stack.finished(run.execution_arn)["status"] == "SUCCEEDED"

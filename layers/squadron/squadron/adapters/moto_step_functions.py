@@ -22,7 +22,10 @@ looks for the token among finished executions too (a second answer to a finished
 AWS keeps the cause and answers ``InvalidToken`` (or ``TaskTimedOut``). The patch does both. And
 a task whose ``TimeoutSeconds`` ran out keeps its token in moto, which takes a late answer and
 drops it; AWS answers ``TaskTimedOut``, as the patch makes moto do. StopExecution ends a run at
-once on AWS; moto's leaves a run waiting on a task token running, which the patch ends.
+once on AWS; moto's leaves a run waiting on a task token running, which the patch ends. AWS takes
+a heartbeat from any task waiting on its token; moto only from one with ``HeartbeatSeconds``, and
+only once its heartbeat clock is set up, after its message was sent: the patch takes it. An
+answer in that window waited out the task's ``HeartbeatSeconds`` in moto; the patch moves on.
 
 Applied by :func:`squadron.adapters.moto_server.patch` and by the tests that use ``mock_aws``.
 """
@@ -45,7 +48,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.execute_state import Exe
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
     StateTaskServiceSfn,
 )
-from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackConsumerTimeout
+from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackConsumerTimeout, CallbackEndpoint
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution import Execution
@@ -262,6 +265,41 @@ def _success_of_waiting(send: Any) -> Any:
     return send_task_success
 
 
+def _heartbeat_of_any_waiting_task(notify: Any) -> Any:
+    """A heartbeat for any task that waits on its token is taken, as AWS takes it: moto takes one
+    only once the task's heartbeat clock is set up, which is *after* its message was sent (a
+    router that heartbeats as soon as it reads the message met ``InvalidToken`` in that window),
+    and never from a task without ``HeartbeatSeconds``. Before the clock starts there is nothing
+    for the heartbeat to reset."""
+
+    @functools.wraps(notify)
+    def taken(self: CallbackEndpoint) -> bool:
+        if self.get_outcome() is not None:
+            return False  # answered: over, as on AWS (``InvalidToken``)
+        notify(self)
+        return True
+
+    taken._of_any_waiting_task = True  # type: ignore[attr-defined]
+    return taken
+
+
+def _clock_sees_an_earlier_answer(setup: Any) -> Any:
+    """A task's heartbeat clock set up after its answer came ends the wait at once. moto's wait on
+    a task with ``HeartbeatSeconds`` wakes only on a heartbeat, and an answer wakes the clock only
+    if it exists: an answer given between the task's message and its clock (the router answering
+    as soon as it reads the message) waited out ``HeartbeatSeconds``, where AWS moves on."""
+
+    @functools.wraps(setup)
+    def seen(self: CallbackEndpoint, heartbeat_seconds: int) -> Any:
+        clock = setup(self, heartbeat_seconds)  # set before the outcome is read: no answer missed
+        if self.get_outcome() is not None:
+            clock.notify()
+        return clock
+
+    seen._sees_an_earlier_answer = True  # type: ignore[attr-defined]
+    return seen
+
+
 def _with_cause(self: Any) -> Any:
     """moto's SendTaskFailure handler, passing the ``cause`` on."""
     self.stepfunction_backend.send_task_failure(
@@ -296,6 +334,14 @@ def patch() -> None:
     if not getattr(ExecutionState._evaluate_with_timeout, "_timed_out_refuses", False):
         ExecutionState._evaluate_with_timeout = _timed_out_refuses(  # type: ignore[method-assign]
             ExecutionState._evaluate_with_timeout
+        )
+    if not getattr(CallbackEndpoint.notify_heartbeat, "_of_any_waiting_task", False):
+        CallbackEndpoint.notify_heartbeat = _heartbeat_of_any_waiting_task(  # type: ignore[method-assign]
+            CallbackEndpoint.notify_heartbeat
+        )
+    if not getattr(CallbackEndpoint.setup_heartbeat_endpoint, "_sees_an_earlier_answer", False):
+        CallbackEndpoint.setup_heartbeat_endpoint = _clock_sees_an_earlier_answer(  # type: ignore[method-assign]
+            CallbackEndpoint.setup_heartbeat_endpoint
         )
     if not getattr(Execution.stop, "_ends_waits", False):
         Execution.stop = _stop_ends_waits(Execution.stop)  # type: ignore[method-assign]

@@ -29,11 +29,11 @@ from squadron.domain.pipeline_wire import execution_name, parse_task, run_input
 from squadron.domain.pipelines.compile import compile_pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.shell.dispatch import Dispatcher
-from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.pipeline_facts import GitHubFacts
 from squadron.shell.pipelines import PipelineTasks
 from tests.support.github_fake import FakeGitHub, app_private_key
-from tests.support.step_functions import PREFIX, Stack, step_functions, wait_for
+from tests.support.pipeline_tasks import outbox_over, pipeline_tasks
+from tests.support.step_functions import Stack, step_functions, wait_for
 from tests.support.world import World
 from tests.unit.pipelines.test_pipeline_config import files_with
 
@@ -145,24 +145,13 @@ def router(stack: Stack, app_github: Any = None) -> Router:
     github = PullRequestOnGitHub()
     hooks = Hooks()
 
-    def outbox() -> OutboxExecutor:
-        return OutboxExecutor(
-            registry=world.registry,
-            launcher=world.launcher,
-            github=app_github if app_github is not None else world.github,
-            policies=lambda _event: world.policy,
-            clock=lambda: world.now,
-        )
-
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix=PREFIX,
-        outbox=outbox,
-        claims=world.registry,
+    tasks = pipeline_tasks(
+        stack,
+        world,
+        outbox=outbox_over(world, app_github),
         facts=GitHubFacts(ClientFor(github)),
         webhooks=Webhooks(resolve=hooks.resolve, transport=httpx.MockTransport(hooks.handle)),
         where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
-        clock=lambda: world.now,
     )
     return Router(world, github, hooks, tasks, Dispatcher(world.router, pipeline_tasks=tasks))
 

@@ -165,8 +165,11 @@ def started(stack: Stack, text: str, name: str = "p") -> str:
     ).execution_arn
 
 
-def drive(stack: Stack, r: Router, arn: str, *, most: int = 20) -> list[tuple[str, dict[str, Any]]]:
-    """Hand each task the run puts on the queue to the router until the run ends; (stage, summary)."""
+def drive(
+    stack: Stack, r: Router, arn: str, *, most: int = 20, deliveries: int = 1
+) -> list[tuple[str, dict[str, Any]]]:
+    """Hand each task the run puts on the queue to the router (``deliveries`` times: SQS delivers
+    it again) until the run ends; (stage, summary of its last delivery)."""
     handled: list[tuple[str, dict[str, Any]]] = []
 
     def next_message() -> dict[str, Any] | str | None:
@@ -182,7 +185,8 @@ def drive(stack: Stack, r: Router, arn: str, *, most: int = 20) -> list[tuple[st
         if message == "ended":
             break
         assert isinstance(message, dict)
-        summary = r.dispatch.handle(message["Body"], message["MessageId"])
+        for _attempt in range(deliveries):
+            summary = r.dispatch.handle(message["Body"], message["MessageId"])
         handled.append((summary["pipeline_task"], summary))
     return handled
 

@@ -39,8 +39,8 @@ from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.router import RouterService
 from tests.adapters.test_reconciler import deployed
-from tests.support.git_remote import IDENTITY, git
-from tests.support.sandbox_app import Scripted, app_client, app_on, app_sandbox
+from tests.support.git_remote import IDENTITY
+from tests.support.sandbox_app import Scripted, app_client, app_on, app_sandbox, push_branch
 from tests.unit.registry.support import implementation
 
 BOT = "squadron[bot]"
@@ -73,17 +73,7 @@ class World:
 
     def push(self, repo: str, branch: str, files: dict[str, str]) -> str:
         clone = self.work / repo.replace("/", "-")
-        if not clone.exists():
-            git(self.work, "clone", "--quiet", self.github.git_url(repo), str(clone))
-        git(clone, "fetch", "--quiet", "origin")
-        exists = self.github.repos[repo].store.sha(f"refs/heads/{branch}") is not None
-        git(clone, "checkout", "--quiet", "-B", branch, f"origin/{branch}" if exists else "origin/main")
-        for name, text in files.items():
-            (clone / name).write_text(text)
-        git(clone, "add", "--all")
-        git(clone, "commit", "--quiet", "-m", f"work on {branch} of {repo}")
-        git(clone, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}")
-        return git(clone, "rev-parse", "HEAD")
+        return push_branch(self.github, clone, repo, branch, files, message=f"work on {branch} of {repo}")
 
     def merger(self, gate: MergeGate | None = None) -> ChangeSetMerger:
         return ChangeSetMerger(

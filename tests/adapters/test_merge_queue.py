@@ -30,9 +30,9 @@ from squadron.local.sandbox.queues import MERGE_QUEUE_BOT
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
 from tests.adapters.test_pipeline_stage_work import Router, drive
-from tests.support.git_remote import IDENTITY, git
+from tests.support.git_remote import IDENTITY
 from tests.support.pipeline_tasks import outbox_over, pipeline_tasks
-from tests.support.sandbox_app import Scripted, app_client, app_on, app_sandbox
+from tests.support.sandbox_app import Scripted, app_client, app_on, app_sandbox, push_branch
 from tests.support.step_functions import Stack, step_functions
 from tests.support.world import World
 from tests.unit.pipelines.test_pipeline_config import files_with
@@ -74,18 +74,7 @@ class Sandbox:
         return app_client(self.app, REPO, login)
 
     def push(self, branch: str, files: dict[str, str]) -> str:
-        clone = self.work / "clone"
-        if not clone.exists():
-            git(self.work, "clone", "--quiet", self.github.git_url(REPO), str(clone))
-        git(clone, "fetch", "--quiet", "origin")
-        exists = self.github.repos[REPO].store.sha(f"refs/heads/{branch}") is not None
-        git(clone, "checkout", "--quiet", "-B", branch, f"origin/{branch}" if exists else "origin/main")
-        for name, text in files.items():
-            (clone / name).write_text(text)
-        git(clone, "add", "--all")
-        git(clone, "commit", "--quiet", "-m", f"work on {branch}")
-        git(clone, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}")
-        return git(clone, "rev-parse", "HEAD")
+        return push_branch(self.github, self.work / "clone", REPO, branch, files, message=f"work on {branch}")
 
     def pull_request(
         self, branch: str = "feat/issue-1", files: dict[str, str] | None = None

@@ -6,6 +6,7 @@ the first examples, GitHub's faults scripted per (method, path), and the App's c
 - :class:`FailFirst` and :class:`Scripted`: its ``api_fault``, which requests GitHub applies and
   then fails to answer.
 - :func:`app_client`: the client of a repository as the App (installation 77) or as a person.
+- :func:`push_branch`: files pushed to a branch of a sandbox repository, as a person pushes them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.domain.permissions import Caller, CallerKind
 from squadron.local.examples import first_examples
 from squadron.local.sandbox import ApiFault, GitHubSandbox
+from tests.support.git_remote import git
 from tests.support.github_fake import app_private_key
 
 APP_ID = 424242
@@ -79,3 +81,21 @@ def app_client(app: GitHubApp, repo: str, login: str | None = None) -> GitHubCli
     token = (lambda: f"human:{login}") if login else (lambda: app.installation_token(INSTALLATION).token)
     caller = Caller(CallerKind.FRAMEWORK, login or "framework", login or "framework")
     return GitHubClient(http=app.http, token=token, installation_id=INSTALLATION, repo=repo, caller=caller)
+
+
+def push_branch(
+    github: GitHubSandbox, clone: Path, repo: str, branch: str, files: dict[str, str], *, message: str
+) -> str:
+    """``files`` committed on ``branch`` (on its head where it exists, else on main) in ``clone``
+    (cloned from ``repo`` the first time) and pushed: the new head."""
+    if not clone.exists():
+        git(clone.parent, "clone", "--quiet", github.git_url(repo), str(clone))
+    git(clone, "fetch", "--quiet", "origin")
+    exists = github.repos[repo].store.sha(f"refs/heads/{branch}") is not None
+    git(clone, "checkout", "--quiet", "-B", branch, f"origin/{branch}" if exists else "origin/main")
+    for name, text in files.items():
+        (clone / name).write_text(text)
+    git(clone, "add", "--all")
+    git(clone, "commit", "--quiet", "-m", message)
+    git(clone, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}")
+    return git(clone, "rev-parse", "HEAD")

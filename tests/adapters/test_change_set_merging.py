@@ -84,6 +84,13 @@ class World:
             bot_login=BOT,
         )
 
+    def queue_required(self, repo: str) -> None:
+        """``repo``'s main merges through a merge queue, and requires the ``ci`` check."""
+        self.github.require_merge_queue(repo, "main")
+        self.github.repos[repo].protections["main"] = {
+            "required_status_checks": {"checks": [{"context": "ci"}]}
+        }
+
     def gate(self) -> MergeGate:
         return MergeGate(
             client=lambda _i, repo: self.client(repo), config_for=lambda _r: MERGE_AT_ONCE, bot_login=BOT
@@ -431,10 +438,7 @@ def test_each_reconciler_run_asks_and_a_queue_that_refuses_is_reported_for_the_n
 def test_a_member_whose_base_requires_a_merge_queue_is_queued_and_its_queued_merge_steps_the_set(
     world: World,
 ) -> None:
-    world.github.require_merge_queue(SERVER, "main")
-    world.github.repos[SERVER].protections["main"] = {
-        "required_status_checks": {"checks": [{"context": "ci"}]}
-    }
+    world.queue_required(SERVER)
     made = world.ready_set()
     server_pr = made.member(SERVER).pr_number
     assert server_pr is not None

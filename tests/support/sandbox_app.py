@@ -3,6 +3,7 @@ the first examples, GitHub's faults scripted per (method, path), and the App's c
 
 - :func:`app_sandbox`: a new sandbox (no webhook URL: its deliveries are recorded, not sent).
 - :func:`app_on`: the sandbox started and the App signed in on it; the sandbox stops at the end.
+- :func:`app_of`: the App on a sandbox already started, its client as patient as by default.
 - :class:`FailFirst` and :class:`Scripted`: its ``api_fault``, which requests GitHub applies and
   then fails to answer.
 - :func:`app_client`: the client of a repository as the App (installation 77) or as a person.
@@ -45,6 +46,15 @@ def app_on(github: GitHubSandbox) -> Iterator[GitHubApp]:
         yield GitHubApp(app_id=github.app_id, http=http, private_key=lambda: private)
     finally:
         github.stop()
+
+
+def app_of(sandbox: GitHubSandbox) -> GitHubApp:
+    private, _ = app_private_key()
+    return GitHubApp(
+        app_id=sandbox.app_id,
+        http=GitHubHttp(base_url=sandbox.base_url, sleep=lambda s: None),
+        private_key=lambda: private,
+    )
 
 
 class FailFirst:

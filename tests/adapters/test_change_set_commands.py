@@ -19,10 +19,8 @@ from moto import mock_aws
 
 from squadron.adapters.delivery_records import DeliveryRecords
 from squadron.adapters.dynamo_registry import TABLE_DEFINITION, DynamoRegistry
-from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.errors import GitHubError
 from squadron.adapters.github.for_router import AppGitHub
-from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.change_sets import ChangeSet, SetState
 from squadron.domain.effects import DeliverInbox, LaunchAgent
 from squadron.domain.events import EventEnvelope
@@ -38,7 +36,7 @@ from squadron.shell.wiring import ChangeSetSteps, build_gateway, build_router
 from tests.adapters.test_router_wiring import ENVIRONMENT
 from tests.support.events import Events
 from tests.support.fake_registry import FakeLauncher
-from tests.support.github_fake import app_private_key
+from tests.support.sandbox_app import app_of
 
 INSTALLATION = 77
 ORIGIN, SERVER, CLIENT = "octo/schema", "octo/server", "octo/client"
@@ -103,12 +101,7 @@ def world(tmp_path: Path) -> Iterator[World]:
                 headers={"authorization": "token human:ada"},
             )
             assert answer.status_code == 201, answer.text
-    private, _ = app_private_key()
-    app = GitHubApp(
-        app_id=sandbox.app_id,
-        http=GitHubHttp(base_url=sandbox.base_url, sleep=lambda s: None),
-        private_key=lambda: private,
-    )
+    app = app_of(sandbox)
     github = AppGitHub(app, bot_login=sandbox.bot_login)
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")

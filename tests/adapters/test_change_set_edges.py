@@ -123,10 +123,7 @@ def test_a_closed_member_webhook_of_a_pull_request_still_open_drops_nothing(worl
 
 
 def test_a_member_its_merge_queue_drops_fails_the_set_which_reverts_and_tells_a_person(world: World) -> None:
-    world.github.require_merge_queue(SERVER, "main")
-    world.github.repos[SERVER].protections["main"] = {
-        "required_status_checks": {"checks": [{"context": "ci"}]}
-    }
+    world.queue_required(SERVER)
     made = world.ready_set()
     world.client(SERVER).create_status(made.member(SERVER).head_sha or "", state="success", context="ci")
     merger = world.merger()
@@ -152,10 +149,7 @@ def test_a_member_its_merge_queue_drops_fails_the_set_which_reverts_and_tells_a_
 
 
 def test_a_dequeued_webhook_of_a_member_queued_again_fails_nothing(world: World) -> None:
-    world.github.require_merge_queue(SERVER, "main")
-    world.github.repos[SERVER].protections["main"] = {
-        "required_status_checks": {"checks": [{"context": "ci"}]}
-    }
+    world.queue_required(SERVER)
     made = world.ready_set()
     world.client(SERVER).create_status(made.member(SERVER).head_sha or "", state="success", context="ci")
     merger = world.merger()

@@ -10,7 +10,6 @@ each default branch, revert pull requests, the comments on the origin issue) and
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,7 +24,6 @@ from squadron.adapters.errors import QueueUnavailableError
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.for_router import AppGitHub
-from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.config.parse import parse_files
 from squadron.domain import change_sets as cs
@@ -35,15 +33,14 @@ from squadron.domain.event_trimming import build_envelope
 from squadron.domain.events import EventEnvelope
 from squadron.domain.permissions import Caller
 from squadron.domain.routing import RoutingPolicy
-from squadron.local.examples import first_examples
-from squadron.local.sandbox import ApiFault, GitHubSandbox
+from squadron.local.sandbox import GitHubSandbox
 from squadron.shell.change_set_merging import ChangeSetMerger, request_sweep
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
 from squadron.shell.router import RouterService
 from tests.adapters.test_reconciler import deployed
-from tests.support.git_remote import IDENTITY, git
-from tests.support.github_fake import app_private_key
+from tests.support.git_remote import IDENTITY
+from tests.support.sandbox_app import Scripted, app_client, app_on, app_sandbox, push_branch
 from tests.unit.registry.support import implementation
 
 BOT = "squadron[bot]"
@@ -63,46 +60,20 @@ MERGE_AT_ONCE = parse_files(
 )
 
 
-class Faults:
-    """The first request of each (method, path) named is answered as the test says."""
-
-    def __init__(self) -> None:
-        self.wanted: dict[tuple[str, str], list[ApiFault | None]] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, method: str, path: str) -> ApiFault | None:
-        with self._lock:
-            waiting = self.wanted.get((method, path.split("?", maxsplit=1)[0]))
-            return waiting.pop(0) if waiting else None
-
-
 @dataclass
 class World:
     github: GitHubSandbox
     app: GitHubApp
-    faults: Faults
+    faults: Scripted
     work: Path
     registry: DynamoRegistry
 
     def client(self, repo: str) -> GitHubClient:
-        token = lambda: self.app.installation_token(77).token  # noqa: E731
-        return GitHubClient(
-            http=self.app.http, token=token, installation_id=77, repo=repo, caller=Caller.framework()
-        )
+        return app_client(self.app, repo)
 
     def push(self, repo: str, branch: str, files: dict[str, str]) -> str:
         clone = self.work / repo.replace("/", "-")
-        if not clone.exists():
-            git(self.work, "clone", "--quiet", self.github.git_url(repo), str(clone))
-        git(clone, "fetch", "--quiet", "origin")
-        exists = self.github.repos[repo].store.sha(f"refs/heads/{branch}") is not None
-        git(clone, "checkout", "--quiet", "-B", branch, f"origin/{branch}" if exists else "origin/main")
-        for name, text in files.items():
-            (clone / name).write_text(text)
-        git(clone, "add", "--all")
-        git(clone, "commit", "--quiet", "-m", f"work on {branch} of {repo}")
-        git(clone, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}")
-        return git(clone, "rev-parse", "HEAD")
+        return push_branch(self.github, clone, repo, branch, files, message=f"work on {branch} of {repo}")
 
     def merger(self, gate: MergeGate | None = None) -> ChangeSetMerger:
         return ChangeSetMerger(
@@ -112,6 +83,13 @@ class World:
             policy_for=lambda _repo, _installation: RoutingPolicy(escalation_mentions=("@octo-leads",)),
             bot_login=BOT,
         )
+
+    def queue_required(self, repo: str) -> None:
+        """``repo``'s main merges through a merge queue, and requires the ``ci`` check."""
+        self.github.require_merge_queue(repo, "main")
+        self.github.repos[repo].protections["main"] = {
+            "required_status_checks": {"checks": [{"context": "ci"}]}
+        }
 
     def gate(self) -> MergeGate:
         return MergeGate(
@@ -185,22 +163,16 @@ class World:
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     for name, value in IDENTITY.items():
         monkeypatch.setenv(name, value)
-    github = GitHubSandbox(tmp_path / "sandbox", app_id=424242, webhook_secret="s", examples=first_examples())
+    github = app_sandbox(tmp_path / "sandbox")
     for name in REPOSITORIES:
         github.add_repository(name, FILES, permissions={"octo-admin": "admin"})
-    faults = Faults()
+    faults = Scripted()
     github.api_fault = faults
-    url = github.start()
-    http = GitHubHttp(
-        base_url=url, sleep=lambda s: None, throttle=Throttle(sleep=lambda s: None), timeout=2.0
-    )
-    private, _ = app_private_key()
-    app = GitHubApp(app_id=424242, http=http, private_key=lambda: private)
-    (tmp_path / "work").mkdir()
-    try:
+    with app_on(github) as app:
+        (tmp_path / "work").mkdir()
         with implementation("dynamodb") as registry:
             origin = GitHubClient(
-                http=http,
+                http=app.http,
                 token=lambda: "human:octo-admin",
                 installation_id=77,
                 repo=SCHEMA,
@@ -210,8 +182,6 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
             for n in range(2, 6):
                 origin.create_issue(f"filler {n}", "")  # the set's origin issue is #5
             yield World(github, app, faults, tmp_path / "work", registry)
-    finally:
-        github.stop()
 
 
 def conflict_on_main(world: World, repo: str) -> None:
@@ -468,10 +438,7 @@ def test_each_reconciler_run_asks_and_a_queue_that_refuses_is_reported_for_the_n
 def test_a_member_whose_base_requires_a_merge_queue_is_queued_and_its_queued_merge_steps_the_set(
     world: World,
 ) -> None:
-    world.github.require_merge_queue(SERVER, "main")
-    world.github.repos[SERVER].protections["main"] = {
-        "required_status_checks": {"checks": [{"context": "ci"}]}
-    }
+    world.queue_required(SERVER)
     made = world.ready_set()
     server_pr = made.member(SERVER).pr_number
     assert server_pr is not None

@@ -19,10 +19,8 @@ import pytest
 from moto import mock_aws
 
 from squadron.adapters.dynamo_registry import DynamoRegistry
-from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.for_router import AppGitHub
-from squadron.adapters.github.http import GitHubHttp
 from squadron.adapters.sqs import SqsEventQueue
 from squadron.agent.door import Door
 from squadron.agent.tools import FrameworkTools, HostState
@@ -40,8 +38,8 @@ from tests.support.events import T0, Events
 from tests.support.fake_memory import FakeMemory
 from tests.support.fake_registry import FakeLauncher
 from tests.support.gateway import door_of, gateway_for, in_process
-from tests.support.github_fake import app_private_key
 from tests.support.router_stack import router_over
+from tests.support.sandbox_app import app_of
 
 ORIGIN, SERVER, CLIENT, OUTSIDE = "octo/schema", "octo/server", "octo/client", "octo/elsewhere"
 NOW = T0 + timedelta(hours=1)
@@ -106,12 +104,7 @@ def world(tmp_path: Path) -> Iterator[World]:
             headers={"authorization": "token human:alice"},
         )
         assert answer.status_code == 201, answer.text
-    private, _ = app_private_key()
-    app = GitHubApp(
-        app_id=sandbox.app_id,
-        http=GitHubHttp(base_url=sandbox.base_url, sleep=lambda s: None),
-        private_key=lambda: private,
-    )
+    app = app_of(sandbox)
     with mock_aws():
         registry, sqs, url = registry_and_queue()
         launcher, memory = FakeLauncher(), FakeMemory()

@@ -6,7 +6,6 @@ a merge gate judging a member's ready pull request left behind."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,7 +19,6 @@ from squadron.adapters.dynamo_registry import DynamoRegistry
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.for_router import AppGitHub
-from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.config.parse import parse_files
 from squadron.domain import change_sets as domain
 from squadron.domain.change_set_events import events_of
@@ -28,14 +26,12 @@ from squadron.domain.change_set_steps import marked_set
 from squadron.domain.change_sets import CHECK_NAME, ChangeSet, SetState, branch_for
 from squadron.domain.event_trimming import pull_request_fields
 from squadron.domain.events import EventEnvelope
-from squadron.domain.permissions import Caller, CallerKind
-from squadron.local.examples import first_examples
-from squadron.local.sandbox import ApiFault, GitHubSandbox
+from squadron.local.sandbox import GitHubSandbox
 from squadron.shell.change_set_work import ChangeSetWork
 from squadron.shell.merge_gate import MergeGate
 from tests.support.aws import registry_and_queue
 from tests.support.events import agent_did
-from tests.support.github_fake import app_private_key
+from tests.support.sandbox_app import FailFirst, app_client, app_on, app_sandbox
 from tests.support.world import ListQueue
 
 BOT = "squadron[bot]"
@@ -53,27 +49,11 @@ AUTO = parse_files(
 )
 
 
-class Faults:
-    """Which requests GitHub applies and then fails to answer: the first of each (method, path)."""
-
-    def __init__(self) -> None:
-        self.wanted: dict[tuple[str, str], ApiFault] = {}
-        self.hit: list[tuple[str, str]] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, method: str, path: str) -> ApiFault | None:
-        with self._lock:
-            fault = self.wanted.pop((method, path.split("?", maxsplit=1)[0]), None)
-            if fault is not None:
-                self.hit.append((method, path))
-            return fault
-
-
 @dataclass
 class Stage:
     github: GitHubSandbox
     app: GitHubApp
-    faults: Faults
+    faults: FailFirst
     registry: DynamoRegistry
     queue: ListQueue
 
@@ -88,9 +68,7 @@ class Stage:
         )
 
     def client(self, repo: str, login: str | None = None) -> GitHubClient:
-        token = (lambda: f"human:{login}") if login else (lambda: self.app.installation_token(77).token)
-        caller = Caller(CallerKind.FRAMEWORK, login or "framework", login or "framework")
-        return GitHubClient(http=self.app.http, token=token, installation_id=77, repo=repo, caller=caller)
+        return app_client(self.app, repo, login)
 
     def issues(self, repo: str) -> list[dict[str, Any]]:
         return [i for i in self.github.repos[repo].issues.values() if "pull_request" not in i]
@@ -119,23 +97,14 @@ class Stage:
 
 @pytest.fixture
 def stage(tmp_path: Path) -> Iterator[Stage]:
-    github = GitHubSandbox(tmp_path / "sandbox", app_id=424242, webhook_secret="s", examples=first_examples())
+    github = app_sandbox(tmp_path / "sandbox")
     for repo in REPOS:
         github.add_repository(repo, {"README.md": f"# {repo}\n"}, permissions={"alice": "write"})
-    faults = Faults()
+    faults = FailFirst()
     github.api_fault = faults
-    url = github.start()
-    http = GitHubHttp(
-        base_url=url, sleep=lambda s: None, throttle=Throttle(sleep=lambda s: None), timeout=2.0
-    )
-    private, _ = app_private_key()
-    app = GitHubApp(app_id=424242, http=http, private_key=lambda: private)
-    try:
-        with mock_aws():
-            registry, _, _ = registry_and_queue()
-            yield Stage(github, app, faults, registry, ListQueue())
-    finally:
-        github.stop()
+    with app_on(github) as app, mock_aws():
+        registry, _, _ = registry_and_queue()
+        yield Stage(github, app, faults, registry, ListQueue())
 
 
 def approved(stage: Stage) -> ChangeSet:

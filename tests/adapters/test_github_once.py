@@ -30,9 +30,7 @@ from squadron.config.policy import routing_policy
 from squadron.domain.agents import AgentStatus
 from squadron.domain.effects import marked
 from squadron.domain.events import EventEnvelope
-from squadron.domain.permissions import Caller, CallerKind
 from squadron.domain.repo_config.limits import MAX_LISTED
-from squadron.local.examples import first_examples
 from squadron.local.invocation import InvocationTimeout, invoke
 from squadron.local.sandbox import ApiFault, GitHubSandbox
 from squadron.shell.merge_gate import MergeGate
@@ -45,6 +43,7 @@ from tests.support.gateway import ROOT, door_of, gateway_for
 from tests.support.git_remote import IDENTITY, git
 from tests.support.github_fake import app_private_key
 from tests.support.orchestration import FIXED, fixed_policy
+from tests.support.sandbox_app import FailFirst, app_client, app_on, app_sandbox
 
 BOT = "squadron[bot]"
 REPO = "octo/repo"
@@ -52,33 +51,15 @@ KEY = "0123456789abcdef01234567"
 FILES = {"README.md": "# octo/repo\n", "app.py": "print('v1')\n"}
 
 
-class Faults:
-    """Which requests GitHub applies and then fails to answer: the first of each (method, path)."""
-
-    def __init__(self) -> None:
-        self.wanted: dict[tuple[str, str], ApiFault] = {}
-        self.hit: list[tuple[str, str]] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, method: str, path: str) -> ApiFault | None:
-        with self._lock:
-            fault = self.wanted.pop((method, path.split("?", maxsplit=1)[0]), None)
-            if fault is not None:
-                self.hit.append((method, path))
-            return fault
-
-
 @dataclass
 class Sandbox:
     github: GitHubSandbox
     app: GitHubApp
-    faults: Faults
+    faults: FailFirst
     work: Path
 
     def client(self, login: str | None = None) -> GitHubClient:
-        token = (lambda: f"human:{login}") if login else (lambda: self.app.installation_token(77).token)
-        caller = Caller(CallerKind.FRAMEWORK, login or "framework", login or "framework")
-        return GitHubClient(http=self.app.http, token=token, installation_id=77, repo=REPO, caller=caller)
+        return app_client(self.app, REPO, login)
 
     def comments(self, number: int) -> list[dict[str, Any]]:
         return list(self.github.repos[REPO].comments.get(number, []))
@@ -100,24 +81,13 @@ class Sandbox:
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
     for name, value in IDENTITY.items():
         monkeypatch.setenv(name, value)
-    github = GitHubSandbox(
-        tmp_path / "sandbox", app_id=424242, webhook_secret="s", examples=first_examples()
-    )  # no webhook URL: deliveries are recorded, not sent
+    github = app_sandbox(tmp_path / "sandbox")
     github.add_repository(REPO, FILES, permissions={"alice": "write", "octo-admin": "admin"})
-    faults = Faults()
+    faults = FailFirst()
     github.api_fault = faults
-    url = github.start()
-    # The client gives up on an answer after 2 s: only the "hang" fault ever waits for it.
-    http = GitHubHttp(
-        base_url=url, sleep=lambda s: None, throttle=Throttle(sleep=lambda s: None), timeout=2.0
-    )
-    private, _ = app_private_key()
-    app = GitHubApp(app_id=424242, http=http, private_key=lambda: private)
-    (tmp_path / "work").mkdir()
-    try:
+    with app_on(github) as app:
+        (tmp_path / "work").mkdir()
         yield Sandbox(github, app, faults, tmp_path / "work")
-    finally:
-        github.stop()
 
 
 # --- the router and the gateway, when GitHub applies and then answers 502 -----------------------
@@ -240,8 +210,8 @@ def test_the_reconcilers_timeout_notice_appears_once_and_its_assignment_follows(
     assert [person["login"] for person in pull["assignees"]] == ["alice"]
 
 
-class HeldFaults(Faults):
-    """:class:`Faults` whose request of ``held`` waits, on the wire, until the test releases it."""
+class HeldFaults(FailFirst):
+    """:class:`FailFirst` whose request of ``held`` waits, on the wire, until the test releases it."""
 
     def __init__(self) -> None:
         super().__init__()

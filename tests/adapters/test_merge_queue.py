@@ -9,7 +9,6 @@ App takes out of the queue only the entries it made.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,23 +19,20 @@ import pytest
 from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubClient
 from squadron.adapters.github.errors import GitHubError, GraphQLError
-from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.config.parse import parse_files
 from squadron.domain.permissions import Caller, CallerKind, MergeConsent, PermissionDeniedError
 from squadron.domain.pipeline_wire import execution_name, run_input
 from squadron.domain.pipelines.compile import compile_pipeline
 from squadron.domain.pipelines.judge import Facts
 from squadron.domain.pipelines.work import Where
-from squadron.local.examples import first_examples
 from squadron.local.sandbox import ApiFault, GitHubSandbox
 from squadron.local.sandbox.queues import MERGE_QUEUE_BOT
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.merge_gate import MergeGate
-from squadron.shell.outbox import OutboxExecutor
-from squadron.shell.pipelines import PipelineTasks
 from tests.adapters.test_pipeline_stage_work import Router, drive
-from tests.support.git_remote import IDENTITY, git
-from tests.support.github_fake import app_private_key
+from tests.support.git_remote import IDENTITY
+from tests.support.pipeline_tasks import outbox_over, pipeline_tasks
+from tests.support.sandbox_app import Scripted, app_client, app_on, app_sandbox, push_branch
 from tests.support.step_functions import Stack, step_functions
 from tests.support.world import World
 from tests.unit.pipelines.test_pipeline_config import files_with
@@ -67,44 +63,18 @@ HELD = parse_files(
 )
 
 
-class Faults:
-    """The first request of each (method, path) named is answered as the test says."""
-
-    def __init__(self) -> None:
-        self.wanted: dict[tuple[str, str], list[ApiFault | None]] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, method: str, path: str) -> ApiFault | None:
-        with self._lock:
-            waiting = self.wanted.get((method, path.split("?", maxsplit=1)[0]))
-            return waiting.pop(0) if waiting else None
-
-
 @dataclass
 class Sandbox:
     github: GitHubSandbox
     app: GitHubApp
-    faults: Faults
+    faults: Scripted
     work: Path
 
     def client(self, login: str | None = None) -> GitHubClient:
-        token = (lambda: f"human:{login}") if login else (lambda: self.app.installation_token(77).token)
-        caller = Caller(CallerKind.FRAMEWORK, login or "framework", login or "framework")
-        return GitHubClient(http=self.app.http, token=token, installation_id=77, repo=REPO, caller=caller)
+        return app_client(self.app, REPO, login)
 
     def push(self, branch: str, files: dict[str, str]) -> str:
-        clone = self.work / "clone"
-        if not clone.exists():
-            git(self.work, "clone", "--quiet", self.github.git_url(REPO), str(clone))
-        git(clone, "fetch", "--quiet", "origin")
-        exists = self.github.repos[REPO].store.sha(f"refs/heads/{branch}") is not None
-        git(clone, "checkout", "--quiet", "-B", branch, f"origin/{branch}" if exists else "origin/main")
-        for name, text in files.items():
-            (clone / name).write_text(text)
-        git(clone, "add", "--all")
-        git(clone, "commit", "--quiet", "-m", f"work on {branch}")
-        git(clone, "push", "--quiet", "origin", f"HEAD:refs/heads/{branch}")
-        return git(clone, "rev-parse", "HEAD")
+        return push_branch(self.github, self.work / "clone", REPO, branch, files, message=f"work on {branch}")
 
     def pull_request(
         self, branch: str = "feat/issue-1", files: dict[str, str] | None = None
@@ -126,10 +96,10 @@ class Sandbox:
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
     for name, value in IDENTITY.items():
         monkeypatch.setenv(name, value)
-    github = GitHubSandbox(tmp_path / "sandbox", app_id=424242, webhook_secret="s", examples=first_examples())
+    github = app_sandbox(tmp_path / "sandbox")
     github.add_repository(REPO, FILES, permissions={"alice": "write", "octo-admin": "admin"})
     github.require_merge_queue(REPO, "main")
-    faults = Faults()
+    faults = Scripted()
     github.api_fault = faults
     sent: list[str] = []
     answer = github.graphql
@@ -140,17 +110,9 @@ def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox
         return answer(body, caller, credential)
 
     github.graphql = recording  # type: ignore[method-assign]
-    url = github.start()
-    http = GitHubHttp(
-        base_url=url, sleep=lambda s: None, throttle=Throttle(sleep=lambda s: None), timeout=2.0
-    )
-    private, _ = app_private_key()
-    app = GitHubApp(app_id=424242, http=http, private_key=lambda: private)
-    (tmp_path / "work").mkdir()
-    try:
+    with app_on(github) as app:
+        (tmp_path / "work").mkdir()
         yield Sandbox(github, app, faults, tmp_path / "work", sent)
-    finally:
-        github.stop()
 
 
 def test_a_rest_merge_into_a_queued_branch_is_refused_as_github_does(sandbox: Sandbox) -> None:
@@ -348,25 +310,12 @@ def merge_run(
     """A router whose outbox asks ``gate()`` to merge, carrying out the tasks of pipeline ``p`` of
     ``pipeline_yaml`` (compiled for repository 42, :data:`REPO`), and that run started on ``pr``:
     (the router, the run's execution ARN)."""
-
-    def outbox() -> OutboxExecutor:
-        return OutboxExecutor(
-            registry=world.registry,
-            launcher=world.launcher,
-            github=world.github,
-            policies=lambda _event: world.policy,
-            clock=lambda: world.now,
-            merge_gate=gate(),
-        )
-
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix="sq",
-        outbox=outbox,
-        claims=world.registry,
+    tasks = pipeline_tasks(
+        stack,
+        world,
+        outbox=outbox_over(world, merge_gate=gate),
         facts=NoReads(),
         where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
-        clock=lambda: world.now,
     )
     router = Router(world, None, None, tasks, Dispatcher(world.router, pipeline_tasks=tasks))  # type: ignore[arg-type]
     pipelines = parse_files(files_with(pipeline_yaml)).config.pipelines

@@ -26,8 +26,8 @@ from tests.adapters.test_pipeline_agent_stages import (
     LosesTheFirstAnswer,
     Router,
     stack,
-    started,
 )
+from tests.adapters.test_pipeline_stage_work import started
 from tests.support.step_functions import Stack
 
 __all__ = ["stack"]

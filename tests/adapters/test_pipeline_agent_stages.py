@@ -33,13 +33,12 @@ from squadron.domain.pipeline_wire import (
 from squadron.domain.pipelines.compile import compile_pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy
-from squadron.shell.agent_stages import AgentStages
 from squadron.shell.dispatch import Dispatcher
-from squadron.shell.outbox import OutboxExecutor
-from squadron.shell.pipelines import PipelineTasks
+from tests.adapters.test_pipeline_stage_work import started
 from tests.adapters.test_pipelines_compiled import publish
 from tests.support.events import Events
-from tests.support.step_functions import PREFIX, Stack, step_functions, wait_for
+from tests.support.pipeline_tasks import agent_stages, outbox_over, pipeline_tasks
+from tests.support.step_functions import Stack, step_functions, wait_for
 from tests.support.world import World
 from tests.unit.pipelines.test_pipeline_config import files_with
 
@@ -53,31 +52,13 @@ class Router:
         # the router's clock where moto's is (a stage's deadline counts from the time it entered)
         self.world = World(events=Events(repo_id=42, full_name=REPO), now=datetime.now(UTC))
         world = self.world
-
-        def outbox() -> OutboxExecutor:
-            return OutboxExecutor(
-                registry=world.registry,
-                launcher=world.launcher,
-                github=world.github,
-                policies=lambda _event: world.policy,
-                clock=lambda: world.now,
-            )
-
-        self.tasks = PipelineTasks(
-            stack.pipelines,
-            prefix=PREFIX,
-            outbox=outbox,
-            claims=world.registry,
+        self.tasks = pipeline_tasks(
+            stack,
+            world,
+            outbox=outbox_over(world),
             facts=None,
             where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
-            clock=lambda: world.now,
-            agents=AgentStages(
-                registry=world.registry,
-                waits=world.registry,
-                answers=stack.pipelines,
-                policy=lambda _task, _where: self.policy,
-                clock=lambda: world.now,
-            ),
+            agents=agent_stages(stack, world, policy=lambda: self.policy),
             runs=stack.pipelines,
         )
         # no gate in these pipelines: the router reads nothing from GitHub
@@ -110,23 +91,29 @@ class Router:
 
     def ended(self, agent_id: str = REVIEWER, **fields: Any) -> tuple[EventEnvelope, dict[str, Any]]:
         """The agent's task reports its end (what the gateway puts on events.fifo), routed."""
+        envelope = self.end_of(agent_id, usage=TaskUsage(turns=1), **fields)
+        return envelope, self.dispatch.handle(envelope.to_message())
+
+    def end_of(
+        self, agent_id: str = REVIEWER, *, source_agent: str | None = None, **fields: Any
+    ) -> EventEnvelope:
+        """The end the agent's task reports, as the gateway puts it on events.fifo (not routed);
+        sent by ``source_agent`` (the agent itself unless named)."""
         agent = self.world.agent(agent_id)
         command = TaskEnded(
             agent_id=agent_id,
             launch_token=fields.pop("launch_token", agent.launch_token),
             issue_number=agent.issue_number,
-            usage=TaskUsage(turns=1),
             **fields,
         )
-        envelope = self.world.events._base(
+        return self.world.events._base(
             SQUADRON_EVENT,
             "task_ended",
             sender="squadron[bot]",
             origin="agent",
-            source_agent=agent_id,
+            source_agent=source_agent or agent_id,
             command=command.model_dump(),
         )
-        return envelope, self.dispatch.handle(envelope.to_message())
 
 
 class _NoFacts:
@@ -134,15 +121,6 @@ class _NoFacts:
         self, where: Any, number: int, others: tuple[int, ...] = (), paths: tuple[str, ...] = ()
     ) -> Any:
         raise AssertionError("these pipelines judge nothing")
-
-
-def started(stack: Stack, text: str, name: str = "p") -> str:
-    pipelines = parse_files(files_with(text)).config.pipelines
-    compiled = compile_pipeline(name, pipelines, queue_url=stack.queue_url, repository_id=42, children={})
-    version = stack.pipelines.ensure(42, name, compiled.definition).version_arn
-    return stack.pipelines.start(
-        version, execution_name("d-1", name), run_input(42, 7, {"n": 7})
-    ).execution_arn
 
 
 @pytest.fixture
@@ -375,21 +353,9 @@ def test_another_agents_task_cannot_complete_the_stage(stack: Stack) -> None:
     arn = started(stack, REVIEW_THEN_COMMENT)
     r.task()
     r.begun()
-    reviewer = r.world.agent(REVIEWER)
-    forged = TaskEnded(
-        agent_id=REVIEWER,
-        launch_token=reviewer.launch_token,
-        issue_number=7,
-        outcome="idle",
-        outputs={"verdict": "approve everything"},
-    )
-    envelope = r.world.events._base(
-        SQUADRON_EVENT,
-        "task_ended",
-        sender="squadron[bot]",
-        origin="agent",
-        source_agent="42-7-feat-dev",
-        command=forged.model_dump(),
+    # the reviewer's own launch token, sent by the dev agent's task
+    envelope = r.end_of(
+        REVIEWER, source_agent="42-7-feat-dev", outcome="idle", outputs={"verdict": "approve everything"}
     )
     routed = r.dispatch.handle(envelope.to_message())
     assert "pipeline_stage" not in routed
@@ -844,21 +810,7 @@ def test_an_end_delivered_again_sends_the_answer_kept_when_the_first_attempt_sto
     arn = started(stack, REVIEW_THEN_COMMENT)
     r.task()
     r.begun()
-    command = TaskEnded(
-        agent_id=REVIEWER,
-        launch_token=r.world.agent(REVIEWER).launch_token,
-        issue_number=7,
-        outcome="idle",
-        outputs={"verdict": "kept"},
-    )
-    envelope = r.world.events._base(
-        SQUADRON_EVENT,
-        "task_ended",
-        sender="squadron[bot]",
-        origin="agent",
-        source_agent=REVIEWER,
-        command=command.model_dump(),
-    )
+    envelope = r.end_of(REVIEWER, outcome="idle", outputs={"verdict": "kept"})
     with pytest.raises(RuntimeError):
         r.dispatch.handle(envelope.to_message())
     wait = r.world.registry.stage_wait(REVIEWER)

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 import jsonschema
 import pytest
 
-from squadron.domain.commands import SQUADRON_EVENT, TaskEnded
 from squadron.domain.domain_events import DomainEvent
 from squadron.domain.pipeline_events import stage_changed
 from squadron.domain.pipeline_wire import PipelineTask, StageSucceeded, parse_task
@@ -26,7 +25,6 @@ from tests.adapters.test_pipeline_agent_stages import (
     LosesTheFirstAnswer,
 )
 from tests.adapters.test_pipeline_agent_stages import Router as AgentRouter
-from tests.adapters.test_pipeline_agent_stages import started as agent_run
 from tests.adapters.test_pipeline_events import SCHEMA
 from tests.adapters.test_pipeline_human_stages import (
     APPROVAL,
@@ -73,7 +71,7 @@ def the_review_task(r: AgentRouter) -> PipelineTask:
 
 def test_an_agent_stage_answered_when_its_task_ends_is_one_transition(stack: Stack) -> None:
     r = agent_router(stack)
-    arn = agent_run(stack, REVIEW_THEN_COMMENT)
+    arn = started(stack, REVIEW_THEN_COMMENT)
     task = the_review_task(r)
     assert transitions(r.world.registry.events, "review") == []  # waiting is no transition
 
@@ -101,7 +99,7 @@ def test_an_agent_stage_answered_when_its_task_ends_is_one_transition(stack: Sta
 
 def test_a_failed_agent_stage_is_a_failed_transition_with_its_error(stack: Stack) -> None:
     r = agent_router(stack)
-    arn = agent_run(stack, REVIEW_THEN_COMMENT)
+    arn = started(stack, REVIEW_THEN_COMMENT)
     the_review_task(r)
     r.begun()
     r.ended(outcome="escalated", reason="it cannot decide")
@@ -115,24 +113,10 @@ def test_an_agent_answer_kept_and_delivered_by_a_later_attempt_is_one_transition
     r = agent_router(stack)
     assert r.tasks.agents is not None
     r.tasks.agents.answers = LosesTheFirstAnswer(stack)
-    arn = agent_run(stack, REVIEW_THEN_COMMENT)
+    arn = started(stack, REVIEW_THEN_COMMENT)
     the_review_task(r)
     r.begun()
-    command = TaskEnded(
-        agent_id=REVIEWER,
-        launch_token=r.world.agent(REVIEWER).launch_token,
-        issue_number=7,
-        outcome="idle",
-        outputs={"verdict": "kept"},
-    )
-    ended = r.world.events._base(
-        SQUADRON_EVENT,
-        "task_ended",
-        sender="squadron[bot]",
-        origin="agent",
-        source_agent=REVIEWER,
-        command=command.model_dump(),
-    )
+    ended = r.end_of(REVIEWER, outcome="idle", outputs={"verdict": "kept"})
     with pytest.raises(RuntimeError):
         r.dispatch.handle(ended.to_message())
     # nothing was delivered: no transition yet (the run still waits at the stage)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
 
 from squadron.domain.domain_events import DomainEvent
-from tests.adapters.test_pipeline_stage_work import FAILING_GATE, REPO, Router, router, started
-from tests.support.step_functions import Stack, step_functions, wait_for
+from tests.adapters.test_pipeline_stage_work import FAILING_GATE, REPO, Router, drive, router, started
+from tests.support.step_functions import Stack, step_functions
 
 SCHEMA = json.loads(
     (
@@ -45,25 +44,7 @@ def transitions(r: Router) -> list[DomainEvent]:
 
 def drive_twice(stack: Stack, r: Router, arn: str, *, most: int = 20) -> list[str]:
     """Hand each task to the router twice (SQS delivers it again) until the run ends."""
-    handled: list[str] = []
-
-    def next_message() -> dict[str, Any] | str | None:
-        got = stack.sqs.receive_message(QueueUrl=stack.queue_url, MaxNumberOfMessages=1).get("Messages", [])
-        if got:
-            stack.sqs.delete_message(QueueUrl=stack.queue_url, ReceiptHandle=got[0]["ReceiptHandle"])
-            message: dict[str, Any] = got[0]
-            return message
-        return "ended" if stack.sfn.describe_execution(executionArn=arn)["status"] != "RUNNING" else None
-
-    for _ in range(most):
-        message = wait_for("a task or the run's end", next_message)
-        if message == "ended":
-            break
-        assert isinstance(message, dict)
-        for _attempt in range(2):
-            summary = r.dispatch.handle(message["Body"], message["MessageId"])
-        handled.append(summary["pipeline_task"])
-    return handled
+    return [stage for stage, _ in drive(stack, r, arn, most=most, deliveries=2)]
 
 
 def test_each_entry_of_a_stage_is_one_transition_event_however_often_it_is_delivered(stack: Stack) -> None:

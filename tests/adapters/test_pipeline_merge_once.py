@@ -23,17 +23,14 @@ from typing import Any
 
 import pytest
 
-from squadron.adapters.github.auth import GitHubApp
-from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.config.parse import parse_files
-from squadron.local.examples import first_examples
-from squadron.local.sandbox import ApiFault, GitHubSandbox
+from squadron.local.sandbox import ApiFault
 from squadron.shell.merge_gate import MergeGate
-from tests.adapters.test_merge_queue import BOT, FILES, REPO, Faults, Sandbox, merge_run
+from tests.adapters.test_merge_queue import BOT, FILES, REPO, Sandbox, merge_run
 from tests.adapters.test_pipeline_stage_work import Router, drive
 from tests.support.events import Events
 from tests.support.git_remote import IDENTITY
-from tests.support.github_fake import app_private_key
+from tests.support.sandbox_app import Scripted, app_on, app_sandbox
 from tests.support.step_functions import Stack, step_functions
 from tests.support.world import World
 
@@ -66,21 +63,13 @@ def stack() -> Iterator[Stack]:
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
     for name, value in IDENTITY.items():
         monkeypatch.setenv(name, value)
-    github = GitHubSandbox(tmp_path / "sandbox", app_id=424242, webhook_secret="s", examples=first_examples())
+    github = app_sandbox(tmp_path / "sandbox")
     github.add_repository(REPO, FILES, permissions={"alice": "write"})
-    faults = Faults()
+    faults = Scripted()
     github.api_fault = faults
-    url = github.start()
-    http = GitHubHttp(
-        base_url=url, sleep=lambda s: None, throttle=Throttle(sleep=lambda s: None), timeout=2.0
-    )
-    private, _ = app_private_key()
-    app = GitHubApp(app_id=424242, http=http, private_key=lambda: private)
-    (tmp_path / "work").mkdir()
-    try:
+    with app_on(github) as app:
+        (tmp_path / "work").mkdir()
         yield Sandbox(github, app, faults, tmp_path / "work", [])
-    finally:
-        github.stop()
 
 
 @dataclass

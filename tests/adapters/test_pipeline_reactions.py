@@ -23,10 +23,10 @@ from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy
 from squadron.shell.pipeline_runs import PipelineRuns
 from squadron.shell.pipeline_where import RunRepositories
-from squadron.shell.pipelines import PipelineTasks
 from tests.support.events import BOT
 from tests.support.fake_registry import FakeRouterGitHub
-from tests.support.step_functions import PREFIX, Stack, step_functions
+from tests.support.pipeline_tasks import pipeline_tasks
+from tests.support.step_functions import Stack, step_functions
 from tests.support.world import World
 
 REPO = 1  # tests.support.events: octo/repo
@@ -90,15 +90,7 @@ def at_the_gate(stack: Stack, w: World) -> str:
     """A writer's pull request starts the run; its first stage is carried out (a comment), and it
     waits at the gate (its task left unanswered). The run's ARN."""
     w.send(w.events.pr(7, "feat/x", author="alice"))
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix=PREFIX,
-        outbox=w.router._outbox,
-        claims=w.registry,
-        facts=NoFacts(),
-        where=lambda repository_id: Where("octo/repo", 77),
-        clock=lambda: w.now,
-    )
+    tasks = pipeline_tasks(stack, w, facts=NoFacts())
     say = next_task(stack)
     assert say.stage == "say"
     assert tasks.handle(say)["answered"] is True
@@ -218,15 +210,7 @@ def test_a_restarted_run_is_carried_out_in_the_repository_its_run_was_started_fo
     out again (not refused) and the restarted run goes on to the next stage."""
     w = World(policy=RoutingPolicy(pipelines={"lifecycle": RESTARTED}), github=FakeRouterGitHub(dict(PEOPLE)))
     w.router.pipelines = PipelineRuns(stack.pipelines, queue_url=stack.queue_url, index=w.registry)
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix=PREFIX,
-        outbox=w.router._outbox,
-        claims=w.registry,
-        facts=NoFacts(),
-        where_for=RunRepositories(stack.pipelines),
-        clock=lambda: w.now,
-    )
+    tasks = pipeline_tasks(stack, w, facts=NoFacts(), where_for=RunRepositories(stack.pipelines))
     w.send(w.events.pr(7, "feat/x", author="alice"))
     say = next_task(stack)
     tasks.handle(say)
@@ -335,15 +319,7 @@ def test_a_restarted_runs_trigger_is_the_push_that_restarted_it(stack: Stack) ->
     people = {**PEOPLE, "bob": "write"}
     w = World(policy=RoutingPolicy(pipelines={"lifecycle": HEADED}), github=FakeRouterGitHub(people))
     w.router.pipelines = PipelineRuns(stack.pipelines, queue_url=stack.queue_url, index=w.registry)
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix=PREFIX,
-        outbox=w.router._outbox,
-        claims=w.registry,
-        facts=NoFacts(),
-        where_for=RunRepositories(stack.pipelines),
-        clock=lambda: w.now,
-    )
+    tasks = pipeline_tasks(stack, w, facts=NoFacts(), where_for=RunRepositories(stack.pipelines))
     opened = w.events.pr(7, "feat/x", author="alice")
     assert opened.pull_request is not None
     w.send(opened)

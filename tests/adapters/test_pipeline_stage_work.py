@@ -29,11 +29,11 @@ from squadron.domain.pipeline_wire import execution_name, parse_task, run_input
 from squadron.domain.pipelines.compile import compile_pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.shell.dispatch import Dispatcher
-from squadron.shell.outbox import OutboxExecutor
 from squadron.shell.pipeline_facts import GitHubFacts
 from squadron.shell.pipelines import PipelineTasks
 from tests.support.github_fake import FakeGitHub, app_private_key
-from tests.support.step_functions import PREFIX, Stack, step_functions, wait_for
+from tests.support.pipeline_tasks import outbox_over, pipeline_tasks
+from tests.support.step_functions import Stack, step_functions, wait_for
 from tests.support.world import World
 from tests.unit.pipelines.test_pipeline_config import files_with
 
@@ -145,24 +145,13 @@ def router(stack: Stack, app_github: Any = None) -> Router:
     github = PullRequestOnGitHub()
     hooks = Hooks()
 
-    def outbox() -> OutboxExecutor:
-        return OutboxExecutor(
-            registry=world.registry,
-            launcher=world.launcher,
-            github=app_github if app_github is not None else world.github,
-            policies=lambda _event: world.policy,
-            clock=lambda: world.now,
-        )
-
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix=PREFIX,
-        outbox=outbox,
-        claims=world.registry,
+    tasks = pipeline_tasks(
+        stack,
+        world,
+        outbox=outbox_over(world, app_github),
         facts=GitHubFacts(ClientFor(github)),
         webhooks=Webhooks(resolve=hooks.resolve, transport=httpx.MockTransport(hooks.handle)),
         where=lambda repository_id: Where(REPO, 77) if repository_id == 42 else None,
-        clock=lambda: world.now,
     )
     return Router(world, github, hooks, tasks, Dispatcher(world.router, pipeline_tasks=tasks))
 
@@ -176,8 +165,11 @@ def started(stack: Stack, text: str, name: str = "p") -> str:
     ).execution_arn
 
 
-def drive(stack: Stack, r: Router, arn: str, *, most: int = 20) -> list[tuple[str, dict[str, Any]]]:
-    """Hand each task the run puts on the queue to the router until the run ends; (stage, summary)."""
+def drive(
+    stack: Stack, r: Router, arn: str, *, most: int = 20, deliveries: int = 1
+) -> list[tuple[str, dict[str, Any]]]:
+    """Hand each task the run puts on the queue to the router (``deliveries`` times: SQS delivers
+    it again) until the run ends; (stage, summary of its last delivery)."""
     handled: list[tuple[str, dict[str, Any]]] = []
 
     def next_message() -> dict[str, Any] | str | None:
@@ -193,7 +185,8 @@ def drive(stack: Stack, r: Router, arn: str, *, most: int = 20) -> list[tuple[st
         if message == "ended":
             break
         assert isinstance(message, dict)
-        summary = r.dispatch.handle(message["Body"], message["MessageId"])
+        for _attempt in range(deliveries):
+            summary = r.dispatch.handle(message["Body"], message["MessageId"])
         handled.append((summary["pipeline_task"], summary))
     return handled
 

@@ -25,13 +25,12 @@ from squadron.domain.pipelines.agent_stage import STAGE_ITEM
 from squadron.domain.pipelines.judge import Facts
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy
-from squadron.shell.agent_stages import AgentStages
 from squadron.shell.pipeline_runs import PipelineRuns
-from squadron.shell.pipelines import PipelineTasks
 from tests.support.fake_registry import FakeRouterGitHub
 from tests.support.gateway import door_of, gateway_for
 from tests.support.github_fake import FakeGitHub
-from tests.support.step_functions import PREFIX, Stack, step_functions
+from tests.support.pipeline_tasks import agent_stages, pipeline_tasks
+from tests.support.step_functions import Stack, step_functions
 from tests.support.world import World
 
 DEV = "1-7-feat-dev"  # tests.support.events: repository 1; the default pipeline's implement role
@@ -64,22 +63,7 @@ class IssueFacts:
 
 def implement(stack: Stack, w: World) -> None:
     """The run's first task (its ``implement`` stage) off events.fifo, carried out by the router."""
-    tasks = PipelineTasks(
-        stack.pipelines,
-        prefix=PREFIX,
-        outbox=w.router._outbox,
-        claims=w.registry,
-        facts=IssueFacts(),
-        where=lambda repository_id: Where("octo/repo", 77),
-        clock=lambda: w.now,
-        agents=AgentStages(
-            registry=w.registry,
-            waits=w.registry,
-            answers=stack.pipelines,
-            policy=lambda _task, _where: w.policy,
-            clock=lambda: w.now,
-        ),
-    )
+    tasks = pipeline_tasks(stack, w, facts=IssueFacts(), agents=agent_stages(stack, w))
     (message,) = stack.messages(1)
     task = parse_task(message["Body"])
     assert task is not None and task.stage == "implement"

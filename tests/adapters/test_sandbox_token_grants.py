@@ -17,11 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.errors import GitHubError
-from squadron.adapters.github.http import GitHubHttp
 from squadron.local.sandbox import GitHubSandbox
-from tests.support.github_fake import app_private_key
+from tests.support.sandbox_app import app_of
 
 INSTALLATION = 77
 REPOS = ("octo/a", "octo/b", "octo/c")
@@ -62,15 +60,6 @@ def github(tmp_path: Path) -> Iterator[GitHubSandbox]:
         assert answer.status_code == 201, answer.text
     yield sandbox
     sandbox.stop()
-
-
-def _app(sandbox: GitHubSandbox) -> GitHubApp:
-    private, _ = app_private_key()
-    return GitHubApp(
-        app_id=sandbox.app_id,
-        http=GitHubHttp(base_url=sandbox.base_url, sleep=lambda s: None),
-        private_key=lambda: private,
-    )
 
 
 def _state(sandbox: GitHubSandbox, name: str) -> tuple[object, ...]:
@@ -150,7 +139,7 @@ def test_a_token_does_only_what_its_permissions_allow(  # noqa: PLR0917 (the tab
     body: dict[str, Any] | None,
     status: int,
 ) -> None:
-    token = _app(github).installation_token(INSTALLATION, repositories=("octo/a",), permissions=permissions)
+    token = app_of(github).installation_token(INSTALLATION, repositories=("octo/a",), permissions=permissions)
     before = _state(github, "octo/a")
     answer = httpx.request(
         method,
@@ -173,7 +162,7 @@ def test_a_token_does_only_what_its_permissions_allow(  # noqa: PLR0917 (the tab
 def test_a_token_gets_no_permission_the_installation_was_not_granted(
     github: GitHubSandbox, permissions: dict[str, str]
 ) -> None:
-    app = _app(github)
+    app = app_of(github)
     answer = httpx.post(
         f"{github.base_url}/app/installations/{INSTALLATION}/access_tokens",
         json={"permissions": permissions},
@@ -190,10 +179,10 @@ def test_a_token_minted_without_permissions_holds_the_installations(github: GitH
     answer = httpx.post(
         f"{github.base_url}/app/installations/{INSTALLATION}/access_tokens",
         json={"permissions": {"issues": "read"}},
-        headers={"authorization": f"Bearer {_app(github).jwt()}"},
+        headers={"authorization": f"Bearer {app_of(github).jwt()}"},
     )
     assert answer.json()["permissions"] == {"metadata": "read", "issues": "read"}
-    every = _app(github).installation_token(INSTALLATION).token
+    every = app_of(github).installation_token(INSTALLATION).token
     assert github.token_permissions[every]["contents"] == "write"
 
 
@@ -224,7 +213,7 @@ def test_a_token_without_the_permission_reads_public_resources_only(  # noqa: PL
     github: GitHubSandbox, private: bool, target: str, method: str, path: str, status: int
 ) -> None:
     github.repos["octo/a"].private = private
-    token = _app(github).installation_token(
+    token = app_of(github).installation_token(
         INSTALLATION, repositories=("octo/a",), permissions={"contents": "read"}
     )
     before = _state(github, target)
@@ -283,7 +272,9 @@ def test_graphql_queues_only_what_the_token_reaches_and_may(
     github: GitHubSandbox, target: str, permissions: dict[str, str], error: str | None
 ) -> None:
     token = (
-        _app(github).installation_token(INSTALLATION, repositories=("octo/a",), permissions=permissions).token
+        app_of(github)
+        .installation_token(INSTALLATION, repositories=("octo/a",), permissions=permissions)
+        .token
     )
     node = github.repos[target].pulls[2]["node_id"]
     before = _state(github, target)
@@ -308,7 +299,7 @@ def test_graphql_queues_only_what_the_token_reaches_and_may(
 def test_graphql_reads_no_pull_request_of_a_private_repository_elsewhere(
     github: GitHubSandbox, target: str, error: str | None
 ) -> None:
-    token = _app(github).installation_token(INSTALLATION, repositories=("octo/a",)).token
+    token = app_of(github).installation_token(INSTALLATION, repositories=("octo/a",)).token
     owner, name = target.split("/")
     got = _graphql(github, token, ENTRY, {"owner": owner, "name": name, "number": 2})
     node = github.repos[target].pulls[2]["node_id"]

@@ -15,13 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from squadron.adapters.github.auth import GitHubApp
 from squadron.adapters.github.client import GitHubAppClient
 from squadron.adapters.github.errors import GitHubError
-from squadron.adapters.github.http import GitHubHttp
 from squadron.domain.permissions import Caller
 from squadron.local.sandbox import GitHubSandbox
-from tests.support.github_fake import app_private_key
+from tests.support.sandbox_app import app_of
 
 INSTALLATION = 77
 REPOS = ("octo/a", "octo/b", "octo/c")
@@ -40,15 +38,6 @@ def github(tmp_path: Path) -> Iterator[GitHubSandbox]:
         assert answer.status_code == 201
     yield sandbox
     sandbox.stop()
-
-
-def _app(sandbox: GitHubSandbox) -> GitHubApp:
-    private, _ = app_private_key()
-    return GitHubApp(
-        app_id=sandbox.app_id,
-        http=GitHubHttp(base_url=sandbox.base_url, sleep=lambda s: None),
-        private_key=lambda: private,
-    )
 
 
 #: (what, method, path under /repos/<repo>, body): reads and writes an agent of another repository
@@ -84,7 +73,7 @@ def test_a_token_narrowed_to_one_repository_gets_nothing_of_another(
     writes: int,
 ) -> None:
     _, method, path, body = request_
-    token = _app(github).installation_token(INSTALLATION, repositories=("octo/a",)).token
+    token = app_of(github).installation_token(INSTALLATION, repositories=("octo/a",)).token
     before = _state(github, target)
     answer = httpx.request(
         method,
@@ -101,7 +90,7 @@ def test_a_token_narrowed_to_one_repository_gets_nothing_of_another(
 def test_the_narrowed_token_acts_on_its_own_repository_and_an_unnarrowed_one_on_all(
     github: GitHubSandbox,
 ) -> None:
-    app = _app(github)
+    app = app_of(github)
     own = app.installation_token(INSTALLATION, repositories=("octo/a",)).token
     every = app.installation_token(INSTALLATION).token
     for token, name, status in [(own, "octo/a", 201), (every, "octo/b", 201), (every, "octo/c", 201)]:
@@ -114,7 +103,7 @@ def test_the_narrowed_token_acts_on_its_own_repository_and_an_unnarrowed_one_on_
 
 
 def test_the_installation_lists_what_a_token_reaches_a_page_at_a_time(github: GitHubSandbox) -> None:
-    app = _app(github)
+    app = app_of(github)
     for n in range(4):
         github.add_repository(f"octo/more-{n}", {"README.md": "hi\n"})
     github.add_repository("octo/elsewhere", {"README.md": "hi\n"}).installed = False
@@ -141,7 +130,7 @@ def test_a_token_is_not_narrowed_to_a_repository_outside_the_installation(
     github: GitHubSandbox, body: dict[str, list[object]]
 ) -> None:
     github.add_repository("octo/elsewhere", {"README.md": "hi\n"}).installed = False
-    app = _app(github)
+    app = app_of(github)
     answer = httpx.post(
         f"{github.base_url}/app/installations/{INSTALLATION}/access_tokens",
         json=body,
@@ -154,7 +143,7 @@ def test_a_token_is_not_narrowed_to_a_repository_outside_the_installation(
 
 
 def test_a_token_narrowed_by_id_reaches_that_repository_only(github: GitHubSandbox) -> None:
-    app = _app(github)
+    app = app_of(github)
     answer = httpx.post(
         f"{github.base_url}/app/installations/{INSTALLATION}/access_tokens",
         json={"repository_ids": [github.repos["octo/c"].id]},
@@ -172,7 +161,7 @@ def test_a_token_narrowed_by_id_reaches_that_repository_only(github: GitHubSandb
 
 
 def test_a_tokens_narrowing_survives_a_restart(github: GitHubSandbox, tmp_path: Path) -> None:
-    token = _app(github).installation_token(INSTALLATION, repositories=("octo/a",)).token
+    token = app_of(github).installation_token(INSTALLATION, repositories=("octo/a",)).token
     github.save(tmp_path / "saved.json")
     again = GitHubSandbox(github.root, installation_id=INSTALLATION, webhook_secret="s")
     again.load(tmp_path / "saved.json")

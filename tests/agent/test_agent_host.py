@@ -769,26 +769,16 @@ def test_a_reviewer_reads_the_diff_in_its_checkout_and_posts_its_review_and_stat
     assert stack.registry.reviews_of(1, 101)["squadron[bot]"].state == "approved"
 
 
-def test_an_agent_that_completes_without_reading_its_inbox_is_told_once_and_its_task_ends(
-    stack: Stack,
-) -> None:
-    """A pipeline stage's instruction waits in the reviewer's inbox; the model does its work and
-    reports complete but never calls check_for_events. The host tells it of the news once; the
-    model leaves it unread again, and the task ends done (its stage completes), not prompted
-    turn after turn until the turns breaker hands it to humans."""
+def _reviewer_of_pr_101(stack: Stack) -> str:
+    """Issue 38 assigned and its pull request 101 opened: the reviewer's id."""
     stack.route(stack.events.assigned(38))
     stack.route(stack.events.pr(101, "feat/issue-38", body="Closes #38"))
-    reviewer = "1-101-pr-review"
-    stack.registry.deliver(
-        InboxItem(
-            agent_id=reviewer,
-            delivery_id="pipeline-run-1.review",
-            received_at=T0,
-            kind="pipeline_stage",
-            summary="Pipeline `pr-flow`, stage `review`: work on it, then call report_complete.",
-            body="Review the pull request.",
-        )
-    )
+    return "1-101-pr-review"
+
+
+def _reviews_and_leaves_the_news_unread(stack: Stack, reviewer: str) -> ScriptedModel:
+    """The reviewer's task, whose model reviews and reports complete but never calls
+    check_for_events: its task ends idle, and the host told it of the news once (its last prompt)."""
     model = ScriptedModel(
         [
             ToolCall("post_status", {"state": "success", "description": "Reviewed"}),
@@ -802,6 +792,28 @@ def test_an_agent_that_completes_without_reading_its_inbox_is_told_once_and_its_
     assert result.outcome == "idle"
     prompts = [m for m in model.requests[-1]["messages"] if m.get("role") == "user"]
     assert sum("New events arrived while you worked" in str(m.get("content")) for m in prompts) == 1
+    return model
+
+
+def test_an_agent_that_completes_without_reading_its_inbox_is_told_once_and_its_task_ends(
+    stack: Stack,
+) -> None:
+    """A pipeline stage's instruction waits in the reviewer's inbox; the model does its work and
+    reports complete but never calls check_for_events. The host tells it of the news once; the
+    model leaves it unread again, and the task ends done (its stage completes), not prompted
+    turn after turn until the turns breaker hands it to humans."""
+    reviewer = _reviewer_of_pr_101(stack)
+    stack.registry.deliver(
+        InboxItem(
+            agent_id=reviewer,
+            delivery_id="pipeline-run-1.review",
+            received_at=T0,
+            kind="pipeline_stage",
+            summary="Pipeline `pr-flow`, stage `review`: work on it, then call report_complete.",
+            body="Review the pull request.",
+        )
+    )
+    model = _reviews_and_leaves_the_news_unread(stack, reviewer)
     assert len(model.requests) == 4
     (item,) = stack.registry.pending_inbox(reviewer)  # unread: the next task still finds it
     # The router is told the model was told of it: routing the end wakes nothing (the agent
@@ -830,9 +842,7 @@ def test_news_past_the_inbox_first_page_is_told_once_and_its_task_end_wakes_noth
     once), and the model never reads them. The host tells it of the whole inbox once; its task's
     end names every item it was told of, so routing the end relaunches nothing — not the agent
     woken "for news" on every idle end because the items past the first page went unnamed."""
-    stack.route(stack.events.assigned(38))
-    stack.route(stack.events.pr(101, "feat/issue-38", body="Closes #38"))
-    reviewer = "1-101-pr-review"
+    reviewer = _reviewer_of_pr_101(stack)
     for n in range(waiting):
         stack.registry.deliver(
             InboxItem(
@@ -844,19 +854,7 @@ def test_news_past_the_inbox_first_page_is_told_once_and_its_task_end_wakes_noth
                 body=f"note {n}",
             )
         )
-    model = ScriptedModel(
-        [
-            ToolCall("post_status", {"state": "success", "description": "Reviewed"}),
-            ToolCall("report_complete", {"summary": "Approved."}),
-            Say("Reviewed."),
-            Say("Already reviewed."),  # the news prompt's turn: it still reads nothing
-        ]
-    )
-    with serve(model):
-        result = run(stack.host(model, reviewer, facts=IssueFacts(head_sha=HEAD_SHA)))
-    assert result.outcome == "idle"
-    prompts = [m for m in model.requests[-1]["messages"] if m.get("role") == "user"]
-    assert sum("New events arrived while you worked" in str(m.get("content")) for m in prompts) == 1
+    _reviews_and_leaves_the_news_unread(stack, reviewer)
     pending = stack.registry.pending_inbox(reviewer)
     assert len(pending) == waiting  # unread: the next task finds them all
     (ended,) = [e for e in stack.route_queued() if isinstance(e.command, TaskEnded)]

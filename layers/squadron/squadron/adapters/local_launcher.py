@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_PURPOSE_ENV, LAUNCH_TOKEN_ENV, EcsTaskLauncher
-from squadron.adapters.zygote import Zygote, ZygoteProcess
+from squadron.adapters.zygote import Zygote, ZygoteProcess, ZygoteUnavailable
 from squadron.domain.agents import parse_agent_id
 from squadron.domain.launches import SECRET_ENV
 from squadron.domain.repo_volumes import REPOS_DIRECTORY, ROOT_PERMISSIONS
@@ -46,8 +46,9 @@ class LocalLauncher:
         zygote: Zygote | None = None,
     ) -> None:
         self.ecs = ecs
-        #: Forks each agent process already imported (its ``command`` is then the argv it sees);
-        #: None: each is ``command`` started afresh. Stopped with the launcher.
+        #: Forks each agent process already imported, if ``command`` is its module run by this
+        #: interpreter (:meth:`Zygote.runs`); None: each is ``command`` started afresh. A launch the
+        #: zygote cannot start (it died) starts afresh. Stopped with the launcher.
         self.zygote = zygote
         #: Where each repository's root is made (None: every task gets ``env``'s root).
         self.agents_root = agents_root
@@ -92,8 +93,15 @@ class LocalLauncher:
 
     def _start(self, agent_id: str, env: dict[str, str]) -> subprocess.Popen[bytes] | ZygoteProcess:
         log = self.log_dir / f"{agent_id}.log"
-        if self.zygote is not None:
-            return self.zygote.spawn(self.command, env=env, log=log)
+        if self.zygote is not None and self.zygote.runs(self.command):
+            try:
+                # What follows `python -m <module>`; the environment goes in a launch file the fork
+                # reads, never through the zygote (squadron.adapters.zygote).
+                return self.zygote.spawn(self.command[3:], env=env, log=log)
+            except ZygoteUnavailable:
+                logger.warning(
+                    "agent %s: the zygote did not start it; starting it afresh", agent_id, exc_info=True
+                )
         with log.open("ab") as out:
             return subprocess.Popen(  # noqa: S603 (our own agent command, fixed at construction)
                 self.command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True

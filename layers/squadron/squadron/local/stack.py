@@ -67,6 +67,7 @@ from squadron.adapters.local_aws import (
 from squadron.adapters.local_launcher import LocalLauncher
 from squadron.adapters.operations import ENDPOINTS_FILE, Target
 from squadron.adapters.zygote import Zygote
+from squadron.adapters.zygote import enabled as zygote_enabled
 from squadron.domain.repo_volumes import REPOS_DIRECTORY
 from squadron.domain.schedules import schedule_name
 from squadron.local.copilot_cli import cli_paths, unpack_cli
@@ -157,8 +158,9 @@ class LocalStack:
         self._lock = StateLock.take(state)
         github = self.options.github
         # Agent processes are forks of one that imported the agent host while the stack starts
-        # (about 3 s of imports each otherwise). Its interpreter starts as theirs would have:
-        # the same PATH, PYTHONPATH and HOME (squadron.local.wiring.agent_environment).
+        # (about 3 s of imports each otherwise; SQUADRON_ZYGOTE=0: each started afresh). Its
+        # interpreter starts as theirs would have: the same PATH, PYTHONPATH and HOME
+        # (squadron.local.wiring.agent_environment), and nothing else (no secret: see the module).
         zygote = self._zygote = (
             Zygote(
                 "squadron.agent",
@@ -169,7 +171,7 @@ class LocalStack:
                 },
                 log=state / "logs" / "agent-zygote.log",
             )
-            if self.options.agent_runtime is None
+            if self.options.agent_runtime is None and zygote_enabled(os.environ)
             else None
         )
         self.moto = MotoProcess(state / "logs" / "moto.log", wait_scale=self.options.wait_scale)

@@ -9,6 +9,7 @@ there by the local launcher, so the reconciler's DescribeTasks sees them).
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import json
@@ -414,6 +415,7 @@ def _moto_zygote(log: Path) -> Zygote | None:
             zygote = _zygotes[MOTO_SERVER] = Zygote(
                 MOTO_SERVER, env=os.environ, log=log.with_name("moto-zygote.log")
             )
+            atexit.register(zygote.stop)  # it serves every stack of this process: it ends with it
         return zygote
 
 

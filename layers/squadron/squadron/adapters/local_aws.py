@@ -9,12 +9,15 @@ there by the local launcher, so the reconciler's DescribeTasks sees them).
 
 from __future__ import annotations
 
+import atexit
 import base64
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -28,6 +31,8 @@ from botocore.exceptions import ClientError
 from squadron.adapters.dynamo_registry import EVENT_ENTITY, EVENT_STREAM, HISTORY_ENTITY, TABLE_DEFINITION
 from squadron.adapters.moto_clock import SCALE_ENV
 from squadron.adapters.operations import RECEIVE_TO_RESEND, resend_arguments
+from squadron.adapters.zygote import Zygote, ZygoteProcess, ZygoteUnavailable
+from squadron.adapters.zygote import enabled as zygote_enabled
 from squadron.domain.dashboard_refresh import DASHBOARD_EVENTS
 from squadron.domain.domain_events import SOURCE
 from squadron.domain.launches import ARMING_HELD
@@ -391,6 +396,29 @@ def _drain(endpoint: str, queue_url: str) -> list[dict[str, Any]]:
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
+#: The moto server's module, imported once per process by :func:`_moto_zygote` (about 2.5 s, 5 s on
+#: a busy machine, of every stack's start): each server is a fresh fork of it, so no state of one
+#: stack's server reaches another's. moto's settings read at import (``TEST_SERVER_MODE`` and the
+#: like, none of which the stack sets) are their defaults: the zygote starts with PATH, PYTHONPATH
+#: and HOME only, and each server's environment reaches only its fork (a launch file).
+MOTO_SERVER = "squadron.adapters.moto_server"
+_zygote_lock = threading.Lock()
+_zygotes: dict[str, Zygote] = {}
+
+
+def _moto_zygote(log: Path) -> Zygote | None:
+    if not zygote_enabled(os.environ):
+        return None
+    with _zygote_lock:
+        zygote = _zygotes.get(MOTO_SERVER)
+        if zygote is None or not zygote.alive():
+            zygote = _zygotes[MOTO_SERVER] = Zygote(
+                MOTO_SERVER, env=os.environ, log=log.with_name("moto-zygote.log")
+            )
+            atexit.register(zygote.stop)  # it serves every stack of this process: it ends with it
+        return zygote
+
+
 class MotoProcess:
     """The moto server in its own process (on loopback): AWS calls do not contend for the
     local stack's interpreter lock, and stopping it leaves nothing behind.
@@ -411,7 +439,7 @@ class MotoProcess:
         #: How many times faster its Step Functions ``Wait`` states pass (a test clock:
         #: :mod:`squadron.adapters.moto_clock`); 1, as written.
         self.wait_scale = wait_scale
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: ZygoteProcess | subprocess.Popen[bytes] | None = None
         self.endpoint = ""
 
     def start(self, timeout: float = 60.0) -> str:
@@ -419,16 +447,25 @@ class MotoProcess:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(  # noqa: S603 (this interpreter's moto, on loopback)
-                # moto's server, its DynamoDB requests one at a time (see squadron.adapters.moto_server)
-                [sys.executable, "-m", "squadron.adapters.moto_server", "-H", "127.0.0.1", "-p", str(port)],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                # Where its Step Functions interpreter sends a state's service calls: itself.
-                env={**os.environ, "MOTO_PORT": str(port), SCALE_ENV: str(self.wait_scale)},
-                start_new_session=True,  # the stack stops it; a terminal's Ctrl-C goes to the stack
-            )
+        # moto's server, its DynamoDB requests one at a time (see squadron.adapters.moto_server), in
+        # a session of its own (the stack stops it; a terminal's Ctrl-C goes to the stack).
+        arguments = ["-H", "127.0.0.1", "-p", str(port)]
+        # Where its Step Functions interpreter sends a state's service calls: itself.
+        env = {**os.environ, "MOTO_PORT": str(port), SCALE_ENV: str(self.wait_scale)}
+        zygote = _moto_zygote(self.log)
+        self.process = None
+        if zygote is not None:
+            with contextlib.suppress(ZygoteUnavailable):  # it died: started afresh
+                self.process = zygote.spawn(arguments, env=env, log=self.log)
+        if self.process is None:
+            with self.log.open("ab") as out:
+                self.process = subprocess.Popen(  # noqa: S603 (this interpreter's moto, on loopback)
+                    [sys.executable, "-m", MOTO_SERVER, *arguments],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                )
         self.endpoint = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

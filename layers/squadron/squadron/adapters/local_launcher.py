@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from squadron.adapters.ecs import AGENT_ID_ENV, LAUNCH_PURPOSE_ENV, LAUNCH_TOKEN_ENV, EcsTaskLauncher
+from squadron.adapters.zygote import Zygote, ZygoteProcess, ZygoteUnavailable
 from squadron.domain.agents import parse_agent_id
 from squadron.domain.launches import SECRET_ENV
 from squadron.domain.repo_volumes import REPOS_DIRECTORY, ROOT_PERMISSIONS
@@ -42,14 +43,19 @@ class LocalLauncher:
         log_dir: Path,
         command: Sequence[str] = (sys.executable, "-m", "squadron.agent"),
         agents_root: Path | None = None,
+        zygote: Zygote | None = None,
     ) -> None:
         self.ecs = ecs
+        #: Forks each agent process already imported, if ``command`` is its module run by this
+        #: interpreter (:meth:`Zygote.runs`); None: each is ``command`` started afresh. A launch the
+        #: zygote cannot start (it died) starts afresh. Stopped with the launcher.
+        self.zygote = zygote
         #: Where each repository's root is made (None: every task gets ``env``'s root).
         self.agents_root = agents_root
         self.env = dict(env)
         self.log_dir = log_dir
         self.command = list(command)
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.processes: dict[str, subprocess.Popen[bytes] | ZygoteProcess] = {}
         self.exits: dict[str, int] = {}
         #: (agent id, launch purpose) of every process started, in order.
         self.launches: list[tuple[str, str]] = []
@@ -68,7 +74,6 @@ class LocalLauncher:
             if running is not None and running.poll() is None:
                 return arn  # a retried launch with the same token: the same task
             self.log_dir.mkdir(parents=True, exist_ok=True)
-            log = (self.log_dir / f"{agent_id}.log").open("ab")
             env = {
                 **self.env,
                 **self._repo_root(agent_id),
@@ -77,10 +82,7 @@ class LocalLauncher:
                 LAUNCH_TOKEN_ENV: token,
                 SECRET_ENV: secret,
             }
-            process = subprocess.Popen(  # noqa: S603 (our own agent command, fixed at construction)
-                self.command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-            log.close()
+            process = self._start(agent_id, env)
             self.processes[arn] = process
             self.launches.append((agent_id, purpose))
             self.launch_times.append((agent_id, purpose, time.monotonic()))
@@ -88,6 +90,22 @@ class LocalLauncher:
         threading.Thread(target=self._watch, args=(arn, agent_id, process), daemon=True).start()
         logger.info("agent %s: task %s started (%s)", agent_id, arn.rsplit("/", 1)[-1], purpose)
         return arn
+
+    def _start(self, agent_id: str, env: dict[str, str]) -> subprocess.Popen[bytes] | ZygoteProcess:
+        log = self.log_dir / f"{agent_id}.log"
+        if self.zygote is not None and self.zygote.runs(self.command):
+            try:
+                # What follows `python -m <module>`; the environment goes in a launch file the fork
+                # reads, never through the zygote (squadron.adapters.zygote).
+                return self.zygote.spawn(self.command[3:], env=env, log=log)
+            except ZygoteUnavailable:
+                logger.warning(
+                    "agent %s: the zygote did not start it; starting it afresh", agent_id, exc_info=True
+                )
+        with log.open("ab") as out:
+            return subprocess.Popen(  # noqa: S603 (our own agent command, fixed at construction)
+                self.command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def find(self, token: str) -> str | None:
         """The task of launch ``token`` on the ECS stand-in, if its process still runs here (a
@@ -116,7 +134,7 @@ class LocalLauncher:
             os.chmod(directory, mode)
         return {"SQUADRON_AGENTS_ROOT": str(root)}
 
-    def _watch(self, arn: str, agent_id: str, process: subprocess.Popen[bytes]) -> None:
+    def _watch(self, arn: str, agent_id: str, process: subprocess.Popen[bytes] | ZygoteProcess) -> None:
         code = process.wait()
         with self._lock:
             self.exits[arn] = code
@@ -165,9 +183,11 @@ class LocalLauncher:
         for process in processes:
             if process.poll() is None:
                 _terminate(process, timeout)
+        if self.zygote is not None:
+            self.zygote.stop(timeout)
 
 
-def _terminate(process: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+def _terminate(process: subprocess.Popen[bytes] | ZygoteProcess, timeout: float = 10.0) -> None:
     """SIGTERM to the process group (the agent and its Copilot CLI), SIGKILL if it lingers."""
     try:
         os.killpg(process.pid, signal.SIGTERM)

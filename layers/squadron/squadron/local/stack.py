@@ -66,6 +66,8 @@ from squadron.adapters.local_aws import (
 )
 from squadron.adapters.local_launcher import LocalLauncher
 from squadron.adapters.operations import ENDPOINTS_FILE, Target
+from squadron.adapters.zygote import Zygote
+from squadron.adapters.zygote import enabled as zygote_enabled
 from squadron.domain.repo_volumes import REPOS_DIRECTORY
 from squadron.domain.schedules import schedule_name
 from squadron.local.copilot_cli import cli_paths, unpack_cli
@@ -107,6 +109,8 @@ class LocalStack:
         # Its key, as a provider's: only the agent host's model gateway holds it (never the CLI).
         self.model = LocalModel(options.model_policy, key=f"sk-local-{secrets.token_urlsafe(24)}")
         self.launcher: LocalLauncher | None = None
+        #: What forks agent processes (the launcher stops it; None with an agent runtime of its own).
+        self._zygote: Zygote | None = None
         self.endpoint_server: ThreadingHTTPServer | None = None
         self.endpoint = ""
         self.app_id, self.app_slug = APP_ID, APP_SLUG
@@ -153,6 +157,23 @@ class LocalStack:
         # First, before anything starts: a second stack on this state is refused (StateInUseError).
         self._lock = StateLock.take(state)
         github = self.options.github
+        # Agent processes are forks of one that imported the agent host while the stack starts
+        # (about 3 s of imports each otherwise; SQUADRON_ZYGOTE=0: each started afresh). Its
+        # interpreter starts as theirs would have: the same PATH, PYTHONPATH and HOME
+        # (squadron.local.wiring.agent_environment), and nothing else (no secret: see the module).
+        zygote = self._zygote = (
+            Zygote(
+                "squadron.agent",
+                env={
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "HOME": str(state / "home"),
+                    "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+                },
+                log=state / "logs" / "agent-zygote.log",
+            )
+            if self.options.agent_runtime is None and zygote_enabled(os.environ)
+            else None
+        )
         self.moto = MotoProcess(state / "logs" / "moto.log", wait_scale=self.options.wait_scale)
         aws = self.moto.start()
         self._set_env(
@@ -218,8 +239,11 @@ class LocalStack:
             ),
             log_dir=state / "logs",
             agents_root=self.agents_root,
+            zygote=zygote,
             **({"command": self.options.agent_runtime.command} if self.options.agent_runtime else {}),
         )
+        if zygote is not None and not zygote.ready():
+            raise RuntimeError(f"the agents' zygote did not start; see {zygote.log}")
         self._loop(self._route_forever)
         self._loop(self._publish_forever)
         self._loop(self._dashboards_forever)
@@ -538,6 +562,8 @@ class LocalStack:
             thread.join(timeout=10)
         if self.launcher is not None:
             self.launcher.shutdown()
+        elif self._zygote is not None:  # the start failed before the launcher existed
+            self._zygote.stop()
         if self.sandbox is not None:
             self.sandbox.stop()  # its last webhooks go through the ingress into events.fifo first
             self.sandbox.save(self.github_state)

@@ -81,7 +81,7 @@ class Run:
     env: dict[str, str]
     log: str
     args: list[str]
-    cwd: str
+    directory: str
     umask: int
     uid: tuple[int, int, int]
     gid: tuple[int, int, int]
@@ -140,7 +140,7 @@ def claim(path: str) -> Run:
         env=launch["env"],
         log=launch["log"],
         args=launch["args"],
-        cwd=launch["cwd"],
+        directory=launch["cwd"],
         umask=launch["umask"],
         uid=_ids(launch["uid"]),
         gid=_ids(launch["gid"]),
@@ -260,7 +260,7 @@ def become(run: Run) -> None:
         number = getattr(resource, name, None)
         if number is not None and resource.getrlimit(number) != limits:
             resource.setrlimit(number, limits)
-    os.chdir(run.cwd)
+    os.chdir(run.directory)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)

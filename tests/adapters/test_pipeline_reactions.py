@@ -348,3 +348,99 @@ def test_a_restarted_runs_trigger_is_the_push_that_restarted_it(stack: Stack) ->
         "octo/repo",
         77,
     )
+
+
+# --- runs found over are forgotten --------------------------------------------------------------
+
+
+class Reads:
+    """Step Functions as the steering sees it, counting its reads (DescribeExecution) by run."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.pipelines = stack.pipelines
+        self.described: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.pipelines, name)
+
+    def describe(self, execution_arn: str) -> Any:
+        self.described.append(execution_arn)
+        return self.pipelines.describe(execution_arn)
+
+
+def counted(stack: Stack, w: World) -> Reads:
+    reads = Reads(stack)
+    assert w.router.pipelines is not None and w.router.pipelines.steering is not None
+    w.router.pipelines.steering.pipelines = reads  # type: ignore[assignment]
+    return reads
+
+
+def run_ended(stack: Stack, w: World) -> str:
+    """The run reaches its gate, which passes: the run is over (SUCCEEDED). Its ARN."""
+    arn = at_the_gate(stack, w)
+    gate = next_task_of(stack, arn)
+    stack.pipelines.answer(gate.task_token, StageSucceeded(output={"passed": True}))
+    assert ended(stack, arn)["status"] == "SUCCEEDED"
+    return arn
+
+
+def next_task_of(stack: Stack, arn: str) -> PipelineTask:
+    """The run's task at its gate, from its history (at_the_gate read it off the queue)."""
+    history = stack.sfn.get_execution_history(executionArn=arn)["events"]
+    for event in sorted(history, key=lambda e: -int(e["id"])):  # the newest first
+        if event["type"] == "TaskScheduled":
+            body = json.loads(event["taskScheduledEventDetails"]["parameters"])["MessageBody"]
+            task = parse_task(json.dumps(body))
+            assert task is not None
+            return task
+    raise AssertionError(f"{arn} scheduled no task")
+
+
+def never_started(stack: Stack, w: World) -> str:
+    """A run recorded on the pull request that Step Functions does not know (yet): its record is
+    the registry's, its execution is not described."""
+    at_the_gate(stack, w)
+    (running,) = w.registry.runs_of(REPO, 7)
+    unknown = running.execution_arn[: running.execution_arn.rindex(":") + 1] + "not-yet"
+    w.registry.record_run(running.__class__(**{**running.__dict__, "execution_arn": unknown}))
+    return unknown
+
+
+@pytest.mark.parametrize(
+    ("make", "forgotten"),
+    [(run_ended, True), (never_started, False)],
+    ids=["a run seen over: read once, then forgotten", "a run Step Functions does not know: kept"],
+)
+def test_a_run_is_forgotten_once_it_is_seen_over(stack: Stack, make: Any, forgotten: bool) -> None:
+    w = world(stack)
+    arn = make(stack, w)
+    reads = counted(stack, w)
+
+    w.send(w.events.comment(7, "what is left?", by="alice"))
+    assert reads.described.count(arn) == 1
+    assert (arn in [r.execution_arn for r in w.registry.runs_of(REPO, 7)]) is not forgotten
+
+    w.send(w.events.comment(7, "and now?", by="alice"))  # a later event
+    assert reads.described.count(arn) == (1 if forgotten else 2)
+
+
+def test_a_run_recorded_again_while_it_is_found_over_is_kept(stack: Stack) -> None:
+    """Another writer records the run again between the read that finds it over and the
+    forgetting: its record is not lost (the next event reads it, and forgets it then)."""
+    w = world(stack)
+    arn = run_ended(stack, w)
+    runs_of = w.registry.runs_of
+
+    def read_then_rewritten(repo_id: int, number: int | None) -> list[Any]:
+        read = runs_of(repo_id, number)
+        for run in read:  # the outbox's retry of the run's start, meanwhile
+            w.registry.record_run(run.__class__(**{**run.__dict__, "started_at": w.now}))
+        return read
+
+    w.registry.runs_of = read_then_rewritten  # type: ignore[method-assign]
+    w.send(w.events.comment(7, "what is left?", by="alice"))
+    w.registry.runs_of = runs_of  # type: ignore[method-assign]
+
+    assert [r.execution_arn for r in w.registry.runs_of(REPO, 7)] == [arn]
+    w.send(w.events.comment(7, "and now?", by="alice"))
+    assert w.registry.runs_of(REPO, 7) == []

@@ -547,9 +547,14 @@ class FakeRegistry:
         )
         return runs[:MAX_RUNS_PER_SUBJECT]
 
-    def forget_run(self, repo_id: int, number: int | None, execution_arn: str) -> None:
+    def forget_run(self, run: RunRecord) -> bool:
         self.calls["forget_run"] += 1
-        self.pipeline_runs.get((repo_id, number), {}).pop(execution_arn, None)
+        runs = self.pipeline_runs.get((run.repo_id, run.number), {})
+        held = runs.get(run.execution_arn)
+        if held is None or held.started_at != run.started_at:
+            return False
+        del runs[run.execution_arn]
+        return True
 
     def claim_write(self, agent_id: str, key: str, now: datetime) -> WriteClaim | None:
         self.calls["claim_write"] += 1

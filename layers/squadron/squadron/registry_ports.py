@@ -347,7 +347,8 @@ class PipelineRunIndex(Protocol):
     describing each one to read its input (its name is a hash), so a steering event would cost a
     call per running run of the repository; here it is one query of the subject's partition. A
     run is recorded when the outbox starts it and forgotten once a reaction finds it over (an
-    item also expires after the longest run time).
+    item also expires after the longest run time), so a later event reads only the runs that may
+    still be going.
     """
 
     def record_run(self, run: RunRecord) -> None:
@@ -359,8 +360,10 @@ class PipelineRunIndex(Protocol):
         :data:`~squadron.domain.pipelines.reactions.MAX_RUNS_PER_SUBJECT`."""
         ...
 
-    def forget_run(self, repo_id: int, number: int | None, execution_arn: str) -> None:
-        """Forget a run that is over (nothing when it is not recorded)."""
+    def forget_run(self, run: RunRecord) -> bool:
+        """Forget ``run``, found over, as it was read; whether it was forgotten. Nothing when it is
+        not recorded, or when its record was written again since it was read (its ``started_at``
+        differs): another writer's record is kept, and the next event reads it again."""
         ...
 
 

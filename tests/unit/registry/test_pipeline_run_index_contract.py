@@ -75,10 +75,26 @@ def test_runs_are_kept_apart_by_repository_and_subject(registry: Subject) -> Non
 def test_a_run_that_is_over_is_forgotten(registry: Subject) -> None:
     registry.record_run(run("a"))
     registry.record_run(run("b", minutes=1))
-    registry.forget_run(REPO, 7, run("a").execution_arn)
-    registry.forget_run(REPO, 7, run("zzz").execution_arn)  # not recorded: nothing happens
+    (_, read) = registry.runs_of(REPO, 7)
 
+    assert registry.forget_run(read) is True
+    assert registry.forget_run(read) is False  # forgotten already: nothing happens
+    assert registry.forget_run(run("zzz")) is False  # never recorded: nothing happens
     assert [r.execution_arn[-1] for r in registry.runs_of(REPO, 7)] == ["b"]
+
+
+def test_a_run_recorded_again_after_it_was_read_is_kept(registry: Subject) -> None:
+    """Another writer recorded the run between the read that found it over and the forgetting
+    (the outbox's retry of its start records it again): its record is not lost."""
+    registry.record_run(run("a"))
+    (read,) = registry.runs_of(REPO, 7)
+    registry.record_run(run("a", minutes=5))  # written again meanwhile
+
+    assert registry.forget_run(read) is False
+    (kept,) = registry.runs_of(REPO, 7)
+    assert kept == run("a", minutes=5)
+    assert registry.forget_run(kept) is True  # as read now, it goes
+    assert registry.runs_of(REPO, 7) == []
 
 
 def test_at_most_the_newest_runs_are_read(registry: Subject) -> None:

@@ -15,8 +15,11 @@ read from Step Functions (DescribeExecution, and the newest page of its history)
   and records it, so the next event reaches it;
 * a notification is a comment under a key of the effect and the run (a retry looks it up first).
 
-A run found over is forgotten once its steps are done (a retry in between finds it again and
-carries out the rest: its stop is recognised by the cause, which names the effect's key).
+A run found over (or stopped here) is forgotten once its steps are done, so the next event reads
+only the runs that may still be going (a retry in between finds it again and carries out the rest:
+its stop is recognised by the cause, which names the effect's key). A run not seen over is never
+forgotten: one Step Functions does not know (yet) is left to its record's expiry, and a record
+written again since it was read is kept (:meth:`~squadron.registry_ports.PipelineRunIndex.forget_run`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from squadron.domain.pipelines.reactions import (
     RunState,
     StartRestart,
     StopRun,
+    over,
     reaction,
     run_state,
     to_steer,
@@ -114,8 +118,9 @@ class PipelineSteering:
                         done.append(f"notified #{number}")
                     case Leave(why=why):
                         logger.info("%s on %s: %s", effect.event, run.execution_arn, why)
-            if seen is None or seen.status != "RUNNING" or any(isinstance(s, StopRun) for s in steps):
-                self.index.forget_run(run.repo_id, run.number, run.execution_arn)
+            found_over = over(seen) or any(isinstance(s, StopRun) for s in steps)
+            if found_over and not self.index.forget_run(run):
+                logger.info("%s: recorded again since it was read; kept", run.execution_arn)
         return done
 
     def _seen(self, run: RunRecord) -> RunState | None:

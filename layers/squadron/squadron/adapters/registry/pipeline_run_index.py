@@ -1,7 +1,8 @@
 """The pipeline runs of each issue or pull request (the :class:`~squadron.registry_ports.PipelineRunIndex` port).
 
 One item per run: ``PIPELINERUNS#<repository>#<number or repo>`` / the execution ARN, kept until a
-reaction finds the run over, and at most the longest run time and a day (DynamoDB's TTL).
+reaction finds the run over (deleted on the condition that it is still the record that was read:
+``started_at``, which every write sets), and at most the longest run time and a day (DynamoDB's TTL).
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from squadron.adapters.registry.keys import TTL_ATTRIBUTE, dump_item, iso
+from botocore.exceptions import ClientError
+
+from squadron.adapters.registry.keys import TTL_ATTRIBUTE, dump_item, error_code, iso
 from squadron.adapters.registry.table import RegistryTable
 from squadron.domain.pipelines.limits import MAX_RUN_TIME
 from squadron.domain.pipelines.reactions import MAX_RUNS_PER_SUBJECT, RunRecord
@@ -60,9 +63,18 @@ class DynamoPipelineRunIndex(RegistryTable):
         runs.sort(key=lambda run: (run.started_at, run.execution_arn), reverse=True)
         return runs[:MAX_RUNS_PER_SUBJECT]
 
-    def forget_run(self, repo_id: int, number: int | None, execution_arn: str) -> None:
-        self._call(
-            "delete_item",
-            TableName=self.table_name,
-            Key=dump_item({"PK": _pk(repo_id, number), "SK": execution_arn}),
-        )
+    def forget_run(self, run: RunRecord) -> bool:
+        try:
+            self._call(
+                "delete_item",
+                TableName=self.table_name,
+                Key=dump_item({"PK": _pk(run.repo_id, run.number), "SK": run.execution_arn}),
+                # The record as it was read: one written again since is another writer's, kept.
+                ConditionExpression="started_at = :read",
+                ExpressionAttributeValues={":read": {"S": iso(run.started_at)}},
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True

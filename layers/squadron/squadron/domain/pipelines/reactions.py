@@ -265,6 +265,16 @@ def to_steer(runs: Sequence[RunRecord], event: str, delivery: str) -> list[RunRe
     ]
 
 
+#: The statuses of a run that is over for good (``PENDING_REDRIVE`` is not: a redrive runs it again).
+OVER = frozenset({"SUCCEEDED", "FAILED", "ABORTED", "TIMED_OUT"})
+
+
+def over(seen: RunState | None) -> bool:
+    """Whether Step Functions says the run is over (None: it does not know the run — not seen
+    over, so not forgotten: a record may be read before its execution can be described)."""
+    return seen is not None and seen.status in OVER
+
+
 def _steerable(seen: RunState, cause: str) -> bool:
     """Running, or stopped by this reaction (an earlier attempt): by StopExecution's cause, or by
     the answers it failed the run's tasks with."""

@@ -30,6 +30,7 @@ from squadron.domain.pipeline_wire import (
     parse_task,
     run_input,
 )
+from squadron.domain.pipelines.agent_stage import STAGE_ITEM
 from squadron.domain.pipelines.compile import compile_pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy
@@ -714,11 +715,84 @@ def test_a_parallel_stage_extended_waits_for_the_same_agents_again(stack: Stack)
     assert again == handled
     assert r.world.launcher.stopped == []
     assert len(r.world.launcher.launched) == 2  # no second launch either
+    assert [len(instructions(r, agent_id)) for agent_id in handled] == [1, 1]  # nor a second word
     for agent_id in handled:
         _, routed = r.ended(agent_id, outcome="idle")
         assert routed["pipeline_stage"]["outcome"] == "passed"
     assert stack.finished(arn)["status"] == "SUCCEEDED"
     assert r.world.launcher.stopped == []
+
+
+def started_once(r: Router) -> list[str]:
+    """The agents started (a launch's first task), in order of id; each once when none twice."""
+    return sorted(agent for agent, purpose, _ in r.world.launcher.launched.values() if purpose == "start")
+
+
+def instructions(r: Router, agent_id: str) -> list[str]:
+    """The stage instructions the agent was given (inbox items of the stage's kind, read or not)."""
+    return [
+        item.summary for item in r.world.registry.inbox.get(agent_id, {}).values() if item.kind == STAGE_ITEM
+    ]
+
+
+#: A parallel stage (join all) whose timeout may be extended: an agent branch and a comment
+#: that finish in time, a slow agent branch; the next stage reads the finished branch's outputs.
+EXTENDED_PART_DONE = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: reviews
+        type: parallel
+        timeout: 2s
+        on_timeout: {extend: 1h, max_extensions: 1, then: escalate}
+        branches:
+          - {id: sec, agent: security-review, action: "Look for injection"}
+          - {id: code, agent: pr-review, action: "Review the code"}
+          - {id: say, type: action, action: comment, config: {message: "Reviews begun"}}
+      - id: told
+        type: action
+        action: comment
+        config: {message: "Security: {{ stages.reviews.sec.outputs.verdict }}"}
+"""
+
+
+def test_a_parallel_stage_extended_waits_only_for_its_branches_still_at_work(stack: Stack) -> None:
+    """A branch done before the stage's timeout ran out keeps its result through the extension:
+    its agent is not put to work again, its comment is not posted again; the stage completes when
+    the slow branch does, with the finished branch's outputs for the stages after it."""
+    r = Router(stack)
+    arn = started(stack, EXTENDED_PART_DONE)
+    # within the stage's first timeout: both agents at work, the comment posted, one agent done
+    first = {summary["pipeline_task"]: summary for summary in (r.task()[1] for _ in range(3))}
+    assert (first["sec"]["waiting"], first["code"]["waiting"]) == (SECURITY, REVIEWER)
+    assert first["say"]["answered"] is True
+    for agent_id in (SECURITY, REVIEWER):
+        r.begun(agent_id)
+    _, routed = r.ended(SECURITY, outcome="idle", outputs={"verdict": "no injection"})
+    assert routed["pipeline_stage"]["outcome"] == "passed"
+
+    # the timeout ran out with the reviewer still at work: the stage is extended, and only its
+    # branch waits again, on the same agent
+    _, again = r.task()
+    assert (again["pipeline_task"], again["waiting"]) == ("code", REVIEWER)
+    r.ended(REVIEWER, outcome="idle")
+    _, told = r.task()
+    assert (told["pipeline_task"], told["answered"]) == ("told", True)
+    held = stack.finished(arn)
+    assert held["status"] == "SUCCEEDED", held
+
+    # what the world got: each finished branch's effect once
+    assert [body.split("\n")[0] for _, _, body, _ in r.world.github.comments] == [
+        "Reviews begun",
+        "Security: no injection",
+    ]
+    # each agent started once and told its stage once (the extension told the reviewer nothing)
+    assert started_once(r) == [REVIEWER, SECURITY]
+    assert [len(instructions(r, agent_id)) for agent_id in (SECURITY, REVIEWER)] == [1, 1]
+    assert r.world.agent(SECURITY).status is not AgentStatus.CANCELLED
+    assert r.world.launcher.stopped == []
+    stages = json.loads(held["output"])["data"]["stages"]
+    assert stages["reviews"]["sec"]["outputs"] == {"verdict": "no injection"}
 
 
 #: A parallel stage with a sub-pipeline branch (a child run, waiting on its one task) beside an

@@ -239,6 +239,95 @@ def test_the_stage_puts_its_role_to_work(  # noqa: PLR0917 - one parameter per c
     )
 
 
+A_STAGE = "{id: a, type: agent, agent: pr-review}"
+
+
+def waiting(**changes: Any) -> StageWait:
+    """The agent's wait on stage ``a`` of the run, kept by the stage's first entry (an hour ago)."""
+    first = agent_task(A_STAGE, entered_at=NOW - timedelta(hours=1))
+    held = StageWait(
+        agent_id="42-7-pr-review",
+        entry=first.entry,
+        token="token-of-the-first-entry",
+        repository_id=42,
+        issue_number=7,
+        pipeline=first.pipeline,
+        stage=first.stage,
+        execution_arn=first.execution_arn,
+        generation=1,
+        since_launch=2,
+        created_at=NOW - timedelta(hours=1),
+    )
+    return held.model_copy(update=changes)
+
+
+# (name, the agent, the wait it holds, how the entry puts it to work)
+AGAIN: list[tuple[str, AgentRecord, StageWait | None, str]] = [
+    (
+        "the stage extended while its agent runs: continued",
+        record(task_arn="arn:task/1"),
+        waiting(),
+        "continued",
+    ),
+    (
+        "extended while it sleeps on a blocker: continued",
+        record(status=AgentStatus.SLEEPING),
+        waiting(),
+        "continued",
+    ),
+    (
+        "extended while it is with humans: continued",
+        record(status=AgentStatus.ESCALATED),
+        waiting(),
+        "continued",
+    ),
+    ("no wait held: told", record(task_arn="arn:task/1"), None, "told"),
+    ("its answer kept (a loop back): told", record(task_arn="arn:task/1"), waiting(answer="{}"), "told"),
+    ("its answer sent (a retry): told", record(task_arn="arn:task/1"), waiting(sent=True), "told"),
+    ("another stage's wait: told", record(task_arn="arn:task/1"), waiting(stage="b"), "told"),
+    (
+        "another run's wait: told",
+        record(task_arn="arn:task/1"),
+        waiting(execution_arn="arn:aws:states:us-east-1:123456789012:execution:other:run"),
+        "told",
+    ),
+    (
+        "an earlier generation's wait, asleep: a new session",
+        record(status=AgentStatus.SLEEPING, generation=2),
+        waiting(),
+        "restarted",
+    ),
+    ("a finished agent: a new generation", record(status=AgentStatus.COMPLETED), waiting(), "restarted"),
+]
+
+
+@pytest.mark.parametrize(("name", "agent", "held", "how"), AGAIN, ids=[a[0] for a in AGAIN])
+def test_a_stage_entered_again_while_its_agent_works_on_it_tells_it_nothing(
+    name: str, agent: AgentRecord, held: StageWait | None, how: str
+) -> None:
+    """An extension of the stage's timeout enters it again: the agent still on it is left as it
+    is (no second instruction, no new session, no launch) and the wait moves to the new entry."""
+    the_task = agent_task(A_STAGE)
+    work = put_to_work(
+        the_task,
+        Wake("pr-review", "Review it", False, ("verdict",)),
+        view=IssueView(number=7, agents=(agent,), linked_issue=3),
+        policy=POLICY,
+        repo_full_name="octo/app",
+        installation_id=77,
+        now=NOW,
+        held=held,
+    )
+    assert isinstance(work, PutToWork), work
+    assert work.how == how
+    told = [effect for effect in work.writes if isinstance(effect, DeliverInbox)]
+    assert len(told) == (0 if how == "continued" else 1)
+    if how == "continued":
+        assert (work.writes, work.outside) == ((), ())
+        assert (work.wait.entry, work.wait.generation) == (the_task.entry, agent.generation)
+        assert work.wait.token == the_task.task_token
+
+
 def test_a_dev_role_gets_its_branch() -> None:
     work = work_on(None, role="feat-dev")
     assert isinstance(work, PutToWork)

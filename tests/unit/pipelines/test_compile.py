@@ -142,30 +142,49 @@ def _parallel_any(c: Compiled) -> None:
 def _parallel_timeout(c: Compiled) -> None:
     """A parallel stage's timeout bounds each branch without its own (a branch's own replaces it),
     raised by name; past its extensions it stops the agent branches, then notifies and escalates;
-    an extension enters the stage again and stops nothing."""
+    an extension happens in each branch still at work (the Parallel is never entered again, so a
+    branch done keeps its result) and stops nothing."""
     s = states(c)
     parallel = s["reviews"]
     assert s["__start__"]["Parameters"]["timeouts"] == {"reviews": 7200}
     (sec, code, say) = parallel["Branches"]
     for branch, bid in ((sec, "sec"), (say, "say")):
-        task = branch["States"][bid]
+        b = branch["States"]
+        task = b[bid]
         assert task["TimeoutSecondsPath"] == "$.timeouts.reviews" and "TimeoutSeconds" not in task
         assert task["Catch"] == [
             {
                 "ErrorEquals": ["States.Timeout", "States.HeartbeatTimeout"],
                 "ResultPath": "$.error",
-                "Next": f"{bid}.timed-out",
+                "Next": f"{bid}.timeout",
             }
         ]
-        assert branch["States"][f"{bid}.timed-out"]["Error"] == "Squadron.BranchTimedOut"
-    assert code["States"]["code"]["TimeoutSeconds"] == 600  # its own timeout
-    assert "TimeoutSecondsPath" not in code["States"]["code"]
+        # while extensions are left (the branch's count), the branch waits again on its own task
+        (left,) = b[f"{bid}.timeout"]["Choices"]
+        assert (left["Variable"], left["NumericLessThan"]) == ("$.counts.reviews_x.n", 1)
+        assert left["Next"] == f"{bid}.extend" and b[f"{bid}.extend"]["Next"] == f"{bid}.extended"
+        assert b[f"{bid}.extended"] == {
+            "Type": "Pass",
+            "Result": 3600,
+            "ResultPath": "$.timeouts.reviews",
+            "Next": f"{bid}.notify-ext",
+        }
+        note = body(b[f"{bid}.notify-ext"])
+        assert (note["step"], json.loads(note["config"])["branch"]) == ("notify", bid)
+        assert b[f"{bid}.notify-ext"]["Next"] == bid
+        # past them, the branch ends timed out for the stage's on_timeout
+        assert b[f"{bid}.timeout"]["Default"] == f"{bid}.timed-out"
+        assert b[f"{bid}.timed-out"]["Error"] == "Squadron.BranchTimedOut"
+    assert code["States"]["code"]["TimeoutSeconds"] == 600  # its own timeout, not extended
+    assert "TimeoutSecondsPath" not in code["States"]["code"] and "code.timeout" not in code["States"]
     (timeout,) = [c for c in parallel["Catch"] if "States.Timeout" in c["ErrorEquals"]]
     assert timeout["ErrorEquals"] == ["States.Timeout", "States.HeartbeatTimeout", "Squadron.BranchTimedOut"]
-    assert timeout["Next"] == "reviews.timeout"  # no stop on the way: an extension waits for them
-    assert s["reviews.extended"]["Next"] == "reviews.notify-ext"
-    assert s["reviews.notify-ext"]["Next"] == "reviews"
-    assert s["reviews.timeout"]["Default"] == "sec.expired"
+    # what reaches the stage is a timeout past its extensions: never the Parallel again
+    assert timeout["Next"] == "sec.expired"
+    assert [name for name, state in s.items() if state.get("Next") == "reviews"] == [
+        "__context__"
+    ]  # its entry only
+    assert "reviews.timeout" not in s and "reviews.extended" not in s
     assert s["sec.expired"]["Next"] == "code.expired" and s["code.expired"]["Next"] == "reviews.notify-end"
     for stop in ("sec.expired", "code.expired"):
         assert (body(s[stop])["stage_type"], body(s[stop])["step"]) == ("agent", "stop")

@@ -137,6 +137,7 @@ class AgentStages:
             repo_full_name=where.repo_full_name,
             installation_id=where.installation_id,
             now=now,
+            held=held,
         )
         if isinstance(work, StageFailed):
             return work

@@ -11,7 +11,10 @@ configuration, rendered against the run's data), and the agent started, woken or
 * a live agent whose task runs or is about to (a launch pending): it keeps its session and finds
   the instruction in its inbox (its host looks for news before its task ends);
 * a live agent without a task (idle, asleep, with humans): ``continue_session: true`` wakes it
-  in its session; otherwise it starts again as a new generation (a new session).
+  in its session; otherwise it starts again as a new generation (a new session);
+* the stage entered again by its timeout's extension, its agent still on it (its wait not
+  answered, the same generation, at work or asleep): nothing is told, woken or launched; the wait
+  moves to the new entry (:func:`continues`).
 
 The task token is kept with the agent (:class:`StageWait`, one per agent), and the stage is
 answered when a task of the agent launched for it (or later: a relaunch counts) ends
@@ -234,9 +237,16 @@ def put_to_work(
     repo_full_name: str,
     installation_id: int | None,
     now: datetime,
+    held: StageWait | None = None,
 ) -> PutToWork | StageFailed:
     """Start, wake or tell the stage's agent (see the module's docstring); a failure the stage
-    ends with when it cannot (its role is gone from the configuration, the run has no issue)."""
+    ends with when it cannot (its role is gone from the configuration, the run has no issue).
+
+    ``held``: the agent's wait kept now. When it is this run's and stage's, not answered, and the
+    agent is live in the same generation (at work, or asleep on a blocker), this entry is the
+    stage's timeout extended: the agent is left as it is, told nothing again (an instruction twice
+    reads as new work; a new session would lose its work), and the wait moves to this entry
+    (``how``: continued)."""
     if wake.role not in policy.role_kinds:
         return _fail(
             task,
@@ -275,6 +285,11 @@ def put_to_work(
     elif existing.status in TERMINAL:
         step = lifecycle.restart(existing, fresh, now=now, cause=cause, reason=reason)
         steps, how = step.effects, "restarted"
+    elif continues(held, task, existing):
+        wait = _wait(
+            task, wake, existing, now, repo_full_name=repo_full_name, installation_id=installation_id
+        )
+        return PutToWork((), (), wait, "continued")
     elif _working(existing):
         item = _item(existing, task, wake, cause, now)
         return PutToWork(
@@ -308,6 +323,23 @@ def put_to_work(
 def subject(task: PipelineTask, wake: Wake) -> int | None:
     """The issue or pull request the stage's agent works on: the stage's ``pr``, else the run's."""
     return wake.number if wake.number is not None else task.issue_number
+
+
+def continues(held: StageWait | None, task: PipelineTask, agent: AgentRecord) -> bool:
+    """Whether ``task`` enters again the stage ``held`` waits on for ``agent``, who works on it
+    still: the same run and stage, no answer yet, the same generation not over (its timeout
+    extended; a loop back or a retry enters it after its answer)."""
+    return (
+        agent.status not in TERMINAL
+        and held is not None
+        and held.agent_id == agent.agent_id
+        and held.execution_arn == task.execution_arn
+        and held.stage == task.stage
+        and held.entry != task.entry
+        and held.answer is None
+        and not held.sent
+        and held.generation == agent.generation
+    )
 
 
 def _working(agent: AgentRecord) -> bool:

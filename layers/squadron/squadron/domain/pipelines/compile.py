@@ -470,7 +470,9 @@ class _Builder:
             expired = self._stop_agent(stage, expired)
         elif isinstance(stage, ParallelStage):
             expired = own_states.expired_branches(self, stage, expired)
-        if not on_timeout.max_extensions:
+        if not on_timeout.max_extensions or isinstance(stage, ParallelStage):
+            # a parallel stage's branches extend themselves (own_states.extend_branch): what
+            # reaches the stage is a timeout past its extensions, or a branch's own
             return expired
         extensions = f"{key}_x"
         again: str = main

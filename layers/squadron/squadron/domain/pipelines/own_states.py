@@ -355,10 +355,60 @@ def one_branch(b: Core, branch: Any, stage: ParallelStage) -> dict[str, Any]:
         # raised again by name, as an agent branch's is: a Parallel in moto cannot pass a
         # branch's States.Timeout on (AWS can; the parallel stage catches both)
         timed_out = f"{bid}.timed-out"
-        task["Catch"] = [{"ErrorEquals": TIMEOUT_ERRORS, "ResultPath": "$.error", "Next": timed_out}]
         states[timed_out] = {"Type": "Fail", "Error": BRANCH_TIMED_OUT, "Cause": f"branch {bid} timed out"}
+        if "TimeoutSecondsPath" in task:
+            timed_out = extend_branch(b, branch, stage, states, timed_out)
+        task["Catch"] = [{"ErrorEquals": TIMEOUT_ERRORS, "ResultPath": "$.error", "Next": timed_out}]
     states[bid] = task
     return {"StartAt": start, "States": states}
+
+
+def extend_branch(
+    b: Core, branch: Any, stage: ParallelStage, states: dict[str, dict[str, Any]], timed_out: str
+) -> str:
+    """A branch on its parallel stage's extensible timeout is extended in the branch itself: while
+    extensions are left (counted in the branch's copy of the run's ``counts``), the timeout is the
+    extension (its copy of ``timeouts``), the stage's ``notify`` says so, and the branch's task is
+    entered again (an agent branch waits again on the agent at work; a sub-pipeline branch's
+    condition is not asked again). The ``Parallel`` is never entered again, so a branch already
+    done keeps its result and its effect is not carried out twice. Past its extensions the branch
+    ends ``timed_out`` (the stage's ``on_timeout`` then stops its other agents: :func:`expired_branches`).
+    Returns the state its task's timeout goes to."""
+    on_timeout = stage.on_timeout
+    assert on_timeout is not None and on_timeout.extend is not None
+    bid = str(branch.id)
+    key = state_key(stage.id)
+    extensions = f"{key}_x"
+    again = bid
+    if on_timeout.notify is not None:
+        again = f"{bid}.notify-ext"
+        states[again] = b.task(
+            again,
+            "action",
+            "notify",
+            {"stage": stage.id, "branch": bid, "notify": dump(on_timeout.notify), "why": "extended"},
+            bid,
+            lenient=True,
+        )
+    states[f"{bid}.extended"] = {
+        "Type": "Pass",
+        "Result": on_timeout.extend,
+        "ResultPath": f"$.timeouts.{key}",
+        "Next": again,
+    }
+    states[f"{bid}.extend"] = b.increment(extensions, f"{bid}.extended")
+    states[f"{bid}.timeout"] = {
+        "Type": "Choice",
+        "Choices": [
+            {
+                "Variable": b.count(extensions),
+                "NumericLessThan": on_timeout.max_extensions,
+                "Next": f"{bid}.extend",
+            }
+        ],
+        "Default": timed_out,
+    }
+    return f"{bid}.timeout"
 
 
 def stop_timed_out_branch(

@@ -181,7 +181,9 @@ def _plan(task: PipelineTask, where: Where) -> Work:
                 str(config.get("why")), str(config.get("why"))
             )
             text = str(render(notify.message, namespaces(data))) if notify.message else ""
-            lead = f"Pipeline `{task.pipeline}`: stage `{config.get('stage')}` {why}."
+            branch = config.get("branch")  # a parallel stage's branches are extended each on its own
+            where_in = f"branch `{branch}` of stage" if branch else "stage"
+            lead = f"Pipeline `{task.pipeline}`: {where_in} `{config.get('stage')}` {why}."
             return _comment(task, where, _join(lead, _for(notify.target), text), {"notified": True})
         case "remind":
             reminder = _REMINDER.validate_python(config.get("reminder"))

@@ -962,3 +962,60 @@ def test_a_stage_whose_agent_sleeps_on_a_blocker_is_answered_by_the_task_its_clo
     _, routed = r.ended(DEV, **fields)
     assert routed["pipeline_stage"]["answered"] is True
     assert stack.finished(arn)["status"] == status
+
+
+#: A sub-pipeline whose timeout may be extended, as a stage and as a parallel stage's branch
+#: (beside an action branch done at once): its child run waits on one task (not answered in time).
+SUB_EXTENDED = {
+    "a sub-pipeline stage": """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: sub
+        type: pipeline
+        pipeline: child
+        timeout: 1s
+        on_timeout: {extend: 1h, max_extensions: 1, then: fail}
+  child:
+    stages:
+      - {id: hold, type: action, action: comment, config: {message: wait}}
+""",
+    "a sub-pipeline branch": SUB_BRANCH.replace("JOIN", "all").replace(
+        "TIMEOUT", "timeout: 1s\n        on_timeout: {extend: 1h, max_extensions: 1, then: fail}"
+    ),
+}
+
+
+@pytest.mark.parametrize("yaml", list(SUB_EXTENDED.values()), ids=list(SUB_EXTENDED))
+def test_a_sub_pipeline_extended_waits_for_the_same_child_run(stack: Stack, yaml: str) -> None:
+    """An extension gives the child run at work more time: the stage waits on it again (no second
+    child run is started beside it), and its end completes the stage."""
+    r = Router(stack)
+    versions = publish(stack, yaml, "p")
+    arn = stack.pipelines.start(
+        versions["p"], execution_name("d-1", "p"), run_input(42, 7, {"n": 7})
+    ).execution_arn
+    wanted = {"hold", "say"} if "id: say" in yaml else {"hold"}
+    tasks: dict[str, Any] = {}
+    while set(tasks) != wanted:
+        task = parse_task(wait_for("a task", r._receive)["Body"])
+        assert task is not None
+        tasks[task.stage] = task
+    if "say" in tasks:  # the action branch is done at once
+        assert stack.pipelines.answer(tasks["say"].task_token, StageSucceeded(output={})).delivered
+    child = tasks["hold"].execution_arn
+
+    def extended() -> bool:
+        history = stack.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        names = [str(e.get("stateEnteredEventDetails", {}).get("name")) for e in history]
+        return any(name.endswith(".extended") for name in names)
+
+    wait_for("the stage's first timeout to run out", extended)
+    # the child run keeps working, and finishes: its end is the stage's
+    assert stack.pipelines.answer(tasks["hold"].task_token, StageSucceeded(output={"said": "wait"})).delivered
+    held = stack.finished(arn)
+    assert held["status"] == "SUCCEEDED", held
+    machine = versions["child"].rsplit(":", 1)[0]  # the version's state machine
+    children = [e["executionArn"] for e in stack.sfn.list_executions(stateMachineArn=machine)["executions"]]
+    assert children == [child]
+    assert r._receive() is None  # nor was anything of the child asked again

@@ -13,6 +13,7 @@ import pytest
 
 from squadron.config import parse_files
 from squadron.domain.pipeline_wire import (
+    CHILD_NAME,
     JOIN_ANY,
     MERGE_CONFLICT,
     RUN_ESCALATED,
@@ -137,6 +138,34 @@ def _parallel_any(c: Compiled) -> None:
         assert branch["States"][bid]["Next"] == f"{bid}.first"
         assert branch["States"][f"{bid}.first"] == {"Type": "Fail", "Error": JOIN_ANY, "Cause": bid}
     assert "ResultSelector" not in parallel
+
+
+def _sub_pipeline_extended(c: Compiled) -> None:
+    """A sub-pipeline whose timeout may be extended names its child in a state of its own, so an
+    extension starts the same child again (the one at work: StartExecution's idempotent start);
+    a name taken by a run that is over names a new child. Without an extension it is one task."""
+    s = states(c)
+    for named, run, where in (
+        ("deploy", "deploy.run", s),
+        ("sub", "sub.run", s["branches"]["Branches"][0]["States"]),
+    ):
+        assert where[named]["Type"] == "Pass" and where[named]["Next"] == run
+        assert where[named]["Parameters"] == {"name.$": CHILD_NAME}
+        assert where[named]["ResultPath"] == f"$.children.{named}"
+        task = where[run]
+        assert (task["Resource"], task["Parameters"]["Name.$"]) == (START_CHILD, f"$.children.{named}.name")
+        assert task["Catch"][0] == {
+            "ErrorEquals": ["StepFunctions.ExecutionAlreadyExistsException"],
+            "ResultPath": "$.error",
+            "Next": named,
+        }
+    # an extension enters the child's task, never the state that names a new child
+    assert s["deploy.notify-ext"]["Next"] == "deploy.run"
+    assert s["branches"]["Branches"][0]["States"]["sub.extended"]["Next"] == "sub.run"
+    # a sub-pipeline without an extensible timeout: one task, named at its entry
+    fixed = s["branches"]["Branches"][1]["States"]
+    assert fixed["fixed"]["Type"] == "Task" and "fixed.run" not in fixed
+    assert fixed["fixed"]["Parameters"]["Name.$"] == CHILD_NAME
 
 
 def _parallel_timeout(c: Compiled) -> None:
@@ -420,6 +449,25 @@ CASES: list[tuple[str, str, str, Callable[[Compiled], None]]] = [
         """,
         "",
         _parallel_timeout,
+    ),
+    (
+        "sub-pipeline stage with a timeout extended",
+        """
+        - id: deploy
+          type: pipeline
+          pipeline: deploy-notification
+          timeout: 1h
+          on_timeout: {notify: {message: late}, extend: 1h, max_extensions: 2, then: fail}
+        - id: branches
+          type: parallel
+          timeout: 2h
+          on_timeout: {extend: 1h, max_extensions: 1, then: fail}
+          branches:
+            - {id: sub, type: pipeline, pipeline: deploy-notification}
+            - {id: fixed, type: pipeline, pipeline: deploy-notification, timeout: 10m}
+        """,
+        "",
+        _sub_pipeline_extended,
     ),
     (
         "gate looping back, then escalating",

@@ -390,17 +390,25 @@ def task_parameters(
     }
 
 
-def child_parameters(state_machine_arn: str, input_path: str = "$.data") -> dict[str, Any]:
+#: A child run's name: the parent's execution, the state and this entry of it (its time).
+CHILD_NAME = (
+    "States.Format('sub-{}', States.Hash(States.Format('{}/{}/{}', $$.Execution.Id, "
+    "$$.State.Name, $$.State.EnteredTime), 'SHA-256'))"
+)
+
+
+def child_parameters(
+    state_machine_arn: str, input_path: str = "$.data", name_path: str | None = None
+) -> dict[str, Any]:
     """The ``Parameters`` of a sub-pipeline stage (``Resource``: :data:`START_CHILD`): the child
     runs in the parent's message group, tied to its parent (:data:`STARTED_BY`), named after the
-    parent and this entry of the stage: Step Functions retrying the start names the same child (a
-    start is idempotent), and a stage entered again starts a new one."""
+    parent and this entry of the stage (:data:`CHILD_NAME`): Step Functions retrying the start
+    names the same child (a start is idempotent), and a stage entered again starts a new one.
+    ``name_path``: the name as an earlier state computed it (a sub-pipeline whose timeout may be
+    extended: the extension starts the same child again, which is the one at work)."""
     return {
         "StateMachineArn": state_machine_arn,
-        "Name.$": (
-            "States.Format('sub-{}', States.Hash(States.Format('{}/{}/{}', $$.Execution.Id, "
-            "$$.State.Name, $$.State.EnteredTime), 'SHA-256'))"
-        ),
+        "Name.$": name_path if name_path is not None else CHILD_NAME,
         "Input": {
             STARTED_BY + ".$": "$$.Execution.Id",
             "squadron.$": "$$.Execution.Input.squadron",

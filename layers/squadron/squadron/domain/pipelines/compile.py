@@ -475,6 +475,8 @@ class _Builder:
             # reaches the stage is a timeout past its extensions, or a branch's own
             return expired
         extensions = f"{key}_x"
+        if isinstance(stage, PipelineStage):
+            main = own_states.rejoined(stage.id)  # the child at work, not a new one
         again: str = main
         if notify is not None:
             again = f"{stage.id}.notify-ext"

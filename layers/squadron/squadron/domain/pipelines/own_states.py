@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from squadron.domain.pipeline_wire import (
     BRANCH_TIMED_OUT,
+    CHILD_NAME,
     JOIN_ANY,
     START_CHILD,
     StageType,
@@ -198,12 +199,52 @@ def child_task(b: Core, pipeline: str, state: str, next_state: str | None) -> di
     return task
 
 
+#: What a sub-pipeline's task fails with when its child's name is taken (StartExecution: a run of
+#: that name is over, or was started with another input).
+CHILD_EXISTS = "StepFunctions.ExecutionAlreadyExistsException"
+#: Where a sub-pipeline whose timeout may be extended keeps its child run's name, by state key.
+CHILD_NAMES = "$.children"
+
+
+def rejoined(state: str) -> str:
+    """The state an extension of sub-pipeline ``state`` enters: its child task (``<state>.run``),
+    past the state that names the child."""
+    return f"{state}.run"
+
+
+def named_once(states: dict[str, dict[str, Any]], state: str, task: dict[str, Any]) -> None:
+    """A sub-pipeline whose timeout may be extended, as two states: ``state`` names the child run
+    for this entry (a ``Pass``: the name :func:`child_parameters` would give), and its task
+    (:func:`rejoined`) starts the child under that name. An extension enters the task again, not
+    ``state``: StartExecution of the same name and input while that child runs is the child at
+    work (Step Functions' idempotent start), so the stage waits on it again rather than starting
+    a second beside it. Should the name be taken by a run that is over (Step Functions stopped the
+    child when the task's timeout ran out, or it ended in that instant), the task fails
+    :data:`CHILD_EXISTS`, and ``state`` names a new child for this entry."""
+    key = state_key(state)
+    states[state] = {
+        "Type": "Pass",
+        "Parameters": {"name.$": CHILD_NAME},
+        "ResultPath": f"{CHILD_NAMES}.{key}",
+        "Next": rejoined(state),
+    }
+    task["Parameters"]["Name.$"] = f"{CHILD_NAMES}.{key}.name"
+    task["Catch"] = [
+        {"ErrorEquals": [CHILD_EXISTS], "ResultPath": "$.error", "Next": state},
+        *task.get("Catch", []),
+    ]
+    states[rejoined(state)] = task
+
+
 def child(b: Core, stage: PipelineStage, position: int) -> None:
     task = child_task(b, stage.pipeline, stage.id, b.done(stage, position))
     task["ResultPath"] = f"$.data.stages.{state_key(stage.id)}"
     b.timeout(stage, task)
     task["Catch"] = b.catches(stage, position)
-    b.states[stage.id] = task
+    if "TimeoutSecondsPath" in task:  # its timeout may be extended
+        named_once(b.states, stage.id, task)
+    else:
+        b.states[stage.id] = task
 
 
 def parallel(b: Core, stage: ParallelStage, position: int) -> None:
@@ -359,7 +400,10 @@ def one_branch(b: Core, branch: Any, stage: ParallelStage) -> dict[str, Any]:
         if "TimeoutSecondsPath" in task:
             timed_out = extend_branch(b, branch, stage, states, timed_out)
         task["Catch"] = [{"ErrorEquals": TIMEOUT_ERRORS, "ResultPath": "$.error", "Next": timed_out}]
-    states[bid] = task
+    if isinstance(branch, PipelineBranch) and "TimeoutSecondsPath" in task:
+        named_once(states, bid, task)
+    else:
+        states[bid] = task
     return {"StartAt": start, "States": states}
 
 
@@ -369,8 +413,8 @@ def extend_branch(
     """A branch on its parallel stage's extensible timeout is extended in the branch itself: while
     extensions are left (counted in the branch's copy of the run's ``counts``), the timeout is the
     extension (its copy of ``timeouts``), the stage's ``notify`` says so, and the branch's task is
-    entered again (an agent branch waits again on the agent at work; a sub-pipeline branch's
-    condition is not asked again). The ``Parallel`` is never entered again, so a branch already
+    entered again (an agent branch waits again on the agent at work, a sub-pipeline branch on its
+    child run at work: :func:`named_once`; its condition is not asked again). The ``Parallel`` is never entered again, so a branch already
     done keeps its result and its effect is not carried out twice. Past its extensions the branch
     ends ``timed_out`` (the stage's ``on_timeout`` then stops its other agents: :func:`expired_branches`).
     Returns the state its task's timeout goes to."""
@@ -379,7 +423,8 @@ def extend_branch(
     bid = str(branch.id)
     key = state_key(stage.id)
     extensions = f"{key}_x"
-    again = bid
+    task = rejoined(bid) if isinstance(branch, PipelineBranch) else bid  # the child at work
+    again = task
     if on_timeout.notify is not None:
         again = f"{bid}.notify-ext"
         states[again] = b.task(
@@ -387,7 +432,7 @@ def extend_branch(
             "action",
             "notify",
             {"stage": stage.id, "branch": bid, "notify": dump(on_timeout.notify), "why": "extended"},
-            bid,
+            task,
             lenient=True,
         )
     states[f"{bid}.extended"] = {

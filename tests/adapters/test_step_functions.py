@@ -14,6 +14,7 @@ from botocore.stub import Stubber
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
+from squadron.adapters import moto_step_functions
 from squadron.adapters.step_functions import (
     DIGEST_TAG,
     VERSION_TAG,
@@ -308,3 +309,14 @@ def test_a_heartbeat_is_taken_from_any_task_waiting_on_its_token(
     finally:
         let.set()
     assert stack.finished(run.execution_arn)["status"] == "SUCCEEDED"
+
+
+def test_patching_moto_twice_wraps_nothing_twice() -> None:
+    """Every process that runs moto's interpreter patches it (tests, the local stack's servers):
+    a second ``patch()`` leaves each wrapper as it is, not a wrapper of a wrapper."""
+    moto_step_functions.patch()
+    first = [getattr(owner, name) for owner, name, _ in moto_step_functions._WRAPPERS]
+    moto_step_functions.patch()
+    assert [getattr(owner, name) for owner, name, _ in moto_step_functions._WRAPPERS] == first
+    for wrapped, (_, name, _) in zip(first, moto_step_functions._WRAPPERS, strict=True):
+        assert not getattr(wrapped.__wrapped__, "_squadron_patched", False), name

@@ -37,6 +37,7 @@ import datetime
 import functools
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from moto.core.exceptions import AWSError
@@ -97,7 +98,6 @@ def _on_versions(start: Any) -> Any:
         execution.start()
         return execution
 
-    start_execution._on_versions = True  # type: ignore[attr-defined]
     return start_execution
 
 
@@ -117,7 +117,6 @@ def _botocore_names(normalise: Any) -> Any:
             if written in parameters:
                 parameters[named] = parameters.pop(written)
 
-    normalised._botocore_names = True  # type: ignore[attr-defined]
     return normalised
 
 
@@ -130,7 +129,6 @@ def _api_names(evaluate: Any) -> Any:
             for key in list(answer):
                 answer[key[:1].upper() + key[1:]] = _epoch(answer.pop(key))
 
-    evaluated._api_names = True  # type: ignore[attr-defined]
     return evaluated
 
 
@@ -145,7 +143,6 @@ def _json_dates(normalise: Any) -> Any:
                 response[key[:1].upper() + key[1:]] = _epoch(response.pop(key))
         normalise(self, response, *args, **kwargs)
 
-    normalised._json_dates = True  # type: ignore[attr-defined]
     return normalised
 
 
@@ -161,7 +158,6 @@ def _begun_only(get_executions: Any) -> Any:
         executions: list[Any] = get_executions(self, execution_status)
         return [e for e in executions if e.exec_worker is not None and e.exec_worker.env is not None]
 
-    begun._begun_only = True  # type: ignore[attr-defined]
     return begun
 
 
@@ -173,7 +169,6 @@ def _failure_of_running(send: Any) -> Any:
             raise InvalidToken()  # type: ignore[no-untyped-call]
         return send(self, task_token, error=error, cause=cause)
 
-    send_task_failure._of_running = True  # type: ignore[attr-defined]
     return send_task_failure
 
 
@@ -194,7 +189,6 @@ def _timed_out_refuses(evaluate: Any) -> Any:
                 endpoint.report(CallbackConsumerTimeout())
             raise
 
-    marked._timed_out_refuses = True  # type: ignore[attr-defined]
     return marked
 
 
@@ -213,7 +207,6 @@ def _stop_ends_waits(stop: Any) -> Any:
             if endpoint.get_outcome() is None:
                 endpoint.interrupt_all()
 
-    stopped._ends_waits = True  # type: ignore[attr-defined]
     return stopped
 
 
@@ -240,7 +233,6 @@ def _stopped_stays_stopped(set_error: Any) -> Any:
             return
         set_error(self, *args, **kwargs)
 
-    kept._stopped_stays_stopped = True  # type: ignore[attr-defined]
     return kept
 
 
@@ -261,7 +253,6 @@ def _success_of_waiting(send: Any) -> Any:
                 raise _TaskTimedOut("Task Timed Out")
         return send(self, task_token, outcome)
 
-    send_task_success._of_waiting = True  # type: ignore[attr-defined]
     return send_task_success
 
 
@@ -279,7 +270,6 @@ def _heartbeat_of_any_waiting_task(notify: Any) -> Any:
         notify(self)
         return True
 
-    taken._of_any_waiting_task = True  # type: ignore[attr-defined]
     return taken
 
 
@@ -296,7 +286,6 @@ def _clock_sees_an_earlier_answer(setup: Any) -> Any:
             clock.notify()
         return clock
 
-    seen._sees_an_earlier_answer = True  # type: ignore[attr-defined]
     return seen
 
 
@@ -308,46 +297,41 @@ def _with_cause(self: Any) -> Any:
     return EmptyResult()
 
 
+#: Set on each wrapper :func:`patch` installs: a second ``patch()`` wraps nothing twice.
+_PATCHED = "_squadron_patched"
+
+
+def _wrap_once(owner: Any, name: str, wrapper: Callable[[Any], Any]) -> None:
+    """``owner.name`` replaced by ``wrapper(owner.name)``, unless a wrapper is there already."""
+    current = getattr(owner, name)
+    if getattr(current, _PATCHED, False):
+        return
+    wrapped = wrapper(current)
+    setattr(wrapped, _PATCHED, True)
+    setattr(owner, name, wrapped)
+
+
+#: What :func:`patch` wraps: (owner, attribute, wrapper), each a way moto differs from AWS.
+_WRAPPERS: tuple[tuple[Any, str, Callable[[Any], Any]], ...] = (
+    (StateTaskServiceSfn, "_normalise_parameters", _botocore_names),
+    (StateTaskServiceSfn, "_eval_service_task", _api_names),
+    (StateTaskServiceSfn, "_normalise_response", _json_dates),
+    (StepFunctionsParserBackend, "_get_executions", _begun_only),
+    (StepFunctionsParserBackend, "send_task_failure", _failure_of_running),
+    (StepFunctionsParserBackend, "send_task_success", _success_of_waiting),
+    (StepFunctionsParserBackend, "start_execution", _on_versions),
+    (ExecutionState, "_evaluate_with_timeout", _timed_out_refuses),
+    (CallbackEndpoint, "notify_heartbeat", _heartbeat_of_any_waiting_task),
+    (CallbackEndpoint, "setup_heartbeat_endpoint", _clock_sees_an_earlier_answer),
+    (Execution, "stop", _stop_ends_waits),
+    (Environment, "set_error", _stopped_stays_stopped),
+)
+
+
 def patch() -> None:
-    """Let ``StartExecution`` take a version ARN, and a state start a child execution (idempotent)."""
-    service = StateTaskServiceSfn
-    if not getattr(service._normalise_parameters, "_botocore_names", False):
-        service._normalise_parameters = _botocore_names(service._normalise_parameters)  # type: ignore[method-assign]
-    if not getattr(service._eval_service_task, "_api_names", False):
-        service._eval_service_task = _api_names(service._eval_service_task)  # type: ignore[method-assign]
-    if not getattr(service._normalise_response, "_json_dates", False):
-        service._normalise_response = _json_dates(service._normalise_response)  # type: ignore[method-assign]
-    if not getattr(StepFunctionsParserBackend._get_executions, "_begun_only", False):
-        StepFunctionsParserBackend._get_executions = _begun_only(  # type: ignore[method-assign]
-            StepFunctionsParserBackend._get_executions
-        )
-    if not getattr(StepFunctionsParserBackend.send_task_failure, "_of_running", False):
-        StepFunctionsParserBackend.send_task_failure = _failure_of_running(  # type: ignore[method-assign]
-            StepFunctionsParserBackend.send_task_failure
-        )
+    """Let ``StartExecution`` take a version ARN, and a state start a child execution (idempotent);
+    and the rest of :data:`_WRAPPERS` (idempotent: a second call changes nothing)."""
+    for owner, name, wrapper in _WRAPPERS:
+        _wrap_once(owner, name, wrapper)
     StepFunctionResponse.send_task_failure = _with_cause  # type: ignore[method-assign]
     StepFunctionResponse.stop_execution = _stop_with_reason  # type: ignore[method-assign]
-    if not getattr(StepFunctionsParserBackend.send_task_success, "_of_waiting", False):
-        StepFunctionsParserBackend.send_task_success = _success_of_waiting(  # type: ignore[method-assign]
-            StepFunctionsParserBackend.send_task_success
-        )
-    if not getattr(ExecutionState._evaluate_with_timeout, "_timed_out_refuses", False):
-        ExecutionState._evaluate_with_timeout = _timed_out_refuses(  # type: ignore[method-assign]
-            ExecutionState._evaluate_with_timeout
-        )
-    if not getattr(CallbackEndpoint.notify_heartbeat, "_of_any_waiting_task", False):
-        CallbackEndpoint.notify_heartbeat = _heartbeat_of_any_waiting_task(  # type: ignore[method-assign]
-            CallbackEndpoint.notify_heartbeat
-        )
-    if not getattr(CallbackEndpoint.setup_heartbeat_endpoint, "_sees_an_earlier_answer", False):
-        CallbackEndpoint.setup_heartbeat_endpoint = _clock_sees_an_earlier_answer(  # type: ignore[method-assign]
-            CallbackEndpoint.setup_heartbeat_endpoint
-        )
-    if not getattr(Execution.stop, "_ends_waits", False):
-        Execution.stop = _stop_ends_waits(Execution.stop)  # type: ignore[method-assign]
-    if not getattr(Environment.set_error, "_stopped_stays_stopped", False):
-        Environment.set_error = _stopped_stays_stopped(Environment.set_error)  # type: ignore[method-assign]
-    if not getattr(StepFunctionsParserBackend.start_execution, "_on_versions", False):
-        StepFunctionsParserBackend.start_execution = _on_versions(  # type: ignore[method-assign]
-            StepFunctionsParserBackend.start_execution
-        )

@@ -451,7 +451,6 @@ class _Builder:
         """The states a stage's timeout goes through: extensions while any is left (the stage
         entered again with the extension as its timeout), then ``notify``, then ``then``."""
         on_timeout = stage.on_timeout
-        key = state_key(stage.id)
         main = self._main(stage)
         end = self.target(on_timeout.then, position)
         notify = dump(on_timeout.notify) if on_timeout.notify is not None else None
@@ -474,39 +473,9 @@ class _Builder:
             # a parallel stage's branches extend themselves (own_states.extend_branch): what
             # reaches the stage is a timeout past its extensions, or a branch's own
             return expired
-        extensions = f"{key}_x"
         if isinstance(stage, PipelineStage):
             main = own_states.rejoined(stage.id)  # the child at work, not a new one
-        again: str = main
-        if notify is not None:
-            again = f"{stage.id}.notify-ext"
-            self.states[again] = self.task(
-                again,
-                "action",
-                "notify",
-                {"stage": stage.id, "notify": notify, "why": "extended"},
-                main,
-                lenient=True,
-            )
-        self.states[f"{stage.id}.extended"] = {
-            "Type": "Pass",
-            "Result": on_timeout.extend,
-            "ResultPath": f"$.timeouts.{key}",
-            "Next": again,
-        }
-        self.states[f"{stage.id}.extend"] = self.increment(extensions, f"{stage.id}.extended")
-        self.states[f"{stage.id}.timeout"] = {
-            "Type": "Choice",
-            "Choices": [
-                {
-                    "Variable": self.count(extensions),
-                    "NumericLessThan": on_timeout.max_extensions,
-                    "Next": f"{stage.id}.extend",
-                }
-            ],
-            "Default": expired,
-        }
-        return f"{stage.id}.timeout"
+        return own_states.extensions(self, self.states, stage.id, stage, again=main, past=expired)
 
     def _stop_agent(self, stage: AgentStage, next_state: str) -> str:
         """An agent stage timed out for good: a task the router answers by stopping the stage's

@@ -407,53 +407,72 @@ def one_branch(b: Core, branch: Any, stage: ParallelStage) -> dict[str, Any]:
     return {"StartAt": start, "States": states}
 
 
-def extend_branch(
-    b: Core, branch: Any, stage: ParallelStage, states: dict[str, dict[str, Any]], timed_out: str
+def extensions(
+    b: Core,
+    states: dict[str, dict[str, Any]],
+    name: str,
+    stage: Any,
+    *,
+    again: str,
+    past: str,
+    note: Mapping[str, Any] | None = None,
 ) -> str:
-    """A branch on its parallel stage's extensible timeout is extended in the branch itself: while
-    extensions are left (counted in the branch's copy of the run's ``counts``), the timeout is the
-    extension (its copy of ``timeouts``), the stage's ``notify`` says so, and the branch's task is
-    entered again (an agent branch waits again on the agent at work, a sub-pipeline branch on its
-    child run at work: :func:`named_once`; its condition is not asked again). The ``Parallel`` is never entered again, so a branch already
-    done keeps its result and its effect is not carried out twice. Past its extensions the branch
-    ends ``timed_out`` (the stage's ``on_timeout`` then stops its other agents: :func:`expired_branches`).
-    Returns the state its task's timeout goes to."""
+    """The states of ``stage``'s timeout extensions, named after ``name`` (the stage, or a branch of
+    it): while extensions are left (counted in the run's ``counts`` as ``<key>_x``),
+    ``<name>.extend`` counts one, ``<name>.extended`` makes the extension the timeout (the run's
+    ``timeouts``), ``<name>.notify-ext`` says so with the timeout's ``notify`` (``note``: more of
+    what it says), and ``again`` is entered; past them, ``past``. Returns ``<name>.timeout``, the
+    state the timeout goes to."""
     on_timeout = stage.on_timeout
     assert on_timeout is not None and on_timeout.extend is not None
-    bid = str(branch.id)
     key = state_key(stage.id)
-    extensions = f"{key}_x"
-    task = rejoined(bid) if isinstance(branch, PipelineBranch) else bid  # the child at work
-    again = task
+    counted = f"{key}_x"
+    then = again
     if on_timeout.notify is not None:
-        again = f"{bid}.notify-ext"
-        states[again] = b.task(
-            again,
+        then = f"{name}.notify-ext"
+        states[then] = b.task(
+            then,
             "action",
             "notify",
-            {"stage": stage.id, "branch": bid, "notify": dump(on_timeout.notify), "why": "extended"},
-            task,
+            {"stage": stage.id, **(note or {}), "notify": dump(on_timeout.notify), "why": "extended"},
+            again,
             lenient=True,
         )
-    states[f"{bid}.extended"] = {
+    states[f"{name}.extended"] = {
         "Type": "Pass",
         "Result": on_timeout.extend,
         "ResultPath": f"$.timeouts.{key}",
-        "Next": again,
+        "Next": then,
     }
-    states[f"{bid}.extend"] = b.increment(extensions, f"{bid}.extended")
-    states[f"{bid}.timeout"] = {
+    states[f"{name}.extend"] = b.increment(counted, f"{name}.extended")
+    states[f"{name}.timeout"] = {
         "Type": "Choice",
         "Choices": [
             {
-                "Variable": b.count(extensions),
+                "Variable": b.count(counted),
                 "NumericLessThan": on_timeout.max_extensions,
-                "Next": f"{bid}.extend",
+                "Next": f"{name}.extend",
             }
         ],
-        "Default": timed_out,
+        "Default": past,
     }
-    return f"{bid}.timeout"
+    return f"{name}.timeout"
+
+
+def extend_branch(
+    b: Core, branch: Any, stage: ParallelStage, states: dict[str, dict[str, Any]], timed_out: str
+) -> str:
+    """A branch on its parallel stage's extensible timeout is extended in the branch itself
+    (:func:`extensions`, counted in the branch's copy of the run's ``counts`` and ``timeouts``):
+    its task is entered again (an agent branch waits again on the agent at work, a sub-pipeline
+    branch on its child run at work: :func:`named_once`; its condition is not asked again). The
+    ``Parallel`` is never entered again, so a branch already done keeps its result and its effect
+    is not carried out twice. Past its extensions the branch ends ``timed_out`` (the stage's
+    ``on_timeout`` then stops its other agents: :func:`expired_branches`). Returns the state its
+    task's timeout goes to."""
+    bid = str(branch.id)
+    task = rejoined(bid) if isinstance(branch, PipelineBranch) else bid  # the child at work
+    return extensions(b, states, bid, stage, again=task, past=timed_out, note={"branch": bid})
 
 
 def stop_timed_out_branch(

@@ -1019,3 +1019,63 @@ def test_a_sub_pipeline_extended_waits_for_the_same_child_run(stack: Stack, yaml
     children = [e["executionArn"] for e in stack.sfn.list_executions(stateMachineArn=machine)["executions"]]
     assert children == [child]
     assert r._receive() is None  # nor was anything of the child asked again
+
+
+#: A sub-pipeline stage whose extension is announced (a task the router answers) before the child's
+#: task is started again: the child's end can come first, deterministically.
+SUB_ANNOUNCED = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:
+      - id: sub
+        type: pipeline
+        pipeline: child
+        timeout: 1s
+        on_timeout: {extend: 1h, max_extensions: 1, then: fail, notify: {message: late}}
+      - id: said
+        type: action
+        action: comment
+        config: {message: "{{ stages.sub.output.data.stages.hold.said }}"}
+  child:
+    stages:
+      - {id: hold, type: action, action: comment, config: {message: wait}}
+"""
+
+
+def test_a_child_run_that_ended_before_its_extension_started_it_again_is_the_stages_result(
+    stack: Stack,
+) -> None:
+    """The child run ends between its stage's timeout and the extension's start of it again (its
+    name is taken by a run that is over): the stage takes the child's result, and its work is not
+    done twice by a new child."""
+    r = Router(stack)
+    versions = publish(stack, SUB_ANNOUNCED, "p")
+    arn = stack.pipelines.start(
+        versions["p"], execution_name("d-1", "p"), run_input(42, 7, {"n": 7})
+    ).execution_arn
+    hold = parse_task(wait_for("the child's task", r._receive)["Body"])
+    assert hold is not None and hold.stage == "hold"
+    announced = parse_task(wait_for("the extension's notice", r._receive)["Body"])
+    assert announced is not None and announced.stage == "sub.notify-ext"
+    # the child ends while its stage announces the extension, before it is started again
+    assert stack.pipelines.answer(hold.task_token, StageSucceeded(output={"said": "done in time"})).delivered
+    machine = versions["child"].rsplit(":", 1)[0]
+    wait_for(
+        "the child's end",
+        lambda: (
+            stack.sfn.list_executions(stateMachineArn=machine, statusFilter="SUCCEEDED")["executions"] or None
+        ),
+    )
+    assert stack.pipelines.answer(announced.task_token, StageSucceeded(output={"notified": True})).delivered
+
+    _, said = r.task()  # the next stage reads the child's output
+    assert said["pipeline_task"] == "said"
+    held = stack.finished(arn)
+    assert held["status"] == "SUCCEEDED", held
+    assert [body.split("\n")[0] for _, _, body, _ in r.world.github.comments] == ["done in time"]
+    assert len(stack.sfn.list_executions(stateMachineArn=machine)["executions"]) == 1
+    # the stage's result is the child's, as its task's wait would have given it; what was read of
+    # the child is not the run's data
+    output = json.loads(held["output"])
+    assert output["data"]["stages"]["sub"]["output"]["data"]["stages"]["hold"] == {"said": "done in time"}
+    assert output["children"] == {"sub": {}}

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -25,12 +25,19 @@ from squadron.adapters.github.http import GitHubHttp, Throttle
 from squadron.adapters.webhooks import Webhooks
 from squadron.config import parse_files
 from squadron.domain.permissions import Caller
-from squadron.domain.pipeline_wire import execution_name, parse_task, run_input
+from squadron.domain.pipeline_wire import (
+    TASK_KIND,
+    PipelineTask,
+    StageSucceeded,
+    execution_name,
+    parse_task,
+    run_input,
+)
 from squadron.domain.pipelines.compile import compile_pipeline
 from squadron.domain.pipelines.work import Where
 from squadron.shell.dispatch import Dispatcher
 from squadron.shell.pipeline_facts import GitHubFacts
-from squadron.shell.pipelines import PipelineTasks
+from squadron.shell.pipelines import PipelineTasks, carry_key
 from tests.support.github_fake import FakeGitHub, app_private_key
 from tests.support.pipeline_tasks import outbox_over, pipeline_tasks
 from tests.support.step_functions import Stack, step_functions, wait_for
@@ -431,3 +438,138 @@ def test_a_marker_planted_in_run_data_is_posted_inert(stack: Stack) -> None:
     assert "failed: &lt;!-- squadron:effect 0123456789abcdef01234567" in posted
     assert planted not in posted
     assert posted.count("<!--") == 1  # the App's own marker of this effect, last
+
+
+#: An action stage and a webhook stage, each with a timeout its extension may give more time to,
+#: then an action the run ends with (which reads the first stage's outputs).
+LATE_STAGES = {
+    "an action stage": """
+      - id: first
+        type: action
+        action: comment
+        config: {message: "Deployed {{ trigger.n }}"}
+        timeout: 1s
+        on_timeout: {extend: 1h, max_extensions: 1, then: fail}""",
+    "a webhook stage": """
+      - id: first
+        type: webhook
+        request: {url: "https://hooks.example.com/deploy/{{ trigger.n }}"}
+        expect: {status: 202}
+        timeout: 1s
+        on_timeout: {extend: 1h, max_extensions: 1, then: fail}""",
+}
+LATE = """pipelines:
+  p:
+    trigger: {event: pull_request.opened}
+    stages:STAGE
+      - {id: last, type: action, action: add_label, config: {label: done}}
+"""
+
+
+@pytest.mark.parametrize("stage", list(LATE_STAGES.values()), ids=list(LATE_STAGES))
+def test_a_stage_carried_out_after_its_timeout_ran_out_is_not_carried_out_again_by_its_extension(
+    stack: Stack, stage: str
+) -> None:
+    """The router reached the stage's task only after its timeout ran out (a backlog): what it
+    carried out then (the comment, the webhook's call) is answered to a task that is over, and
+    the stage's extension enters it again. That entry takes the earlier answer: nothing is
+    carried out twice, and the run goes on from there."""
+    r = router(stack)
+    arn = started(stack, LATE.replace("STAGE", stage))
+    (first,) = stack.messages(1)
+
+    def extended() -> bool:
+        history = stack.sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        return any(e.get("stateEnteredEventDetails", {}).get("name") == "first.extended" for e in history)
+
+    wait_for("the stage's timeout to run out", extended)
+    late = r.dispatch.handle(first["Body"], first["MessageId"])
+    assert (late["answered"], late["gone"]) == (False, "TaskTimedOut")  # carried out, answered too late
+
+    handled = drive(stack, r, arn)
+
+    held = stack.finished(arn)
+    assert held["status"] == "SUCCEEDED", held
+    assert [stage for stage, _ in handled] == ["first", "last"]
+    assert handled[0][1]["answered"] is True
+    # what the world got: the stage's effect once
+    if "webhook" in stage:
+        assert [call.url.path for call in r.hooks.calls] == ["/deploy/7"]
+    else:
+        assert [body.split("\n")[0] for _, _, body, _ in r.world.github.comments] == ["Deployed 7"]
+    assert r.world.github.labelled == [(REPO, 7, ("done",))]
+
+
+# (why, the stage's type and step, what the stage's carry holds, the entry asking, carried)
+CARRIES: list[tuple[str, str, str, dict[str, str] | None, str, bool]] = [
+    ("none kept: the entry carries its work out", "action", "stage", None, "e2", False),
+    ("kept, not taken: this entry takes it", "action", "stage", {"from": "e1"}, "e2", True),
+    ("a webhook's, not taken: taken", "webhook", "stage", {"from": "e1"}, "e2", True),
+    (
+        "taken by this entry (delivered again): taken again",
+        "action",
+        "stage",
+        {"from": "e1", "taken": "e2"},
+        "e2",
+        True,
+    ),
+    (
+        "taken by an earlier entry (a loop back): not",
+        "action",
+        "stage",
+        {"from": "e1", "taken": "e2"},
+        "e3",
+        False,
+    ),
+    ("a gate's: gates are judged again", "gate", "stage", {"from": "e1"}, "e2", False),
+    ("a notification's: not a stage's work", "action", "notify", {"from": "e1"}, "e2", False),
+]
+
+
+def stage_task(stage_type: str, step: str, minute: int) -> PipelineTask:
+    """A task of stage ``first`` of one run, entered at ``minute`` (one entry of the stage)."""
+    body = {
+        "kind": TASK_KIND,
+        "repository_id": 42,
+        "issue_number": 7,
+        "pipeline": "p",
+        "definition": "ab" * 32,
+        "execution_arn": "arn:aws:states:us-east-1:123456789012:execution:squadron-dev_42-p:run-1",
+        "stage": "first",
+        "stage_type": stage_type,
+        "entered_at": f"2026-11-27T19:{minute:02d}:00+00:00",
+        "task_token": "t" * 40,
+        "step": step,
+    }
+    task = parse_task(json.dumps(body))
+    assert task is not None
+    return task
+
+
+@pytest.mark.parametrize(
+    ("stage_type", "step", "kept", "asking", "carried"), [c[1:] for c in CARRIES], ids=[c[0] for c in CARRIES]
+)
+def test_which_entry_takes_an_answer_found_gone(
+    stage_type: str, step: str, kept: dict[str, str] | None, asking: str, carried: bool
+) -> None:
+    """An answer found gone (the stage's timeout ran out first) is taken by the stage's next entry
+    (its extension) once: by that entry again when it is delivered again, never by a later one."""
+    world = World()
+    tasks = PipelineTasks(cast(Any, None), prefix="squadron-dev", claims=world.registry)
+    entries = {
+        name: stage_task(stage_type, step, minute) for minute, name in enumerate(("e1", "e2", "e3"), 1)
+    }
+    scope, carry = "pipeline-42", carry_key(entries["e1"])
+    if kept is not None:
+        world.registry.claim_write(scope, carry, world.now)
+        recorded = {field: entries[name].entry for field, name in kept.items()}
+        world.registry.record_write(scope, carry, {"answer": {"output": {"status": 202}}, **recorded})
+
+    got = tasks._carried(entries[asking], world.registry, scope)
+
+    assert got == (StageSucceeded(output={"status": 202}) if carried else None)
+    if carried:
+        held = world.registry.writes[(scope, carry)].result
+        assert held is not None and held["taken"] == entries[asking].entry
+    if stage_type == "gate" or step != "stage":
+        assert world.registry.calls["claim_write"] == (1 if kept is not None else 0)  # nothing asked

@@ -157,8 +157,18 @@ def _sub_pipeline_extended(c: Compiled) -> None:
         assert task["Catch"][0] == {
             "ErrorEquals": ["StepFunctions.ExecutionAlreadyExistsException"],
             "ResultPath": "$.error",
-            "Next": named,
+            "Next": f"{named}.ended",
         }
+        # a name taken: the child of that name described; one that succeeded is the result
+        ended = where[f"{named}.ended"]
+        assert ended["Resource"] == "arn:aws:states:::aws-sdk:sfn:describeExecution"
+        assert ended["Parameters"]["ExecutionArn.$"] == (
+            "States.Format('arn:aws:states:us-east-1:123456789012:execution:sq_42-deploy-notification:{}', "
+            f"$.children.{named}.name)"
+        )
+        (succeeded,) = where[f"{named}.over"]["Choices"]
+        assert (succeeded["StringEquals"], succeeded["Next"]) == ("SUCCEEDED", f"{named}.took")
+        assert where[f"{named}.over"]["Default"] == named  # else a new child
     # an extension enters the child's task, never the state that names a new child
     assert s["deploy.notify-ext"]["Next"] == "deploy.run"
     assert s["branches"]["Branches"][0]["States"]["sub.extended"]["Next"] == "sub.run"

@@ -15,7 +15,9 @@ interpreter hands that task's parameters to boto3 as written (``StateMachineArn`
 ``stateMachineArn`` and fails), and hands the answers back as boto3 gives them (``executionArn``;
 the finished child's ``output``, ``status``; dates as ``datetime`` that no execution output can
 carry). The patch names them as the API does both ways (``ExecutionArn``, ``Output``), dates as
-epoch seconds as AWS's JSON has them.
+epoch seconds as AWS's JSON has them. The same for an AWS SDK integration's call to Step Functions
+(``arn:aws:states:::aws-sdk:sfn:describeExecution``): its parameters and answer are PascalCase on
+AWS, and moto passed them to botocore as written (``KeyError``).
 
 A stage's failure is answered with SendTaskFailure: moto drops its ``cause`` on the way in, and
 looks for the token among finished executions too (a second answer to a finished task is taken);
@@ -46,6 +48,9 @@ from moto.stepfunctions.models import StateMachineVersion
 from moto.stepfunctions.parser.api import ExecutionStatus, InvalidExecutionInput, InvalidToken
 from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import EvalTimeoutError
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
+    StateTaskServiceAwsSdk,
+)
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
     StateTaskServiceSfn,
 )
@@ -128,6 +133,27 @@ def _api_names(evaluate: Any) -> Any:
         if isinstance(answer, dict):
             for key in list(answer):
                 answer[key[:1].upper() + key[1:]] = _epoch(answer.pop(key))
+
+    return evaluated
+
+
+def _sdk_names(evaluate: Any) -> Any:
+    """An AWS SDK integration's call to Step Functions as AWS makes it: the state names its
+    parameters in PascalCase (``ExecutionArn``), which AWS maps to the API's camelCase, and reads
+    the answer's fields in PascalCase (``Status``, ``Output``). moto passed them to botocore as
+    written (a KeyError) and handed the answer back as botocore names it."""
+
+    @functools.wraps(evaluate)
+    def evaluated(self: Any, env: Any, **kwargs: Any) -> None:
+        if self._get_boto_service_name() != "stepfunctions":
+            evaluate(self, env, **kwargs)
+            return
+        parameters = kwargs.pop("normalised_parameters")
+        named = {key[:1].lower() + key[1:]: value for key, value in parameters.items()}
+        evaluate(self, env, normalised_parameters=named, **kwargs)
+        answer = env.stack[-1]
+        if isinstance(answer, dict):
+            env.stack[-1] = {key[:1].upper() + key[1:]: _epoch(value) for key, value in answer.items()}
 
     return evaluated
 
@@ -316,6 +342,7 @@ _WRAPPERS: tuple[tuple[Any, str, Callable[[Any], Any]], ...] = (
     (StateTaskServiceSfn, "_normalise_parameters", _botocore_names),
     (StateTaskServiceSfn, "_eval_service_task", _api_names),
     (StateTaskServiceSfn, "_normalise_response", _json_dates),
+    (StateTaskServiceAwsSdk, "_eval_service_task", _sdk_names),
     (StepFunctionsParserBackend, "_get_executions", _begun_only),
     (StepFunctionsParserBackend, "send_task_failure", _failure_of_running),
     (StepFunctionsParserBackend, "send_task_success", _success_of_waiting),

@@ -31,11 +31,14 @@ marked sent after. The same message delivered again sends a recorded answer that
 marked sent, and nothing once it was; effects are the decision's, carried out once under their
 keys. A webhook whose earlier attempt may have called it (claimed, no answer recorded) is not
 called again: the stage fails saying so (its ``on_error`` retry is a new entry, and calls it).
-An answer to a task that is over (timed out, its run stopped) is "gone" and harmless.
+An answer to a task that is over (timed out, its run stopped) is "gone" and harmless; an action or
+webhook stage's answer gone because its timeout ran out first (its work carried out) is kept for
+the stage's next entry, its extension, which takes it rather than carry the work out again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -245,6 +248,9 @@ class PipelineTasks:
             if recorded.get("waiting"):
                 return {"answered": False, "gone": None, "once": "waiting already"}
             answer = _load(recorded["answer"])
+        elif (carried := self._carried(task, registry, scope)) is not None:
+            answer = carried
+            registry.record_write(scope, key, {"answer": _dump(answer), "sent": False})
         else:
             decided = self._decide(task, where, outbox, again=held is not None)
             if isinstance(decided, _Waiting):
@@ -258,8 +264,35 @@ class PipelineTasks:
         self._report(task, answer, where)
         sent = self.answers.answer(task.task_token, answer)
         registry.record_write(scope, key, {"answer": _dump(answer), "sent": True})
+        if sent.gone == TIMED_OUT and _carries(task):
+            # carried out, but the stage's timeout ran out first: its extension's entry takes it
+            carry = carry_key(task)
+            registry.claim_write(scope, carry, self.clock())
+            registry.record_write(scope, carry, {"answer": _dump(answer), "from": key})
         outcome = "passed" if isinstance(answer, StageSucceeded) else answer.error
         return {"answered": sent.delivered, "gone": sent.gone, "outcome": outcome}
+
+    def _carried(self, task: PipelineTask, registry: WriteClaims, scope: str) -> StageAnswer | None:
+        """The answer an earlier entry of this action or webhook stage carried out and found gone
+        (its timeout ran out first), for this entry, which its extension made: the comment is not
+        posted again, the webhook not called again. Taken by one entry only (marked before this
+        entry's answer is kept, so this entry delivered again takes it again, and a later entry
+        of the stage, a loop back, never does); None when there is none to take."""
+        if not _carries(task):
+            return None
+        carry = carry_key(task)
+        held = registry.claim_write(scope, carry, self.clock())
+        result = held.result if held is not None else None
+        if not isinstance(result, dict) or "answer" not in result:
+            return None
+        if result.get("taken") not in (None, task.entry):
+            return None
+        if result.get("taken") is None:
+            registry.record_write(scope, carry, {**result, "taken": task.entry})
+        logger.info(
+            "stage %s of %s: the answer of its timed-out entry, carried", task.stage, task.execution_arn
+        )
+        return _load(result["answer"])
 
     def _report(self, task: PipelineTask, answer: StageAnswer, where: Where | None) -> None:
         """The transition's event, stored before the answer is sent (keyed by the task's entry:
@@ -429,6 +462,21 @@ class PipelineTasks:
                 f"stage {task.stage!r}: GitHub refused {', '.join(outbox.failed)} (see `squadron` failed effects)",
             )
         return StageSucceeded(output=act.output)
+
+
+#: Step Functions' answer to a task token whose task's timeout ran out.
+TIMED_OUT = "TaskTimedOut"
+
+
+def _carries(task: PipelineTask) -> bool:
+    """Whether the task's answer may be carried to its stage's next entry: an action or webhook
+    stage (or branch) doing its work, whose effects the router carries out at once."""
+    return task.step == "stage" and task.stage_type in ("action", "webhook")
+
+
+def carry_key(task: PipelineTask) -> str:
+    """Where an answer found gone waits for the stage's next entry: the run and the stage."""
+    return "carry-" + hashlib.sha256(f"{task.execution_arn}/{task.stage}".encode()).hexdigest()
 
 
 class _NoSubject(Exception):

@@ -7,6 +7,7 @@ builder (:class:`Core`), which holds the states and makes the tasks the router a
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -212,28 +213,75 @@ def rejoined(state: str) -> str:
     return f"{state}.run"
 
 
-def named_once(states: dict[str, dict[str, Any]], state: str, task: dict[str, Any]) -> None:
-    """A sub-pipeline whose timeout may be extended, as two states: ``state`` names the child run
-    for this entry (a ``Pass``: the name :func:`child_parameters` would give), and its task
+#: Step Functions' DescribeExecution, as a state calls it (an AWS SDK integration).
+DESCRIBE_RUN = "arn:aws:states:::aws-sdk:sfn:describeExecution"
+
+
+def runs_of(state_machine_arn: str) -> str:
+    """The prefix of the execution ARNs of a state machine (or of one of its versions)."""
+    machine = re.sub(r":\d+$", "", state_machine_arn)
+    return machine.replace(":stateMachine:", ":execution:", 1)
+
+
+def named_once(states: dict[str, dict[str, Any]], state: str, task: dict[str, Any], child_arn: str) -> None:
+    """A sub-pipeline whose timeout may be extended, as states of its own: ``state`` names the child
+    run for this entry (a ``Pass``: the name :func:`child_parameters` would give), and its task
     (:func:`rejoined`) starts the child under that name. An extension enters the task again, not
     ``state``: StartExecution of the same name and input while that child runs is the child at
     work (Step Functions' idempotent start), so the stage waits on it again rather than starting
-    a second beside it. Should the name be taken by a run that is over (Step Functions stopped the
-    child when the task's timeout ran out, or it ended in that instant), the task fails
-    :data:`CHILD_EXISTS`, and ``state`` names a new child for this entry."""
+    a second beside it. A name taken by a run that is over (:data:`CHILD_EXISTS`: it ended between
+    the timeout and the extension's start, or Step Functions stopped it when the timeout ran out)
+    is looked up (``<state>.ended``, DescribeExecution): a child that succeeded is the stage's
+    result, as if its task had waited (its work is not done twice); any other names a new child
+    for this entry."""
     key = state_key(state)
+    names = f"{CHILD_NAMES}.{key}"
     states[state] = {
         "Type": "Pass",
         "Parameters": {"name.$": CHILD_NAME},
-        "ResultPath": f"{CHILD_NAMES}.{key}",
+        "ResultPath": names,
         "Next": rejoined(state),
     }
-    task["Parameters"]["Name.$"] = f"{CHILD_NAMES}.{key}.name"
+    task["Parameters"]["Name.$"] = f"{names}.name"
     task["Catch"] = [
-        {"ErrorEquals": [CHILD_EXISTS], "ResultPath": "$.error", "Next": state},
+        {"ErrorEquals": [CHILD_EXISTS], "ResultPath": "$.error", "Next": f"{state}.ended"},
         *task.get("Catch", []),
     ]
     states[rejoined(state)] = task
+    states[f"{state}.ended"] = {
+        "Type": "Task",
+        "Resource": DESCRIBE_RUN,
+        "Parameters": {"ExecutionArn.$": f"States.Format('{runs_of(child_arn)}:{{}}', {names}.name)"},
+        "ResultSelector": {"status.$": "$.Status", "run.$": "$"},
+        "ResultPath": f"{names}.ended",
+        "Next": f"{state}.over",
+        # a run it cannot describe is not one it can take: a new child
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": state}],
+    }
+    states[f"{state}.over"] = {
+        "Type": "Choice",
+        "Choices": [
+            {"Variable": f"{names}.ended.status", "StringEquals": "SUCCEEDED", "Next": f"{state}.took"}
+        ],
+        "Default": state,
+    }
+    took: dict[str, Any] = {
+        "Type": "Pass",
+        "Parameters": {"output.$": f"States.StringToJson({names}.ended.run.Output)"},
+    }
+    if "ResultPath" in task:
+        took["ResultPath"] = task["ResultPath"]
+        # the child's description is not the run's data: what was read goes
+        states[f"{state}.took"] = {**took, "Next": f"{state}.read"}
+        states[f"{state}.read"] = {"Type": "Pass", "Result": {}, "ResultPath": names}
+        after = states[f"{state}.read"]
+    else:  # a branch: its result is its state (as the task's would have been)
+        states[f"{state}.took"] = took
+        after = states[f"{state}.took"]
+    if task.get("End"):
+        after["End"] = True
+    else:
+        after["Next"] = task["Next"]
 
 
 def child(b: Core, stage: PipelineStage, position: int) -> None:
@@ -242,7 +290,7 @@ def child(b: Core, stage: PipelineStage, position: int) -> None:
     b.timeout(stage, task)
     task["Catch"] = b.catches(stage, position)
     if "TimeoutSecondsPath" in task:  # its timeout may be extended
-        named_once(b.states, stage.id, task)
+        named_once(b.states, stage.id, task, b.children[stage.pipeline])
     else:
         b.states[stage.id] = task
 
@@ -401,7 +449,7 @@ def one_branch(b: Core, branch: Any, stage: ParallelStage) -> dict[str, Any]:
             timed_out = extend_branch(b, branch, stage, states, timed_out)
         task["Catch"] = [{"ErrorEquals": TIMEOUT_ERRORS, "ResultPath": "$.error", "Next": timed_out}]
     if isinstance(branch, PipelineBranch) and "TimeoutSecondsPath" in task:
-        named_once(states, bid, task)
+        named_once(states, bid, task, b.children[branch.pipeline])
     else:
         states[bid] = task
     return {"StartAt": start, "States": states}

@@ -315,8 +315,8 @@ def test_patching_moto_twice_wraps_nothing_twice() -> None:
     """Every process that runs moto's interpreter patches it (tests, the local stack's servers):
     a second ``patch()`` leaves each wrapper as it is, not a wrapper of a wrapper."""
     moto_step_functions.patch()
-    first = [getattr(owner, name) for owner, name, _ in moto_step_functions._WRAPPERS]
+    first = [getattr(owner, name) for owner, name, _ in moto_step_functions.WRAPPERS]
     moto_step_functions.patch()
-    assert [getattr(owner, name) for owner, name, _ in moto_step_functions._WRAPPERS] == first
-    for wrapped, (_, name, _) in zip(first, moto_step_functions._WRAPPERS, strict=True):
+    assert [getattr(owner, name) for owner, name, _ in moto_step_functions.WRAPPERS] == first
+    for wrapped, (_, name, _) in zip(first, moto_step_functions.WRAPPERS, strict=True):
         assert not getattr(wrapped.__wrapped__, "_squadron_patched", False), name

@@ -338,7 +338,7 @@ def _wrap_once(owner: Any, name: str, wrapper: Callable[[Any], Any]) -> None:
 
 
 #: What :func:`patch` wraps: (owner, attribute, wrapper), each a way moto differs from AWS.
-_WRAPPERS: tuple[tuple[Any, str, Callable[[Any], Any]], ...] = (
+WRAPPERS: tuple[tuple[Any, str, Callable[[Any], Any]], ...] = (
     (StateTaskServiceSfn, "_normalise_parameters", _botocore_names),
     (StateTaskServiceSfn, "_eval_service_task", _api_names),
     (StateTaskServiceSfn, "_normalise_response", _json_dates),
@@ -357,8 +357,8 @@ _WRAPPERS: tuple[tuple[Any, str, Callable[[Any], Any]], ...] = (
 
 def patch() -> None:
     """Let ``StartExecution`` take a version ARN, and a state start a child execution (idempotent);
-    and the rest of :data:`_WRAPPERS` (idempotent: a second call changes nothing)."""
-    for owner, name, wrapper in _WRAPPERS:
+    and the rest of :data:`WRAPPERS` (idempotent: a second call changes nothing)."""
+    for owner, name, wrapper in WRAPPERS:
         _wrap_once(owner, name, wrapper)
     StepFunctionResponse.send_task_failure = _with_cause  # type: ignore[method-assign]
     StepFunctionResponse.stop_execution = _stop_with_reason  # type: ignore[method-assign]

@@ -36,12 +36,10 @@ from squadron.domain.events import EventEnvelope
 from squadron.domain.pipeline_events import Answered, answered
 from squadron.domain.pipeline_wire import STAGE_FAILED, PipelineTask, StageAnswer, StageFailed, StageSucceeded
 from squadron.domain.pipelines.agent_stage import (
-    ENDS_AGENTS,
     StageWait,
     Wake,
     counts,
     dump_answer,
-    ended_by_others_answer,
     ending_answer,
     forgotten_answer,
     load_answer,
@@ -49,6 +47,7 @@ from squadron.domain.pipelines.agent_stage import (
     put_to_work,
     subject,
 )
+from squadron.domain.pipelines.ended_by_others import ENDS_AGENTS, ended_by_others_answer
 from squadron.domain.pipelines.work import Where
 from squadron.domain.routing import RoutingPolicy, agent_envelope_problem
 from squadron.errors import SquadronError

@@ -33,7 +33,7 @@ from squadron.domain.effects import Discard, LaunchAgent
 from squadron.domain.events import EventEnvelope
 from squadron.domain.outbox import maybe_redriven
 from squadron.domain.pipeline_wire import TASK_KIND, WireError, parse_task
-from squadron.domain.pipelines.agent_stage import ended_agents
+from squadron.domain.pipelines.ended_by_others import ended_agents
 from squadron.errors import SquadronError
 from squadron.shell.pipelines import PipelineTasks
 from squadron.shell.router import RouterService

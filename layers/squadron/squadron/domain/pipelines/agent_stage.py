@@ -24,7 +24,7 @@ budget ran out) fails ``Squadron.StageFailed`` with the reason, so the stage's `
 applies. A task that crashed is relaunched by the reconciler and answers nothing yet, nor does
 one whose agent sleeps on blocker issues (the task that runs when they close answers). An agent
 finished by a person's event — its issue closed or unassigned from the App, its pull request
-closed — cancels its run at once with why (:func:`ended_by_others_answer`), as the router routes
+closed — cancels its run at once with why (:mod:`.ended_by_others`), as the router routes
 that event.
 
 The run's input never carries an issue's title or body: the agent reads the issue through its
@@ -34,7 +34,7 @@ own tools, each text by its author's trust.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,7 +53,6 @@ from squadron.domain.agents import (
 )
 from squadron.domain.effects import AgentWrite, DeliverInbox, Effect, LaunchAgent, PutAgent, StopAgentTask
 from squadron.domain.pipeline_wire import (
-    RUN_CANCELLED,
     STAGE_FAILED,
     PipelineTask,
     StageAnswer,
@@ -561,44 +560,6 @@ def forgotten_answer(wait: StageWait, agent: AgentRecord | None) -> StageFailed 
             f"{agent.end_reason or 'no reason'}) before it completed the stage",
         )
     return None
-
-
-#: Webhook events whose routing may end an issue's or a pull request's agents (the issue closed,
-#: deleted, transferred or unassigned from the App; the pull request closed or merged).
-ENDS_AGENTS = frozenset(
-    {
-        ("issues", "closed"),
-        ("issues", "deleted"),
-        ("issues", "transferred"),
-        ("issues", "unassigned"),
-        ("pull_request", "closed"),
-    }
-)
-
-
-def ended_agents(effects: Iterable[Effect]) -> set[str]:
-    """The agents a routing's ``effects`` finish (completed or cancelled)."""
-    return {
-        effect.write.record.agent_id
-        for effect in effects
-        if isinstance(effect, PutAgent) and effect.write.record.status in TERMINAL
-    }
-
-
-def ended_by_others_answer(wait: StageWait, agent: AgentRecord | None) -> StageFailed | None:
-    """The answer when a person's event finished the stage's agent (:data:`ENDS_AGENTS`: its issue
-    closed or unassigned, its pull request closed or merged): the run is cancelled with why
-    (``Squadron.Cancelled``: a run whose ``on_events`` may cancel it ends at its cancel end, any
-    other fails with it). It is no failure of the agent's, so neither ``on_error``'s retries (which
-    would put an agent to work again on the closed issue) nor its ``then`` apply. An agent gone or
-    of another generation is :func:`forgotten_answer`'s; one still live, None."""
-    if agent is None or agent.generation != wait.generation or agent.status not in TERMINAL:
-        return forgotten_answer(wait, agent)
-    return StageFailed.of(
-        RUN_CANCELLED,
-        f"agent stage {wait.stage!r}: agent {wait.agent_id} was ended before it completed the stage "
-        f"({agent.status}: {agent.end_reason or 'no reason'}), so the run is cancelled",
-    )
 
 
 def over(held: StageWait, task: PipelineTask, now: datetime, run_running: bool) -> str | None:

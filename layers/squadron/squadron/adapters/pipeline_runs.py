@@ -27,7 +27,7 @@ from squadron.domain.pipeline_runs import (
     pipeline_of,
     repository_of,
 )
-from squadron.domain.pipeline_wire import RUN_CANCELLED, STARTED_BY
+from squadron.domain.pipeline_wire import RUN_CANCELLED, STARTED_BY, execution_head
 from squadron.errors import SquadronError
 
 #: Step Functions keeps at most 25,000 events of a run: the history is read whole, page by page.
@@ -76,7 +76,7 @@ class PipelineRuns:
             found += [
                 m["stateMachineArn"]
                 for m in page.get("stateMachines", [])
-                if repository_of(self.prefix, f"{_execution_head(m['stateMachineArn'])}:x") is not None
+                if repository_of(self.prefix, f"{execution_head(m['stateMachineArn'])}:x") is not None
             ]
             if not page.get("nextToken"):
                 return found
@@ -169,12 +169,6 @@ class PipelineRuns:
         if self.summary(execution_arn) is None:
             raise RunRefusedError(f"no run {run}")
         return self.pipelines.stop(execution_arn, error=RUN_CANCELLED, cause=reason)
-
-
-def _execution_head(state_machine_arn: str) -> str:
-    """A state machine's ARN as the head of its runs' ARNs (``...:execution:<name>``)."""
-    head, _, name = state_machine_arn.partition(":stateMachine:")
-    return f"{head}:execution:{name.split(':', 1)[0]}"
 
 
 def _version(state_machine_arn: str) -> int | None:

@@ -397,6 +397,13 @@ CHILD_NAME = (
 )
 
 
+def execution_head(state_machine_arn: str) -> str:
+    """The head of the ARNs of a state machine's runs (``...:execution:<name>``), from its ARN or one
+    of its versions' (a run's ARN names the state machine, never the version)."""
+    head, _, machine = state_machine_arn.partition(":stateMachine:")
+    return f"{head}:execution:{machine.split(':', 1)[0]}"
+
+
 def child_parameters(
     state_machine_arn: str, input_path: str = "$.data", name_path: str | None = None
 ) -> dict[str, Any]:

@@ -335,7 +335,7 @@ def continues(held: StageWait | None, task: PipelineTask, agent: AgentRecord) ->
         and held.execution_arn == task.execution_arn
         and held.stage == task.stage
         and held.entry != task.entry
-        and held.answer is None
+        and not held.answered
         and not held.sent
         and held.generation == agent.generation
     )

@@ -7,7 +7,6 @@ builder (:class:`Core`), which holds the states and makes the tasks the router a
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -19,6 +18,7 @@ from squadron.domain.pipeline_wire import (
     StageType,
     Step,
     child_parameters,
+    execution_head,
 )
 from squadron.domain.pipelines.asl import FAIL, TIMEOUT_ERRORS, dump, is_set, state_key
 from squadron.domain.pipelines.models import (
@@ -217,12 +217,6 @@ def rejoined(state: str) -> str:
 DESCRIBE_RUN = "arn:aws:states:::aws-sdk:sfn:describeExecution"
 
 
-def runs_of(state_machine_arn: str) -> str:
-    """The prefix of the execution ARNs of a state machine (or of one of its versions)."""
-    machine = re.sub(r":\d+$", "", state_machine_arn)
-    return machine.replace(":stateMachine:", ":execution:", 1)
-
-
 def named_once(states: dict[str, dict[str, Any]], state: str, task: dict[str, Any], child_arn: str) -> None:
     """A sub-pipeline whose timeout may be extended, as states of its own: ``state`` names the child
     run for this entry (a ``Pass``: the name :func:`child_parameters` would give), and its task
@@ -251,7 +245,7 @@ def named_once(states: dict[str, dict[str, Any]], state: str, task: dict[str, An
     states[f"{state}.ended"] = {
         "Type": "Task",
         "Resource": DESCRIBE_RUN,
-        "Parameters": {"ExecutionArn.$": f"States.Format('{runs_of(child_arn)}:{{}}', {names}.name)"},
+        "Parameters": {"ExecutionArn.$": f"States.Format('{execution_head(child_arn)}:{{}}', {names}.name)"},
         "ResultSelector": {"status.$": "$.Status", "run.$": "$"},
         "ResultPath": f"{names}.ended",
         "Next": f"{state}.over",

@@ -466,14 +466,31 @@ LATE = """pipelines:
 """
 
 
+class StopsOnceAnswered:
+    """The registry, and a router that stops right after its late answer was sent, as it keeps
+    that answer for the stage's next entry (the message is delivered again)."""
+
+    def __init__(self, registry: Any) -> None:
+        self.record_write = registry.record_write
+        self.stopped = False
+
+    def __call__(self, scope: str, key: str, result: Any) -> None:
+        if not self.stopped and isinstance(result, dict) and "from" in result:
+            self.stopped = True
+            raise RuntimeError("the router stopped after the answer was sent")
+        self.record_write(scope, key, result)
+
+
+@pytest.mark.parametrize("stops", [False, True], ids=["", "the router stops after the late answer"])
 @pytest.mark.parametrize("stage", list(LATE_STAGES.values()), ids=list(LATE_STAGES))
 def test_a_stage_carried_out_after_its_timeout_ran_out_is_not_carried_out_again_by_its_extension(
-    stack: Stack, stage: str
+    stack: Stack, stage: str, stops: bool
 ) -> None:
     """The router reached the stage's task only after its timeout ran out (a backlog): what it
     carried out then (the comment, the webhook's call) is answered to a task that is over, and
     the stage's extension enters it again. That entry takes the earlier answer: nothing is
-    carried out twice, and the run goes on from there."""
+    carried out twice, and the run goes on from there (also when the router stopped right after
+    the late answer, and the task was delivered again)."""
     r = router(stack)
     arn = started(stack, LATE.replace("STAGE", stage))
     (first,) = stack.messages(1)
@@ -483,6 +500,10 @@ def test_a_stage_carried_out_after_its_timeout_ran_out_is_not_carried_out_again_
         return any(e.get("stateEnteredEventDetails", {}).get("name") == "first.extended" for e in history)
 
     wait_for("the stage's timeout to run out", extended)
+    if stops:
+        r.world.registry.record_write = StopsOnceAnswered(r.world.registry)  # type: ignore[method-assign, assignment]
+        with pytest.raises(RuntimeError, match="stopped after the answer"):
+            r.dispatch.handle(first["Body"], first["MessageId"])
     late = r.dispatch.handle(first["Body"], first["MessageId"])
     assert (late["answered"], late["gone"]) == (False, "TaskTimedOut")  # carried out, answered too late
 

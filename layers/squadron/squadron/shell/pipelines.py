@@ -263,12 +263,13 @@ class PipelineTasks:
             registry.record_write(scope, key, {"answer": _dump(answer), "sent": False})
         self._report(task, answer, where)
         sent = self.answers.answer(task.task_token, answer)
-        registry.record_write(scope, key, {"answer": _dump(answer), "sent": True})
         if sent.gone == TIMED_OUT and _carries(task):
             # carried out, but the stage's timeout ran out first: its extension's entry takes it
+            # (kept before this entry is marked sent, so a retry after a failure here keeps it)
             carry = carry_key(task)
             registry.claim_write(scope, carry, self.clock())
             registry.record_write(scope, carry, {"answer": _dump(answer), "from": key})
+        registry.record_write(scope, key, {"answer": _dump(answer), "sent": True})
         outcome = "passed" if isinstance(answer, StageSucceeded) else answer.error
         return {"answered": sent.delivered, "gone": sent.gone, "outcome": outcome}
 
